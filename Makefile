@@ -1,0 +1,25 @@
+# Two commands for a fresh machine: `make demo` (install, then the main job) and `make test` (install, then every test).
+PYTHON ?= python
+PIP := $(PYTHON) -m pip
+DEMO_MEMORY ?= demo-memory
+
+.PHONY: install install-test demo test lint bench
+
+install:
+	$(PIP) install torch==2.13.0
+	$(PIP) install -e .
+
+install-test:
+	$(PIP) install torch==2.13.0
+	$(PIP) install -e '.[test]'
+
+demo: install
+	rm -rf $(DEMO_MEMORY)
+	PCM_LLM=$${PCM_LLM:-none} pcm --memory $(DEMO_MEMORY) demo
+
+test: install-test
+	$(PYTHON) -m ruff check src tests benchmarks
+	$(PYTHON) -m pytest -q
+
+bench:
+	$(PYTHON) benchmarks/bench_store.py

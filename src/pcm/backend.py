@@ -1,0 +1,112 @@
+"""The small storage interface under the dataset layout (DESIGN.md §8).
+
+Two implementations: :class:`pcm.backend_local.LocalBackend` (embedded pyoxigraph on disk) and
+:class:`pcm.backend_remote.RemoteBackend` (any SPARQL 1.1 Protocol + Graph Store Protocol server). Everything above
+this line speaks SPARQL text and pyoxigraph terms, so the two are interchangeable.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import pyoxigraph as ox
+
+from pcm.errors import QueryError
+
+Term = ox.NamedNode | ox.BlankNode | ox.Literal | ox.Triple
+
+
+@dataclass
+class Solutions:
+    """A materialised SELECT result: variables in order, one tuple per row (``None`` for unbound)."""
+
+    variables: tuple[str, ...]
+    rows: list[tuple[Term | None, ...]] = field(default_factory=list)
+
+    def dicts(self) -> list[dict[str, Term]]:
+        return [{v: t for v, t in zip(self.variables, row, strict=True) if t is not None} for row in self.rows]
+
+    def values(self, variable: str) -> list[Term | None]:
+        i = self.variables.index(variable)
+        return [row[i] for row in self.rows]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+#: What a query returns: SELECT → Solutions, ASK → bool, CONSTRUCT/DESCRIBE → list of triples.
+QueryResult = Solutions | bool | list[ox.Triple]
+
+
+class Backend(Protocol):
+    """Where quads live. Every write method is atomic: all of it lands or none of it does."""
+
+    def query(self, sparql: str, *, timeout: float | None = None, limit: int | None = None) -> QueryResult:
+        """Run a read query over the union of all graphs (the default graph is the union)."""
+        ...
+
+    def update(self, sparql: str) -> None:
+        """Run a SPARQL Update atomically (used for deletes and mixed delete/insert writes)."""
+        ...
+
+    def extend(self, quads: Sequence[ox.Quad]) -> None:
+        """Insert quads atomically."""
+        ...
+
+    def bulk_load(self, path: str, fmt: ox.RdfFormat, *, graph: str | None = None) -> None:
+        """Load a large file fast; not atomic (used by import of big dumps only after validation)."""
+        ...
+
+    def quads(self, graph: str | None = None) -> Iterator[ox.Quad]:
+        """Every quad (of one graph when given)."""
+        ...
+
+    def named_graphs(self) -> list[str]: ...
+
+    def dump(self, fmt: ox.RdfFormat, *, graph: str | None = None) -> bytes: ...
+
+    def close(self) -> None: ...
+
+
+def materialise(result: object, *, deadline: float | None, limit: int | None) -> QueryResult:
+    """Turn a pyoxigraph result into our types, checking the deadline between rows.
+
+    pyoxigraph evaluates lazily, so a runaway query that streams rows is stopped here; one that blocks inside
+    a single step (a huge ORDER BY) is bounded only by the server engine's timeout (see ``pcm serve``).
+    """
+    if isinstance(result, ox.QueryBoolean):
+        return bool(result)
+    if isinstance(result, ox.QuerySolutions):
+        variables = tuple(v.value for v in result.variables)
+        rows: list[tuple[Term | None, ...]] = []
+        for i, solution in enumerate(result):
+            if deadline is not None and (i & 63) == 0 and time.monotonic() > deadline:
+                raise QueryError("query stopped: it ran past the time limit")
+            if limit is not None and len(rows) >= limit:
+                break
+            rows.append(tuple(solution[v] for v in variables))
+        return Solutions(variables, rows)
+    triples: list[ox.Triple] = []
+    for i, triple in enumerate(result):  # type: ignore[attr-defined]
+        if deadline is not None and (i & 63) == 0 and time.monotonic() > deadline:
+            raise QueryError("query stopped: it ran past the time limit")
+        if limit is not None and len(triples) >= limit:
+            break
+        triples.append(triple)
+    return triples
+
+
+def quads_to_insert_data(quads: Iterable[ox.Quad]) -> str:
+    """``INSERT DATA`` text for quads, grouped by graph (for backends that only take SPARQL Update)."""
+    by_graph: dict[str, list[str]] = {}
+    for q in quads:
+        g = "" if isinstance(q.graph_name, ox.DefaultGraph) else str(q.graph_name)
+        by_graph.setdefault(g, []).append(f"{q.subject} {q.predicate} {q.object} .")
+    parts = []
+    for g, lines in by_graph.items():
+        body = "\n".join(lines)
+        parts.append(f"GRAPH {g} {{\n{body}\n}}" if g else body)
+    return "INSERT DATA {\n" + "\n".join(parts) + "\n}"

@@ -1,0 +1,565 @@
+"""The ``pcm`` command line. Each command is a thin shell over :class:`pcm.memory.Memory`.
+
+Exit codes scripts can trust: 0 ok, 1 generic failure, 2 usage, 3 bad input, 4 memory locked, 5 version or model
+mismatch, 6 no memory, 7 validation failed, 8 query refused or failed, 9 LLM error.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from functools import wraps
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from pcm.errors import PcmError, UsageError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _fail(message: str, code: int) -> None:
+    click.echo(f"pcm: error: {message}", err=True)
+    sys.exit(code)
+
+
+def handle_errors(func: F) -> F:
+    """Every error becomes one line on stderr and an exit code from :mod:`pcm.errors`."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except PcmError as exc:
+            report = getattr(exc, "report", "")
+            if report:
+                click.echo(report, err=True)
+            _fail(str(exc), exc.exit_code)
+        except KeyboardInterrupt:
+            _fail("interrupted", 130)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def memory_option(func: F) -> F:
+    return click.option(
+        "--memory",
+        "memory_path",
+        type=click.Path(path_type=Path, file_okay=False),
+        default=None,
+        help="Memory directory (default: $PCM_MEMORY or the user data dir).",
+    )(func)
+
+
+def json_option(func: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")(func)
+
+
+def settings_for(ctx: click.Context, memory_path: Path | None, **overrides: object):  # type: ignore[no-untyped-def]
+    from pcm.settings import LLMSpec, Settings
+
+    root = ctx.find_root().obj or {}
+    llm = overrides.pop("llm", None) or root.get("llm")
+    return Settings.from_env(
+        memory=memory_path or root.get("memory"),
+        llm=LLMSpec.parse(llm) if isinstance(llm, str) else None,
+        **overrides,
+    )
+
+
+@contextmanager
+def opened(ctx: click.Context, memory_path: Path | None, *, read_only: bool = False, **overrides: object) -> Iterator[Any]:
+    from pcm.memory import Memory
+
+    memory = Memory.open(settings_for(ctx, memory_path, **overrides), read_only=read_only)
+    try:
+        yield memory
+    finally:
+        memory.close()
+
+
+def emit_json(data: object) -> None:
+    click.echo(json.dumps(data, ensure_ascii=False, indent=2, default=_json_default))
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def progress_bar(total: int | None, desc: str):  # type: ignore[no-untyped-def]
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="utt", file=sys.stderr, disable=None, dynamic_ncols=True)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.option("--memory", "memory_path", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Memory directory (default: $PCM_MEMORY or the user data dir).")
+@click.option("--llm", default=None, help="LLM: none | anthropic:MODEL | openai:BASE_URL#MODEL (default: $PCM_LLM).")
+@click.version_option(package_name="pcm")
+@click.pass_context
+def main(ctx: click.Context, memory_path: Path | None, llm: str | None) -> None:
+    """pcm: a personal conversational memory on RDF.
+
+    \b
+    Example:
+      pcm --memory ~/mem init --owner "Dana"
+      pcm --memory ~/mem ingest chats.json
+      pcm --memory ~/mem ask "What car do I drive?"
+      pcm --memory ~/mem why m:dana-s-car
+    """
+    ctx.obj = {"memory": memory_path, "llm": llm}
+
+
+@main.command()
+@memory_option
+@click.option("--owner", default="me", show_default=True, help="Name of the person this memory belongs to.")
+@click.option("--namespace", default=None, help="IRI namespace for this memory's individuals.")
+@json_option
+@click.pass_context
+@handle_errors
+def init(ctx: click.Context, memory_path: Path | None, owner: str, namespace: str | None, as_json: bool) -> None:
+    """Create a new, empty memory.
+
+    \b
+    Example:
+      pcm init --memory ~/mem --owner "Dana Whitfield"
+    """
+    from pcm.memory import Memory
+
+    settings = settings_for(ctx, memory_path)
+    with Memory.init(settings, owner=owner, namespace=namespace) as memory:
+        info = {"memory": str(settings.memory), "owner": owner, "namespace": memory.manifest.namespace,
+                "ontology_version": memory.manifest.ontology_version}
+    if as_json:
+        emit_json(info)
+    else:
+        click.echo(f"created memory {info['memory']} for {owner} (namespace {info['namespace']})")
+
+
+@main.command()
+@memory_option
+@click.argument("files", nargs=-1, type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["json", "jsonl", "locomo", "longmemeval"]), default=None,
+              help="Input format (detected when omitted).")
+@click.option("--text", default=None, help="Ingest one utterance given on the command line.")
+@click.option("--session", default=None, help="Session id for --text (default: one session per day).")
+@click.option("--role", default="user", show_default=True, help="Role for --text: user, assistant, system, other.")
+@click.option("--speaker", default=None, help="Speaker name for --text.")
+@click.option("--at", "at", default=None, help="When --text was said (ISO 8601; default: now).")
+@click.option("--init", "create", is_flag=True, help="Create the memory first if it does not exist.")
+@json_option
+@click.pass_context
+@handle_errors
+def ingest(ctx: click.Context, memory_path: Path | None, files: tuple[Path, ...], fmt: str | None, text: str | None,
+           session: str | None, role: str, speaker: str | None, at: str | None, create: bool, as_json: bool) -> None:
+    """Store conversations (every user and assistant turn) in the memory.
+
+    Re-ingesting the same conversation adds nothing. Without an LLM (PCM_LLM=none) pcm runs in episodic mode:
+    utterances are stored, indexed and searchable, and extraction waits until a model is configured.
+
+    \b
+    Examples:
+      pcm ingest chats.json
+      pcm ingest locomo10.json --format locomo
+      pcm ingest --text "I bought a blue Trek bike for 600 dollars" --at 2025-03-02T10:00
+    """
+    from pcm.conversations import Conversation, parse_file, parse_text_utterance, parse_timestamp
+    from pcm.memory import Memory
+
+    if bool(files) == bool(text):
+        raise UsageError("give FILES to ingest or --text, not both and not neither")
+    conversations: list[Conversation] = []
+    if text is not None:
+        when = parse_timestamp(at) if at else datetime.now().astimezone().replace(microsecond=0)
+        sid = session or f"cli-{when.date().isoformat()}"
+        u = parse_text_utterance(text, session=sid, role=role, at=when, speaker=speaker)
+        conversations.append(Conversation(id=u.session, utterances=[u]))
+    for path in files:
+        conversations.extend(parse_file(path, fmt))
+    settings = settings_for(ctx, memory_path)
+    if create and not (settings.memory / "memory.toml").exists():
+        Memory.init(settings).close()
+    total = sum(len(c.utterances) for c in conversations)
+    with Memory.open(settings) as memory:
+        if text is not None:
+            # position within the session continues after what it already holds
+            from dataclasses import replace
+
+            last = memory.store.last_post_of_session(memory.naming.session(conversations[0].id))
+            if last:
+                conversations[0].utterances[0] = replace(conversations[0].utterances[0], position=last[1] + 1)
+        with progress_bar(total, "ingest") as bar:
+            report = memory.ingest(conversations, progress=bar.update)
+    if as_json:
+        emit_json(report.as_json())
+    else:
+        click.echo(
+            f"ingested {report.added} new utterance(s) from {report.conversations} conversation(s)"
+            f" ({report.skipped} already stored); mode: {report.mode}"
+        )
+        if not settings.llm.enabled:
+            click.echo("no LLM configured (PCM_LLM=none): facts are not extracted yet; recall and ask use the utterances")
+
+
+@main.command(name="import")
+@memory_option
+@click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["turtle", "trig", "nquads", "ntriples", "jsonld"]), default=None)
+@json_option
+@click.pass_context
+@handle_errors
+def import_(ctx: click.Context, memory_path: Path | None, file: Path, fmt: str | None, as_json: bool) -> None:
+    """Import RDF: triples are validated against the shapes and kept with the file as their source.
+
+    A pcm dump (TriG / N-Quads from `pcm export`) is restored graph by graph.
+
+    \b
+    Example:
+      pcm import facts.ttl
+      pcm import backup.trig
+    """
+    with opened(ctx, memory_path) as memory:
+        report = memory.import_rdf(file, fmt)
+    if as_json:
+        emit_json(report.as_json())
+    else:
+        click.echo(f"imported {report.quads} quad(s) from {report.file} ({report.mode}) into {len(report.graphs)} graph(s)")
+
+
+@main.command()
+@memory_option
+@click.option("--format", "fmt", type=click.Choice(["trig", "nquads", "turtle", "jsonld"]), default="trig", show_default=True)
+@click.option("--output", "-o", type=click.Path(path_type=Path, dir_okay=False), default=None, help="File to write (default: stdout).")
+@click.pass_context
+@handle_errors
+def export(ctx: click.Context, memory_path: Path | None, fmt: str, output: Path | None) -> None:
+    """Export the memory: the whole dataset (TriG, N-Quads, JSON-LD) or the facts as Turtle.
+
+    \b
+    Example:
+      pcm export --format trig -o backup.trig
+    """
+    with opened(ctx, memory_path, read_only=True) as memory:
+        data = memory.export(fmt)
+    if output:
+        output.write_bytes(data)
+    else:
+        sys.stdout.buffer.write(data)
+
+
+@main.command()
+@memory_option
+@click.argument("query", required=False)
+@click.option("--file", "query_file", type=click.Path(path_type=Path, dir_okay=False), default=None, help="Read the query from a file.")
+@click.option("--output", "out_format", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
+@json_option
+@click.option("--limit", type=int, default=None, help="Maximum rows (default: PCM_QUERY_LIMIT, 1000).")
+@click.pass_context
+@handle_errors
+def sparql(ctx: click.Context, memory_path: Path | None, query: str | None, query_file: Path | None,
+           out_format: str, as_json: bool, limit: int | None) -> None:
+    """Run a read-only SPARQL query over the memory (the default graph is the union of all graphs).
+
+    \b
+    Example:
+      pcm sparql 'SELECT ?p ?text WHERE { ?p a sioc:Post ; sioc:content ?text } LIMIT 5'
+    """
+    from pcm.backend import Solutions
+    from pcm.namespaces import sparql_prefixes
+
+    if bool(query) == bool(query_file):
+        raise UsageError("give a QUERY or --file")
+    text = query_file.read_text(encoding="utf-8") if query_file else query or ""
+    if "PREFIX" not in text.upper():
+        text = sparql_prefixes() + text
+    with opened(ctx, memory_path, read_only=True) as memory:
+        result = memory.sparql(text, limit=limit)
+    fmt = "json" if as_json else out_format
+    if isinstance(result, bool):
+        emit_json({"boolean": result}) if fmt == "json" else click.echo("yes" if result else "no")
+    elif isinstance(result, Solutions):
+        rows = [{v: (t.value if t is not None else None) for v, t in zip(result.variables, r, strict=True)} for r in result.rows]
+        if fmt == "json":
+            emit_json({"variables": list(result.variables), "rows": rows})
+        elif fmt == "csv":
+            buf = io.StringIO()
+            writer = csv.DictWriter(buf, fieldnames=list(result.variables))
+            writer.writeheader()
+            writer.writerows(rows)
+            click.echo(buf.getvalue(), nl=False)
+        else:
+            click.echo(_table(list(result.variables), rows))
+    else:
+        import pyoxigraph as ox
+
+        from pcm.rdfio import serialize
+
+        data = serialize([ox.Quad(t.subject, t.predicate, t.object) for t in result], "ntriples")
+        if fmt == "json":
+            emit_json({"triples": [[str(t.subject), str(t.predicate), str(t.object)] for t in result]})
+        else:
+            sys.stdout.buffer.write(data)
+
+
+def _table(columns: list[str], rows: list[dict[str, str | None]]) -> str:
+    if not rows:
+        return "(no results)"
+    widths = {c: min(60, max(len(c), *(len(str(r.get(c) or "")) for r in rows))) for c in columns}
+
+    def cell(c: str, v: object) -> str:
+        s = "" if v is None else str(v).replace("\n", " ")
+        return (s if len(s) <= widths[c] else s[: widths[c] - 1] + "…").ljust(widths[c])
+
+    lines = [" | ".join(cell(c, c) for c in columns), "-+-".join("-" * widths[c] for c in columns)]
+    lines += [" | ".join(cell(c, r.get(c)) for c in columns) for r in rows]
+    lines.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+    return "\n".join(lines)
+
+
+@main.command()
+@memory_option
+@json_option
+@click.pass_context
+@handle_errors
+def stats(ctx: click.Context, memory_path: Path | None, as_json: bool) -> None:
+    """Posts, sessions, entities by class, triples and graphs.
+
+    \b
+    Example:
+      pcm stats --json
+    """
+    with opened(ctx, memory_path, read_only=True) as memory:
+        s = memory.stats()
+        curie = memory.ontology.curie
+    if as_json:
+        emit_json(s.as_json())
+        return
+    click.echo(f"posts: {s.posts}   sessions: {s.sessions}   triples: {s.triples}")
+    if s.status:
+        click.echo("extraction: " + ", ".join(f"{k} {v}" for k, v in sorted(s.status.items())))
+    click.echo("graphs: " + ", ".join(f"{k} {v['graphs']} ({v['triples']} triples)" for k, v in s.graphs.items()))
+    if s.entities_by_class:
+        click.echo("entities by class:")
+        for cls, n in s.entities_by_class[:30]:
+            click.echo(f"  {curie(cls):40} {n}")
+
+
+@main.command()
+@memory_option
+@click.argument("iri")
+@json_option
+@click.pass_context
+@handle_errors
+def why(ctx: click.Context, memory_path: Path | None, iri: str, as_json: bool) -> None:
+    """Show each utterance a fact or an entity came from, with session and time.
+
+    IRI may be a full IRI, a CURIE (schema:..., pcm:...) or m:SLUG for one of this memory's individuals.
+
+    \b
+    Example:
+      pcm why m:biscuit
+    """
+    with opened(ctx, memory_path, read_only=True) as memory:
+        sources = memory.why(iri)
+    if as_json:
+        emit_json([s.as_json() for s in sources])
+        return
+    if not sources:
+        click.echo("no source found: nothing in this memory mentions it")
+        sys.exit(1)
+    for s in sources:
+        if s.content is not None:
+            who = s.speaker or s.role or "?"
+            click.echo(f"[{s.session} {s.source_id or ''} {s.time or ''}] {who}: {s.content}")
+        elif s.file:
+            click.echo(f"[imported from {s.file}] graph {s.graph}")
+        else:
+            click.echo(f"[graph {s.graph}]")
+
+
+@main.command()
+@memory_option
+@click.option("--post", default=None, help="Post IRI or the source's message id.")
+@click.option("--session", default=None, help="Session id (as in the source) or thread IRI.")
+@json_option
+@click.pass_context
+@handle_errors
+def forget(ctx: click.Context, memory_path: Path | None, post: str | None, session: str | None, as_json: bool) -> None:
+    """Forget an utterance or a whole session, with the facts extracted from it.
+
+    Facts that another utterance also supports stay.
+
+    \b
+    Example:
+      pcm forget --post D1:3
+      pcm forget --session dana-2025-03-02
+    """
+    with opened(ctx, memory_path) as memory:
+        posts = memory.forget(post=post, session=session)
+    if as_json:
+        emit_json({"forgotten": posts})
+    else:
+        click.echo(f"forgot {len(posts)} post(s)")
+
+
+@main.command()
+@memory_option
+@click.argument("text", required=False)
+@click.option("--k", default=10, show_default=True, help="How many posts.")
+@click.option("--queries", "queries_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Answer many: one question per line, or JSONL with a 'question' field; prints JSONL.")
+@click.option("--role", default=None)
+@click.option("--speaker", default=None)
+@click.option("--session", default=None)
+@click.option("--since", default=None, help="Only posts said at or after this time.")
+@click.option("--until", default=None, help="Only posts said before this time.")
+@click.option("--mode", type=click.Choice(["hybrid", "vector", "fts"]), default="hybrid", show_default=True)
+@json_option
+@click.pass_context
+@handle_errors
+def recall(ctx: click.Context, memory_path: Path | None, text: str | None, k: int, queries_file: Path | None,
+           role: str | None, speaker: str | None, session: str | None, since: str | None, until: str | None,
+           mode: str, as_json: bool) -> None:
+    """Find the stored utterances that best match TEXT (hybrid vector + full-text search).
+
+    \b
+    Example:
+      pcm recall "where did we go on holiday" --k 5 --json
+    """
+    from pcm.conversations import parse_timestamp
+
+    if bool(text) == bool(queries_file):
+        raise UsageError("give TEXT or --queries FILE")
+    filters: dict[str, Any] = {"role": role, "speaker": speaker, "session": session, "mode": mode,
+                               "since": parse_timestamp(since) if since else None,
+                               "until": parse_timestamp(until) if until else None}
+    with opened(ctx, memory_path, read_only=True) as memory:
+        if queries_file:
+            for question in _read_questions(queries_file):
+                hits = memory.recall(question, k, **filters)
+                click.echo(json.dumps([h.as_json() for h in hits], ensure_ascii=False))
+            return
+        hits = memory.recall(text or "", k, **filters)
+    if as_json:
+        emit_json([h.as_json() for h in hits])
+        return
+    for h in hits:
+        when = h.time.isoformat(sep=" ") if h.time else "?"
+        click.echo(f"{h.score:.3f}  [{h.session} {h.source_id or ''} {when}] {h.speaker or h.role}: {h.text}")
+
+
+def _read_questions(path: Path) -> Iterator[str]:
+    from pcm.errors import InputError
+
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        line = line.strip()
+        if not line:
+            continue
+        if line.startswith("{"):
+            try:
+                yield str(json.loads(line)["question"])
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise InputError(f"{path.name}:{n}: expected a JSON object with a 'question' field") from exc
+        else:
+            yield line
+
+
+@main.command()
+@memory_option
+@json_option
+@click.pass_context
+@handle_errors
+def reindex(ctx: click.Context, memory_path: Path | None, as_json: bool) -> None:
+    """Rebuild the side index (utterances and entities) from the store.
+
+    \b
+    Example:
+      pcm reindex
+    """
+    with opened(ctx, memory_path) as memory, progress_bar(memory.post_count(), "reindex") as bar:
+        n = memory.reindex(progress=bar.update)
+    if as_json:
+        emit_json({"indexed": n})
+    else:
+        click.echo(f"reindexed {n} row(s)")
+
+
+@main.command()
+@memory_option
+@click.argument("question")
+@click.option("--k", default=5, show_default=True, help="How many utterances to cite.")
+@json_option
+@click.pass_context
+@handle_errors
+def ask(ctx: click.Context, memory_path: Path | None, question: str, k: int, as_json: bool) -> None:
+    """Answer a question from memory, citing the utterances it rests on.
+
+    \b
+    Example:
+      pcm ask "What is my dog's name?"
+    """
+    with opened(ctx, memory_path, read_only=True) as memory:
+        answer = memory.ask(question, k=k)
+    if as_json:
+        emit_json(answer.as_json())
+        return
+    click.echo(answer.text)
+    if answer.note:
+        click.echo(f"({answer.note})", err=True)
+    if answer.evidence:
+        click.echo("evidence:")
+        for h in answer.evidence:
+            when = h.time.isoformat(sep=" ") if h.time else "?"
+            click.echo(f"  [{h.session} {h.source_id or ''} {when}] {h.speaker or h.role}: {h.text}")
+
+
+@main.command()
+@memory_option
+@click.option("--question", default="What is the name of my dog?", show_default=True)
+@click.pass_context
+@handle_errors
+def demo(ctx: click.Context, memory_path: Path | None, question: str) -> None:
+    """Create a memory, ingest the bundled sample conversations, show what was stored, answer a question.
+
+    \b
+    Example:
+      pcm --memory /tmp/demo demo --question "Where did I travel in June?"
+    """
+    from pcm.conversations import parse_file, sample_paths
+    from pcm.memory import Memory
+
+    settings = settings_for(ctx, memory_path)
+    if not (settings.memory / "memory.toml").exists():
+        Memory.init(settings, owner="Dana Whitfield").close()
+    conversations = [c for path in sample_paths() for c in parse_file(path)]
+    click.echo(f"memory: {settings.memory}")
+    click.echo(f"LLM: {settings.llm}" + ("" if settings.llm.enabled else " -> episodic mode (utterances stored and searchable; no fact extraction)"))
+    with Memory.open(settings) as memory:
+        with progress_bar(sum(len(c.utterances) for c in conversations), "ingest") as bar:
+            report = memory.ingest(conversations, progress=bar.update)
+        click.echo(f"ingested {report.added} utterance(s) from {report.conversations} sample conversation(s) ({report.skipped} already stored)")
+        s = memory.stats()
+        click.echo(f"stored: {s.posts} posts in {s.sessions} sessions, {s.triples} triples in {sum(g['graphs'] for g in s.graphs.values())} graphs")
+        answer = memory.ask(question, k=3)
+    click.echo(f"\nQ: {question}")
+    click.echo(f"A: {answer.text}")
+    if answer.note:
+        click.echo(f"   ({answer.note})")
+    if answer.evidence:
+        h = answer.evidence[0]
+        click.echo(f"   source: post {h.post} (message {h.source_id}, session {h.session}, {h.time})")
+
+
+if __name__ == "__main__":
+    main()

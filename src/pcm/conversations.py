@@ -1,0 +1,620 @@
+"""Conversations as pcm reads them, whatever file they came from.
+
+Parsers for each source format turn a file into :class:`Conversation` objects; everything downstream (provenance,
+extraction, index) sees only these. Roles are closed: ``user`` (the memory's owner), ``assistant`` (the AI),
+``system``, and ``other`` (a third person speaking, e.g. LoCoMo's second speaker).
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pcm.errors import InputError, UsageError
+from pcm.resources import samples_dir
+
+ROLES = ("user", "assistant", "system", "other")
+
+
+@dataclass(frozen=True)
+class Utterance:
+    """One turn of a conversation, before it becomes a ``sioc:Post``."""
+
+    session: str
+    """The source's own session / conversation id (stable across re-imports)."""
+    position: int
+    """0-based position of the turn within its session."""
+    role: str
+    content: str
+    speaker: str | None = None
+    """Display name of who spoke ("Caroline"); ``None`` lets the role decide."""
+    timestamp: datetime | None = None
+    """When it was said (the message time that anchors "yesterday"); naive means local time as written."""
+    source_id: str | None = None
+    """The source's own message id (LoCoMo ``D1:3``); kept as ``dcterms:identifier``."""
+
+
+@dataclass
+class Conversation:
+    id: str
+    utterances: list[Utterance] = field(default_factory=list)
+    title: str | None = None
+    started: datetime | None = None
+    """The session's own date when the source gives one (LoCoMo / LongMemEval session dates)."""
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Parsers. Every one is pure (reads the file, returns dataclasses) and reports bad input as one InputError line that
+# names the file, the conversation or line, and the problem, so a person can fix the file without a traceback.
+# --------------------------------------------------------------------------------------------------------------------
+
+FORMATS = ("json", "jsonl", "locomo", "longmemeval")
+
+ROLE_ALIASES = {"human": "user", "ai": "assistant", "bot": "assistant", "model": "assistant"}
+"""Spellings other tools use for our roles; anything else is refused rather than guessed."""
+
+_MONTHS = {
+    name: number
+    for number, names in enumerate(
+        (
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sep", "sept"),
+            ("october", "oct"),
+            ("november", "nov"),
+            ("december", "dec"),
+        ),
+        start=1,
+    )
+    for name in names
+}
+_CLOCK_ON_DATE = re.compile(  # LoCoMo: "1:56 pm on 8 May, 2023"
+    r"(?P<h>\d{1,2}):(?P<mi>\d{2})\s*(?P<ampm>[ap])\.?m\.?\s+on\s+(?P<d>\d{1,2})\s+(?P<mon>[a-z]+)\.?,?\s+(?P<y>\d{4})",
+    re.IGNORECASE,
+)
+_SLASHED = re.compile(  # LongMemEval: "2023/05/08 (Mon) 13:56"; weekday and time optional
+    r"(?P<y>\d{4})/(?P<mo>\d{1,2})/(?P<d>\d{1,2})(?:\s*\([a-z]+\))?(?:\s+(?P<h>\d{1,2}):(?P<mi>\d{2})(?::(?P<s>\d{2}))?)?",
+    re.IGNORECASE,
+)
+_DAY_MONTH_YEAR = re.compile(r"(?P<d>\d{1,2})\s+(?P<mon>[a-z]+)\.?,?\s+(?P<y>\d{4})", re.IGNORECASE)
+_MONTH_DAY_YEAR = re.compile(r"(?P<mon>[a-z]+)\.?\s+(?P<d>\d{1,2}),?\s+(?P<y>\d{4})", re.IGNORECASE)
+_LOCOMO_SESSION = re.compile(r"session_(\d+)")
+
+
+def sample_paths() -> list[Path]:
+    """The bundled sample conversations (json format), in chronological order; ``questions.json`` is not one."""
+    return sorted(p for p in samples_dir().glob("*.json") if p.name != "questions.json")
+
+
+def parse_timestamp(value: str) -> datetime:
+    """Read a message or session time in any shape our sources use.
+
+    ISO 8601 (offset kept; naive stays naive = local time as written), LongMemEval's ``2023/05/08 (Mon) 13:56``,
+    LoCoMo's ``1:56 pm on 8 May, 2023``, and bare dates (``2023-05-08``, ``2023/05/08``, ``8 May, 2023``,
+    ``May 8, 2023``), which mean midnight. Month names are matched in English without the locale, so the result does
+    not depend on the machine. The weekday in LongMemEval dates is ignored, never checked.
+    """
+    text = value.strip() if isinstance(value, str) else None
+    if not text:
+        raise InputError(f"timestamp must be a non-empty string, got {_show(value)}")
+    try:
+        return _parse_timestamp_text(text)
+    except ValueError as err:
+        raise InputError(f"unrecognised timestamp {_show(value)} ({err})") from None
+
+
+def parse_text_utterance(
+    text: str, *, session: str | None, role: str, at: datetime | None, speaker: str | None = None
+) -> Utterance:
+    """One utterance typed or piped in directly, outside any file.
+
+    Without a session, notes said on the same day share a thread ``note:YYYY-MM-DD`` (``note`` when there is no
+    time either), so a day's jottings read as one conversation. The position is 0: the caller, which knows how many
+    posts the session already has, replaces it (``dataclasses.replace``).
+    """
+    where = "utterance"
+    content = _content(text, where)
+    if session is None:
+        session = f"note:{at.date().isoformat()}" if at is not None else "note"
+    elif not session.strip():
+        raise InputError(f"{where}: session id is empty")
+    return Utterance(
+        session=session,
+        position=0,
+        role=_role(role, where),
+        content=content,
+        speaker=_optional_text(speaker, "speaker", where),
+        timestamp=at,
+    )
+
+
+def detect_format(path: Path) -> str:
+    """Which of :data:`FORMATS` a file is in: judged by its content, except that ``.jsonl`` always means JSON lines."""
+    path = Path(path)
+    return _detect(path, _read_text(path))[0]
+
+
+def parse_file(path: Path, fmt: str | None = None) -> list[Conversation]:
+    """Every conversation in ``path``, in file order; ``fmt`` skips detection (one of :data:`FORMATS`)."""
+    if fmt is not None and fmt not in FORMATS:
+        raise UsageError(f"unknown conversation format {fmt!r} (choose one of: {', '.join(FORMATS)})")
+    path = Path(path)
+    text = _read_text(path)
+    if fmt is None:
+        fmt, data = _detect(path, text)
+    else:
+        data = None if fmt == "jsonl" else _load_json(path, text)
+    if fmt == "jsonl":
+        return _parse_jsonl(path, text)
+    if fmt == "json":
+        return _parse_json(path, data)
+    if fmt == "locomo":
+        return _parse_locomo(path, data)
+    return _parse_longmemeval(path, data)
+
+
+# -- timestamps --------------------------------------------------------------------------------------------------------
+
+
+def _parse_timestamp_text(text: str) -> datetime:
+    """Try each known shape in turn; raise ValueError naming what was expected."""
+    with contextlib.suppress(ValueError):
+        return datetime.fromisoformat(text[:-1] + "Z" if text.endswith("z") else text)
+    if m := _CLOCK_ON_DATE.fullmatch(text):
+        hour = int(m["h"])
+        if not 1 <= hour <= 12:
+            raise ValueError(f"hour {hour} is not on a 12-hour clock")
+        hour = hour % 12 + (12 if m["ampm"].lower() == "p" else 0)
+        return datetime(int(m["y"]), _month(m["mon"]), int(m["d"]), hour, int(m["mi"]))
+    if m := _SLASHED.fullmatch(text):
+        return datetime(
+            int(m["y"]), int(m["mo"]), int(m["d"]), int(m["h"] or 0), int(m["mi"] or 0), int(m["s"] or 0)
+        )
+    if m := _DAY_MONTH_YEAR.fullmatch(text) or _MONTH_DAY_YEAR.fullmatch(text):
+        return datetime(int(m["y"]), _month(m["mon"]), int(m["d"]))
+    raise ValueError(
+        "expected ISO 8601, '2023/05/08 (Mon) 13:56', '1:56 pm on 8 May, 2023' or a date such as '8 May, 2023'"
+    )
+
+
+def _month(name: str) -> int:
+    try:
+        return _MONTHS[name.lower()]
+    except KeyError:
+        raise ValueError(f"unknown month {name!r}") from None
+
+
+# -- reading and detection ---------------------------------------------------------------------------------------------
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except UnicodeDecodeError as err:
+        raise InputError(f"{path}: not UTF-8 text (byte {err.start})") from None
+    except OSError as err:
+        raise InputError(f"{path}: cannot read ({err.strerror or err})") from None
+
+
+def _load_json(path: Path, text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InputError(
+            f"{path}: malformed JSON at line {err.lineno}, column {err.colno}: {err.msg}"
+        ) from None
+
+
+def _detect(path: Path, text: str) -> tuple[str, Any]:
+    """Return the format and, for whole-file JSON formats, the parsed data so it is not parsed twice."""
+    if not text.strip():
+        raise InputError(f"{path}: file is empty")
+    if path.suffix.lower() == ".jsonl":
+        return "jsonl", None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        if _first_line_is_object(text):
+            return "jsonl", None
+        raise InputError(
+            f"{path}: malformed JSON at line {err.lineno}, column {err.colno}: {err.msg}"
+        ) from None
+    fmt = _shape(data)
+    if fmt is None:
+        raise InputError(
+            f"{path}: unknown conversation format (expected objects with 'messages', a LoCoMo 'conversation', "
+            f"LongMemEval 'haystack_sessions', or JSON lines); found {_kind(data)}"
+        )
+    return fmt, data
+
+
+def _first_line_is_object(text: str) -> bool:
+    first = next(line for line in text.splitlines() if line.strip())
+    try:
+        return isinstance(json.loads(first), dict)
+    except json.JSONDecodeError:
+        return False
+
+
+def _shape(data: Any) -> str | None:
+    """Name the format from the keys of the first item; ``None`` when nothing fits."""
+    if isinstance(data, list) and not data:
+        return "json"
+    first = data[0] if isinstance(data, list) else data
+    if not isinstance(first, dict):
+        return None
+    if "haystack_sessions" in first:
+        return "longmemeval"
+    if isinstance(first.get("conversation"), dict):
+        return "locomo"
+    if "messages" in first:
+        return "json"
+    if isinstance(data, dict) and "role" in first and "content" in first:
+        return "jsonl"  # a one-line JSON-lines file
+    return None
+
+
+# -- json and jsonl ----------------------------------------------------------------------------------------------------
+
+
+def _parse_json(path: Path, data: Any) -> list[Conversation]:
+    items = [data] if isinstance(data, dict) else data
+    if not isinstance(items, list):
+        raise InputError(f"{path}: expected a conversation object or a list of them, found {_kind(data)}")
+    conversations = [
+        _conversation(item, str(path), f"conversation #{index}") for index, item in enumerate(items)
+    ]
+    _check_unique_ids(path, conversations)
+    return conversations
+
+
+def _parse_jsonl(path: Path, text: str) -> list[Conversation]:
+    """Lines are message objects (grouped by ``conversation_id``/``session``) or whole conversation objects."""
+    built: dict[str, Conversation | list[tuple[str, dict[str, Any]]]] = {}
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise InputError(f"{where}: malformed JSON at column {err.colno}: {err.msg}") from None
+        if not isinstance(obj, dict):
+            raise InputError(f"{where}: expected a message or conversation object, found {_kind(obj)}")
+        if "messages" in obj:
+            conversation = _conversation(obj, where, "conversation")
+            if conversation.id in built:
+                raise InputError(f"{where}: conversation id {conversation.id!r} appears twice")
+            built[conversation.id] = conversation
+            continue
+        session = _id(obj.get("conversation_id", obj.get("session")), "conversation_id or session", where)
+        lines = built.setdefault(session, [])
+        if isinstance(lines, Conversation):
+            raise InputError(f"{where}: conversation id {session!r} appears twice")
+        lines.append((where, obj))
+    return [
+        entry if isinstance(entry, Conversation) else _conversation_from_lines(path, session, entry)
+        for session, entry in built.items()
+    ]
+
+
+def _conversation_from_lines(
+    path: Path, session: str, lines: list[tuple[str, dict[str, Any]]]
+) -> Conversation:
+    utterances = [
+        _message(obj, f"{where}: conversation {session!r}", session, position)
+        for position, (where, obj) in enumerate(lines)
+    ]
+    _check_unique_messages(f"{path}: conversation {session!r}", utterances)
+    return Conversation(id=session, utterances=utterances)
+
+
+def _conversation(obj: Any, prefix: str, unnamed: str) -> Conversation:
+    """A conversation object; errors read ``<prefix>: conversation 'id'`` once the id is known, else ``unnamed``."""
+    if not isinstance(obj, dict):
+        raise InputError(f"{prefix}: {unnamed}: expected a conversation object, found {_kind(obj)}")
+    cid = _id(obj.get("conversation_id"), "conversation_id", f"{prefix}: {unnamed}")
+    where = f"{prefix}: conversation {cid!r}"
+    messages = obj.get("messages")
+    if not isinstance(messages, list):
+        raise InputError(f"{where}: 'messages' must be a list, found {_kind(messages)}")
+    if not messages:
+        raise InputError(f"{where}: has no messages")
+    utterances = [_message(message, where, cid, position) for position, message in enumerate(messages)]
+    _check_unique_messages(where, utterances)
+    started = obj.get("started")
+    return Conversation(
+        id=cid,
+        utterances=utterances,
+        title=_optional_text(obj.get("title"), "title", where),
+        started=None if started is None else _timestamp(started, where),
+    )
+
+
+def _message(obj: Any, where: str, session: str, position: int) -> Utterance:
+    """One message object: ``role`` and ``content`` required; ``timestamp``, ``id``, ``speaker`` optional."""
+    label = f"{where}, message {position}"
+    if not isinstance(obj, dict):
+        raise InputError(f"{label}: expected a message object, found {_kind(obj)}")
+    source_id = None if obj.get("id") is None else _id(obj["id"], "id", label)
+    if source_id is not None:
+        label = f"{where}, message {source_id!r}"
+    stamp = obj.get("timestamp")
+    return Utterance(
+        session=session,
+        position=position,
+        role=_role(obj.get("role"), label),
+        content=_content(obj.get("content"), label),
+        speaker=_optional_text(obj.get("speaker"), "speaker", label),
+        timestamp=None if stamp is None else _timestamp(stamp, label),
+        source_id=source_id,
+    )
+
+
+# -- LoCoMo ------------------------------------------------------------------------------------------------------------
+
+
+def _parse_locomo(path: Path, data: Any) -> list[Conversation]:
+    """One Conversation per session, ``<sample_id>:session_N``, in session-number order.
+
+    Every turn carries the session's date-time unchanged: LoCoMo gives no per-turn time, and inventing seconds
+    would put made-up data into ``dcterms:created``; order lives in ``position``. Sessions listed only by date
+    (the file has ``session_N_date_time`` without turns) and empty sessions yield nothing.
+    """
+    samples = [data] if isinstance(data, dict) else data
+    if not isinstance(samples, list):
+        raise InputError(f"{path}: expected a list of LoCoMo samples, found {_kind(data)}")
+    conversations: list[Conversation] = []
+    for index, sample in enumerate(samples):
+        where = f"{path}: sample #{index}"
+        if not isinstance(sample, dict) or not isinstance(sample.get("conversation"), dict):
+            raise InputError(
+                f"{where}: expected an object with a 'conversation' object, found {_kind(sample)}"
+            )
+        sample_id = _id(sample.get("sample_id"), "sample_id", where)
+        conversations.extend(
+            _locomo_sessions(f"{path}: sample {sample_id!r}", sample_id, sample["conversation"])
+        )
+    _check_unique_ids(path, conversations)
+    return conversations
+
+
+def _locomo_sessions(where: str, sample_id: str, body: dict[str, Any]) -> list[Conversation]:
+    speakers = {
+        _id(body.get("speaker_a"), "speaker_a", where): "user",
+        _id(body.get("speaker_b"), "speaker_b", where): "other",
+    }
+    numbers = sorted(int(m[1]) for key in body if (m := _LOCOMO_SESSION.fullmatch(key)))
+    conversations = []
+    for number in numbers:
+        key = f"session_{number}"
+        cid = f"{sample_id}:{key}"
+        turns = body[key]
+        if not isinstance(turns, list):
+            raise InputError(f"{where}: {key} must be a list of turns, found {_kind(turns)}")
+        if not turns:
+            continue
+        date = body.get(f"{key}_date_time")
+        started = None if date is None else _timestamp(date, f"{where}, {key}_date_time")
+        utterances = [
+            _locomo_turn(turn, f"{where}, {key}, turn {position}", cid, position, started, speakers)
+            for position, turn in enumerate(turns)
+        ]
+        _check_unique_messages(f"{where}, {key}", utterances)
+        conversations.append(Conversation(id=cid, utterances=utterances, started=started))
+    return conversations
+
+
+def _locomo_turn(
+    turn: Any, where: str, cid: str, position: int, started: datetime | None, speakers: dict[str, str]
+) -> Utterance:
+    if not isinstance(turn, dict):
+        raise InputError(f"{where}: expected a turn object, found {_kind(turn)}")
+    speaker = _id(turn.get("speaker"), "speaker", where)
+    if speaker not in speakers:
+        names = " or ".join(repr(name) for name in speakers)
+        raise InputError(f"{where}: speaker {speaker!r} is neither of the sample's speakers ({names})")
+    text = turn.get("text")
+    caption = turn.get("blip_caption")
+    if isinstance(caption, str) and caption.strip():
+        photo = f"[shares a photo: {caption.strip()}]"
+        text = f"{text.strip()} {photo}" if isinstance(text, str) and text.strip() else photo
+    dia_id = turn.get("dia_id")
+    return Utterance(
+        session=cid,
+        position=position,
+        role=speakers[speaker],
+        content=_content(text, where),
+        speaker=speaker,
+        timestamp=started,
+        source_id=None if dia_id is None else _id(dia_id, "dia_id", where),
+    )
+
+
+# -- LongMemEval -------------------------------------------------------------------------------------------------------
+
+
+def _parse_longmemeval(path: Path, data: Any) -> list[Conversation]:
+    """One Conversation per haystack session, first appearance first; a session shared by questions is kept once.
+
+    A shared session must have the same turns wherever it appears (otherwise the file is refused); its date is
+    taken from its first appearance. ``has_answer`` flags are evaluation data and are not kept.
+    """
+    questions = [data] if isinstance(data, dict) else data
+    if not isinstance(questions, list):
+        raise InputError(f"{path}: expected a list of LongMemEval questions, found {_kind(data)}")
+    seen: dict[str, Conversation] = {}
+    for index, question in enumerate(questions):
+        if not isinstance(question, dict):
+            raise InputError(f"{path}: question #{index}: expected an object, found {_kind(question)}")
+        qid = question.get("question_id")
+        where = f"{path}: question {qid!r}" if isinstance(qid, str) else f"{path}: question #{index}"
+        for conversation in _longmemeval_sessions(where, question):
+            earlier = seen.setdefault(conversation.id, conversation)
+            if _turns(earlier) != _turns(conversation):
+                raise InputError(f"{where}: session {conversation.id!r} differs from an earlier copy of it")
+    return list(seen.values())
+
+
+def _longmemeval_sessions(where: str, question: dict[str, Any]) -> list[Conversation]:
+    ids = _list_field(question, "haystack_session_ids", where)
+    dates = _list_field(question, "haystack_dates", where)
+    sessions = _list_field(question, "haystack_sessions", where)
+    if not len(ids) == len(dates) == len(sessions):
+        raise InputError(
+            f"{where}: haystack_session_ids, haystack_dates and haystack_sessions differ in length "
+            f"({len(ids)}, {len(dates)}, {len(sessions)})"
+        )
+    conversations = []
+    for raw_id, date, turns in zip(ids, dates, sessions, strict=True):
+        sid = _id(raw_id, "haystack session id", where)
+        label = f"{where}, session {sid!r}"
+        started = None if date is None else _timestamp(date, label)
+        if not isinstance(turns, list):
+            raise InputError(f"{label}: expected a list of turns, found {_kind(turns)}")
+        utterances = [
+            _longmemeval_turn(turn, f"{label}, turn {position}", sid, position, started)
+            for position, turn in enumerate(turns)
+        ]
+        conversations.append(Conversation(id=sid, utterances=utterances, started=started))
+    return conversations
+
+
+def _longmemeval_turn(turn: Any, where: str, sid: str, position: int, started: datetime | None) -> Utterance:
+    if not isinstance(turn, dict):
+        raise InputError(f"{where}: expected a turn object, found {_kind(turn)}")
+    return Utterance(
+        session=sid,
+        position=position,
+        role=_role(turn.get("role"), where),
+        content=_content(turn.get("content"), where),
+        timestamp=started,
+        source_id=f"{sid}:{position}",
+    )
+
+
+def _list_field(obj: dict[str, Any], name: str, where: str) -> list[Any]:
+    """A list field that some copies of the data store as its Python/JSON literal text; decoded safely."""
+    value = obj.get(name)
+    if isinstance(value, str):
+        value = _literal(value, f"{where}, {name}")
+    if not isinstance(value, list):
+        raise InputError(f"{where}: {name} must be a list, found {_kind(value)}")
+    return value
+
+
+def _literal(text: str, where: str) -> Any:
+    """JSON first, then ``ast.literal_eval`` (literals only, never code) for Python-style quoting."""
+    with contextlib.suppress(json.JSONDecodeError):
+        return json.loads(text)
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        raise InputError(f"{where}: text is neither a JSON nor a Python literal list") from None
+
+
+def _turns(conversation: Conversation) -> list[tuple[str, str]]:
+    return [(u.role, u.content) for u in conversation.utterances]
+
+
+# -- field checks ------------------------------------------------------------------------------------------------------
+
+
+def _role(value: Any, where: str) -> str:
+    role = value.strip().lower() if isinstance(value, str) else None
+    role = ROLE_ALIASES.get(role, role) if role else role
+    if role not in ROLES:
+        aliases = ", ".join(f"{alias}={target}" for alias, target in ROLE_ALIASES.items())
+        raise InputError(
+            f"{where}: unknown role {_show(value)} (allowed: {', '.join(ROLES)}; also accepted: {aliases})"
+        )
+    return role
+
+
+def _content(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise InputError(f"{where}: content must be text, found {_kind(value)}")
+    if not value.strip():
+        raise InputError(f"{where}: content is empty")
+    return value.strip()
+
+
+def _id(value: Any, name: str, where: str) -> str:
+    """Ids may be written as numbers; they are compared and stored as text."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if not isinstance(value, str) or not value.strip():
+        raise InputError(f"{where}: missing or empty {name}")
+    return value.strip()
+
+
+def _optional_text(value: Any, name: str, where: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InputError(f"{where}: {name} must be text, found {_kind(value)}")
+    return value.strip() or None
+
+
+def _timestamp(value: Any, where: str) -> datetime:
+    """A string in any :func:`parse_timestamp` shape, or Unix seconds (read as UTC)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            return datetime.fromtimestamp(value, tz=UTC)
+        except (OverflowError, OSError, ValueError):
+            raise InputError(f"{where}: timestamp {value!r} is out of range") from None
+    try:
+        return parse_timestamp(value)
+    except InputError as err:
+        raise InputError(f"{where}: {err}") from None
+
+
+def _check_unique_messages(where: str, utterances: list[Utterance]) -> None:
+    seen: set[str] = set()
+    for utterance in utterances:
+        if utterance.source_id is None:
+            continue
+        if utterance.source_id in seen:
+            raise InputError(f"{where}: duplicate message id {utterance.source_id!r}")
+        seen.add(utterance.source_id)
+
+
+def _check_unique_ids(path: Path, conversations: list[Conversation]) -> None:
+    seen: set[str] = set()
+    for conversation in conversations:
+        if conversation.id in seen:
+            raise InputError(f"{path}: conversation id {conversation.id!r} appears twice")
+        seen.add(conversation.id)
+
+
+def _kind(value: Any) -> str:
+    """Name a JSON value's type the way the file's author would ("a list", "a string"), for error messages."""
+    names = {
+        dict: "an object",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+    }
+    return "nothing" if value is None else names.get(type(value), type(value).__name__)
+
+
+def _show(value: Any, limit: int = 60) -> str:
+    """A value quoted for a one-line message, cut short so a pasted paragraph cannot flood the terminal."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."

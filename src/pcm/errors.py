@@ -1,0 +1,61 @@
+"""Errors the user can act on. The CLI prints ``str(error)`` as one line and exits with ``exit_code``."""
+
+from __future__ import annotations
+
+
+class PcmError(Exception):
+    """Base class: a clear, one-line message for the person at the keyboard."""
+
+    exit_code = 1
+
+
+class UsageError(PcmError):
+    """The command was given something it cannot use (bad flag combination, unknown format)."""
+
+    exit_code = 2
+
+
+class InputError(PcmError):
+    """An input file or utterance is malformed; nothing was written."""
+
+    exit_code = 3
+
+
+class MemoryLockedError(PcmError):
+    """Another process holds the memory's store lock."""
+
+    exit_code = 4
+
+
+class MemoryVersionError(PcmError):
+    """The memory was written by a newer pcm, or indexed with another embedding model."""
+
+    exit_code = 5
+
+
+class MemoryNotFoundError(PcmError):
+    """No memory at the given path (run ``pcm init``)."""
+
+    exit_code = 6
+
+
+class ValidationError(PcmError):
+    """RDF failed SHACL validation or the vocabulary check; nothing was written."""
+
+    exit_code = 7
+
+    def __init__(self, message: str, report: str = "") -> None:
+        super().__init__(message)
+        self.report = report
+
+
+class QueryError(PcmError):
+    """A SPARQL query was refused (not read-only, SERVICE, ...) or failed to run."""
+
+    exit_code = 8
+
+
+class LLMError(PcmError):
+    """The language model could not be reached or answered unusably."""
+
+    exit_code = 9

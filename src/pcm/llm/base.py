@@ -1,0 +1,90 @@
+"""The small protocol every LLM client speaks, and the value types it exchanges.
+
+Everything downstream (extraction, repair, nl2sparql, answering, judging) talks to a :class:`LLMClient` and never
+to a provider SDK, so a local model, Claude or a scripted test double are interchangeable. Token use is counted per
+*operation* (a caller-chosen label such as ``"extract"``) because cost and latency questions are always asked per
+pipeline stage, not per provider.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+MESSAGE_ROLES = ("user", "assistant")
+
+
+@dataclass(frozen=True)
+class Message:
+    """One chat turn sent to the model. The system prompt is not a message: it is passed separately."""
+
+    role: str
+    content: str
+
+    def __post_init__(self) -> None:
+        if self.role not in MESSAGE_ROLES:
+            raise ValueError(f"message role must be one of {MESSAGE_ROLES}, not {self.role!r}")
+
+    @classmethod
+    def user(cls, content: str) -> Message:
+        return cls("user", content)
+
+    @classmethod
+    def assistant(cls, content: str) -> Message:
+        return cls("assistant", content)
+
+
+@dataclass(frozen=True)
+class Completion:
+    """The model's reply plus what it cost; ``stop_reason`` is the provider's own word (``end_turn``, ``stop``...)."""
+
+    text: str
+    model: str
+    input_tokens: int
+    output_tokens: int
+    stop_reason: str | None
+
+
+_COUNTERS = ("calls", "input_tokens", "output_tokens")
+
+
+@dataclass
+class Usage:
+    """Calls and tokens per operation. Updated from worker threads during batch ingest, hence the lock."""
+
+    _counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def record(self, operation: str, completion: Completion) -> None:
+        with self._lock:
+            counts = self._counts.setdefault(operation, dict.fromkeys(_COUNTERS, 0))
+            counts["calls"] += 1
+            counts["input_tokens"] += completion.input_tokens
+            counts["output_tokens"] += completion.output_tokens
+
+    def as_dict(self) -> dict[str, dict[str, int]]:
+        """A snapshot: ``{operation: {"calls", "input_tokens", "output_tokens"}}`` (safe to keep and mutate)."""
+        with self._lock:
+            return {op: dict(counts) for op, counts in self._counts.items()}
+
+    @property
+    def totals(self) -> dict[str, int]:
+        """The counters summed over all operations."""
+        totals = dict.fromkeys(_COUNTERS, 0)
+        for counts in self.as_dict().values():
+            for key in _COUNTERS:
+                totals[key] += counts[key]
+        return totals
+
+
+@runtime_checkable
+class LLMClient(Protocol):
+    """What pcm needs from a language model: one blocking, deterministic (temperature 0) completion."""
+
+    name: str
+    usage: Usage
+
+    def complete(
+        self, *, system: str, messages: list[Message], operation: str, max_tokens: int = 4096
+    ) -> Completion: ...

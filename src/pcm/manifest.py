@@ -1,0 +1,68 @@
+"""``memory.toml``: who the memory belongs to and what wrote it (DESIGN.md §1).
+
+It is read before anything else is opened, so a memory written by a newer pcm, or indexed with another
+embedding model, is refused before a single byte of it is touched.
+"""
+
+from __future__ import annotations
+
+import tomllib
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import tomli_w
+
+from pcm import SCHEMA_VERSION, __version__
+from pcm.errors import InputError, MemoryNotFoundError, MemoryVersionError
+
+MANIFEST = "memory.toml"
+DEFAULT_EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+DEFAULT_EMBEDDING_DIM = 384
+
+
+@dataclass
+class Manifest:
+    owner: str
+    memory_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    namespace: str = ""
+    embedding_model: str = DEFAULT_EMBEDDING_MODEL
+    embedding_dim: int = DEFAULT_EMBEDDING_DIM
+    ontology_version: str = ""
+    schema_version: int = SCHEMA_VERSION
+    created: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+    pcm_version: str = __version__
+
+    def __post_init__(self) -> None:
+        if not self.namespace:
+            # `.invalid` is reserved (RFC 2606): these IRIs name things in one person's memory and never resolve.
+            self.namespace = f"https://pcm.invalid/m/{self.memory_id}/"
+
+    @classmethod
+    def load(cls, directory: Path) -> Manifest:
+        path = directory / MANIFEST
+        if not path.is_file():
+            raise MemoryNotFoundError(f"no memory at {directory} (missing {MANIFEST}); create one with `pcm init`")
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise InputError(f"{path} is corrupt: {exc}") from exc
+        known = {f for f in cls.__dataclass_fields__}
+        unknown = set(data) - known
+        version = data.get("schema_version")
+        if not isinstance(version, int):
+            raise InputError(f"{path} has no valid schema_version")
+        if version > SCHEMA_VERSION:
+            raise MemoryVersionError(
+                f"memory {directory} has schema version {version}, newer than this pcm ({SCHEMA_VERSION}); upgrade pcm"
+            )
+        if "owner" not in data:
+            raise InputError(f"{path} has no owner")
+        return cls(**{k: v for k, v in data.items() if k not in unknown})
+
+    def save(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        tmp = directory / (MANIFEST + ".tmp")
+        tmp.write_text(tomli_w.dumps(asdict(self)), encoding="utf-8")
+        tmp.replace(directory / MANIFEST)

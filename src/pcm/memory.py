@@ -1,0 +1,565 @@
+"""The facade: one object per open memory (DESIGN.md §1, §8). The CLI, the endpoint and tests go through it.
+
+Data flows one way: utterance → post (+ extraction when an LLM is configured) → store → side index.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyoxigraph as ox
+
+from pcm.backend import Backend, QueryResult
+from pcm.conversations import Conversation
+from pcm.errors import InputError, MemoryVersionError, PcmError, UsageError, ValidationError
+from pcm.manifest import MANIFEST, Manifest
+from pcm.namespaces import (
+    GRAPH_CONVERSATION,
+    GRAPH_IMPORT_PREFIX,
+    GRAPH_ONTOLOGY,
+    PREFIXES,
+    SIOC,
+)
+from pcm.naming import Naming
+from pcm.provenance import Activity, activity_quads, fixed_agent_quads, post_quads, session_quads
+from pcm.rdfio import detect_rdf_format, parse_rdf, serialize
+from pcm.settings import Settings
+from pcm.sparql import check_read_only
+from pcm.store import MemoryStore, PostInfo, Source, Stats
+
+if TYPE_CHECKING:
+    from pcm.index import RecallHit, SideIndex
+    from pcm.ontology import Ontology
+
+STORE_DIR = "oxigraph"
+INDEX_DIR = "index"
+PCM_GRAPH_PREFIX = "urn:pcm:graph:"
+
+Progress = Callable[[int], None]
+
+
+@dataclass
+class IngestReport:
+    conversations: int = 0
+    utterances: int = 0
+    added: int = 0
+    skipped: int = 0
+    extracted: int = 0
+    failed: int = 0
+    pending: int = 0
+    mode: str = "episodic"
+    posts: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, object]:
+        return {k: v for k, v in self.__dict__.items() if k != "posts"}
+
+
+@dataclass
+class ImportReport:
+    file: str
+    mode: str  # "facts" (triples into an import graph) or "restore" (a pcm dataset dump)
+    quads: int
+    graphs: list[str]
+
+    def as_json(self) -> dict[str, object]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Answer:
+    question: str
+    text: str
+    path: str  # "episodic" | "sparql" | "traversal" | "none"
+    evidence: list[RecallHit] = field(default_factory=list)
+    note: str = ""
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "question": self.question,
+            "answer": self.text,
+            "path": self.path,
+            "note": self.note,
+            "evidence": [h.as_json() for h in self.evidence],
+        }
+
+
+def _open_backend(settings: Settings, *, read_only: bool) -> Backend:
+    if settings.store_url:
+        from pcm.backend_remote import RemoteBackend
+
+        return RemoteBackend(settings.store_url, token=settings.token, timeout=max(settings.query_timeout, 30.0))
+    from pcm.backend_local import LocalBackend
+
+    return LocalBackend(settings.memory / STORE_DIR, read_only=read_only)
+
+
+class Memory:
+    """One person's memory: manifest, store and side index, opened together and refused together."""
+
+    def __init__(self, settings: Settings, manifest: Manifest, backend: Backend, *, read_only: bool) -> None:
+        self.settings = settings
+        self.manifest = manifest
+        self.naming = Naming(manifest.namespace)
+        self.backend = backend
+        self.store = MemoryStore(backend, self.naming)
+        self.read_only = read_only
+        self._index: SideIndex | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------------------------
+
+    @classmethod
+    def init(cls, settings: Settings, *, owner: str = "me", namespace: str | None = None) -> Memory:
+        path = settings.memory
+        if (path / MANIFEST).exists():
+            raise UsageError(f"a memory already exists at {path}")
+        if path.exists() and any(p.name not in {STORE_DIR, INDEX_DIR} for p in path.iterdir()):
+            raise UsageError(f"{path} exists and is not empty; choose a new directory for the memory")
+        from pcm.ontology import load_ontology
+
+        ontology = load_ontology()
+        manifest = Manifest(owner=owner, ontology_version=ontology.version)
+        if namespace:
+            manifest.namespace = namespace if namespace.endswith(("/", "#")) else namespace + "/"
+        path.mkdir(parents=True, exist_ok=True)
+        backend = _open_backend(settings, read_only=False)
+        memory = cls(settings, manifest, backend, read_only=False)
+        memory.store.replace_ontology(ontology.quads())
+        memory.store.write(fixed_agent_quads(memory.naming, owner))
+        manifest.save(path)  # last: a memory without memory.toml is not a memory, so a failed init is retried
+        return memory
+
+    @classmethod
+    def open(cls, settings: Settings, *, read_only: bool = False) -> Memory:
+        manifest = Manifest.load(settings.memory)
+        backend = _open_backend(settings, read_only=read_only)
+        memory = cls(settings, manifest, backend, read_only=read_only)
+        if not read_only:
+            memory._refresh_ontology()
+        return memory
+
+    def close(self) -> None:
+        if self._index is not None:
+            self._index.close()
+            self._index = None
+        self.backend.close()
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _refresh_ontology(self) -> None:
+        """Keep the ontology graph equal to the ontology this pcm ships (the data model's declarations)."""
+        from pcm.ontology import load_ontology
+
+        ontology = load_ontology()
+        stored = self.store.ontology_version()
+        if stored == ontology.version:
+            return
+        if stored and _version_tuple(stored) > _version_tuple(ontology.version):
+            raise MemoryVersionError(
+                f"memory {self.settings.memory} uses ontology {stored}, newer than this pcm's {ontology.version}; upgrade pcm"
+            )
+        self.store.replace_ontology(ontology.quads())
+        self.manifest.ontology_version = ontology.version
+        self.manifest.save(self.settings.memory)
+
+    @property
+    def ontology(self) -> Ontology:
+        from pcm.ontology import load_ontology
+
+        return load_ontology()
+
+    # -- side index ----------------------------------------------------------------------------------------------
+
+    @property
+    def index(self) -> SideIndex:
+        """The LanceDB side index, opened on first use and brought up to date with the store (the outbox replay)."""
+        if self._index is None:
+            if not self.settings.index_enabled:
+                raise PcmError("the side index is turned off (PCM_INDEX=off)")
+            from pcm.index import SideIndex, get_embedder
+
+            embedder = get_embedder()
+            if (self.manifest.embedding_model, self.manifest.embedding_dim) != (embedder.name, embedder.dim):
+                raise MemoryVersionError(
+                    f"memory {self.settings.memory} was indexed with {self.manifest.embedding_model} "
+                    f"(dim {self.manifest.embedding_dim}); this pcm embeds with {embedder.name} (dim {embedder.dim}); "
+                    "run `pcm reindex`"
+                )
+            self._index = SideIndex.open(self.settings.memory / INDEX_DIR, embedder=embedder)
+            if not self.read_only:
+                self.sync_index()
+        return self._index
+
+    def sync_index(self, progress: Progress | None = None) -> tuple[int, int]:
+        """Replay what the store has and the index lacks, and drop what the store forgot."""
+        index = self._index if self._index is not None else self.index
+        stored = {p.iri: p for p in self.store.posts()}
+        indexed = index.post_iris()
+        missing = [stored[i] for i in sorted(stored.keys() - indexed)]
+        extra = indexed - stored.keys()
+        if extra:
+            index.delete_posts(sorted(extra))
+        for start in range(0, len(missing), 256):
+            batch = missing[start : start + 256]
+            index.upsert_posts([_post_record(p) for p in batch])
+            if progress:
+                progress(len(batch))
+        entities = {e[0]: e for e in self.store.entities()}
+        indexed_entities = index.entity_iris()
+        gone = indexed_entities - entities.keys()
+        if gone:
+            index.delete_entities(sorted(gone))
+        new_entities = [entities[i] for i in sorted(entities.keys() - indexed_entities)]
+        if new_entities:
+            index.upsert_entities([_entity_record(*e) for e in new_entities])
+        return len(missing) + len(new_entities), len(extra) + len(gone)
+
+    def reindex(self, progress: Progress | None = None) -> int:
+        """Rebuild the side index from the store (after a model change or a corrupt index)."""
+        if self._index is not None:
+            self._index.close()
+            self._index = None
+        shutil.rmtree(self.settings.memory / INDEX_DIR, ignore_errors=True)
+        from pcm.index import get_embedder
+
+        embedder = get_embedder()
+        self.manifest.embedding_model, self.manifest.embedding_dim = embedder.name, embedder.dim
+        self.manifest.save(self.settings.memory)
+        added, _ = self.sync_index(progress)
+        self.index.optimize()
+        return added
+
+    # -- writing -------------------------------------------------------------------------------------------------
+
+    def _writable(self) -> None:
+        if self.read_only:
+            raise UsageError("this memory was opened read-only")
+
+    def ingest(self, conversations: Iterable[Conversation], progress: Progress | None = None) -> IngestReport:
+        """Store every utterance as a post, one atomic write each; re-ingesting the same turns adds nothing."""
+        self._writable()
+        report = IngestReport(mode="episodic" if not self.settings.llm.enabled else "episodic (extraction pending)")
+        to_index: list[PostInfo] = []
+        for conv in conversations:
+            report.conversations += 1
+            session_iri = self.naming.session(conv.id)
+            refs = [post_quads(self.naming, u, None)[0] for u in conv.utterances]
+            existing = self.store.existing_posts([r.iri for r in refs])
+            last = self.store.last_post_of_session(session_iri)
+            previous = last[0] if last else None
+            thread_written = last is not None
+            for u, ref in zip(conv.utterances, refs, strict=True):
+                report.utterances += 1
+                if ref.iri in existing:
+                    report.skipped += 1
+                    previous = ref.iri
+                    continue
+                _, quads = post_quads(self.naming, u, previous)
+                if not thread_written:
+                    quads = session_quads(self.naming, conv.id, conv.title, conv.started) + quads
+                    thread_written = True
+                self.store.write(quads)
+                report.added += 1
+                report.pending += 1
+                report.posts.append(ref.iri)
+                previous = ref.iri
+                to_index.append(
+                    PostInfo(ref.iri, conv.id, u.role, u.speaker, u.timestamp, u.content, u.source_id, u.position)
+                )
+                if progress:
+                    progress(1)
+                if len(to_index) >= 256:
+                    self._index_posts(to_index)
+                    to_index = []
+        self._index_posts(to_index)
+        return report
+
+    def _index_posts(self, posts: Sequence[PostInfo]) -> None:
+        if posts and self.settings.index_enabled:
+            self.index.upsert_posts([_post_record(p) for p in posts])
+
+    def import_rdf(self, path: Path, fmt: str | None = None) -> ImportReport:
+        """Import RDF: plain triples become an import graph (validated); a pcm dataset dump is restored."""
+        self._writable()
+        fmt = detect_rdf_format(path, fmt)
+        if not path.is_file():
+            raise InputError(f"{path}: no such file")
+        data = path.read_bytes()
+        quads = parse_rdf(data, fmt, name=path.name, base_iri=path.resolve().as_uri())
+        named = {q.graph_name.value for q in quads if isinstance(q.graph_name, ox.NamedNode)}
+        if any(g.startswith(PCM_GRAPH_PREFIX) for g in named):
+            return self._restore(path, quads)
+        plain = [q for q in quads if isinstance(q.graph_name, ox.DefaultGraph)]
+        if len(plain) != len(quads):
+            raise InputError(
+                f"{path.name}: named graphs other than pcm's are not imported; give the triples as Turtle or N-Triples"
+            )
+        graph = self.naming.import_graph(hashlib.sha256(data).hexdigest()[:16])
+        self._validate(plain, path.name)
+        target = ox.NamedNode(graph)
+        new = [ox.Quad(q.subject, q.predicate, q.object, target) for q in plain]
+        activity = Activity("import", datetime.now(UTC), ontology_version=self.manifest.ontology_version, source=path.name)
+        new += activity_quads(self.naming, activity, graph, None)
+        self.backend.update(f"DROP SILENT GRAPH <{graph}>")
+        self.store.write(new)
+        self._sync_entities_after_write()
+        return ImportReport(path.name, "facts", len(plain), [graph])
+
+    def _restore(self, path: Path, quads: list[ox.Quad]) -> ImportReport:
+        """Restore a pcm dump (TriG / N-Quads), re-homing its individuals into this memory's namespace."""
+        source_ns = _dump_namespace(quads)
+        rename = (source_ns, self.manifest.namespace) if source_ns and source_ns != self.manifest.namespace else None
+        kept: list[ox.Quad] = []
+        for q in quads:
+            g = q.graph_name
+            if isinstance(g, ox.NamedNode) and g.value == GRAPH_ONTOLOGY:
+                continue  # this pcm's own ontology graph stays authoritative
+            if isinstance(g, ox.DefaultGraph):
+                raise InputError(f"{path.name}: a pcm dump has no default-graph triples; import plain triples as Turtle")
+            kept.append(_rehome(q, rename) if rename else q)
+        facts = [q for q in kept if q.graph_name.value.startswith(("urn:pcm:graph:extraction:", GRAPH_IMPORT_PREFIX))]
+        self._validate(facts, path.name, vocabulary_only=True)
+        self.store.write(kept)
+        self._sync_entities_after_write()
+        if self._index is not None or self.settings.index_enabled:
+            self.sync_index()
+        graphs = sorted({q.graph_name.value for q in kept})
+        return ImportReport(path.name, "restore", len(kept), graphs)
+
+    def _validate(self, quads: Sequence[ox.Quad], name: str, *, vocabulary_only: bool = False) -> None:
+        """SHACL on an import delta; for a restore or a very large file, the vocabulary check alone.
+
+        pyshacl on a million triples would take many minutes; the vocabulary and namespace rules are the ones a
+        dump from another tool breaks, and they run over distinct terms only.
+        """
+        if vocabulary_only or len(quads) > 50_000:
+            problems = check_vocabulary(quads, self.ontology, self.naming)
+            if problems:
+                raise ValidationError(
+                    f"{name}: {len(problems)} problem(s), nothing imported; first: {problems[0]}", "\n".join(problems[:20])
+                )
+            return
+        import rdflib
+
+        graph = rdflib.Graph()
+        graph.parse(data=serialize(quads, "ntriples"), format="nt")
+        report = _validator().validate(graph, memory_namespace=self.manifest.namespace, context=self._context_for(graph))
+        if not report.conforms:
+            raise ValidationError(
+                f"{name}: {len(report.violations)} SHACL violation(s), nothing imported; first: {report.violations[0].message}",
+                report.text(),
+            )
+
+    def _context_for(self, graph: object) -> object:
+        """Types and labels of existing memory nodes the delta points to, so they are not flagged as unknown."""
+        import rdflib
+
+        objects = {
+            str(o) for o in graph.objects() if isinstance(o, rdflib.URIRef) and self.naming.is_individual(str(o))  # type: ignore[attr-defined]
+        } | {str(s) for s in graph.subjects() if isinstance(s, rdflib.URIRef)}  # type: ignore[attr-defined]
+        context = rdflib.Graph()
+        iris = sorted(i for i in objects if self.naming.is_individual(i))
+        for start in range(0, len(iris), 400):
+            chunk = iris[start : start + 400]
+            q = (
+                "CONSTRUCT { ?n a ?t ; <http://www.w3.org/2000/01/rdf-schema#label> ?l } WHERE { "
+                + "VALUES ?n { " + " ".join(f"<{i}>" for i in chunk) + " } "
+                "{ ?n a ?t } UNION { ?n <http://www.w3.org/2000/01/rdf-schema#label> ?l } }"
+            )
+            result = self.backend.query(q)
+            if isinstance(result, list) and result:
+                context.parse(data=ox.serialize(result, format=ox.RdfFormat.N_TRIPLES), format="nt")
+        return context
+
+    def _sync_entities_after_write(self) -> None:
+        if self._index is not None:
+            self.sync_index()
+
+    def forget(self, *, post: str | None = None, session: str | None = None) -> list[str]:
+        """Forget posts (by IRI or source id) or a whole session; returns the forgotten post IRIs."""
+        self._writable()
+        if bool(post) == bool(session):
+            raise UsageError("give exactly one of --post or --session")
+        session_iri = None
+        if post:
+            posts = self.store.find_post(post)
+            if not posts:
+                raise InputError(f"no post {post!r} in this memory")
+        else:
+            session_iri = self.store.find_session(session or "")
+            if not session_iri:
+                raise InputError(f"no session {session!r} in this memory")
+            posts = self.store.session_posts(session_iri)
+        self.store.forget_posts(posts, session_iri)
+        if self.settings.index_enabled and (self.settings.memory / INDEX_DIR).exists():
+            self.index.delete_posts(posts)
+            self.sync_index()
+        return posts
+
+    # -- reading -------------------------------------------------------------------------------------------------
+
+    def export(self, fmt: str) -> bytes:
+        """The whole dataset (TriG, N-Quads, JSON-LD) or the current-truth union of graphs (Turtle)."""
+        quads = list(self.backend.quads())
+        if fmt == "turtle":
+            seen: set[tuple[object, object, object]] = set()
+            triples = []
+            for q in quads:
+                g = q.graph_name
+                if isinstance(g, ox.NamedNode) and g.value in (GRAPH_ONTOLOGY,):
+                    continue
+                key = (q.subject, q.predicate, q.object)
+                if key not in seen:
+                    seen.add(key)
+                    triples.append(ox.Quad(q.subject, q.predicate, q.object, ox.DefaultGraph()))
+            return serialize(triples, "turtle", prefixes={**PREFIXES, "m": self.manifest.namespace})
+        if fmt not in ("trig", "nquads", "jsonld"):
+            raise UsageError(f"export format {fmt!r}: choose trig, nquads, turtle or jsonld")
+        prefixes = {**PREFIXES, "m": self.manifest.namespace} if fmt == "trig" else None
+        return serialize(quads, fmt, prefixes=prefixes)
+
+    def sparql(self, query: str, *, limit: int | None = None) -> QueryResult:
+        """A read-only query over the union of graphs, bounded in time and rows."""
+        check_read_only(query)
+        return self.backend.query(
+            query, timeout=self.settings.query_timeout, limit=limit or self.settings.query_limit
+        )
+
+    def stats(self) -> Stats:
+        return self.store.stats()
+
+    def why(self, iri: str) -> list[Source]:
+        iri = _expand(iri, self.manifest.namespace)
+        return self.store.why(iri)
+
+    def recall(self, text: str, k: int = 10, **filters: object) -> list[RecallHit]:
+        return self.index.recall(text, k, **filters)  # type: ignore[arg-type]
+
+    def ask(self, question: str, *, k: int = 5) -> Answer:
+        """Answer from memory. Without an LLM: the utterances that best match, and it says so."""
+        hits = self.recall(question, k)
+        if not hits:
+            return Answer(question, "Not in memory: nothing stored matches this question.", "none")
+        note = (
+            "No LLM is configured (PCM_LLM=none): pcm runs in episodic mode and answers with the stored "
+            "utterances that best match the question, not with a composed answer."
+        )
+        if self.settings.llm.enabled:
+            note = "Graph question answering is not available in this version; answering from stored utterances."
+        best = hits[0]
+        who = best.speaker or best.role
+        when = best.time.date().isoformat() if best.time else "unknown time"
+        text = f'{who} said ({when}, session {best.session}): "{best.text}"'
+        return Answer(question, text, "episodic", hits, note)
+
+    def post_count(self) -> int:
+        q = f"SELECT (COUNT(?p) AS ?n) WHERE {{ GRAPH <{GRAPH_CONVERSATION}> {{ ?p a <{SIOC}Post> }} }}"
+        return int(self.store.select(q).rows[0][0].value)  # type: ignore[union-attr]
+
+
+_VALIDATOR = None
+
+_BUILTIN_NAMESPACES = (
+    "http://www.w3.org/1999/02/22-rdf-syntax-ns#",
+    "http://www.w3.org/2000/01/rdf-schema#",
+    "http://www.w3.org/2002/07/owl#",
+)
+
+
+def check_vocabulary(quads: Sequence[ox.Quad], ontology: Ontology, naming: Naming) -> list[str]:
+    """Every predicate and class used must be defined by the ontology (distinct terms only, so it is fast)."""
+    predicates: set[str] = set()
+    classes: set[str] = set()
+    rdf_type = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
+    for q in quads:
+        predicates.add(q.predicate.value)
+        if q.predicate.value == rdf_type and isinstance(q.object, ox.NamedNode):
+            classes.add(q.object.value)
+    problems = [
+        f"unknown property {p}" for p in sorted(predicates)
+        if not p.startswith(_BUILTIN_NAMESPACES) and not ontology.defines(p)
+    ]
+    problems += [
+        f"unknown class {c}" for c in sorted(classes)
+        if not c.startswith(_BUILTIN_NAMESPACES) and not ontology.defines(c)
+    ]
+    return problems
+
+
+def _validator():  # type: ignore[no-untyped-def]
+    """Shapes are parsed once per process."""
+    global _VALIDATOR
+    if _VALIDATOR is None:
+        from pcm.shapes import Validator
+
+        _VALIDATOR = Validator()
+    return _VALIDATOR
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(p) if p.isdigit() else 0 for p in version.split("."))
+
+
+def _expand(iri: str, namespace: str) -> str:
+    """Accept a full IRI, ``<IRI>``, a CURIE with a known prefix, or ``m:slug`` for this memory's individuals."""
+    iri = iri.strip().removeprefix("<").removesuffix(">")
+    prefix, sep, local = iri.partition(":")
+    if sep and not local.startswith("//"):
+        if prefix == "m":
+            return namespace + local
+        if prefix in PREFIXES:
+            return PREFIXES[prefix] + local
+    if "://" not in iri and not iri.startswith("urn:"):
+        return namespace + iri
+    return iri
+
+
+def _dump_namespace(quads: Sequence[ox.Quad]) -> str | None:
+    owner_type = "https://w3id.org/pcm/ontology#MemoryOwner"
+    for q in quads:
+        if q.predicate.value.endswith("#type") and isinstance(q.object, ox.NamedNode) and q.object.value == owner_type:
+            s = q.subject.value
+            if s.endswith("owner"):
+                return s[: -len("owner")]
+    return None
+
+
+def _rehome_term(term, rename):  # type: ignore[no-untyped-def]
+    old, new = rename
+    if isinstance(term, ox.NamedNode) and term.value.startswith(old):
+        return ox.NamedNode(new + term.value[len(old) :])
+    return term
+
+
+def _rehome(q: ox.Quad, rename: tuple[str, str]) -> ox.Quad:
+    return ox.Quad(
+        _rehome_term(q.subject, rename),
+        _rehome_term(q.predicate, rename),
+        _rehome_term(q.object, rename),
+        q.graph_name,
+    )
+
+
+def _post_record(p: PostInfo):  # type: ignore[no-untyped-def]
+    from pcm.index import PostRecord
+
+    return PostRecord(p.iri, p.session, p.role, p.speaker, p.time, p.text, p.source_id, p.position)
+
+
+def _entity_record(iri: str, label: str, types: tuple[str, ...], alts: tuple[str, ...]):  # type: ignore[no-untyped-def]
+    from pcm.index import EntityRecord
+
+    names = " ".join(t.rsplit("/", 1)[-1].rsplit("#", 1)[-1] for t in types)
+    return EntityRecord(iri, label, alts, types, f"{label} ({names})" if names else label)
+
+
+__all__ = ["Answer", "ImportReport", "IngestReport", "Memory", "check_vocabulary"]

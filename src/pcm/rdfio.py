@@ -1,0 +1,110 @@
+"""Reading and writing RDF files: format detection, parse errors as one clear line, schema.org normalisation."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import pyoxigraph as ox
+
+from pcm.errors import InputError, UsageError
+from pcm.namespaces import SCHEMA, SCHEMA_HTTP
+
+FORMATS: dict[str, ox.RdfFormat] = {
+    "turtle": ox.RdfFormat.TURTLE,
+    "trig": ox.RdfFormat.TRIG,
+    "nquads": ox.RdfFormat.N_QUADS,
+    "ntriples": ox.RdfFormat.N_TRIPLES,
+    "jsonld": ox.RdfFormat.JSON_LD,
+    "rdfxml": ox.RdfFormat.RDF_XML,
+}
+_EXTENSIONS = {
+    ".ttl": "turtle",
+    ".turtle": "turtle",
+    ".trig": "trig",
+    ".nq": "nquads",
+    ".nquads": "nquads",
+    ".nt": "ntriples",
+    ".jsonld": "jsonld",
+    ".json": "jsonld",
+    ".rdf": "rdfxml",
+    ".owl": "rdfxml",
+}
+
+
+def rdf_format(name: str) -> ox.RdfFormat:
+    try:
+        return FORMATS[name]
+    except KeyError:
+        raise UsageError(f"unknown RDF format {name!r}; choose one of {', '.join(FORMATS)}") from None
+
+
+def detect_rdf_format(path: Path, fmt: str | None = None) -> str:
+    if fmt:
+        rdf_format(fmt)
+        return fmt
+    found = _EXTENSIONS.get(path.suffix.lower())
+    if not found:
+        raise UsageError(f"cannot tell the RDF format of {path.name}; pass --format ({', '.join(FORMATS)})")
+    return found
+
+
+def normalise_term(term: ox.NamedNode | ox.BlankNode | ox.Literal | ox.Triple) -> ox.NamedNode | ox.BlankNode | ox.Literal | ox.Triple:
+    """``http://schema.org/x`` → ``https://schema.org/x`` (in IRIs and datatypes)."""
+    if isinstance(term, ox.NamedNode):
+        if term.value.startswith(SCHEMA_HTTP):
+            return ox.NamedNode(SCHEMA + term.value[len(SCHEMA_HTTP) :])
+        return term
+    if isinstance(term, ox.Literal) and term.datatype.value.startswith(SCHEMA_HTTP):
+        return ox.Literal(term.value, datatype=ox.NamedNode(SCHEMA + term.datatype.value[len(SCHEMA_HTTP) :]))
+    return term
+
+
+def normalise_quad(q: ox.Quad) -> ox.Quad:
+    s, p, o = normalise_term(q.subject), normalise_term(q.predicate), normalise_term(q.object)
+    if s is q.subject and p is q.predicate and o is q.object:
+        return q
+    return ox.Quad(s, p, o, q.graph_name)  # type: ignore[arg-type]
+
+
+def parse_rdf(
+    source: Path | bytes | str,
+    fmt: str,
+    *,
+    base_iri: str | None = None,
+    name: str = "input",
+) -> list[ox.Quad]:
+    """Parse a whole document strictly; any syntax error becomes one :class:`InputError` line.
+
+    Returns quads (triples land in the default graph), with schema.org IRIs normalised to https.
+    """
+    rdf = rdf_format(fmt)
+    try:
+        if isinstance(source, Path):
+            quads = list(ox.parse(path=str(source), format=rdf, base_iri=base_iri))
+        else:
+            data = source.encode("utf-8") if isinstance(source, str) else source
+            quads = list(ox.parse(data, format=rdf, base_iri=base_iri))
+    except SyntaxError as exc:
+        raise InputError(f"{name}: not valid {fmt}: {_one_line(str(exc))}") from exc
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise InputError(f"{name}: cannot read {fmt}: {_one_line(str(exc))}") from exc
+    return [normalise_quad(q) if isinstance(q, ox.Quad) else _as_quad(q) for q in quads]
+
+
+def _as_quad(t: ox.Triple | ox.Quad) -> ox.Quad:
+    if isinstance(t, ox.Quad):
+        return t
+    return ox.Quad(t.subject, t.predicate, t.object, ox.DefaultGraph())
+
+
+def serialize(quads: Iterable[ox.Quad], fmt: str, *, prefixes: dict[str, str] | None = None) -> bytes:
+    rdf = rdf_format(fmt)
+    if rdf.supports_datasets:
+        return ox.serialize(quads, format=rdf, prefixes=prefixes)  # type: ignore[call-arg]
+    triples = [ox.Triple(q.subject, q.predicate, q.object) for q in quads]
+    return ox.serialize(triples, format=rdf, prefixes=prefixes)  # type: ignore[call-arg]
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())[:300]

@@ -1,0 +1,121 @@
+"""One typed settings object. Environment variables ``PCM_*`` give the defaults; CLI flags override them.
+
+No other module reads the environment: they receive a :class:`Settings`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from platformdirs import user_data_dir
+
+from pcm.errors import UsageError
+
+
+def default_memory_path() -> Path:
+    return Path(user_data_dir("pcm", appauthor=False)) / "memory"
+
+
+@dataclass(frozen=True)
+class LLMSpec:
+    """Which model to call. ``provider`` is ``none`` (episodic mode), ``anthropic``, ``openai`` or ``scripted``."""
+
+    provider: str = "none"
+    model: str = ""
+    base_url: str = ""
+
+    @classmethod
+    def parse(cls, text: str) -> LLMSpec:
+        """Parse ``none``, ``anthropic[:MODEL]``, ``openai:BASE_URL#MODEL`` (Ollama, vLLM, llama.cpp, LM Studio)."""
+        text = text.strip()
+        if not text or text == "none":
+            return cls()
+        provider, _, rest = text.partition(":")
+        if provider == "anthropic":
+            return cls("anthropic", rest or DEFAULT_ANTHROPIC_MODEL)
+        if provider == "openai":
+            base, sep, model = rest.rpartition("#")
+            if not sep or not base or not model:
+                raise UsageError(f"PCM_LLM={text!r}: expected openai:BASE_URL#MODEL, e.g. openai:http://localhost:11434/v1#llama3.1")
+            return cls("openai", model, base)
+        if provider == "scripted":
+            return cls("scripted", rest)
+        raise UsageError(f"PCM_LLM={text!r}: expected none, anthropic:MODEL or openai:BASE_URL#MODEL")
+
+    @property
+    def enabled(self) -> bool:
+        return self.provider != "none"
+
+    def __str__(self) -> str:
+        if self.provider == "none":
+            return "none"
+        if self.provider == "openai":
+            return f"openai:{self.base_url}#{self.model}"
+        return f"{self.provider}:{self.model}"
+
+
+DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-5"
+
+
+@dataclass(frozen=True)
+class Settings:
+    memory: Path = field(default_factory=default_memory_path)
+    llm: LLMSpec = field(default_factory=LLMSpec)
+    anthropic_api_key: str = ""
+    openai_api_key: str = ""
+    #: Seconds one LLM call may take before it is abandoned (and retried).
+    llm_timeout: float = 120.0
+    llm_max_retries: int = 4
+    #: Concurrent LLM calls during batch ingest.
+    llm_concurrency: int = 4
+    #: Rounds of SHACL/parse repair after the first extraction attempt.
+    repair_rounds: int = 2
+    #: Hard time limit for any SPARQL query we run on behalf of a user or a model.
+    query_timeout: float = 10.0
+    #: Maximum rows returned by a user or generated SELECT.
+    query_limit: int = 1000
+    #: Remote SPARQL endpoint (query URL) instead of the embedded store; update/GSP URLs are derived from it.
+    store_url: str = ""
+    #: Bearer token for the remote endpoint, or the token ``pcm serve`` requires for writes.
+    token: str = ""
+    #: Turn on the LanceDB side index (off only for benchmarks of the store alone).
+    index_enabled: bool = True
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
+        env = os.environ if env is None else env
+        kwargs: dict[str, object] = {}
+        if env.get("PCM_MEMORY"):
+            kwargs["memory"] = Path(env["PCM_MEMORY"]).expanduser()
+        if env.get("PCM_LLM"):
+            kwargs["llm"] = LLMSpec.parse(env["PCM_LLM"])
+        kwargs["anthropic_api_key"] = env.get("ANTHROPIC_API_KEY", "")
+        kwargs["openai_api_key"] = env.get("OPENAI_API_KEY", "") or env.get("PCM_OPENAI_API_KEY", "")
+        for name, conv in (
+            ("llm_timeout", float),
+            ("llm_max_retries", int),
+            ("llm_concurrency", int),
+            ("repair_rounds", int),
+            ("query_timeout", float),
+            ("query_limit", int),
+        ):
+            raw = env.get(f"PCM_{name.upper()}")
+            if raw:
+                try:
+                    kwargs[name] = conv(raw)
+                except ValueError as exc:
+                    raise UsageError(f"PCM_{name.upper()}={raw!r} is not a valid {conv.__name__}") from exc
+        if env.get("PCM_STORE_URL"):
+            kwargs["store_url"] = env["PCM_STORE_URL"]
+        if env.get("PCM_TOKEN"):
+            kwargs["token"] = env["PCM_TOKEN"]
+        if env.get("PCM_INDEX", "").lower() in {"0", "off", "false", "no"}:
+            kwargs["index_enabled"] = False
+        kwargs.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**kwargs)  # type: ignore[arg-type]
+
+    def with_(self, **changes: object) -> Settings:
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})

@@ -1,0 +1,272 @@
+"""The dataset layout of DESIGN.md §3 over a :class:`~pcm.backend.Backend`.
+
+This is the only module that knows which graph holds what. Writes for one utterance are one backend call, so a
+crash leaves either all of it or none of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import pyoxigraph as ox
+
+from pcm.backend import Backend, Solutions
+from pcm.namespaces import GRAPH_ONTOLOGY, GRAPH_PROVENANCE, PCM, RDF, SIOC
+from pcm.naming import Naming
+from pcm.resources import render_query
+from pcm.sparql import iri_term, literal_term, values_clause
+
+
+@dataclass
+class PostInfo:
+    """A stored utterance as the side index and the CLI see it."""
+
+    iri: str
+    session: str
+    role: str
+    speaker: str | None
+    time: datetime | None
+    text: str
+    source_id: str | None
+    position: int
+
+
+@dataclass
+class Stats:
+    posts: int = 0
+    sessions: int = 0
+    status: dict[str, int] = field(default_factory=dict)
+    entities_by_class: list[tuple[str, int]] = field(default_factory=list)
+    graphs: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    @property
+    def triples(self) -> int:
+        return sum(g["triples"] for g in self.graphs.values())
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "posts": self.posts,
+            "sessions": self.sessions,
+            "extraction_status": self.status,
+            "entities": sum(n for _, n in self.entities_by_class),
+            "entities_by_class": dict(self.entities_by_class),
+            "triples": self.triples,
+            "graphs": self.graphs,
+        }
+
+
+@dataclass
+class Source:
+    """One utterance (or imported file) a fact or entity came from."""
+
+    post: str | None
+    graph: str | None
+    content: str | None
+    session: str | None
+    time: str | None
+    speaker: str | None
+    role: str | None
+    source_id: str | None
+    file: str | None
+
+    def as_json(self) -> dict[str, object]:
+        return {k: v for k, v in self.__dict__.items()}
+
+
+def _value(term: object) -> str | None:
+    return None if term is None else term.value  # type: ignore[attr-defined]
+
+
+def _datetime(term: object) -> datetime | None:
+    text = _value(term)
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+class MemoryStore:
+    def __init__(self, backend: Backend, naming: Naming) -> None:
+        self.backend = backend
+        self.naming = naming
+
+    # -- reading -------------------------------------------------------------------------------------------------
+
+    def select(self, sparql: str, *, timeout: float | None = None, limit: int | None = None) -> Solutions:
+        result = self.backend.query(sparql, timeout=timeout, limit=limit)
+        assert isinstance(result, Solutions), "expected a SELECT query"
+        return result
+
+    def existing_posts(self, iris: Sequence[str]) -> set[str]:
+        """Which of these post IRIs are already stored (re-imports add nothing)."""
+        found: set[str] = set()
+        for start in range(0, len(iris), 500):
+            chunk = list(iris[start : start + 500])
+            q = (
+                f"SELECT ?p WHERE {{ {values_clause('p', chunk)} "
+                f"GRAPH <urn:pcm:graph:conversation> {{ ?p a <{SIOC}Post> }} }}"
+            )
+            found.update(_value(t) for t in self.select(q).values("p"))  # type: ignore[misc]
+        return found
+
+    def last_post_of_session(self, session_iri: str) -> tuple[str, int] | None:
+        rows = self.select(render_query("session_posts", session=iri_term(session_iri))).rows
+        if not rows:
+            return None
+        post, position = rows[-1]
+        return _value(post) or "", int(_value(position) or 0)
+
+    def session_posts(self, session_iri: str) -> list[str]:
+        rows = self.select(render_query("session_posts", session=iri_term(session_iri))).rows
+        return [_value(r[0]) or "" for r in rows]
+
+    def find_session(self, session_id: str) -> str | None:
+        """The thread IRI for a session id as the user typed it (or the thread IRI itself)."""
+        q = (
+            "SELECT ?t WHERE { GRAPH <urn:pcm:graph:conversation> { "
+            f"?t a <{SIOC}Thread> ; <http://purl.org/dc/terms/identifier> {literal_term(session_id)} }} }}"
+        )
+        rows = self.select(q).rows
+        if rows:
+            return _value(rows[0][0])
+        if session_id.startswith(self.naming.namespace) and self.select(
+            f"SELECT ?t WHERE {{ GRAPH <urn:pcm:graph:conversation> {{ ?t a <{SIOC}Thread> }} "
+            f"VALUES ?t {{ {iri_term(session_id)} }} }}"
+        ).rows:
+            return session_id
+        return None
+
+    def find_post(self, post_id: str) -> list[str]:
+        """Post IRIs for a post IRI or a source message id (which may repeat across sessions)."""
+        if post_id.startswith(self.naming.namespace):
+            return sorted(self.existing_posts([post_id]))
+        q = (
+            "SELECT ?p WHERE { GRAPH <urn:pcm:graph:conversation> { "
+            f"?p a <{SIOC}Post> ; <http://purl.org/dc/terms/identifier> {literal_term(post_id)} }} }} ORDER BY ?p"
+        )
+        return [_value(t) or "" for t in self.select(q).values("p")]
+
+    def posts(self, iris: Iterable[str] | None = None) -> Iterator[PostInfo]:
+        chosen = list(iris) if iris is not None else None
+        if chosen is not None and not chosen:
+            return
+        filt = values_clause("post", chosen) if chosen is not None else ""
+        for row in self.select(render_query("index_posts", filter=filt)).dicts():
+            yield PostInfo(
+                iri=row["post"].value,
+                session=row["session"].value,
+                role=row["role"].value,
+                speaker=_value(row.get("speaker")),
+                time=_datetime(row.get("time")),
+                text=row["text"].value,
+                source_id=_value(row.get("source_id")),
+                position=int(row["position"].value),
+            )
+
+    def entities(self, iris: Iterable[str] | None = None) -> Iterator[tuple[str, str, tuple[str, ...], tuple[str, ...]]]:
+        """(iri, label, types, alternative labels) for labelled individuals of this memory."""
+        chosen = list(iris) if iris is not None else None
+        if chosen is not None and not chosen:
+            return
+        filt = values_clause("e", chosen) if chosen is not None else ""
+        q = render_query("index_entities", namespace=literal_term(self.naming.namespace), filter=filt)
+        for row in self.select(q).dicts():
+            types = tuple(sorted(row["types"].value.split())) if "types" in row else ()
+            alts = tuple(a for a in row["alts"].value.split("\x1f") if a) if "alts" in row else ()
+            yield row["e"].value, row["label"].value, types, alts
+
+    def stats(self) -> Stats:
+        stats = Stats()
+        for row in self.select(render_query("stats_posts")).dicts():
+            kind, n = row["kind"].value, int(row["n"].value)
+            if kind == "posts":
+                stats.posts = n
+            elif kind == "sessions":
+                stats.sessions = n
+            else:
+                stats.status[kind.removeprefix("status:")] = n
+        stats.entities_by_class = [
+            (row["class"].value, int(row["n"].value)) for row in self.select(render_query("stats_entities")).dicts()
+        ]
+        for row in self.select(render_query("stats_graphs")).dicts():
+            stats.graphs[row["kind"].value] = {"graphs": int(row["graphs"].value), "triples": int(row["triples"].value)}
+        return stats
+
+    def why(self, iri: str) -> list[Source]:
+        rows = self.select(render_query("why", iri=iri_term(iri))).dicts()
+        return [
+            Source(
+                post=_value(r.get("post")),
+                graph=_value(r.get("graph")),
+                content=_value(r.get("content")),
+                session=_value(r.get("session")),
+                time=_value(r.get("time")),
+                speaker=_value(r.get("speaker")),
+                role=_value(r.get("role")),
+                source_id=_value(r.get("source_id")),
+                file=_value(r.get("file")),
+            )
+            for r in rows
+        ]
+
+    def ontology_version(self) -> str | None:
+        q = (
+            f"SELECT ?v WHERE {{ GRAPH <{GRAPH_ONTOLOGY}> {{ ?o a <http://www.w3.org/2002/07/owl#Ontology> ; "
+            "<http://www.w3.org/2002/07/owl#versionInfo> ?v } }"
+        )
+        rows = self.select(q).rows
+        return _value(rows[0][0]) if rows else None
+
+    # -- writing -------------------------------------------------------------------------------------------------
+
+    def write(self, quads: Sequence[ox.Quad]) -> None:
+        """Insert quads in one atomic write."""
+        if quads:
+            self.backend.extend(quads)
+
+    def replace_ontology(self, quads: Sequence[ox.Quad]) -> None:
+        """Swap the ontology graph for a new version in one update."""
+        from pcm.backend import quads_to_insert_data
+
+        self.backend.update(f"DROP SILENT GRAPH <{GRAPH_ONTOLOGY}> ;\n" + quads_to_insert_data(quads))
+
+    def forget_posts(self, post_iris: Sequence[str], session_iri: str | None = None) -> None:
+        """Drop posts with their extraction graphs and provenance, in one atomic update."""
+        parts = [
+            render_query("forget_post.ru", post=iri_term(p), graph=iri_term(self.naming.extraction_graph(p)))
+            for p in post_iris
+        ]
+        if session_iri:
+            parts.append(
+                "DELETE WHERE { GRAPH <urn:pcm:graph:conversation> { " + iri_term(session_iri) + " ?p ?o } }"
+            )
+        if parts:
+            # PREFIX lines must come first in an update request, so strip the repeated ones and add them once.
+            body = " ;\n".join(_strip_prologue(p) for p in parts)
+            self.backend.update("PREFIX prov: <http://www.w3.org/ns/prov#>\n" + body)
+
+    def set_status(self, post_iri: str, status: str, report: str = "") -> list[str]:
+        """Update text that replaces a post's extraction status (to be joined into a larger atomic update)."""
+        p = iri_term(post_iri)
+        g = f"<{GRAPH_PROVENANCE}>"
+        text = [
+            f"DELETE WHERE {{ GRAPH {g} {{ {p} <{PCM}extractionStatus> ?s }} }}",
+            f"DELETE WHERE {{ GRAPH {g} {{ {p} <{PCM}extractionReport> ?r }} }}",
+            f"INSERT DATA {{ GRAPH {g} {{ {p} <{PCM}extractionStatus> {literal_term(status)} }} }}",
+        ]
+        if report:
+            text.append(f"INSERT DATA {{ GRAPH {g} {{ {p} <{PCM}extractionReport> {literal_term(report)} }} }}")
+        return text
+
+
+def _strip_prologue(update: str) -> str:
+    return "\n".join(
+        line for line in update.splitlines() if not line.startswith("PREFIX ") and not line.startswith("#")
+    )
+
+
+RDF_TYPE = RDF + "type"
