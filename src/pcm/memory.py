@@ -468,15 +468,13 @@ class Memory:
 
 _VALIDATOR = None
 
-_BUILTIN_NAMESPACES = (
-    "http://www.w3.org/1999/02/22-rdf-syntax-ns#",
-    "http://www.w3.org/2000/01/rdf-schema#",
-    "http://www.w3.org/2002/07/owl#",
-)
-
-
 def check_vocabulary(quads: Sequence[ox.Quad], ontology: Ontology, naming: Naming) -> list[str]:
-    """Every predicate and class used must be defined by the ontology (distinct terms only, so it is fast)."""
+    """Every predicate and class used must be defined by the ontology (distinct terms only, so it is fast).
+
+    The same terms are allowed as in :class:`pcm.shapes.Validator` (``BUILTIN_TERMS`` plus the ontology's).
+    """
+    from pcm.shapes import BUILTIN_TERMS
+
     predicates: set[str] = set()
     classes: set[str] = set()
     rdf_type = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
@@ -486,11 +484,11 @@ def check_vocabulary(quads: Sequence[ox.Quad], ontology: Ontology, naming: Namin
             classes.add(q.object.value)
     problems = [
         f"unknown property {p}" for p in sorted(predicates)
-        if not p.startswith(_BUILTIN_NAMESPACES) and not ontology.defines(p)
+        if p not in BUILTIN_TERMS and not ontology.defines(p)
     ]
     problems += [
         f"unknown class {c}" for c in sorted(classes)
-        if not c.startswith(_BUILTIN_NAMESPACES) and not ontology.defines(c)
+        if c not in BUILTIN_TERMS and not ontology.defines(c)
     ]
     return problems
 

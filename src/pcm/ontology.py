@@ -1,0 +1,363 @@
+"""The PCM ontology: load it once, answer "is this a term?", walk its hierarchy, and write the prompt catalogue.
+
+The ontology is every ``*.ttl`` file directly in ``pcm_ontology/``: the pcm: extensions plus the declarations of
+each reused term (schema.org, FOAF, PROV-O, ...). Declaring reused terms here, rather than importing whole
+vocabularies, keeps the vocabulary closed: extraction may only use what this module ``defines``, and the ontology
+graph in the store is small enough for ``rdfs:subClassOf*`` queries.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import pyoxigraph
+import rdflib
+from rdflib import OWL, RDF, RDFS, BNode, Literal, URIRef
+from rdflib.collection import Collection
+
+from pcm import resources
+from pcm.errors import PcmError
+from pcm.namespaces import GRAPH_ONTOLOGY, PCM, PREFIXES, SCHEMA
+
+ONTOLOGY_IRI = "https://w3id.org/pcm/ontology"
+
+#: The topics terms are grouped by (``pcm:area``), in catalogue order.
+AREAS: tuple[str, ...] = (
+    "people", "family", "social", "places", "travel", "residence", "work", "education", "health", "food",
+    "habits", "activities", "events", "purchases", "products", "vehicles", "services", "pets", "plants",
+    "clothing", "collections", "media", "preferences", "time", "conversation", "provenance", "general",
+)
+DEFAULT_AREA = "general"
+
+CLASS = "class"
+OBJECT_PROPERTY = "object_property"
+DATATYPE_PROPERTY = "datatype_property"
+ANNOTATION_PROPERTY = "annotation_property"
+INDIVIDUAL = "individual"
+PROPERTY_KINDS = frozenset({OBJECT_PROPERTY, DATATYPE_PROPERTY, ANNOTATION_PROPERTY})
+_KIND_ORDER = (CLASS, OBJECT_PROPERTY, DATATYPE_PROPERTY, ANNOTATION_PROPERTY, INDIVIDUAL)
+_MAX_SIDE = 3  # domain / range classes shown per catalogue line; schema.org lists can be long
+
+_AREA = URIRef(PCM + "area")
+_DOMAIN_INCLUDES = URIRef(SCHEMA + "domainIncludes")
+_RANGE_INCLUDES = URIRef(SCHEMA + "rangeIncludes")
+# Which rdf:type makes a subject which kind of term; the first match in this order wins.
+_KIND_BY_TYPE: tuple[tuple[URIRef, str], ...] = (
+    (OWL.Class, CLASS),
+    (OWL.ObjectProperty, OBJECT_PROPERTY),
+    (OWL.DatatypeProperty, DATATYPE_PROPERTY),
+    (OWL.AnnotationProperty, ANNOTATION_PROPERTY),
+    (OWL.NamedIndividual, INDIVIDUAL),
+)
+
+
+@dataclass(frozen=True)
+class Term:
+    """One declared class, property or individual, flattened for prompts and checks."""
+
+    iri: str
+    kind: str
+    """``class``, ``object_property``, ``datatype_property``, ``annotation_property`` or ``individual``."""
+    label: str
+    comment: str
+    area: str
+    parents: tuple[str, ...]
+    """Direct superclasses / superproperties; for an individual, its classes."""
+    domain: tuple[str, ...]
+    """``rdfs:domain`` (union members spelt out) plus schema.org's non-logical ``schema:domainIncludes``."""
+    range: tuple[str, ...]
+    """``rdfs:range`` (union members spelt out) plus ``schema:rangeIncludes``."""
+
+
+class Ontology:
+    """The loaded ontology. Build it with :func:`load_ontology`; treat it (and its graph) as read-only."""
+
+    version: str
+    """``owl:versionInfo`` of the ontology."""
+    graph: rdflib.Graph
+    """Every triple of every ontology file."""
+    terms: dict[str, Term]
+    classes: frozenset[str]
+    properties: frozenset[str]
+    """Object, datatype and annotation properties."""
+    individuals: frozenset[str]
+    functional_properties: frozenset[str]
+
+    def __init__(self, graph: rdflib.Graph) -> None:
+        self.graph = graph
+        self.version = _version(graph)
+        self.terms = {t.iri: t for t in _terms(graph)}
+        self.classes = self._of_kind({CLASS})
+        self.properties = self._of_kind(PROPERTY_KINDS)
+        self.individuals = self._of_kind({INDIVIDUAL})
+        self.functional_properties = frozenset(
+            str(s) for s in graph.subjects(RDF.type, OWL.FunctionalProperty) if str(s) in self.properties
+        )
+        self._up = _links(graph, (RDFS.subClassOf, RDFS.subPropertyOf), (OWL.equivalentClass, OWL.equivalentProperty))
+        self._down = _reverse(self._up)
+        self._prefixes = sorted(PREFIXES.items(), key=lambda item: -len(item[1]))
+        self._quads: tuple[pyoxigraph.Quad, ...] | None = None
+
+    def _of_kind(self, kinds: Iterable[str]) -> frozenset[str]:
+        wanted = set(kinds)
+        return frozenset(iri for iri, term in self.terms.items() if term.kind in wanted)
+
+    # ------------------------------------------------------------------ membership
+
+    def defines(self, iri: str) -> bool:
+        """True for a declared class, property or individual (what extraction may use)."""
+        return iri in self.terms
+
+    def is_class(self, iri: str) -> bool:
+        return iri in self.classes
+
+    def is_property(self, iri: str) -> bool:
+        return iri in self.properties
+
+    # ------------------------------------------------------------------ hierarchy
+
+    def superclasses(self, iri: str) -> frozenset[str]:
+        """``iri`` and every class above it (subClassOf, through equivalent classes), transitively."""
+        return _closure(iri, self._up)
+
+    def subclasses(self, iri: str) -> frozenset[str]:
+        """``iri`` and every class below it, transitively."""
+        return _closure(iri, self._down)
+
+    def superproperties(self, iri: str) -> frozenset[str]:
+        """``iri`` and every property above it (subPropertyOf, through equivalent properties), transitively."""
+        return _closure(iri, self._up)
+
+    def subproperties(self, iri: str) -> frozenset[str]:
+        """``iri`` and every property below it, transitively."""
+        return _closure(iri, self._down)
+
+    # ------------------------------------------------------------------ output
+
+    def curie(self, iri: str) -> str:
+        """``schema:BuyAction`` for a known namespace, ``<iri>`` otherwise."""
+        for prefix, namespace in self._prefixes:
+            if iri.startswith(namespace) and len(iri) > len(namespace):
+                return f"{prefix}:{iri[len(namespace):]}"
+        return f"<{iri}>"
+
+    def catalogue(self, areas: Iterable[str] | None = None) -> str:
+        """Compact text listing of the terms for a prompt: one line per term, grouped under ``## area`` headers.
+
+        Deterministic: areas in :data:`AREAS` order (others after, alphabetically), then classes, properties and
+        individuals, each sorted by CURIE. ``areas`` restricts the listing (unknown names select nothing).
+        """
+        wanted = None if areas is None else set(areas)
+        by_area: dict[str, list[Term]] = {}
+        for term in self.terms.values():
+            if wanted is None or term.area in wanted:
+                by_area.setdefault(term.area, []).append(term)
+        order = [a for a in AREAS if a in by_area] + sorted(a for a in by_area if a not in AREAS)
+        blocks = []
+        for area in order:
+            terms = sorted(by_area[area], key=lambda t: (_KIND_ORDER.index(t.kind), self.curie(t.iri)))
+            blocks.append("\n".join([f"## {area}", *(self._catalogue_line(t) for t in terms)]))
+        return "\n\n".join(blocks) + ("\n" if blocks else "")
+
+    def _catalogue_line(self, term: Term) -> str:
+        name = self.curie(term.iri)
+        parents = ", ".join(self.curie(p) for p in term.parents)
+        if term.kind == INDIVIDUAL:
+            line = f"{name} : {parents}"
+        elif term.kind == ANNOTATION_PROPERTY:
+            line = f"{name} (annotation)"
+        else:
+            line = f"{name} ⊑ {parents}" if parents else name
+            if term.kind in PROPERTY_KINDS:
+                if term.domain or term.range:
+                    line += f" ({self._side(term.domain)} → {self._side(term.range)})"
+                if term.iri in self.functional_properties:
+                    line += " [functional]"
+        gloss = _gloss(term)
+        return f"{line} — {gloss}" if gloss else line
+
+    def _side(self, iris: tuple[str, ...]) -> str:
+        if not iris:
+            return "*"
+        shown = [self.curie(i) for i in iris[:_MAX_SIDE]]
+        return "|".join(shown + (["…"] if len(iris) > _MAX_SIDE else []))
+
+    def quads(self) -> list[pyoxigraph.Quad]:
+        """Every triple of the ontology as a quad in the ontology graph, ready for ``Store.extend``."""
+        if self._quads is None:
+            graph_name = pyoxigraph.NamedNode(GRAPH_ONTOLOGY)
+            blanks: dict[BNode, pyoxigraph.BlankNode] = {}
+            self._quads = tuple(
+                pyoxigraph.Quad(_ox(s, blanks), _ox(p, blanks), _ox(o, blanks), graph_name)
+                for s, p, o in sorted(self.graph, key=lambda triple: tuple(t.n3() for t in triple))
+            )
+        return list(self._quads)
+
+
+# ---------------------------------------------------------------------- loading
+
+
+def load_ontology(directory: Path | None = None) -> Ontology:
+    """The ontology in ``directory`` (default: the shipped ``pcm_ontology/``), parsed once per directory."""
+    folder = resources.ontology_dir() if directory is None else Path(directory)
+    return _load(folder.resolve())
+
+
+@lru_cache(maxsize=8)
+def _load(folder: Path) -> Ontology:
+    if not folder.is_dir():
+        raise PcmError(f"ontology directory {folder} does not exist")
+    files = sorted(folder.glob("*.ttl"))
+    if not files:
+        raise PcmError(f"ontology directory {folder} holds no .ttl file")
+    graph = rdflib.Graph()
+    for prefix, namespace in PREFIXES.items():
+        graph.bind(prefix, namespace, override=True)
+    for path in files:
+        try:
+            graph.parse(path, format="turtle")
+        except Exception as error:  # rdflib raises several unrelated types for bad Turtle
+            first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise PcmError(f"ontology file {path.name} is not valid Turtle: {first_line}") from error
+    return Ontology(graph)
+
+
+def _version(graph: rdflib.Graph) -> str:
+    version = graph.value(URIRef(ONTOLOGY_IRI), OWL.versionInfo)
+    if version is None:
+        raise PcmError(f"the ontology has no owl:versionInfo on <{ONTOLOGY_IRI}>")
+    return str(version)
+
+
+def _terms(graph: rdflib.Graph) -> Iterable[Term]:
+    """One Term per IRI subject declared as a class, property or named individual."""
+    kinds: dict[URIRef, str] = {}
+    for rdf_type, kind in reversed(_KIND_BY_TYPE):  # earlier entries overwrite later ones
+        for subject in graph.subjects(RDF.type, rdf_type):
+            if isinstance(subject, URIRef):
+                kinds[subject] = kind
+    for subject, kind in kinds.items():
+        if kind == INDIVIDUAL:
+            parents = _iris(o for o in graph.objects(subject, RDF.type) if o != OWL.NamedIndividual)
+        else:
+            parent_predicate = RDFS.subClassOf if kind == CLASS else RDFS.subPropertyOf
+            parents = _iris(graph.objects(subject, parent_predicate))
+        yield Term(
+            iri=str(subject),
+            kind=kind,
+            label=_text(graph, subject, RDFS.label) or _local_name(str(subject)),
+            comment=_text(graph, subject, RDFS.comment),
+            area=_text(graph, subject, _AREA) or DEFAULT_AREA,
+            parents=parents,
+            domain=_class_list(graph, subject, RDFS.domain, _DOMAIN_INCLUDES),
+            range=_class_list(graph, subject, RDFS.range, _RANGE_INCLUDES),
+        )
+
+
+def _text(graph: rdflib.Graph, subject: URIRef, predicate: URIRef) -> str:
+    """The value of a literal annotation, preferring untagged or English text; "" when absent."""
+    values = [o for o in graph.objects(subject, predicate) if isinstance(o, Literal)]
+    values.sort(key=lambda lit: (lit.language not in (None, "en"), str(lit)))
+    return str(values[0]) if values else ""
+
+
+def _class_list(graph: rdflib.Graph, subject: URIRef, *predicates: URIRef) -> tuple[str, ...]:
+    """IRIs of a domain or range: named classes directly, ``owl:unionOf`` members spelt out."""
+    found: set[str] = set()
+    for predicate in predicates:
+        for value in graph.objects(subject, predicate):
+            if isinstance(value, URIRef):
+                found.add(str(value))
+            elif isinstance(value, BNode):
+                members = graph.value(value, OWL.unionOf)
+                if members is not None:
+                    found.update(str(m) for m in Collection(graph, members) if isinstance(m, URIRef))
+    return tuple(sorted(found))
+
+
+def _gloss(term: Term) -> str:
+    """The comment's first sentence, or "" when it only restates the term's name ("A hospital." for Hospital)."""
+    first = re.split(r"(?<=[a-z0-9)\"]{2}\.)\s+(?=[A-Z])", term.comment.strip(), maxsplit=1)[0]
+    first = first[:-1] if first.endswith(".") and not first.endswith("..") else first
+    words = [w for w in re.findall(r"[a-z0-9]+", first.lower()) if w not in ("a", "an", "the")]
+    name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", _local_name(term.iri)).lower()
+    label_words = re.findall(r"[a-z0-9]+", term.label.lower())
+    if not words or words == name.split() or words == label_words:
+        return ""
+    return first
+
+
+def _iris(values: Iterable[object]) -> tuple[str, ...]:
+    return tuple(sorted({str(v) for v in values if isinstance(v, URIRef)}))
+
+
+def _local_name(iri: str) -> str:
+    return iri.rstrip("/#").rsplit("#", 1)[-1].rsplit("/", 1)[-1]
+
+
+# ---------------------------------------------------------------------- hierarchy helpers
+
+
+def _links(
+    graph: rdflib.Graph, parent_predicates: Iterable[URIRef], equivalence_predicates: Iterable[URIRef]
+) -> dict[str, set[str]]:
+    """Upward edges: child -> parents, with equivalences as edges both ways."""
+    up: dict[str, set[str]] = {}
+    for predicate in parent_predicates:
+        for child, parent in graph.subject_objects(predicate):
+            if isinstance(child, URIRef) and isinstance(parent, URIRef):
+                up.setdefault(str(child), set()).add(str(parent))
+    for predicate in equivalence_predicates:
+        for left, right in graph.subject_objects(predicate):
+            if isinstance(left, URIRef) and isinstance(right, URIRef):
+                up.setdefault(str(left), set()).add(str(right))
+                up.setdefault(str(right), set()).add(str(left))
+    return up
+
+
+def _reverse(up: Mapping[str, set[str]]) -> dict[str, set[str]]:
+    """Downward edges from upward ones (equivalences, already both ways, stay symmetric)."""
+    down: dict[str, set[str]] = {}
+    for child, parents in up.items():
+        for parent in parents:
+            down.setdefault(parent, set()).add(child)
+    return down
+
+
+def _closure(start: str, edges: Mapping[str, set[str]]) -> frozenset[str]:
+    seen = {start}
+    queue = deque([start])
+    while queue:
+        for nxt in edges.get(queue.popleft(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                queue.append(nxt)
+    return frozenset(seen)
+
+
+# ---------------------------------------------------------------------- rdflib -> pyoxigraph
+
+
+_OxTerm = pyoxigraph.NamedNode | pyoxigraph.BlankNode | pyoxigraph.Literal
+
+
+def _ox(term: object, blanks: dict[BNode, pyoxigraph.BlankNode]) -> _OxTerm:
+    """One rdflib term as pyoxigraph's, keeping each blank node's identity across the whole graph."""
+    if isinstance(term, URIRef):
+        return pyoxigraph.NamedNode(str(term))
+    if isinstance(term, BNode):
+        if term not in blanks:
+            blanks[term] = pyoxigraph.BlankNode()
+        return blanks[term]
+    if isinstance(term, Literal):
+        if term.language:
+            return pyoxigraph.Literal(str(term), language=term.language)
+        if term.datatype is not None:
+            return pyoxigraph.Literal(str(term), datatype=pyoxigraph.NamedNode(str(term.datatype)))
+        return pyoxigraph.Literal(str(term))
+    raise TypeError(f"unexpected RDF term {term!r}")

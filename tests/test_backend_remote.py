@@ -1,0 +1,401 @@
+"""RemoteBackend against a real ``oxigraph serve``: it must behave like LocalBackend on the same quads."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import ClassVar
+
+import pyoxigraph as ox
+import pytest
+
+from pcm.backend import Solutions
+from pcm.backend_local import LocalBackend
+from pcm.backend_remote import CANCELLED_MARKER, RemoteBackend, derive_urls
+from pcm.errors import InputError, PcmError, QueryError, UsageError
+
+try:
+    from oxigraph_server import _free_port, start_oxigraph
+except ImportError:  # tests/ imported as a package
+    from tests.oxigraph_server import _free_port, start_oxigraph
+
+EX = "http://example.org/"
+G1 = EX + "graph/one"
+G2 = EX + "graph/two"
+
+
+def N(local: str) -> ox.NamedNode:
+    return ox.NamedNode(EX + local)
+
+
+def sample_quads() -> list[ox.Quad]:
+    """Two named graphs and the default graph; literals that stress escaping (quotes, newline, language, type)."""
+    g1, g2 = N("graph/one"), N("graph/two")
+    return [
+        ox.Quad(N("alice"), N("name"), ox.Literal('Alice "Al" Smith\nsecond line'), g1),
+        ox.Quad(N("alice"), N("knows"), N("bob"), g1),
+        ox.Quad(
+            N("alice"),
+            N("age"),
+            ox.Literal("42", datatype=ox.NamedNode("http://www.w3.org/2001/XMLSchema#integer")),
+            g1,
+        ),
+        ox.Quad(N("bob"), N("name"), ox.Literal("Bob", language="en"), g2),
+        ox.Quad(N("bob"), N("city"), ox.Literal("Zürich ☃"), g2),
+        ox.Quad(N("bob"), N("knows"), N("carol"), g2),
+        ox.Quad(N("carol"), N("name"), ox.Literal("Carol")),
+    ]
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    with start_oxigraph(None) as url:
+        yield url
+
+
+@pytest.fixture
+def remote(server: str) -> Iterator[RemoteBackend]:
+    backend = RemoteBackend(server + "/query", timeout=30)
+    backend.update("DROP ALL")
+    yield backend
+    backend.close()
+
+
+@pytest.fixture
+def local() -> Iterator[LocalBackend]:
+    backend = LocalBackend(None)
+    yield backend
+    backend.close()
+
+
+def rows(result: object) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    """Order-insensitive view of a SELECT result (SPARQL does not order rows without ORDER BY)."""
+    assert isinstance(result, Solutions)
+    return result.variables, sorted(tuple(str(t) for t in row) for row in result.rows)
+
+
+def canonical(quads: object) -> set[ox.Quad]:
+    dataset = ox.Dataset(quads)  # type: ignore[arg-type]
+    dataset.canonicalize(ox.CanonicalizationAlgorithm.UNSTABLE)
+    return set(dataset)
+
+
+# ---------------------------------------------------------------------------------------- same answers as local
+
+
+QUERIES_SELECT = [
+    f"SELECT ?s ?name WHERE {{ ?s <{EX}name> ?name }}",  # union of every graph, no GRAPH clause
+    f"SELECT * WHERE {{ ?a <{EX}knows> ?b . ?b <{EX}name> ?n }}",  # a join across two graphs
+    "SELECT ?g (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } } GROUP BY ?g",
+    f"SELECT ?s ?o WHERE {{ ?s <{EX}nothing> ?o }}",
+    f"SELECT ?s ?missing WHERE {{ ?s <{EX}name> ?n OPTIONAL {{ ?s <{EX}city> ?missing }} }}",
+]
+
+
+@pytest.mark.parametrize("sparql", QUERIES_SELECT)
+def test_select_over_the_union_matches_local(remote: RemoteBackend, local: LocalBackend, sparql: str) -> None:
+    remote.extend(sample_quads())
+    local.extend(sample_quads())
+    assert rows(remote.query(sparql)) == rows(local.query(sparql))
+
+
+def test_select_sees_triples_in_named_graphs_without_graph_clause(remote: RemoteBackend) -> None:
+    remote.extend(sample_quads())
+    names = remote.query(f"SELECT ?n WHERE {{ ?s <{EX}name> ?n }}")
+    assert isinstance(names, Solutions)
+    assert {t.value for t in names.values("n") if t is not None} == {
+        'Alice "Al" Smith\nsecond line',
+        "Bob",
+        "Carol",
+    }
+
+
+def test_ask_and_construct_match_local(remote: RemoteBackend, local: LocalBackend) -> None:
+    remote.extend(sample_quads())
+    local.extend(sample_quads())
+    for ask in (f"ASK {{ <{EX}alice> <{EX}knows> ?x . ?x <{EX}city> ?c }}", f"ASK {{ ?s <{EX}nothing> ?o }}"):
+        assert remote.query(ask) is local.query(ask)
+    construct = f"CONSTRUCT {{ ?b <{EX}knownBy> ?a . ?a <{EX}label> ?n }} WHERE {{ ?a <{EX}knows> ?b . ?a <{EX}name> ?n }}"
+    got = remote.query(construct)
+    assert isinstance(got, list) and got
+    assert all(isinstance(t, ox.Triple) for t in got)
+    assert set(got) == set(local.query(construct))  # type: ignore[arg-type]
+
+
+def test_union_can_be_left_to_the_server(server: str) -> None:
+    """union_default_graph=False sends nothing: Oxigraph then sees only the real default graph."""
+    with RemoteBackend(server + "/query", union_default_graph=False) as backend:
+        backend.update("DROP ALL")
+        backend.extend(sample_quads())
+        names = backend.query(f"SELECT ?n WHERE {{ ?s <{EX}name> ?n }}")
+        assert [t.value for t in names.values("n")] == ["Carol"]  # type: ignore[union-attr]
+
+
+def test_limit_stops_reading_a_huge_stream(remote: RemoteBackend) -> None:
+    """The rows are parsed while they stream: 10 rows of a 10^8-row cross product come back at once."""
+    remote.extend([ox.Quad(N(f"s{i}"), N("p"), N(f"s{i + 1}"), N("graph/chain")) for i in range(100)])
+    sparql = "SELECT * WHERE { ?a ?p ?b . ?c ?q ?d . ?e ?r ?f . ?g ?h ?i }"
+    result = remote.query(sparql, limit=10)
+    assert isinstance(result, Solutions) and len(result) == 10
+    assert remote.query("ASK { ?s ?p ?o }") is True  # the abandoned stream did not wedge the connection pool
+
+
+# ---------------------------------------------------------------------------------------- writes and errors
+
+
+def test_update_deletes_one_graph_and_leaves_the_other(remote: RemoteBackend) -> None:
+    remote.extend(sample_quads())
+    remote.update(f"DROP GRAPH <{G1}>")
+    assert remote.named_graphs() == [G2]
+    assert list(remote.quads(G1)) == []
+    assert len(list(remote.quads(G2))) == 3
+
+
+def test_failed_update_writes_nothing(remote: RemoteBackend) -> None:
+    """Oxigraph runs one update request in one transaction: a failing last operation undoes the first."""
+    remote.extend(sample_quads())
+    closed_port = _free_port()
+    with pytest.raises(QueryError) as err:
+        remote.update(f"DROP GRAPH <{G1}> ; LOAD <http://127.0.0.1:{closed_port}/nothing.ttl>")
+    assert "\n" not in str(err.value)
+    assert remote.named_graphs() == [G1, G2]
+    assert len(list(remote.quads(G1))) == 3
+
+
+def test_syntax_errors_raise_query_error_on_one_line(remote: RemoteBackend) -> None:
+    with pytest.raises(QueryError, match="syntax error") as err:
+        remote.query("SELEC * WHERE { ?s ?p ?o }")
+    assert "\n" not in str(err.value)
+    with pytest.raises(QueryError, match="syntax error") as err:
+        remote.update("INSERT DATA { GRAPH _:b { <http://a> <http://b> <http://c> } }")
+    assert "\n" not in str(err.value)
+
+
+def test_extend_with_an_invalid_quad_writes_nothing(remote: RemoteBackend) -> None:
+    good = sample_quads()
+    in_blank_graph = ox.Quad(N("x"), N("p"), N("y"), ox.BlankNode("g"))
+    with pytest.raises(InputError, match="blank-node graph"):
+        remote.extend([*good, in_blank_graph])
+    with pytest.raises(TypeError):
+        remote.extend([*good, (N("x"), N("p"), N("y"))])  # type: ignore[list-item]
+    assert list(remote.quads()) == []
+    assert remote.named_graphs() == []
+
+
+def test_extend_nothing_is_a_no_op(remote: RemoteBackend) -> None:
+    remote.extend([])
+    assert list(remote.quads()) == []
+
+
+def test_unreachable_server_names_the_url() -> None:
+    url = f"http://127.0.0.1:{_free_port()}/query"
+    with RemoteBackend(url, timeout=5) as backend, pytest.raises(PcmError, match=url.replace("/query", "")):
+        backend.query("ASK {}")
+
+
+# ---------------------------------------------------------------------------------------- graph store reads
+
+
+def test_named_graphs_matches_local(remote: RemoteBackend, local: LocalBackend) -> None:
+    for backend in (remote, local):
+        backend.extend(sample_quads())
+        backend.update(f"CREATE GRAPH <{EX}graph/empty>")
+    assert remote.named_graphs() == local.named_graphs() == sorted([G1, G2, EX + "graph/empty"])
+
+
+def test_quads_and_dump_round_trip(remote: RemoteBackend, local: LocalBackend) -> None:
+    blank = ox.BlankNode()
+    quads = [
+        *sample_quads(),
+        ox.Quad(N("alice"), N("address"), blank, N("graph/one")),
+        ox.Quad(blank, N("city"), ox.Literal("Bern"), N("graph/one")),
+    ]
+    remote.extend(quads)
+    local.extend(quads)
+    assert canonical(remote.quads()) == canonical(quads)
+    assert canonical(ox.parse(remote.dump(ox.RdfFormat.N_QUADS), ox.RdfFormat.N_QUADS)) == canonical(quads)
+    assert canonical(ox.parse(remote.dump(ox.RdfFormat.TRIG), ox.RdfFormat.TRIG)) == canonical(local.quads())
+    in_g1 = [q for q in quads if q.graph_name == N("graph/one")]
+    assert canonical(remote.quads(G1)) == canonical(in_g1)  # quads of one graph keep their graph name
+    turtle = remote.dump(ox.RdfFormat.TURTLE, graph=G1)
+    assert canonical(ox.parse(turtle, ox.RdfFormat.TURTLE)) == canonical(
+        ox.parse(local.dump(ox.RdfFormat.TURTLE, graph=G1), ox.RdfFormat.TURTLE)
+    )
+    assert list(remote.quads(EX + "graph/absent")) == []
+    assert remote.dump(ox.RdfFormat.N_TRIPLES, graph=EX + "graph/absent") == b""
+    with pytest.raises(UsageError):
+        remote.dump(ox.RdfFormat.TURTLE)
+
+
+def test_bulk_load_dataset_and_single_graph(remote: RemoteBackend, tmp_path: Path) -> None:
+    dataset = tmp_path / "dump.nq"
+    dataset.write_bytes(ox.serialize(sample_quads(), format=ox.RdfFormat.N_QUADS) or b"")
+    remote.bulk_load(str(dataset), ox.RdfFormat.N_QUADS)
+    assert canonical(remote.quads()) == canonical(sample_quads())
+
+    turtle = tmp_path / "extra.ttl"
+    turtle.write_text(f'<{EX}dave> <{EX}name> "Dave" .\n', encoding="utf-8")
+    remote.bulk_load(str(turtle), ox.RdfFormat.TURTLE, graph=EX + "graph/import")
+    assert [str(q) for q in remote.quads(EX + "graph/import")] == [
+        f'<{EX}dave> <{EX}name> "Dave" <{EX}graph/import>'
+    ]
+    remote.bulk_load(str(turtle), ox.RdfFormat.TURTLE)  # no graph: the default graph
+    assert ox.Quad(N("dave"), N("name"), ox.Literal("Dave")) in set(remote.quads())
+
+    broken = tmp_path / "broken.ttl"
+    broken.write_text("<http://a> <http://b> .\n", encoding="utf-8")
+    with pytest.raises(PcmError, match="HTTP 400"):
+        remote.bulk_load(str(broken), ox.RdfFormat.TURTLE)
+
+
+# ---------------------------------------------------------------------------------------- time limits
+
+
+@pytest.mark.timeout(60)
+def test_runaway_query_is_cancelled_by_the_server_and_the_server_lives_on(tmp_path: Path) -> None:
+    """``oxigraph serve --timeout-s 1`` cancels mid-answer (HTTP 200, body ends with its message)."""
+    with (
+        start_oxigraph(tmp_path / "db", timeout_s=1) as url,
+        RemoteBackend(url + "/query", timeout=30) as backend,
+    ):
+        backend.extend([ox.Quad(N(f"s{i}"), N("p"), N(f"s{i + 1}"), N("graph/chain")) for i in range(3000)])
+        runaway = f"SELECT * WHERE {{ ?a (<{EX}p>|^<{EX}p>)* ?b FILTER(?b = <{EX}never>) }}"
+        with pytest.raises(QueryError, match="time limit"):
+            backend.query(runaway)
+        assert backend.query(f"ASK {{ <{EX}s0> <{EX}p> <{EX}s1> }}") is True
+
+
+@pytest.mark.timeout(60)
+def test_client_deadline_stops_a_streaming_query(remote: RemoteBackend) -> None:
+    """Without a server time limit, our own deadline stops reading; closing the stream frees the server."""
+    remote.extend([ox.Quad(N(f"s{i}"), N("p"), N(f"s{i + 1}"), N("graph/chain")) for i in range(200)])
+    with pytest.raises(QueryError, match="time limit"):
+        remote.query("SELECT * WHERE { ?a ?p ?b . ?c ?q ?d . ?e ?r ?f . ?g ?h ?i }", timeout=0.5)
+    assert remote.query(f"ASK {{ <{EX}s0> <{EX}p> <{EX}s1> }}") is True
+
+
+# ---------------------------------------------------------------------------------------- protocol details
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    """A fake SPARQL endpoint: records each request and answers with the class-level canned response."""
+
+    seen: ClassVar[list[tuple[str, dict[str, str], bytes]]] = []
+    answer: ClassVar[tuple[int, str, bytes]] = (200, "application/sparql-results+json", b"")
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        type(self).seen.append((self.path, dict(self.headers.items()), body))
+        status, content_type, payload = type(self).answer
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
+        pass
+
+
+@pytest.fixture
+def fake_endpoint() -> Iterator[str]:
+    _Recorder.seen = []
+    _Recorder.answer = (
+        200,
+        "application/sparql-results+json",
+        json.dumps({"head": {}, "boolean": True}).encode(),
+    )
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=5)
+
+
+def test_bearer_token_and_protocol_headers_are_sent(fake_endpoint: str) -> None:
+    with RemoteBackend(fake_endpoint + "/query", token="s3cret") as backend:
+        assert backend.query("ASK { ?s ?p ?o }") is True
+    path, headers, body = _Recorder.seen[-1]
+    assert headers["Authorization"] == "Bearer s3cret"
+    assert headers["Content-Type"] == "application/sparql-query"
+    assert (
+        "application/sparql-results+json" in headers["Accept"]
+        and "application/n-triples" in headers["Accept"]
+    )
+    assert path == "/query?union-default-graph"
+    assert body == b"ASK { ?s ?p ?o }"
+
+
+def test_no_token_no_authorization_header(fake_endpoint: str) -> None:
+    with RemoteBackend(fake_endpoint + "/query", union_default_graph=False) as backend:
+        backend.query("ASK {}")
+    path, headers, _ = _Recorder.seen[-1]
+    assert "Authorization" not in headers
+    assert path == "/query"
+
+
+def test_refused_token_is_a_clear_error(fake_endpoint: str) -> None:
+    _Recorder.answer = (401, "text/plain", b"unauthorized")
+    with (
+        RemoteBackend(fake_endpoint + "/query", token="wrong") as backend,
+        pytest.raises(PcmError, match="token"),
+    ):
+        backend.update("INSERT DATA { <http://a> <http://b> <http://c> }")
+    assert _Recorder.seen[-1][0] == "/update"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        (
+            200,
+            "application/sparql-results+json",
+            b'{"head":{"vars":["a"]},"results":{"bindings":[' + CANCELLED_MARKER.encode(),
+        ),
+        (
+            200,
+            "application/sparql-results+json",
+            b'{"head":{"vars":["a"]},"results":{"bindings":[{"a":{"type":"uri","value":"http://x"}}'
+            + CANCELLED_MARKER.encode(),
+        ),
+        (200, "application/n-triples", b"<http://a> <http://b> <http://c> .\n" + CANCELLED_MARKER.encode()),
+        (500, "text/plain", CANCELLED_MARKER.encode()),
+    ],
+    ids=["json-head-only", "json-mid-row", "ntriples", "http-500"],
+)
+def test_cancellation_marker_becomes_a_time_limit_error(
+    fake_endpoint: str, answer: tuple[int, str, bytes]
+) -> None:
+    _Recorder.answer = answer
+    with RemoteBackend(fake_endpoint + "/query") as backend, pytest.raises(QueryError, match="time limit"):
+        backend.query("SELECT * WHERE { ?a ?b ?c }")
+
+
+def test_garbage_answer_is_a_query_error(fake_endpoint: str) -> None:
+    _Recorder.answer = (200, "text/html", b"<html>proxy login</html>")
+    with RemoteBackend(fake_endpoint + "/query") as backend, pytest.raises(QueryError, match="content type"):
+        backend.query("SELECT * WHERE { ?a ?b ?c }")
+
+
+def test_urls_are_derived_oxigraph_style() -> None:
+    assert derive_urls("http://h:7878/query") == (
+        "http://h:7878/query",
+        "http://h:7878/update",
+        "http://h:7878/store",
+    )
+    assert derive_urls("http://h/ds/sparql/") == (
+        "http://h/ds/sparql",
+        "http://h/ds/update",
+        "http://h/ds/store",
+    )
+    assert derive_urls("http://h/ds") == ("http://h/ds", "http://h/ds", "http://h/ds")
+    backend = RemoteBackend("http://h:7878/query", update_url="http://h:7878/u", gsp_url="http://h:7878/g")
+    assert (backend.update_url, backend.gsp_url) == ("http://h:7878/u", "http://h:7878/g")
+    backend.close()
