@@ -10,7 +10,8 @@ import rdflib
 
 from pcm.errors import InputError
 from pcm.rdfio import parse_rdf
-from tests.conftest import SHARED
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
 
 SUITE = SHARED / "conformance" / "w3c-rdf-tests" / "rdf" / "rdf11" / "rdf-turtle"
 BASE = "https://w3c.github.io/rdf-tests/rdf/rdf11/rdf-turtle/"
