@@ -101,6 +101,15 @@ def materialise(result: object, *, deadline: float | None, limit: int | None) ->
 
 def quads_to_insert_data(quads: Iterable[ox.Quad]) -> str:
     """``INSERT DATA`` text for quads, grouped by graph (for backends that only take SPARQL Update)."""
+    return _quads_data("INSERT DATA", quads)
+
+
+def quads_to_delete_data(quads: Iterable[ox.Quad]) -> str:
+    """``DELETE DATA`` text for quads (no blank nodes: DELETE DATA cannot name them)."""
+    return _quads_data("DELETE DATA", quads)
+
+
+def _quads_data(operation: str, quads: Iterable[ox.Quad]) -> str:
     by_graph: dict[str, list[str]] = {}
     for q in quads:
         g = "" if isinstance(q.graph_name, ox.DefaultGraph) else str(q.graph_name)
@@ -109,4 +118,4 @@ def quads_to_insert_data(quads: Iterable[ox.Quad]) -> str:
     for g, lines in by_graph.items():
         body = "\n".join(lines)
         parts.append(f"GRAPH {g} {{\n{body}\n}}" if g else body)
-    return "INSERT DATA {\n" + "\n".join(parts) + "\n}"
+    return operation + " {\n" + "\n".join(parts) + "\n}"

@@ -228,6 +228,24 @@ class MemoryStore:
         if quads:
             self.backend.extend(quads)
 
+    def apply(self, *, delete: Sequence[ox.Quad] = (), insert: Sequence[ox.Quad] = (), extra: Sequence[str] = ()) -> None:
+        """Delete and insert quads (plus optional extra update operations) in ONE atomic SPARQL update.
+
+        Used where a write must also remove something: an extraction that replaces an earlier one, a statement
+        that moves to the history graph.
+        """
+        from pcm.backend import quads_to_delete_data, quads_to_insert_data
+
+        if not delete and not extra:
+            self.write(insert)
+            return
+        parts = list(extra)
+        if delete:
+            parts.append(quads_to_delete_data(delete))
+        if insert:
+            parts.append(quads_to_insert_data(insert))
+        self.backend.update(" ;\n".join(parts))
+
     def replace_ontology(self, quads: Sequence[ox.Quad]) -> None:
         """Swap the ontology graph for a new version in one update."""
         from pcm.backend import quads_to_insert_data
