@@ -76,6 +76,7 @@ m:owner pcm:hasPet m:biscuit .
 
 
 def test_import_validates_and_records_the_file_as_source(memory: Memory, tmp_path: Path) -> None:
+    memory.ingest([conv("s1", ("user", "unrelated"), ("assistant", "also unrelated"))])
     f = tmp_path / "pets.ttl"
     f.write_text(FACTS.format(ns=memory.manifest.namespace))
     report = memory.import_rdf(f)
