@@ -6,8 +6,8 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from oxigraph_server import start_oxigraph
 
+from oxigraph_server import start_oxigraph
 from pcm.conversations import Conversation, Utterance
 from pcm.memory import Memory
 from pcm.settings import Settings
