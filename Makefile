@@ -19,6 +19,8 @@ demo: install
 
 test: install-test
 	$(PYTHON) -m ruff check src tests benchmarks
+	pcm ontology check
+	pcm ontology test
 	$(PYTHON) -m pytest -q
 
 bench:

@@ -102,7 +102,27 @@ def progress_bar(total: int | None, desc: str):  # type: ignore[no-untyped-def]
     return tqdm(total=total, desc=desc, unit="utt", file=sys.stderr, disable=None, dynamic_ncols=True)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+#: Commands that live beside the code they drive: name -> "module:attribute", imported only when used, so
+#: `pcm --help` stays fast and those modules may import the helpers above without a cycle.
+LAZY_COMMANDS: dict[str, str] = {
+    "ontology": "pcm.cli_ontology:ontology",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *LAZY_COMMANDS])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in LAZY_COMMANDS:
+            import importlib
+
+            module, _, attr = LAZY_COMMANDS[cmd_name].partition(":")
+            return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.option("--memory", "memory_path", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Memory directory (default: $PCM_MEMORY or the user data dir).")
 @click.option("--llm", default=None, help="LLM: none | anthropic:MODEL | openai:BASE_URL#MODEL (default: $PCM_LLM).")

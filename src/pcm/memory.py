@@ -138,11 +138,15 @@ class Memory:
         return memory
 
     @classmethod
-    def open(cls, settings: Settings, *, read_only: bool = False) -> Memory:
+    def open(cls, settings: Settings, *, read_only: bool = False, migrating: bool = False) -> Memory:
+        """Open an existing memory. ``migrating`` is for ``pcm ontology migrate`` alone: it skips the refusal of a
+        memory whose data needs migration scripts first."""
         manifest = Manifest.load(settings.memory)
+        if not migrating:
+            _refuse_pending_migrations(settings, manifest)
         backend = _open_backend(settings, read_only=read_only)
         memory = cls(settings, manifest, backend, read_only=read_only)
-        if not read_only:
+        if not read_only and not migrating:
             memory._refresh_ontology()
         return memory
 
@@ -528,6 +532,19 @@ def _validator():  # type: ignore[no-untyped-def]
 
         _VALIDATOR = Validator()
     return _VALIDATOR
+
+
+def _refuse_pending_migrations(settings: Settings, manifest: Manifest) -> None:
+    from pcm.ontology import load_ontology
+    from pcm.ontology_tools.migrate import pending_migrations
+
+    shipped = load_ontology().version
+    pending = pending_migrations(manifest.ontology_version, shipped)
+    if pending:
+        raise MemoryVersionError(
+            f"memory {settings.memory} holds ontology {manifest.ontology_version} data and this pcm ships {shipped}: "
+            f"{len(pending)} migration script(s) must run first; run `pcm ontology migrate`"
+        )
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:

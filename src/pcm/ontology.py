@@ -42,6 +42,11 @@ INDIVIDUAL = "individual"
 PROPERTY_KINDS = frozenset({OBJECT_PROPERTY, DATATYPE_PROPERTY, ANNOTATION_PROPERTY})
 _KIND_ORDER = (CLASS, OBJECT_PROPERTY, DATATYPE_PROPERTY, ANNOTATION_PROPERTY, INDIVIDUAL)
 _MAX_SIDE = 3  # domain / range classes shown per catalogue line; schema.org lists can be long
+#: First line of a compact catalogue: the notation, so a model reading the prompt can decode it.
+COMPACT_LEGEND = (
+    "Notation: A⊑B = A is a subclass/subproperty of B (B&C: of both); \"D: p→R\" = property p is used on D "
+    "with values R (X|Y = either, * = anything); ! = one value at a time."
+)
 
 _AREA = URIRef(PCM + "area")
 _DOMAIN_INCLUDES = URIRef(SCHEMA + "domainIncludes")
@@ -146,9 +151,12 @@ class Ontology:
                 return f"{prefix}:{iri[len(namespace):]}"
         return f"<{iri}>"
 
-    def catalogue(self, areas: Iterable[str] | None = None) -> str:
-        """Compact text listing of the terms for a prompt: one line per term, grouped under ``## area`` headers.
+    def catalogue(self, areas: Iterable[str] | None = None, *, compact: bool = False) -> str:
+        """Text listing of the terms for a prompt, grouped under ``## area`` headers.
 
+        Full (the default): one line per term with its parents, domain → range and the first sentence of its
+        comment. Compact (for the NL→SPARQL prompt's token budget): no comments, classes on one line per area and
+        properties grouped by domain, after a one-line legend of the notation; about a third of the size.
         Deterministic: areas in :data:`AREAS` order (others after, alphabetically), then classes, properties and
         individuals, each sorted by CURIE. ``areas`` restricts the listing (unknown names select nothing).
         """
@@ -161,8 +169,38 @@ class Ontology:
         blocks = []
         for area in order:
             terms = sorted(by_area[area], key=lambda t: (_KIND_ORDER.index(t.kind), self.curie(t.iri)))
-            blocks.append("\n".join([f"## {area}", *(self._catalogue_line(t) for t in terms)]))
+            lines = self._compact_lines(terms) if compact else [self._catalogue_line(t) for t in terms]
+            blocks.append("\n".join([f"## {area}", *lines]))
+        if compact and blocks:
+            blocks.insert(0, COMPACT_LEGEND)
         return "\n\n".join(blocks) + ("\n" if blocks else "")
+
+    def _compact_lines(self, terms: list[Term]) -> list[str]:
+        """One line of classes, one line per domain listing its properties, then annotations and individuals."""
+        lines = []
+        classes = [self._compact_name(t) for t in terms if t.kind == CLASS]
+        if classes:
+            lines.append("classes: " + ", ".join(classes))
+        by_domain: dict[str, list[str]] = {}
+        for term in terms:
+            if term.kind in (OBJECT_PROPERTY, DATATYPE_PROPERTY):
+                functional = "!" if term.iri in self.functional_properties else ""
+                entry = f"{self._compact_name(term)}→{self._side(term.range)}{functional}"
+                by_domain.setdefault(self._side(term.domain), []).append(entry)
+        lines += [f"{domain}: {', '.join(entries)}" for domain, entries in sorted(by_domain.items())]
+        annotations = [self.curie(t.iri) for t in terms if t.kind == ANNOTATION_PROPERTY]
+        if annotations:
+            lines.append("annotations: " + ", ".join(annotations))
+        by_class: dict[str, list[str]] = {}
+        for term in terms:
+            if term.kind == INDIVIDUAL:
+                by_class.setdefault("&".join(self.curie(p) for p in term.parents) or "*", []).append(self.curie(term.iri))
+        lines += [f"values of {cls}: {', '.join(names)}" for cls, names in sorted(by_class.items())]
+        return lines
+
+    def _compact_name(self, term: Term) -> str:
+        parents = "&".join(self.curie(p) for p in term.parents)
+        return f"{self.curie(term.iri)}⊑{parents}" if parents else self.curie(term.iri)
 
     def _catalogue_line(self, term: Term) -> str:
         name = self.curie(term.iri)

@@ -1,0 +1,263 @@
+"""``pcm ontology …``: the ontology authoring workflow (issue 8) as a click group the main CLI registers.
+
+Commands exit 0 when all is well and 1 when the thing they check fails (``check``, ``test``, ``catalog --check``,
+``diff`` with a breaking change), after printing a report; errors the user can act on keep the exit codes of
+:mod:`pcm.errors`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from pcm.cli import emit_json, handle_errors, json_option, memory_option, opened, settings_for
+from pcm.errors import UsageError
+
+_DIR = click.Path(path_type=Path, file_okay=False, exists=True)
+_FILE = click.Path(path_type=Path, dir_okay=False, exists=True)
+
+
+@click.group(name="ontology")
+def ontology() -> None:
+    """Author the ontology: check it, generate its prompt catalogue and docs, test, diff, migrate, propose.
+
+    \b
+    Example:
+      pcm ontology check
+      pcm ontology catalog --check
+      pcm ontology test
+    """
+
+
+def _load(ontology_dir: Path | None):  # type: ignore[no-untyped-def]
+    from pcm.ontology import load_ontology
+    from pcm.ontology_tools.diff import load_version
+
+    return load_ontology() if ontology_dir is None else load_version(ontology_dir)
+
+
+@ontology.command()
+@click.option("--ontology", "ontology_dir", type=_DIR, default=None, help="Ontology folder (default: the shipped one).")
+@click.option("--shapes", "shapes_dir", type=_DIR, default=None, help="SHACL shapes folder.")
+@click.option("--queries", "queries_dir", type=_DIR, default=None, help="Queries folder.")
+@click.option("--prompt", "prompts", type=_FILE, multiple=True, help="Prompt file(s) (default: every prompts/*.md).")
+@click.option("--vocab", "vocab_dir", type=_DIR, default=None,
+              help="Published vocabularies as N-Quads (default: ../shared/vocab when present).")
+@click.option("--no-reasoner", is_flag=True, help="Skip HermiT (no consistency check).")
+@json_option
+@handle_errors
+def check(ontology_dir: Path | None, shapes_dir: Path | None, queries_dir: Path | None, prompts: tuple[Path, ...],
+          vocab_dir: Path | None, no_reasoner: bool, as_json: bool) -> None:
+    """Parse, reason (OWL 2 consistency, unsatisfiable classes), lint, and check every term shapes, queries and
+    prompts use. Exits 1 with a report when anything is wrong.
+
+    \b
+    Example:
+      pcm ontology check --vocab ../shared/vocab
+    """
+    from pcm.ontology_tools.check import DEFAULT_VOCAB, run_check
+
+    report = run_check(
+        ontology_dir=ontology_dir,
+        shapes_dir=shapes_dir,
+        queries_dir=queries_dir,
+        prompts=list(prompts) if prompts else None,
+        vocab_dir=vocab_dir if vocab_dir is not None else DEFAULT_VOCAB,
+        reasoner=not no_reasoner,
+    )
+    emit_json(report.as_json()) if as_json else click.echo(report.text())
+    if not report.ok:
+        sys.exit(1)
+
+
+@ontology.command()
+@click.option("--areas", default=None, help="Comma-separated areas to list (default: all).")
+@click.option("--compact", is_flag=True, help="Compact notation: properties grouped by domain, no comments.")
+@click.option("--write", is_flag=True, help="Refresh the marked catalogue sections of every prompt file.")
+@click.option("--check", "check_only", is_flag=True, help="Exit 1 listing the prompt files whose catalogue is stale.")
+@click.option("--prompts-root", type=_DIR, default=None, help="Look for prompts/*.md under this folder instead.")
+@json_option
+@handle_errors
+def catalog(areas: str | None, compact: bool, write: bool, check_only: bool, prompts_root: Path | None,
+            as_json: bool) -> None:
+    """Print the catalogue of types and properties the prompts include, or refresh / check it in the prompts.
+
+    A prompt marks the generated part with `<!-- catalogue:begin -->` … `<!-- catalogue:end -->`; the begin marker
+    may take `areas=a,b` and `compact`.
+
+    \b
+    Example:
+      pcm ontology catalog --areas pets,plants --compact
+      pcm ontology catalog --write
+    """
+    from pcm.ontology import AREAS, load_ontology
+    from pcm.ontology_tools import catalog as cat
+
+    if write and check_only:
+        raise UsageError("give --write or --check, not both")
+    onto = load_ontology()
+    files = cat.prompt_files(prompts_root)
+    if write:
+        changed = cat.write_prompts(onto, files)
+        result = {"prompts": [str(p) for p in files], "changed": [str(p) for p in changed]}
+        emit_json(result) if as_json else click.echo(
+            f"refreshed {len(changed)} of {len(files)} prompt file(s)" + "".join(f"\n  {p}" for p in changed))
+        return
+    if check_only:
+        stale = cat.stale_prompts(onto, files)
+        if as_json:
+            emit_json({"prompts": [str(p) for p in files], "stale": [str(p) for p in stale]})
+        elif stale:
+            click.echo("stale catalogue (run `pcm ontology catalog --write`):" + "".join(f"\n  {p}" for p in stale))
+        else:
+            click.echo(f"catalogue up to date in {len(files)} prompt file(s)")
+        if stale:
+            sys.exit(1)
+        return
+    chosen = [a.strip() for a in areas.split(",") if a.strip()] if areas else None
+    unknown = [a for a in chosen or [] if a not in AREAS]
+    if unknown:
+        raise UsageError(f"unknown area(s) {', '.join(unknown)}; known: {', '.join(AREAS)}")
+    text = onto.catalogue(chosen, compact=compact)
+    if as_json:
+        emit_json({"areas": chosen or list(AREAS), "compact": compact, "chars": len(text),
+                   "approx_tokens": cat.approx_tokens(text), "text": text})
+    else:
+        click.echo(text, nl=False)
+
+
+@ontology.command()
+@click.option("--out", "-o", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=Path("ontology-docs"),
+              show_default=True, help="Folder to write index.html and ontology.md into.")
+@click.option("--format", "fmt", type=click.Choice(["html", "md", "both"]), default="both", show_default=True)
+@click.option("--ontology", "ontology_dir", type=_DIR, default=None, help="Ontology folder (default: the shipped one).")
+@handle_errors
+def docs(out_dir: Path, fmt: str, ontology_dir: Path | None) -> None:
+    """Write an HTML and a Markdown reference: classes, properties, hierarchy, examples from the competency tests.
+
+    \b
+    Example:
+      pcm ontology docs -o build/ontology && xdg-open build/ontology/index.html
+    """
+    from pcm.ontology_tools.docs import write_docs
+
+    formats = ("html", "md") if fmt == "both" else (fmt,)
+    for path in write_docs(_load(ontology_dir), out_dir, formats=formats):
+        click.echo(str(path))
+
+
+@ontology.command(name="test")
+@click.option("--dir", "directory", type=_DIR, default=None, help="Competency folder (default: queries/competency).")
+@click.option("-k", "names", multiple=True, help="Run only these questions (by name).")
+@click.option("--no-validate", is_flag=True, help="Do not check fixtures against the SHACL shapes.")
+@json_option
+@handle_errors
+def test_(directory: Path | None, names: tuple[str, ...], no_validate: bool, as_json: bool) -> None:
+    """Run the competency questions (query + fixture + expected results) and check every area is covered.
+
+    \b
+    Example:
+      pcm ontology test -k pets
+    """
+    from pcm.ontology_tools.competency import run_competency
+
+    report = run_competency(directory, names=names or None, validate=not no_validate)
+    emit_json(report.as_json()) if as_json else click.echo(report.text())
+    if not report.ok:
+        sys.exit(1)
+
+
+@ontology.command()
+@click.argument("old", type=click.Path(path_type=Path, exists=True))
+@click.argument("new", type=click.Path(path_type=Path, exists=True))
+@memory_option
+@click.option("--data", "data_file", type=_FILE, default=None, help="Check breaking changes against an RDF dump.")
+@json_option
+@click.pass_context
+@handle_errors
+def diff(ctx: click.Context, old: Path, new: Path, memory_path: Path | None, data_file: Path | None,
+         as_json: bool) -> None:
+    """Added, removed and changed terms and axioms between two ontology versions (folders or files).
+
+    A removed, re-typed, re-ranged or narrowed term is breaking when stored data uses it: the memory (--memory, or
+    the default one when it exists) or an RDF dump (--data). Exits 1 when a change is breaking.
+
+    \b
+    Example:
+      pcm ontology diff old-ontology/ pcm_ontology/ --memory ~/mem
+    """
+    from pcm.manifest import MANIFEST
+    from pcm.ontology_tools.diff import data_from_file, diff_ontologies, load_version
+
+    if memory_path and data_file:
+        raise UsageError("give --memory or --data, not both")
+    before, after = load_version(old), load_version(new)
+    if data_file is not None:
+        result = diff_ontologies(before, after, data=data_from_file(data_file))
+    else:
+        settings = settings_for(ctx, memory_path)
+        if memory_path is None and not (settings.memory / MANIFEST).exists():
+            result = diff_ontologies(before, after)
+        else:
+            with opened(ctx, memory_path, read_only=True) as memory:
+                result = diff_ontologies(before, after, data=memory.store.select)
+    emit_json(result.as_json()) if as_json else click.echo(result.text())
+    if result.breaking:
+        sys.exit(1)
+
+
+@ontology.command()
+@memory_option
+@click.option("--dry-run", is_flag=True, help="Only validate against the new shapes and list the scripts.")
+@click.option("--reextract", is_flag=True, help="Mark the posts whose facts break a rule as pending re-extraction.")
+@click.option("--strict", is_flag=True, help="Roll back when facts still break a rule after migrating.")
+@click.option("--ontology", "ontology_dir", type=_DIR, default=None, help="Target ontology (default: the shipped one).")
+@click.option("--shapes", "shapes_dir", type=_DIR, default=None, help="Target shapes (default: the shipped ones).")
+@click.option("--migrations", "migrations_dir", type=_DIR, default=None,
+              help="Migration scripts (default: pcm_ontology/migrations).")
+@json_option
+@click.pass_context
+@handle_errors
+def migrate(ctx: click.Context, memory_path: Path | None, dry_run: bool, reextract: bool, strict: bool,
+            ontology_dir: Path | None, shapes_dir: Path | None, migrations_dir: Path | None, as_json: bool) -> None:
+    """Move the memory to a new ontology version: validate, back up, apply migration scripts atomically, bump
+    the version, and list (or mark for re-extraction) the posts whose facts break a rule.
+
+    \b
+    Example:
+      pcm ontology migrate --dry-run
+      pcm ontology migrate --reextract
+    """
+    from pcm.ontology_tools import migrate as mig
+
+    options = {"ontology": _load(ontology_dir) if ontology_dir else None, "shapes_dir": shapes_dir,
+               "migrations": migrations_dir, "reextract": reextract, "strict": strict}
+    if dry_run:
+        with opened(ctx, memory_path, read_only=True) as memory:
+            report = mig.migrate(memory, dry_run=True, **options)  # type: ignore[arg-type]
+    else:
+        report = mig.migrate_memory(settings_for(ctx, memory_path), **options)
+    emit_json(report.as_json()) if as_json else click.echo(report.text())
+
+
+@ontology.command()
+@memory_option
+@click.option("--examples", default=3, show_default=True, help="Example utterances per term.")
+@click.option("--limit", default=50, show_default=True, help="Terms to list, most requested first.")
+@json_option
+@click.pass_context
+@handle_errors
+def propose(ctx: click.Context, memory_path: Path | None, examples: int, limit: int, as_json: bool) -> None:
+    """The terms extraction tried to use that the ontology lacks, with counts and example utterances.
+
+    \b
+    Example:
+      pcm ontology propose --examples 5
+    """
+    from pcm.ontology_tools.propose import proposals_for, render_text
+
+    with opened(ctx, memory_path, read_only=True) as memory:
+        found = proposals_for(memory, examples=examples)[:limit]
+    emit_json([p.as_json() for p in found]) if as_json else click.echo(render_text(found))

@@ -1,0 +1,333 @@
+"""``pcm ontology check``: does the ontology parse, is it consistent, is it documented, and does everything that
+names its terms (shapes, queries, prompts) name terms that exist?
+
+Each problem is a :class:`Finding` with a stable code, so CI output can be grepped and tests can assert on it:
+
+``parse``               a file is not valid Turtle, or the ontology has no version
+``reasoner``            HermiT could not run (no Java) or was skipped
+``inconsistent``        HermiT finds no model of the ontology
+``unsatisfiable``       a named class can have no member (it is equivalent to owl:Nothing)
+``missing-label`` / ``missing-comment`` / ``missing-area`` / ``unknown-area``
+``missing-domain`` / ``missing-range``   an object or datatype property without one (own or inherited)
+``range-kind``          a datatype property ranging over a class, or an object property over a datatype
+``undefined-term``      a term under a vocabulary namespace (pcm:, schema:, foaf:, ...) the ontology does not declare
+``nonstandard-term``    a term under a standard namespace that the published vocabulary does not define
+``schema-http``         schema.org spelt http://schema.org/ (pcm spells it https)
+``catalogue-marker``    malformed catalogue markers in a prompt
+``stale-catalogue``     a prompt's catalogue section differs from what the ontology generates
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import rdflib
+from rdflib import RDF, RDFS, Literal, URIRef
+
+from pcm import resources
+from pcm.errors import InputError, PcmError
+from pcm.namespaces import PCM, PREFIXES, SCHEMA_HTTP, VOCABULARY_NAMESPACES, XSD
+from pcm.ontology import AREAS, DATATYPE_PROPERTY, OBJECT_PROPERTY, Ontology
+from pcm.ontology_tools import catalog
+from pcm.ontology_tools.reasoner import run_hermit
+from pcm.ontology_tools.usage import (
+    TermUse,
+    markdown_terms,
+    query_files,
+    query_terms,
+    shapes_terms,
+)
+from pcm.ontology_tools.vocab import StandardVocabularies, default_vocab_dir, load_vocabularies
+
+ERROR = "error"
+WARNING = "warning"
+_AREA = URIRef(PCM + "area")
+_DATATYPE_RANGES = frozenset({str(RDFS.Literal), str(RDF.langString), str(RDF.PlainLiteral), str(RDF.XMLLiteral)})
+DEFAULT_VOCAB = object()
+_PACKAGE_DIR = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    message: str
+    where: str = ""
+    """``file:line`` of the problem, or the CURIE of the term it is about."""
+    severity: str = ERROR
+
+    def text(self) -> str:
+        where = f"{self.where}: " if self.where else ""
+        return f"[{self.severity} {self.code}] {where}{self.message}"
+
+
+@dataclass
+class CheckReport:
+    version: str = ""
+    findings: list[Finding] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    """Seconds per phase: parse, reasoner, lint, usage (shapes, queries, prompts)."""
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == ERROR]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def text(self) -> str:
+        counts = ", ".join(f"{v} {k}" for k, v in self.counts.items())
+        lines = [f"pcm ontology check: ontology {self.version or '?'} ({counts})"]
+        lines += [f.text() for f in self.findings]
+        timing = ", ".join(f"{k} {v:.2f}s" for k, v in self.timings.items())
+        lines.append(f"time: {timing}, total {sum(self.timings.values()):.2f}s")
+        warnings = len(self.findings) - len(self.errors)
+        lines.append("OK" if self.ok else f"FAILED: {len(self.errors)} error(s), {warnings} warning(s)")
+        return "\n".join(lines)
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "ok": self.ok,
+            "version": self.version,
+            "counts": self.counts,
+            "timings": self.timings,
+            "findings": [asdict(f) for f in self.findings],
+        }
+
+
+def run_check(
+    *,
+    ontology_dir: Path | None = None,
+    shapes_dir: Path | None = None,
+    queries_dir: Path | None = None,
+    prompts: Iterable[Path] | None = None,
+    vocab_dir: Path | None | object = DEFAULT_VOCAB,
+    reasoner: bool = True,
+    workdir: Path | None = None,
+) -> CheckReport:
+    """Run every check. Directories default to the shipped ones; ``vocab_dir`` to ``../shared/vocab`` when present.
+
+    ``prompts`` defaults to every ``prompts/*.md`` of the package. ``workdir`` receives the reasoner's temporary
+    files (a fresh temporary directory otherwise).
+    """
+    report = CheckReport()
+    clock = _Clock(report)
+    ontology = _parse(ontology_dir or resources.ontology_dir(), report)
+    clock.lap("parse")
+    if ontology is None:
+        return report
+    report.version = ontology.version
+    report.counts.update(terms=len(ontology.terms), classes=len(ontology.classes), properties=len(ontology.properties))
+    if reasoner:
+        report.findings += _reason(ontology, workdir)
+    else:
+        report.findings.append(Finding("reasoner", "skipped (--no-reasoner): consistency not checked", severity=WARNING))
+    clock.lap("reasoner")
+    directory = default_vocab_dir() if vocab_dir is DEFAULT_VOCAB else vocab_dir
+    vocab = load_vocabularies(directory)  # type: ignore[arg-type]
+    if vocab.directory is None:
+        report.findings.append(
+            Finding("nonstandard-term", "no standard vocabularies given: only RDF and XSD terms were checked", severity=WARNING)
+        )
+    report.findings += lint_ontology(ontology, vocab)
+    clock.lap("lint")
+    report.findings += _usage(ontology, vocab, shapes_dir, queries_dir, prompts, report)
+    clock.lap("usage")
+    return report
+
+
+class _Clock:
+    def __init__(self, report: CheckReport) -> None:
+        self._report = report
+        self._last = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self._report.timings[name] = round(now - self._last, 3)
+        self._last = now
+
+
+# ---------------------------------------------------------------------- parse
+
+
+def _parse(directory: Path, report: CheckReport) -> Ontology | None:
+    """Parse every file on its own (so each broken file is named), then build the ontology without the cache."""
+    files = sorted(Path(directory).glob("*.ttl"))
+    if not files:
+        report.findings.append(Finding("parse", f"no .ttl file in {directory}"))
+        return None
+    graph = rdflib.Graph()
+    for prefix, namespace in PREFIXES.items():
+        graph.bind(prefix, namespace, override=True)
+    for path in files:
+        try:
+            graph.parse(path, format="turtle")
+        except Exception as error:  # rdflib raises several unrelated types for bad Turtle
+            report.findings.append(Finding("parse", _first_line(error), where=path.name))
+    if report.findings:
+        return None
+    try:
+        return Ontology(graph)
+    except PcmError as error:
+        report.findings.append(Finding("parse", str(error)))
+        return None
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return " ".join(text.split()) if text else type(error).__name__
+
+
+# ---------------------------------------------------------------------- reasoner
+
+
+def _reason(ontology: Ontology, workdir: Path | None) -> list[Finding]:
+    try:
+        result = run_hermit(ontology.graph, workdir)
+    except PcmError as error:
+        return [Finding("reasoner", str(error))]
+    if not result.consistent:
+        return [
+            Finding(
+                "inconsistent",
+                "HermiT finds the ontology inconsistent: no model satisfies its axioms "
+                "(look at individuals, disjointness and restrictions added since the last passing check)",
+            )
+        ]
+    return [
+        Finding("unsatisfiable", "this class can have no member (HermiT: equivalent to owl:Nothing)", where=ontology.curie(iri))
+        for iri in result.unsatisfiable
+    ]
+
+
+# ---------------------------------------------------------------------- lint of the ontology itself
+
+
+def lint_ontology(ontology: Ontology, vocab: StandardVocabularies) -> list[Finding]:
+    """Documentation, areas, domains and ranges of every declared term, and every IRI the ontology writes."""
+    findings: list[Finding] = []
+    graph = ontology.graph
+    datatypes = {str(s) for s in graph.subjects(RDF.type, RDFS.Datatype)} | _DATATYPE_RANGES
+    for iri in sorted(ontology.terms, key=ontology.curie):
+        term = ontology.terms[iri]
+        subject, name = URIRef(iri), ontology.curie(iri)
+        if not any(isinstance(v, Literal) and str(v).strip() for v in graph.objects(subject, RDFS.label)):
+            findings.append(Finding("missing-label", "no rdfs:label", where=name))
+        if not term.comment.strip():
+            findings.append(Finding("missing-comment", "no rdfs:comment", where=name))
+        area = graph.value(subject, _AREA)
+        if term.kind != "individual" and area is None:
+            findings.append(Finding("missing-area", "no pcm:area (the catalogue groups terms by it)", where=name))
+        elif area is not None and str(area) not in AREAS:
+            findings.append(Finding("unknown-area", f"pcm:area {str(area)!r} is not one of pcm.ontology.AREAS", where=name))
+        if term.kind in (OBJECT_PROPERTY, DATATYPE_PROPERTY):
+            findings += _lint_property(ontology, iri, datatypes)
+    findings += _lint_iris(ontology, vocab)
+    return findings
+
+
+def _lint_property(ontology: Ontology, iri: str, datatypes: set[str]) -> list[Finding]:
+    term, name = ontology.terms[iri], ontology.curie(iri)
+    inherited = [ontology.terms[p] for p in ontology.superproperties(iri) if p in ontology.terms]
+    findings = []
+    if not any(t.domain for t in inherited):
+        findings.append(Finding("missing-domain", "no rdfs:domain or schema:domainIncludes (own or inherited)", where=name))
+    ranges = next((t.range for t in [term, *inherited] if t.range), ())
+    if not ranges:
+        findings.append(Finding("missing-range", "no rdfs:range or schema:rangeIncludes (own or inherited)", where=name))
+
+    def is_datatype(value: str) -> bool:
+        return value.startswith(XSD) or value in datatypes
+
+    if term.kind == DATATYPE_PROPERTY and any(not is_datatype(r) for r in ranges):
+        shown = ", ".join(ontology.curie(r) for r in ranges if not is_datatype(r))
+        findings.append(Finding("range-kind", f"a datatype property whose range is a class ({shown})", where=name))
+    if term.kind == OBJECT_PROPERTY and any(is_datatype(r) for r in ranges):
+        shown = ", ".join(ontology.curie(r) for r in ranges if is_datatype(r))
+        findings.append(Finding("range-kind", f"an object property whose range is a datatype ({shown})", where=name))
+    return findings
+
+
+def _lint_iris(ontology: Ontology, vocab: StandardVocabularies) -> list[Finding]:
+    """Every IRI written in the ontology files: declared if under a vocabulary namespace, real if standard."""
+    findings = []
+    iris = {str(n) for triple in ontology.graph for n in triple if isinstance(n, URIRef)}
+    for iri in sorted(iris):
+        problem = term_problem(iri, ontology, vocab)
+        if problem is not None:
+            findings.append(Finding(problem[0], problem[1], where=f"pcm_ontology ({ontology.curie(iri)})"))
+    return findings
+
+
+def term_problem(iri: str, ontology: Ontology, vocab: StandardVocabularies) -> tuple[str, str] | None:
+    """``(code, message)`` when a written IRI is not a term pcm may use, else ``None``."""
+    name = ontology.curie(iri)
+    if iri.startswith(SCHEMA_HTTP):
+        return "schema-http", f"{iri} uses http://schema.org/; pcm spells schema.org https://schema.org/"
+    if iri.startswith(VOCABULARY_NAMESPACES) and not ontology.defines(iri):
+        unknown = " (nor does its published vocabulary)" if vocab.is_unknown(iri) else ""
+        return "undefined-term", f"{name} is not declared by the PCM ontology{unknown}"
+    if vocab.is_unknown(iri):
+        return "nonstandard-term", f"{name} is not defined by the published vocabulary <{vocab.namespace_of(iri)}>"
+    return None
+
+
+# ---------------------------------------------------------------------- shapes, queries, prompts
+
+
+def _usage(
+    ontology: Ontology,
+    vocab: StandardVocabularies,
+    shapes_dir: Path | None,
+    queries_dir: Path | None,
+    prompts: Iterable[Path] | None,
+    report: CheckReport,
+) -> list[Finding]:
+    findings: list[Finding] = []
+    root = resources.ontology_dir().resolve().parent
+    shapes = sorted((shapes_dir or resources.shapes_dir()).glob("*.ttl"))
+    uses: list[TermUse] = []
+    for path in shapes:
+        try:
+            uses += shapes_terms([path])
+        except Exception as error:  # rdflib's Turtle errors have no common base class
+            findings.append(Finding("parse", _first_line(error), where=path.name))
+    queries = query_files(queries_dir or resources.queries_dir())
+    if queries_dir is None:  # modules may keep their SPARQL beside them (src/pcm/<module>/queries/)
+        queries += [p for folder in sorted(_PACKAGE_DIR.rglob("queries")) if folder.is_dir() for p in query_files(folder)]
+    uses += query_terms(queries)
+    prompt_paths = catalog.prompt_files() if prompts is None else sorted(prompts)
+    for path in prompt_paths:
+        text = path.read_text(encoding="utf-8")
+        try:
+            spans = catalog.section_spans(text, str(path))
+            if catalog.refreshed(text, ontology, str(path)) != text:
+                findings.append(
+                    Finding("stale-catalogue", "catalogue section is stale: run `pcm ontology catalog --write`",
+                            where=_relative(path, root))
+                )
+        except InputError as error:
+            findings.append(Finding("catalogue-marker", str(error)))
+            spans = []
+        uses += markdown_terms(text, path, skip=spans)
+    report.counts.update(shapes=len(shapes), queries=len(queries), prompts=len(prompt_paths))
+    seen: set[tuple[str, Path]] = set()
+    for use in uses:
+        if (use.iri, use.path) in seen:
+            continue
+        seen.add((use.iri, use.path))
+        problem = term_problem(use.iri, ontology, vocab)
+        if problem is not None:
+            findings.append(Finding(problem[0], problem[1], where=use.where(root)))
+    return findings
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(root))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,478 @@
+"""``pcm ontology migrate``: move a stored memory to a new ontology version, safely.
+
+Steps, in order: re-validate the stored facts against the new shapes and ontology (what will need attention);
+back the memory up (a RocksDB checkpoint of the local store, or an N-Quads dump of a remote one, plus
+``memory.toml``); apply the SPARQL Update scripts of ``pcm_ontology/migrations/`` from the memory's version to the
+new one, together with the new ontology graph and a record of the migration, as ONE update (atomic on Oxigraph);
+bump the memory's ontology version; validate again. Any failure after the backup restores it (the store's own
+transaction already undid a failed update on the local backend, so only the manifest is put back there). The posts
+whose facts still break a rule are listed, and ``reextract`` marks them pending so the next extraction run redoes
+them with the new ontology.
+
+Migration scripts are named ``<from>-to-<to>.ru`` (several per step: ``<from>-to-<to>.<label>.ru``, applied in
+name order); see ``pcm_ontology/migrations/README.md``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyoxigraph as ox
+import rdflib
+
+from pcm import resources
+from pcm.backend import quads_to_insert_data
+from pcm.errors import MemoryVersionError, PcmError, UsageError, ValidationError
+from pcm.manifest import MANIFEST, Manifest
+from pcm.namespaces import (
+    GRAPH_EXTRACTION_PREFIX,
+    GRAPH_IMPORT_PREFIX,
+    GRAPH_ONTOLOGY,
+    GRAPH_PROVENANCE,
+    PCM,
+    PROV,
+    RDF,
+)
+from pcm.ontology import Ontology, load_ontology
+from pcm.resources import render_query
+from pcm.sparql import values_clause
+
+if TYPE_CHECKING:
+    from pcm.memory import Memory
+    from pcm.settings import Settings
+    from pcm.shapes import Validator
+
+_NAME = re.compile(r"^(?P<source>\d+(?:\.\d+)*)-to-(?P<target>\d+(?:\.\d+)*)(?:\.(?P<label>[\w-]+))?\.ru$")
+_PREFIX_LINE = re.compile(r"(?im)^\s*PREFIX\s+([A-Za-z][\w.-]*)?:\s*<([^>]*)>\s*$")
+_BASE_LINE = re.compile(r"(?im)^\s*BASE\s*<")
+_BATCH = 100  # fact graphs validated per pyshacl call
+BACKUPS_DIR = "backups"
+
+
+class MigrationError(PcmError):
+    """A migration failed; the memory was restored from its backup."""
+
+
+@dataclass(frozen=True)
+class Migration:
+    source: str
+    target: str
+    path: Path
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+def migrations_dir() -> Path:
+    return resources.ontology_dir() / "migrations"
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(p) if p.isdigit() else 0 for p in version.split("."))
+
+
+def load_migrations(directory: Path | None = None) -> list[Migration]:
+    """Every ``*.ru`` script of the migrations folder; a badly named one is an error, not silently skipped."""
+    folder = directory or migrations_dir()
+    found = []
+    for path in sorted(folder.glob("*.ru")) if folder.is_dir() else []:
+        match = _NAME.match(path.name)
+        if match is None:
+            raise UsageError(f"migration {path.name}: name it <from>-to-<to>.ru or <from>-to-<to>.<label>.ru")
+        if version_tuple(match["source"]) >= version_tuple(match["target"]):
+            raise UsageError(f"migration {path.name}: it must go from an older version to a newer one")
+        found.append(Migration(match["source"], match["target"], path))
+    return sorted(found, key=lambda m: (version_tuple(m.source), version_tuple(m.target), m.name))
+
+
+def plan_migrations(current: str, target: str, migrations: Iterable[Migration]) -> list[Migration]:
+    """The scripts that take data at ``current`` to ``target``, in order; overlapping steps are refused.
+
+    Versions without a script are steps that needed no data change (an added term, say).
+    """
+    low, high = version_tuple(current), version_tuple(target)
+    steps = [m for m in migrations if version_tuple(m.source) >= low and version_tuple(m.target) <= high]
+    reached, previous = low, None
+    for step in steps:
+        if previous is not None and (step.source, step.target) == (previous.source, previous.target):
+            continue  # another part of the same step
+        if version_tuple(step.source) < reached and previous is not None:
+            raise UsageError(f"migrations {previous.name} and {step.name} overlap; keep one path between versions")
+        reached, previous = version_tuple(step.target), step
+    return steps
+
+
+def pending_migrations(current: str, target: str, directory: Path | None = None) -> list[Migration]:
+    """Scripts a memory at ``current`` needs before it may use ontology ``target`` (for :class:`Memory.open`)."""
+    if not current or version_tuple(current) >= version_tuple(target):
+        return []
+    return plan_migrations(current, target, load_migrations(directory))
+
+
+# ---------------------------------------------------------------------- validation of stored facts
+
+
+@dataclass
+class RuleViolations:
+    """All violations of one rule (one shape, or one of the validator's Python rules)."""
+
+    rule: str
+    count: int = 0
+    examples: list[str] = field(default_factory=list)
+    graphs: set[str] = field(default_factory=set)
+
+
+@dataclass
+class ValidationSummary:
+    graphs_checked: int = 0
+    rules: dict[str, RuleViolations] = field(default_factory=dict)
+    posts: set[str] = field(default_factory=set)
+    """Posts whose extraction graphs hold a violation: the candidates for re-extraction."""
+
+    @property
+    def violations(self) -> int:
+        return sum(r.count for r in self.rules.values())
+
+    def lines(self) -> list[str]:
+        out = [f"{self.graphs_checked} fact graph(s) checked, {self.violations} violation(s)"]
+        for rule in sorted(self.rules.values(), key=lambda r: (-r.count, r.rule)):
+            out.append(f"  {rule.rule}: {rule.count} in {len(rule.graphs)} graph(s)")
+            out += [f"    e.g. {e}" for e in rule.examples]
+        return out
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "graphs_checked": self.graphs_checked,
+            "violations": self.violations,
+            "by_rule": {r.rule: {"count": r.count, "graphs": len(r.graphs), "examples": r.examples}
+                        for r in self.rules.values()},
+            "posts": sorted(self.posts),
+        }
+
+
+def validate_memory(memory: Memory, validator: Validator, *, examples: int = 3) -> ValidationSummary:
+    """Validate every extraction and import graph, in batches, with existing nodes' types and labels as context.
+
+    ``prov:wasDerivedFrom`` links are left out: pcm adds them itself after an extraction has been validated.
+    """
+    summary = ValidationSummary()
+    graphs = [g for g in memory.backend.named_graphs() if g.startswith((GRAPH_EXTRACTION_PREFIX, GRAPH_IMPORT_PREFIX))]
+    summary.graphs_checked = len(graphs)
+    derived = ox.NamedNode(PROV + "wasDerivedFrom")
+    for start in range(0, len(graphs), _BATCH):
+        batch = graphs[start : start + _BATCH]
+        quads = [q for g in batch for q in memory.backend.quads(g) if q.predicate != derived]
+        where: dict[str, set[str]] = {}
+        for q in quads:
+            for node in (q.subject, q.object):
+                if isinstance(node, ox.NamedNode | ox.BlankNode):
+                    where.setdefault(_node_id(node), set()).add(q.graph_name.value)  # type: ignore[union-attr]
+        delta = _rdflib_graph(quads)
+        context = _context(memory, quads)
+        report = validator.validate(delta, memory_namespace=memory.manifest.namespace, context=context)
+        for v in report.violations:
+            entry = summary.rules.setdefault(v.rule, RuleViolations(v.rule))
+            entry.count += 1
+            if len(entry.examples) < examples:
+                entry.examples.append(v.message)
+            touched = where.get(v.focus, set())
+            entry.graphs |= touched
+            summary.posts |= {p for g in touched if (p := memory.naming.post_of_graph(g))}
+    return summary
+
+
+def _node_id(node: ox.NamedNode | ox.BlankNode) -> str:
+    return node.value if isinstance(node, ox.NamedNode) else f"_:{node.value}"
+
+
+def _rdflib_graph(quads: Sequence[ox.Quad]) -> rdflib.Graph:
+    graph = rdflib.Graph()
+    if quads:
+        triples = [ox.Quad(q.subject, q.predicate, q.object) for q in quads]
+        graph.parse(data=ox.serialize(triples, format=ox.RdfFormat.N_TRIPLES).decode("utf-8"), format="nt")
+    return graph
+
+
+def _context(memory: Memory, quads: Sequence[ox.Quad]) -> rdflib.Graph:
+    nodes = sorted({n.value for q in quads for n in (q.subject, q.object)
+                    if isinstance(n, ox.NamedNode) and memory.naming.is_individual(n.value)})
+    context = rdflib.Graph()
+    for start in range(0, len(nodes), 400):
+        result = memory.backend.query(render_query("node_context", nodes=values_clause("n", nodes[start : start + 400])))
+        if isinstance(result, list) and result:
+            context.parse(data=ox.serialize(result, format=ox.RdfFormat.N_TRIPLES).decode("utf-8"), format="nt")
+    return context
+
+
+# ---------------------------------------------------------------------- the migration
+
+
+@dataclass
+class MigrationReport:
+    from_version: str
+    to_version: str
+    scripts: list[str] = field(default_factory=list)
+    dry_run: bool = False
+    applied: bool = False
+    backup: Path | None = None
+    before: ValidationSummary | None = None
+    after: ValidationSummary | None = None
+    marked_pending: int = 0
+
+    @property
+    def reextract(self) -> list[str]:
+        final = self.after or self.before
+        return sorted(final.posts) if final else []
+
+    def text(self) -> str:
+        mode = " (dry run: nothing written)" if self.dry_run else ""
+        lines = [f"ontology migration {self.from_version or '?'} -> {self.to_version}{mode}"]
+        lines.append("scripts: " + (", ".join(self.scripts) if self.scripts else "none"))
+        if self.backup:
+            lines.append(f"backup: {self.backup}")
+        if self.before is not None:
+            lines.append("stored facts against the new shapes, before:")
+            lines += ["  " + line for line in self.before.lines()]
+        if self.after is not None:
+            lines.append("after:")
+            lines += ["  " + line for line in self.after.lines()]
+        if self.applied:
+            lines.append(f"memory is now at ontology {self.to_version}")
+        posts = self.reextract
+        if self.marked_pending:
+            lines.append(f"marked {self.marked_pending} post(s) pending: the next extraction run re-extracts them")
+        elif posts:
+            lines.append(f"{len(posts)} post(s) have facts that break a rule: re-extract them with --reextract")
+        return "\n".join(lines)
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "from_version": self.from_version,
+            "to_version": self.to_version,
+            "scripts": self.scripts,
+            "dry_run": self.dry_run,
+            "applied": self.applied,
+            "backup": str(self.backup) if self.backup else None,
+            "before": self.before.as_json() if self.before else None,
+            "after": self.after.as_json() if self.after else None,
+            "reextract": self.reextract,
+            "marked_pending": self.marked_pending,
+        }
+
+
+def migrate_memory(settings: Settings, **options: object) -> MigrationReport:
+    """Open the memory writable (holding its lock) and :func:`migrate` it.
+
+    The manifest is read before opening: opening a memory writable refreshes its ontology graph and may bump the
+    recorded version, and the data's true version, and the manifest a rollback restores, are the ones from before.
+    """
+    from pcm.memory import Memory
+
+    manifest_path = settings.memory / MANIFEST
+    before = Manifest.load(settings.memory)
+    raw = manifest_path.read_bytes()
+    with Memory.open(settings, migrating=True) as memory:
+        return migrate(memory, data_version=before.ontology_version, manifest_bytes=raw, **options)  # type: ignore[arg-type]
+
+
+def migrate(
+    memory: Memory,
+    *,
+    ontology: Ontology | None = None,
+    shapes_dir: Path | None = None,
+    migrations: Path | None = None,
+    data_version: str | None = None,
+    manifest_bytes: bytes | None = None,
+    dry_run: bool = False,
+    reextract: bool = False,
+    strict: bool = False,
+    validate: bool = True,
+) -> MigrationReport:
+    """Migrate an open memory to ``ontology`` (default: the shipped one). See the module docstring for the steps.
+
+    ``strict`` rolls the migration back when facts still break a rule afterwards.
+    """
+    from pcm.shapes import Validator
+
+    target = ontology or load_ontology()
+    current = data_version if data_version is not None else memory.manifest.ontology_version
+    if current and version_tuple(current) > version_tuple(target.version):
+        raise MemoryVersionError(f"memory holds ontology {current}, newer than the target {target.version}")
+    plan = pending_migrations(current, target.version, migrations)
+    report = MigrationReport(current, target.version, [m.name for m in plan], dry_run=dry_run)
+    validator = Validator(target, shapes_dir) if validate else None
+    if validator is not None:
+        report.before = validate_memory(memory, validator)
+    if dry_run or (current == target.version and not plan):
+        return report
+    if memory.read_only:
+        raise UsageError("migrating needs the memory opened writable")
+    update = build_update(plan, target, memory, current)
+    check_update_syntax(update)
+    backup = make_backup(memory, manifest_bytes, f"{current or 'none'}-to-{target.version}")
+    report.backup = backup.path
+    _apply(memory, update, backup, target.version, strict, validator, report)
+    if reextract and report.reextract:
+        report.marked_pending = mark_pending(memory, report.reextract)
+    return report
+
+
+def _apply(
+    memory: Memory, update: str, backup: Backup, version: str, strict: bool, validator: Validator | None,
+    report: MigrationReport,
+) -> None:
+    from pcm.backend_local import LocalBackend
+
+    data_touched = not isinstance(memory.backend, LocalBackend)  # a remote server may have applied part of it
+    try:
+        memory.backend.update(update)
+        data_touched = True
+        memory.manifest.ontology_version = version
+        memory.manifest.save(memory.settings.memory)
+        if validator is not None:
+            report.after = validate_memory(memory, validator)
+            if strict and report.after.violations:
+                raise ValidationError(
+                    f"{report.after.violations} violation(s) remain after the migration (--strict)",
+                    "\n".join(report.after.lines()),
+                )
+    except Exception as error:
+        restore_backup(memory, backup, data=data_touched)
+        message = " ".join(str(error).split()) or type(error).__name__
+        if isinstance(error, ValidationError):
+            raise ValidationError(f"{message}; rolled back from {backup.path}", error.report) from error
+        raise MigrationError(f"migration to ontology {version} failed and was rolled back from {backup.path}: {message}") from error
+    report.applied = True
+
+
+def build_update(plan: Sequence[Migration], target: Ontology, memory: Memory, current: str) -> str:
+    """One SPARQL Update: the scripts, then the new ontology graph, then a record of the migration.
+
+    pyoxigraph accepts a prologue only at the start of a request, so each script's ``PREFIX`` lines are hoisted
+    into one prologue (a prefix bound to two IRIs by two scripts is refused).
+    """
+    prefixes: dict[str, str] = {}
+    bodies = []
+    for step in plan:
+        text = step.path.read_text(encoding="utf-8")
+        if _BASE_LINE.search(text):
+            raise UsageError(f"migration {step.name}: BASE is not supported; write full IRIs or PREFIX lines")
+        for name, iri in _PREFIX_LINE.findall(text):
+            if prefixes.get(name, iri) != iri:
+                raise UsageError(f"migration {step.name}: prefix {name}: is bound to another IRI by an earlier script")
+            prefixes[name] = iri
+        body = _PREFIX_LINE.sub("", text).strip().rstrip(";").strip()
+        if body:
+            bodies.append(f"# {step.name}\n{body}")
+    stamp = datetime.now(UTC)
+    activity = memory.naming.activity("migration", f"{current or 'none'}-to-{target.version}-{stamp:%Y%m%dT%H%M%S%f}")
+    record = [
+        ox.Quad(ox.NamedNode(activity), ox.NamedNode(RDF + "type"), ox.NamedNode(PROV + "Activity"), ox.NamedNode(GRAPH_PROVENANCE)),
+        ox.Quad(ox.NamedNode(activity), ox.NamedNode("http://www.w3.org/2000/01/rdf-schema#label"),
+                ox.Literal(f"ontology migration {current or 'none'} -> {target.version}"), ox.NamedNode(GRAPH_PROVENANCE)),
+        ox.Quad(ox.NamedNode(activity), ox.NamedNode(PCM + "ontologyVersion"), ox.Literal(target.version),
+                ox.NamedNode(GRAPH_PROVENANCE)),
+        ox.Quad(ox.NamedNode(activity), ox.NamedNode(PROV + "startedAtTime"),
+                ox.Literal(stamp.isoformat(), datatype=ox.NamedNode("http://www.w3.org/2001/XMLSchema#dateTime")),
+                ox.NamedNode(GRAPH_PROVENANCE)),
+    ]
+    if plan:
+        record.append(ox.Quad(ox.NamedNode(activity), ox.NamedNode("http://www.w3.org/2000/01/rdf-schema#comment"),
+                              ox.Literal("scripts: " + ", ".join(m.name for m in plan)), ox.NamedNode(GRAPH_PROVENANCE)))
+    prologue = "".join(f"PREFIX {name}: <{iri}>\n" for name, iri in prefixes.items())
+    operations = [*bodies, f"DROP SILENT GRAPH <{GRAPH_ONTOLOGY}>", quads_to_insert_data(target.quads()),
+                  quads_to_insert_data(record)]
+    return prologue + " ;\n".join(operations)
+
+
+def check_update_syntax(update: str) -> None:
+    """Parse (and run) the update on an empty in-memory store, so a typo is reported before any backup or write."""
+    try:
+        ox.Store().update(update)
+    except SyntaxError as error:
+        raise UsageError(f"migration scripts do not parse: {' '.join(str(error).split())}") from error
+    except (OSError, RuntimeError):
+        pass  # a runtime error on an empty store says nothing about the real one
+
+
+# ---------------------------------------------------------------------- backup and restore
+
+
+@dataclass(frozen=True)
+class Backup:
+    path: Path
+    kind: str
+    """``store`` (a pyoxigraph store directory) or ``nquads`` (a dump of a remote store)."""
+    manifest: bytes
+
+
+def make_backup(memory: Memory, manifest_bytes: bytes | None, label: str) -> Backup:
+    """A copy of the whole dataset and of ``memory.toml`` under ``<memory>/backups/``."""
+    from pcm.backend_local import LocalBackend
+
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    path = memory.settings.memory / BACKUPS_DIR / f"{stamp}-ontology-{label}"
+    path.mkdir(parents=True)
+    manifest = manifest_bytes if manifest_bytes is not None else (memory.settings.memory / MANIFEST).read_bytes()
+    (path / MANIFEST).write_bytes(manifest)
+    backend = memory.backend
+    if isinstance(backend, LocalBackend) and backend.path is not None:
+        backend.flush()
+        backend.store.backup(str(path / "oxigraph"))
+        return Backup(path, "store", manifest)
+    (path / "dataset.nq").write_bytes(backend.dump(ox.RdfFormat.N_QUADS))
+    return Backup(path, "nquads", manifest)
+
+
+def restore_backup(memory: Memory, backup: Backup, *, data: bool = True) -> None:
+    """Put the dataset (when ``data``) and the manifest back as the backup holds them."""
+    if data:
+        if backup.kind == "store":
+            source = ox.Store.read_only(str(backup.path / "oxigraph"))
+            quads: Iterable[ox.Quad] = source
+        else:
+            quads = ox.parse(path=str(backup.path / "dataset.nq"), format=ox.RdfFormat.N_QUADS)  # type: ignore[assignment]
+        memory.backend.update("CLEAR ALL")
+        chunk: list[ox.Quad] = []
+        for quad in quads:
+            chunk.append(quad)
+            if len(chunk) >= 50_000:
+                memory.backend.extend(chunk)
+                chunk = []
+        memory.backend.extend(chunk)
+    (memory.settings.memory / MANIFEST).write_bytes(backup.manifest)
+    memory.manifest = Manifest.load(memory.settings.memory)
+
+
+def mark_pending(memory: Memory, posts: Sequence[str]) -> int:
+    """Set the extraction status of ``posts`` to pending (one update per 200 posts)."""
+    for start in range(0, len(posts), 200):
+        parts = [op for post in posts[start : start + 200] for op in memory.store.set_status(post, "pending")]
+        memory.backend.update(" ;\n".join(parts))
+    return len(posts)
+
+
+__all__ = [
+    "Backup",
+    "Migration",
+    "MigrationError",
+    "MigrationReport",
+    "RuleViolations",
+    "ValidationSummary",
+    "build_update",
+    "load_migrations",
+    "make_backup",
+    "mark_pending",
+    "migrate",
+    "migrate_memory",
+    "pending_migrations",
+    "plan_migrations",
+    "restore_backup",
+    "validate_memory",
+]

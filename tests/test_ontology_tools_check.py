@@ -1,0 +1,257 @@
+"""`pcm ontology check`: parse errors, HermiT consistency, lint, and term use in shapes, queries and prompts."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pcm.cli_ontology import ontology as ontology_cli
+from pcm.namespaces import turtle_prefixes
+from pcm.ontology import load_ontology
+from pcm.ontology_tools.check import Finding, lint_ontology, run_check
+from pcm.ontology_tools.usage import markdown_terms, sparql_terms
+from pcm.ontology_tools.vocab import load_vocabularies
+
+REPO = Path(__file__).resolve().parents[1]
+VOCAB = REPO.parent / "shared" / "vocab"
+needs_java = pytest.mark.skipif(shutil.which("java") is None, reason="HermiT needs java")
+
+SMALL = turtle_prefixes() + """
+<https://w3id.org/pcm/ontology> a owl:Ontology ; owl:versionInfo "9.0" .
+pcm:area a owl:AnnotationProperty ; rdfs:label "area" ; rdfs:comment "Topic of a term." ; rdfs:range xsd:string ;
+    pcm:area "general" .
+schema:Person a owl:Class ; rdfs:label "Person" ; rdfs:comment "A person." ; pcm:area "people" .
+pcm:Pet a owl:Class ; rdfs:label "Pet" ; rdfs:comment "A domestic animal." ; pcm:area "pets" .
+pcm:Plant a owl:Class ; rdfs:label "Plant" ; rdfs:comment "A plant someone grows." ; pcm:area "plants" .
+pcm:hasPet a owl:ObjectProperty ; rdfs:label "has pet" ; rdfs:comment "The person keeps this pet." ;
+    rdfs:domain schema:Person ; rdfs:range pcm:Pet ; pcm:area "pets" .
+pcm:petSpecies a owl:DatatypeProperty ; rdfs:label "pet species" ; rdfs:comment "dog, cat, ..." ;
+    rdfs:domain pcm:Pet ; rdfs:range xsd:string ; pcm:area "pets" .
+"""
+
+SHAPES = """@prefix sh: <http://www.w3.org/ns/shacl#> .
+@prefix pcm: <https://w3id.org/pcm/ontology#> .
+@prefix ex: <https://example.org/shapes#> .
+
+ex:PetShape a sh:NodeShape ;
+    sh:targetClass pcm:Pet ;
+    sh:property [ sh:path pcm:petSpecies ; sh:maxCount 1 ] .
+"""
+
+
+def small_project(tmp_path: Path, ontology: str = SMALL, shapes: str = SHAPES, query: str = "") -> dict[str, object]:
+    """An ontology, shapes and queries folder in tmp_path, as run_check's keyword arguments."""
+    for name in ("onto", "shapes", "queries"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "onto" / "pcm.ttl").write_text(ontology, encoding="utf-8")
+    (tmp_path / "shapes" / "shapes.ttl").write_text(shapes, encoding="utf-8")
+    (tmp_path / "queries" / "pets.rq").write_text(
+        query or "PREFIX pcm: <https://w3id.org/pcm/ontology#>\nSELECT ?p WHERE { ?o pcm:hasPet ?p }\n", encoding="utf-8"
+    )
+    return {
+        "ontology_dir": tmp_path / "onto",
+        "shapes_dir": tmp_path / "shapes",
+        "queries_dir": tmp_path / "queries",
+        "prompts": [],
+        "vocab_dir": VOCAB if VOCAB.is_dir() else None,
+        "workdir": tmp_path / "hermit",
+    }
+
+
+def codes(findings: list[Finding]) -> list[tuple[str, str]]:
+    return [(f.code, f.where) for f in findings]
+
+
+# ---------------------------------------------------------------------- the reasoner
+
+
+@needs_java
+def test_a_clean_small_ontology_passes_with_the_reasoner(tmp_path: Path) -> None:
+    saved = tempfile.tempdir
+    report = run_check(**small_project(tmp_path), reasoner=True)  # type: ignore[arg-type]
+    assert report.ok, report.text()
+    assert report.version == "9.0" and report.counts["classes"] == 3
+    assert report.timings["reasoner"] > 0
+    assert (tmp_path / "hermit" / "ontology.nt").is_file()  # HermiT read N-Triples, not Turtle
+    assert tempfile.tempdir == saved  # owlready2's temp directory was pointed at ours only for the call
+
+
+@needs_java
+def test_an_inconsistent_axiom_is_caught(tmp_path: Path) -> None:
+    broken = SMALL + """
+pcm:Pet owl:disjointWith pcm:Plant .
+pcm:rex a owl:NamedIndividual, pcm:Pet, pcm:Plant ; rdfs:label "Rex" ; rdfs:comment "A pet that is a plant." .
+"""
+    report = run_check(**small_project(tmp_path, broken), reasoner=True)  # type: ignore[arg-type]
+    assert not report.ok
+    assert [f.code for f in report.errors] == ["inconsistent"]
+
+
+@needs_java
+def test_an_unsatisfiable_class_is_named(tmp_path: Path) -> None:
+    broken = SMALL + """
+pcm:Pet owl:disjointWith pcm:Plant .
+pcm:Chimera a owl:Class ; rdfs:label "Chimera" ; rdfs:comment "Both a pet and a plant." ; pcm:area "pets" ;
+    rdfs:subClassOf pcm:Pet, pcm:Plant .
+"""
+    report = run_check(**small_project(tmp_path, broken), reasoner=True)  # type: ignore[arg-type]
+    assert codes(report.errors) == [("unsatisfiable", "pcm:Chimera")]
+
+
+def test_missing_java_is_a_reasoner_error_not_a_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import owlready2
+
+    monkeypatch.setattr(owlready2, "JAVA_EXE", str(tmp_path / "no-such-java"))
+    report = run_check(**small_project(tmp_path), reasoner=True)  # type: ignore[arg-type]
+    assert [f.code for f in report.errors] == ["reasoner"]
+    assert "Java" in report.errors[0].message
+
+
+# ---------------------------------------------------------------------- parse and lint
+
+
+def test_a_file_that_does_not_parse_is_named(tmp_path: Path) -> None:
+    project = small_project(tmp_path)
+    (tmp_path / "onto" / "broken.ttl").write_text("pcm:x a ", encoding="utf-8")
+    report = run_check(**project, reasoner=False)  # type: ignore[arg-type]
+    assert codes(report.errors) == [("parse", "broken.ttl")]
+    assert "\n" not in report.errors[0].message
+
+
+def test_lint_finds_undocumented_terms_and_missing_domains(tmp_path: Path) -> None:
+    sloppy = SMALL + """
+pcm:Bare a owl:Class ; pcm:area "pets" .
+pcm:owns a owl:ObjectProperty ; rdfs:label "owns" ; rdfs:comment "Owns it." ; pcm:area "nowhere" .
+pcm:weight a owl:DatatypeProperty ; rdfs:label "weight" ; rdfs:comment "Weight." ; rdfs:domain pcm:Pet ;
+    rdfs:range pcm:Pet ; pcm:area "pets" .
+"""
+    report = run_check(**small_project(tmp_path, sloppy), reasoner=False)  # type: ignore[arg-type]
+    found = set(codes(report.errors))
+    assert {("missing-label", "pcm:Bare"), ("missing-comment", "pcm:Bare")} <= found
+    assert {("missing-domain", "pcm:owns"), ("missing-range", "pcm:owns"), ("unknown-area", "pcm:owns")} <= found
+    assert ("range-kind", "pcm:weight") in found
+
+
+@pytest.mark.skipif(not VOCAB.is_dir(), reason="../shared/vocab is not available")
+def test_a_term_the_standard_does_not_define_is_caught(tmp_path: Path) -> None:
+    invented = SMALL + """
+schema:RepairAction a owl:Class ; rdfs:label "Repair" ; rdfs:comment "Invented by mistake." ; pcm:area "services" .
+"""
+    report = run_check(**small_project(tmp_path, invented), reasoner=False)  # type: ignore[arg-type]
+    assert [(f.code, f.where) for f in report.errors] == [("nonstandard-term", "pcm_ontology (schema:RepairAction)")]
+
+
+def test_a_subproperty_inherits_domain_and_range(tmp_path: Path) -> None:
+    inherited = SMALL + """
+pcm:hasDog a owl:ObjectProperty ; rdfs:label "has dog" ; rdfs:comment "A dog kept." ; rdfs:subPropertyOf pcm:hasPet ;
+    pcm:area "pets" .
+"""
+    report = run_check(**small_project(tmp_path, inherited), reasoner=False)  # type: ignore[arg-type]
+    assert report.ok, report.text()
+
+
+# ---------------------------------------------------------------------- shapes, queries, prompts
+
+
+def test_an_undefined_term_in_a_shape_is_caught_with_its_line(tmp_path: Path) -> None:
+    typo = SHAPES.replace("sh:targetClass pcm:Pet", "sh:targetClass pcm:Pett").replace("sh:maxCount", "sh:maxCout")
+    report = run_check(**small_project(tmp_path, shapes=typo), reasoner=False)  # type: ignore[arg-type]
+    undefined = [f for f in report.errors if f.code == "undefined-term"]
+    assert [f.message.split(" ")[0] for f in undefined] == ["pcm:Pett"]
+    assert undefined[0].where.endswith("shapes/shapes.ttl:6")
+    assert any(f.code == "nonstandard-term" and "maxCout" in f.message for f in report.errors)
+
+
+def test_terms_in_sparql_inside_shapes_and_in_queries_are_checked(tmp_path: Path) -> None:
+    shapes = SHAPES + """
+ex:Linked a sh:NodeShape ; sh:targetClass pcm:Pet ;
+    sh:sparql [ sh:select \"\"\"SELECT $this WHERE { FILTER NOT EXISTS { ?x <https://w3id.org/pcm/ontology#hasPetz> $this } }\"\"\" ] .
+"""
+    query = "PREFIX schema: <https://schema.org/>\n# schema:InComment is not a use\nSELECT * { ?a schema:nmae \"pcm:inString\" }\n"
+    report = run_check(**small_project(tmp_path, shapes=shapes, query=query), reasoner=False)  # type: ignore[arg-type]
+    messages = [f.message for f in report.errors]
+    assert any(m.startswith("pcm:hasPetz") for m in messages)
+    assert any(m.startswith("schema:nmae") for m in messages)
+    assert not any("InComment" in m or "inString" in m for m in messages)
+    assert any(f.where.endswith("pets.rq:3") for f in report.errors)
+
+
+def test_prompt_terms_are_checked_outside_the_generated_catalogue(tmp_path: Path) -> None:
+    project = small_project(tmp_path)
+    onto = load_ontology(tmp_path / "onto")
+    prompt = tmp_path / "prompts" / "ask.v1.md"
+    prompt.parent.mkdir()
+    prompt.write_text(
+        "Use pcm:hasPet and pcm:hasCat.\n<!-- catalogue:begin -->\n" + onto.catalogue() + "<!-- catalogue:end -->\n",
+        encoding="utf-8",
+    )
+    report = run_check(**{**project, "prompts": [prompt]}, reasoner=False)  # type: ignore[arg-type]
+    assert [(f.code, f.message.split(" ")[0]) for f in report.errors] == [("undefined-term", "pcm:hasCat")]
+    prompt.write_text(prompt.read_text(encoding="utf-8").replace("## pets", "## pets (edited)"), encoding="utf-8")
+    report = run_check(**{**project, "prompts": [prompt]}, reasoner=False)  # type: ignore[arg-type]
+    assert "stale-catalogue" in [f.code for f in report.errors]
+
+
+def test_http_schema_org_is_flagged(tmp_path: Path) -> None:
+    query = "SELECT * { ?a <http://schema.org/name> ?n }\n"
+    report = run_check(**small_project(tmp_path, query=query), reasoner=False)  # type: ignore[arg-type]
+    assert [f.code for f in report.errors] == ["schema-http"]
+
+
+def test_sparql_scanner_skips_strings_comments_variables_and_declarations() -> None:
+    text = (
+        'PREFIX pcm: <https://w3id.org/pcm/ontology#>\n'
+        'SELECT ?pcm WHERE { ?x pcm:hasPet ?y . # pcm:notAUse\n'
+        ' FILTER(?y != "pcm:alsoNot" && STRSTARTS(STR(?g), "urn:pcm:graph:x")) ?y a <https://schema.org/Thing> }\n'
+        'ORDER BY ?y LIMIT {{limit}}\n'
+    )
+    uses = sparql_terms(text, Path("q.rq"))
+    assert [(u.iri.rsplit("/", 1)[-1].rsplit("#", 1)[-1], u.line) for u in uses] == [("hasPet", 2), ("Thing", 3)]
+
+
+def test_markdown_scanner_reads_curies_and_bracketed_iris() -> None:
+    text = "Use schema:BuyAction, not schema.org or https://schema.org/Person;\nsee <https://schema.org/Car>. m:x too.\n"
+    uses = markdown_terms(text, Path("p.md"))
+    assert [(u.iri, u.line) for u in uses] == [("https://schema.org/BuyAction", 1), ("https://schema.org/Car", 2)]
+
+
+# ---------------------------------------------------------------------- the shipped ontology
+
+
+def test_the_shipped_ontology_is_documented_and_uses_real_terms() -> None:
+    onto = load_ontology()
+    vocab = load_vocabularies(VOCAB if VOCAB.is_dir() else None)
+    assert lint_ontology(onto, vocab) == []
+
+
+def test_the_shipped_queries_use_only_defined_terms(tmp_path: Path) -> None:
+    report = run_check(shapes_dir=tmp_path, prompts=[], reasoner=False)
+    assert [f for f in report.errors if f.code != "parse"] == [], report.text()
+
+
+def test_the_shipped_shapes_use_only_defined_terms() -> None:
+    report = run_check(prompts=[], reasoner=False)
+    assert report.ok, report.text()
+
+
+# ---------------------------------------------------------------------- CLI
+
+
+def test_cli_check_exits_non_zero_with_a_report_and_zero_when_clean(tmp_path: Path) -> None:
+    project = small_project(tmp_path, shapes=SHAPES.replace("pcm:Pet ;", "pcm:Pett ;"))
+    (tmp_path / "none.md").write_text("no terms here\n", encoding="utf-8")
+    args = ["check", "--ontology", str(project["ontology_dir"]), "--queries", str(project["queries_dir"]),
+            "--no-reasoner", "--prompt", str(tmp_path / "none.md")]
+    result = CliRunner().invoke(ontology_cli, [*args, "--shapes", str(project["shapes_dir"])])
+    assert result.exit_code == 1, result.output
+    assert "[error undefined-term]" in result.output and "pcm:Pett" in result.output
+    assert "FAILED: 1 error(s)" in result.output
+    (tmp_path / "good-shapes").mkdir()
+    (tmp_path / "good-shapes" / "s.ttl").write_text(SHAPES, encoding="utf-8")
+    clean = CliRunner().invoke(ontology_cli, [*args, "--shapes", str(tmp_path / "good-shapes"), "--json"])
+    assert clean.exit_code == 0, clean.output
+    assert '"ok": true' in clean.output
