@@ -90,3 +90,28 @@ def test_help_shows_an_example(tmp_path: Path) -> None:
     for cmd in ("init", "ingest", "import", "export", "sparql", "stats", "why", "forget", "recall", "ask"):
         out = run([cmd, "--help"], tmp_path / "m", cwd=tmp_path)
         assert "Example" in out.stdout, cmd
+
+
+def test_commands_go_through_a_running_server(mem: Path, tmp_path: Path) -> None:
+    """While `pcm serve` holds the memory's lock, CLI commands reach it through the server instead of failing."""
+    from test_endpoint_support import TOKEN, serving
+
+    from pcm.settings import Settings
+
+    with serving(Settings(memory=mem, index_enabled=False)):
+        env_token = {"PCM_TOKEN": TOKEN}
+        out = _run_env(["ingest", "--text", "I adopted a beagle called Biscuit", "--at", "2025-03-02T10:00",
+                        "--session", "s1", "--json"], mem, tmp_path, env_token)
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout)["added"] == 1
+        stats = _run_env(["stats", "--json"], mem, tmp_path, {})
+        assert stats.returncode == 0, stats.stderr
+        assert json.loads(stats.stdout)["posts"] == 1
+        refused = _run_env(["forget", "--session", "s1"], mem, tmp_path, {})
+        assert refused.returncode == 4 and "pcm serve" in refused.stderr
+
+
+def _run_env(args: list[str], memory: Path, cwd: Path, extra: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PCM_MEMORY": str(memory), "PCM_LLM": "none", "PCM_INDEX": "off", **extra}
+    return subprocess.run([sys.executable, "-m", "pcm.cli", *args], capture_output=True, text=True, env=env,
+                          cwd=cwd, timeout=300)

@@ -106,7 +106,23 @@ def progress_bar(total: int | None, desc: str):  # type: ignore[no-untyped-def]
 #: `pcm --help` stays fast and those modules may import the helpers above without a cycle.
 LAZY_COMMANDS: dict[str, str] = {
     "ontology": "pcm.cli_ontology:ontology",
+    "serve": "pcm.cli_serve:serve",
 }
+
+
+def running_server(ctx: click.Context, memory_path: Path | None):  # type: ignore[no-untyped-def]
+    """A ServeClient when `pcm serve` holds this memory (commands then go through it), else None."""
+    from pcm.endpoint.discovery import discover
+
+    settings = settings_for(ctx, memory_path)
+    if settings.store_url:
+        return None
+    info = discover(settings.memory)
+    if info is None:
+        return None
+    from pcm.endpoint.client import ServeClient
+
+    return ServeClient(info, token=settings.token)
 
 
 class LazyGroup(click.Group):
@@ -208,6 +224,20 @@ def ingest(ctx: click.Context, memory_path: Path | None, files: tuple[Path, ...]
     for path in files:
         conversations.extend(parse_file(path, fmt))
     settings = settings_for(ctx, memory_path)
+    server = None if create else running_server(ctx, memory_path)
+    if server is not None:
+        with server:
+            if text is not None:
+                u = conversations[0].utterances[0]
+                result = server.ingest_text(u.content, session=u.session, role=u.role, speaker=u.speaker, at=u.timestamp)
+            else:
+                results = [server.ingest_file(path, fmt) for path in files]
+                result = {k: sum(int(r.get(k, 0)) for r in results) for k in ("conversations", "utterances", "added", "skipped")}
+        if as_json:
+            emit_json(result)
+        else:
+            click.echo(f"ingested {result.get('added', 0)} new utterance(s) through pcm serve at {server.info.url}")
+        return
     if create and not (settings.memory / "memory.toml").exists():
         Memory.init(settings).close()
     total = sum(len(c.utterances) for c in conversations)
@@ -464,6 +494,21 @@ def recall(ctx: click.Context, memory_path: Path | None, text: str | None, k: in
     filters: dict[str, Any] = {"role": role, "speaker": speaker, "session": session, "mode": mode,
                                "since": parse_timestamp(since) if since else None,
                                "until": parse_timestamp(until) if until else None}
+    server = running_server(ctx, memory_path)
+    if server is not None:
+        with server:
+            if queries_file:
+                for question in _read_questions(queries_file):
+                    click.echo(json.dumps(server.recall(question, k, **filters), ensure_ascii=False))
+                return
+            found = server.recall(text or "", k, **filters)
+        if as_json:
+            emit_json(found)
+        else:
+            for h in found:
+                click.echo(f"{h['score']:.3f}  [{h['session']} {h.get('source_id') or ''} {h.get('time') or '?'}] "
+                           f"{h.get('speaker') or h.get('role')}: {h['text']}")
+        return
     with opened(ctx, memory_path, read_only=True) as memory:
         if queries_file:
             for question in _read_questions(queries_file):

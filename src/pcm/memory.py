@@ -17,7 +17,14 @@ import pyoxigraph as ox
 
 from pcm.backend import Backend, QueryResult
 from pcm.conversations import Conversation
-from pcm.errors import InputError, MemoryVersionError, PcmError, UsageError, ValidationError
+from pcm.errors import (
+    InputError,
+    MemoryLockedError,
+    MemoryVersionError,
+    PcmError,
+    UsageError,
+    ValidationError,
+)
 from pcm.manifest import MANIFEST, Manifest
 from pcm.namespaces import (
     GRAPH_CONVERSATION,
@@ -144,6 +151,8 @@ class Memory:
         manifest = Manifest.load(settings.memory)
         if not migrating:
             _refuse_pending_migrations(settings, manifest)
+        if not settings.store_url:
+            settings = _through_running_server(settings, read_only=read_only)
         backend = _open_backend(settings, read_only=read_only)
         memory = cls(settings, manifest, backend, read_only=read_only)
         if not read_only and not migrating:
@@ -532,6 +541,21 @@ def _validator():  # type: ignore[no-untyped-def]
 
         _VALIDATOR = Validator()
     return _VALIDATOR
+
+
+def _through_running_server(settings: Settings, *, read_only: bool) -> Settings:
+    """A memory held by a running ``pcm serve`` is reached through it instead of failing on the store lock."""
+    from pcm.endpoint.discovery import discover
+
+    info = discover(settings.memory)
+    if info is None:
+        return settings
+    if not read_only and not (info.token_required and settings.token):
+        raise MemoryLockedError(
+            f"memory {settings.memory} is held by `pcm serve` at {info.url}; writes through it need the token the "
+            "server was started with (PCM_TOKEN), or stop the server"
+        )
+    return settings.with_(store_url=info.query_url)
 
 
 def _refuse_pending_migrations(settings: Settings, manifest: Manifest) -> None:

@@ -1,0 +1,95 @@
+"""``pcm serve``: the click command (registered in :mod:`pcm.cli` by the lead)."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+
+import click
+
+from pcm.cli import emit_json, handle_errors, json_option, memory_option, settings_for
+from pcm.endpoint.config import DEFAULT_BIND, MB, ServeConfig
+
+
+def _stop_on_sigterm() -> None:
+    """SIGTERM ends the server like Ctrl-C does, so the engine is stopped and serve.json removed."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+@click.command()
+@memory_option
+@click.option("--bind", default=DEFAULT_BIND, show_default=True, help="HOST:PORT to listen on (port 0: any free).")
+@click.option("--token", default=None, help="Bearer token required for writes (default: $PCM_TOKEN). Without one the server is read-only.")
+@click.option("--cors", default=None, metavar="ORIGIN", help="Allow browser pages from ORIGIN (or *) to call the server. Off by default.")
+@click.option("--query-timeout", type=float, default=None, help="Hard time limit per query in seconds (default: $PCM_QUERY_TIMEOUT, 10).")
+@click.option("--update-timeout", type=float, default=60.0, show_default=True, help="Time limit per update or graph store write.")
+@click.option("--max-body-mb", type=float, default=16.0, show_default=True, help="Largest request body accepted.")
+@click.option("--max-result-mb", type=float, default=32.0, show_default=True, help="Largest query result returned.")
+@click.option("--verbose", "-v", is_flag=True, help="Log every request on stderr.")
+@json_option
+@click.pass_context
+@handle_errors
+def serve(ctx: click.Context, memory_path: Path | None, bind: str, token: str | None, cors: str | None,
+          query_timeout: float | None, update_timeout: float, max_body_mb: float, max_result_mb: float,
+          verbose: bool, as_json: bool) -> None:
+    """Serve the memory: SPARQL endpoint, JSON API for assistants, and the explorer in the browser.
+
+    One process owns the memory while it runs; other pcm commands go through it. It listens on loopback only
+    unless told otherwise, is read-only without a token, and stops any query at the time limit.
+
+    \b
+    Routes:
+      /                      the explorer (SPARQL editor, entities, conversations, search, graph view)
+      /query  /update        SPARQL 1.1 Protocol (updates need the token); /sparql takes both
+      /store                 Graph Store Protocol (writes need the token)
+      /api/ingest /api/ask /api/recall   JSON API for assistants
+
+    \b
+    Example:
+      PCM_TOKEN=$(openssl rand -hex 16) pcm serve --memory ~/mem
+      curl -H "Authorization: Bearer $PCM_TOKEN" -d '{"text": "I adopted a cat"}' localhost:7878/api/ingest
+    """
+    from pcm.endpoint.server import PcmServer
+
+    settings = settings_for(ctx, memory_path, token=token, query_timeout=query_timeout)
+    config = ServeConfig(
+        bind=bind,
+        token=settings.token,
+        cors=cors or "",
+        query_timeout=settings.query_timeout,
+        update_timeout=update_timeout,
+        max_body=int(max_body_mb * MB),
+        max_result=int(max_result_mb * MB),
+    )
+    server = PcmServer(settings, config)
+    _stop_on_sigterm()
+    try:
+        server.start()
+        assert server.app is not None
+        server.app.verbose = verbose
+        _announce(server.url, settings.memory, config, as_json)
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
+
+
+def _announce(url: str, memory: Path, config: ServeConfig, as_json: bool) -> None:
+    if as_json:
+        emit_json({"url": url, "memory": str(memory), "writable": config.writable, "query": url + "/query",
+                   "update": url + "/update", "store": url + "/store", "explorer": url + "/"})
+    else:
+        mode = "writes need the token" if config.writable else "read-only (no token configured)"
+        click.echo(f"pcm serve: memory {memory} at {url}/ ({mode})")
+        click.echo(f"  SPARQL {url}/query  update {url}/update  graph store {url}/store  API {url}/api/")
+    if not config.loopback:
+        click.echo(f"pcm serve: warning: listening on {config.host}, not loopback: anyone who can reach this "
+                   "machine can read the memory", err=True)
+    sys.stdout.flush()

@@ -1,0 +1,92 @@
+"""A client for the JSON API of a running ``pcm serve``: what CLI commands use when :func:`discover` finds one.
+
+Writes (ingest) and index work (ask, recall) go to the server, which holds the store lock, the side index and the
+embedding model; plain reads can also use :class:`pcm.backend_remote.RemoteBackend` on ``info.query_url``.
+Errors come back as the same :class:`~pcm.errors.PcmError` classes the local path raises, with the server's message.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from pcm.endpoint.discovery import ServerInfo
+from pcm.errors import InputError, PcmError, QueryError, UsageError
+
+
+class ServeClient:
+    """JSON API calls to one running server, with the owner's token for writes."""
+
+    def __init__(self, info: ServerInfo, *, token: str = "", timeout: float = 600.0) -> None:
+        self.info = info
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(base_url=info.api_url, headers=headers, timeout=timeout)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> ServeClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise PcmError(f"cannot reach pcm serve at {self.info.url}: {exc}") from exc
+        if response.status_code < 400:
+            return response.json()
+        raise _error(response, self.info)
+
+    def ingest_file(self, path: Path, fmt: str | None = None) -> dict[str, Any]:
+        """Send a conversation file (any format ``pcm ingest`` reads) to the server's ingest."""
+        data = Path(path).read_bytes()
+        if fmt == "jsonl" or (fmt is None and Path(path).suffix.lower() == ".jsonl"):
+            return dict(self._call("POST", "/ingest", content=data, headers={"Content-Type": "application/x-ndjson"}))
+        return dict(self._call("POST", "/ingest", content=_wrap(data, fmt), headers={"Content-Type": "application/json"}))
+
+    def ingest_text(
+        self, text: str, *, session: str | None = None, role: str = "user", speaker: str | None = None,
+        at: datetime | None = None,
+    ) -> dict[str, Any]:
+        """One utterance, as ``pcm ingest --text`` takes it."""
+        body = {"text": text, "session": session, "role": role, "speaker": speaker, "at": at.isoformat() if at else None}
+        return dict(self._call("POST", "/ingest", json={k: v for k, v in body.items() if v is not None}))
+
+    def ask(self, question: str, *, k: int = 5) -> dict[str, Any]:
+        return dict(self._call("POST", "/ask", json={"question": question, "k": k}))
+
+    def recall(self, text: str, k: int = 10, **filters: object) -> list[dict[str, Any]]:
+        params: dict[str, str] = {"q": text, "k": str(k)}
+        for name, value in filters.items():
+            if value is not None:
+                params[name] = value.isoformat() if isinstance(value, datetime) else str(value)
+        return list(self._call("GET", "/recall", params=params))
+
+
+def _wrap(data: bytes, fmt: str | None) -> bytes:
+    """A JSON file body, with its format when the caller named one."""
+    if fmt is None:
+        return data
+    return b'{"format": "' + fmt.encode("ascii") + b'", "conversations": ' + data + b"}"
+
+
+def _error(response: httpx.Response, info: ServerInfo) -> PcmError:
+    try:
+        message = str(response.json().get("error") or response.text)
+    except ValueError:
+        message = response.text.strip()
+    status = response.status_code
+    if status in (401, 403):
+        hint = "set PCM_TOKEN to the server's token" if info.token_required else "the server is read-only"
+        return UsageError(f"pcm serve at {info.url} refused the write ({hint}): {message}")
+    if status == 400:
+        return InputError(message)
+    if status == 503 and "time limit" in message:
+        return QueryError(message)
+    return PcmError(f"pcm serve at {info.url}: {message}")

@@ -1,0 +1,72 @@
+"""Limits and switches of one ``pcm serve``: safe defaults for a personal memory."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+
+from pcm.errors import UsageError
+
+MB = 1024 * 1024
+DEFAULT_BIND = "127.0.0.1:7878"
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """What the front enforces. Every default is the safe one: loopback, read-only, no CORS, bounded."""
+
+    bind: str = DEFAULT_BIND
+    #: Bearer token required for updates, Graph Store writes and ingest; empty means the server is read-only.
+    token: str = ""
+    #: Origin allowed to call the server from a browser page (``*`` for any); empty means CORS is off.
+    cors: str = ""
+    #: Hard limit for one query, enforced by the front (and by restarting the engine if it does not stop).
+    query_timeout: float = 10.0
+    #: Hard limit for one update or Graph Store write.
+    update_timeout: float = 60.0
+    #: Largest request body accepted.
+    max_body: int = 16 * MB
+    #: Largest query result returned; a bigger one is refused with a message asking for LIMIT.
+    max_result: int = 32 * MB
+    #: How long an abandoned query may keep the engine busy before the engine is restarted.
+    grace: float = 1.0
+
+    @property
+    def host(self) -> str:
+        return split_bind(self.bind)[0]
+
+    @property
+    def port(self) -> int:
+        return split_bind(self.bind)[1]
+
+    @property
+    def loopback(self) -> bool:
+        return is_loopback(self.host)
+
+    @property
+    def writable(self) -> bool:
+        return bool(self.token)
+
+
+def split_bind(bind: str) -> tuple[str, int]:
+    """``127.0.0.1:7878``, ``[::1]:7878``, ``localhost:7878`` or ``:7878`` (loopback) → (host, port)."""
+    host, sep, port = bind.rpartition(":")
+    if not sep:
+        raise UsageError(f"--bind {bind!r}: expected HOST:PORT, e.g. 127.0.0.1:7878")
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        number = int(port)
+    except ValueError:
+        raise UsageError(f"--bind {bind!r}: the port must be a number") from None
+    if not 0 <= number <= 65535:
+        raise UsageError(f"--bind {bind!r}: the port must be between 0 and 65535")
+    return host, number
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

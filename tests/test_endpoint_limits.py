@@ -1,0 +1,167 @@
+"""``pcm serve`` limits: a runaway query is stopped at the time limit (even the shapes the engine does not
+cancel itself) while other clients are answered; bodies and results are capped."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from pcm.endpoint.server import PcmServer
+
+try:
+    from test_endpoint_support import AUTH, EX, ask, build_memory, serving
+except ImportError:  # tests/ imported as a package
+    from tests.test_endpoint_support import AUTH, EX, ask, build_memory, serving
+
+
+LIMIT = 2.0
+
+
+@pytest.fixture(scope="module")
+def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PcmServer]:
+    """A server with a 2 s query limit, a small body cap and a small result cap."""
+    settings = build_memory(tmp_path_factory.mktemp("limited") / "memory", facts=False)
+    with serving(settings, query_timeout=LIMIT, grace=0.5, max_body=64 * 1024, max_result=20_000) as running:
+        yield running
+
+
+def test_oversized_body_is_refused_and_writes_nothing(limited: PcmServer) -> None:
+    url = limited.url
+    big = "INSERT DATA { " + " ".join(f"<{EX}s{i}> <{EX}p> {i} ." for i in range(5000)) + " }"
+    assert len(big) > 64 * 1024
+    response = httpx.post(url + "/update", content=big, headers={**AUTH, "Content-Type": "application/sparql-update"})
+    assert response.status_code == 413 and "too large" in response.text
+    assert not ask(url, f"ASK {{ <{EX}s1> ?p ?o }}")
+    query = httpx.post(url + "/query", content="ASK {} #" + "x" * 70_000, headers={"Content-Type": "application/sparql-query"})
+    assert query.status_code == 413
+    assert ask(url, "ASK {}")  # the server still answers
+
+
+def test_result_size_is_capped(limited: PcmServer) -> None:
+    response = httpx.get(limited.url + "/query", params={"query": "SELECT * WHERE { ?s ?p ?o }"})
+    assert response.status_code == 400 and "LIMIT" in response.text
+    small = httpx.get(limited.url + "/query", params={"query": "SELECT * WHERE { ?s ?p ?o } LIMIT 5"})
+    assert small.status_code == 200 and len(small.json()["results"]["bindings"]) == 5
+
+
+@pytest.mark.parametrize(
+    "runaway",
+    [
+        "SELECT * WHERE { ?a ?p ?b . ?c ?q ?d . ?e ?r ?f } ORDER BY ?a ?f",  # sorts forever, sends nothing
+        "SELECT (COUNT(*) AS ?n) WHERE { ?a ?p ?b . ?c ?q ?d . ?e ?r ?f . ?g ?h ?i }",  # counts forever
+        # streams forever, but finds nothing to send: the engine never learns the client has gone
+        'SELECT * WHERE { ?a ?p ?b . ?c ?q ?d . ?e ?r ?f . ?g ?h ?i FILTER(STRLEN(CONCAT(STR(?a), STR(?i))) < 0) }',
+    ],
+)
+@pytest.mark.timeout(90)
+def test_runaway_query_is_stopped_while_the_server_answers_others(limited: PcmServer, runaway: str) -> None:
+    url = limited.url
+    outcome: dict[str, object] = {}
+
+    def run() -> None:
+        started = time.monotonic()
+        response = httpx.post(url + "/query", content=runaway, headers={"Content-Type": "application/sparql-query"}, timeout=30)
+        outcome.update(status=response.status_code, text=response.text, seconds=time.monotonic() - started)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    time.sleep(0.3)
+    latencies = []
+    while thread.is_alive():
+        started = time.monotonic()
+        assert ask(url, "ASK { ?s a <http://rdfs.org/sioc/ns#Post> }")
+        latencies.append(time.monotonic() - started)
+        time.sleep(0.1)
+    thread.join()
+    assert outcome["status"] == 503 and "time limit" in str(outcome["text"]), outcome
+    assert LIMIT - 0.1 <= float(outcome["seconds"]) < LIMIT + 1.5, outcome  # type: ignore[arg-type]
+    # others were answered while it ran, each far sooner than the runaway's limit
+    assert len(latencies) >= 2 and max(latencies) < LIMIT / 2, latencies
+    # and the engine stops working on it: idle again within the watchdog's grace (plus a restart), not later
+    assert _engine_goes_idle(limited, within=LIMIT + 4.0)
+
+
+def _engine_goes_idle(server: PcmServer, *, within: float) -> bool:
+    """True once the engine uses (almost) no CPU over half a second; False if it stays busy ``within`` seconds."""
+    assert server.engine is not None
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        before = sum(server.engine.thread_cpu().values())
+        time.sleep(0.5)
+        if sum(server.engine.thread_cpu().values()) - before < 0.05:
+            return True
+    return False
+
+
+
+
+def test_a_dead_engine_is_brought_back(limited: PcmServer) -> None:
+    import os
+    import signal
+
+    assert limited.engine is not None and limited.engine.pid is not None
+    os.kill(limited.engine.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        response = httpx.get(limited.url + "/query", params={"query": "ASK { ?s ?p ?o }"})
+        if response.status_code == 200:
+            break
+        assert response.status_code == 503  # unavailable while it comes back, never a wrong answer
+        time.sleep(0.2)
+    assert ask(limited.url, "ASK { ?s a <http://rdfs.org/sioc/ns#Post> }")
+
+
+# ------------------------------------------------------------------------------------------------ the watchdog's rule
+
+
+class _FakeEngine:
+    """Thread CPU as scripted: ``busy`` threads each use a full tick of CPU per sample."""
+
+    def __init__(self, tick: float) -> None:
+        self.tick = tick
+        self.busy = 0
+        self.used = 0.0
+        self.restarts = 0
+
+    def thread_cpu(self) -> dict[int, float]:
+        self.used += self.tick
+        return {1: 0.0, **{10 + i: self.used for i in range(self.busy)}}
+
+    def alive(self) -> bool:
+        return True
+
+    def restart(self) -> None:
+        self.restarts += 1
+        self.busy = 0
+
+
+def _watch(busy: int, *, abandon: bool, inflight: int = 0, seconds: float = 0.4) -> int:
+    from pcm.endpoint.engine import Watchdog
+
+    engine = _FakeEngine(tick=0.02)
+    dog = Watchdog(engine, grace=0.1, tick=0.02)  # type: ignore[arg-type]
+    engine.busy = busy
+    dog.start()
+    try:
+        with contextlib.ExitStack() as stack:
+            for _ in range(inflight):
+                stack.enter_context(dog.request())
+            if abandon:
+                dog.abandoned()
+            time.sleep(seconds)
+    finally:
+        dog.stop()
+    return engine.restarts
+
+
+def test_watchdog_restarts_only_for_abandoned_work_that_keeps_running() -> None:
+    assert _watch(busy=1, abandon=True) == 1  # a query given up at its limit is still computing
+    assert _watch(busy=0, abandon=True) == 0  # it stopped when its connection closed
+    assert _watch(busy=1, abandon=False) == 0  # busy, but nothing was given up: legitimate work
+    assert _watch(busy=1, abandon=True, inflight=1) == 0  # one busy thread for one running request
+    assert _watch(busy=2, abandon=True, inflight=1) == 1  # one more busy thread than requests

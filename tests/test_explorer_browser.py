@@ -1,0 +1,141 @@
+"""The explorer in a real browser: headless Chromium (Debian's ``chromium`` + ``chromium-driver``) via Selenium.
+
+A person's path through it: open the explorer, run a SPARQL query, open the entity from the results, see the
+utterance behind a fact, jump to that utterance highlighted in its conversation, search. Screenshots of every
+step are kept in ``test-artifacts/explorer/`` (gitignored). Skipped cleanly when Chromium, its driver or Selenium
+is absent; ``.ci/run`` installs them.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+try:
+    from test_endpoint_support import build_memory, serving
+except ImportError:  # tests/ imported as a package
+    from tests.test_endpoint_support import build_memory, serving
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "explorer"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+WAIT_S = 20
+
+try:
+    from selenium import webdriver
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+except ImportError:  # pragma: no cover - depends on the machine
+    webdriver = None  # type: ignore[assignment]
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(webdriver is None, reason="selenium is not installed (pip install selenium)"),
+    pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)"),
+    pytest.mark.skipif(CHROMEDRIVER is None, reason="chromedriver is not installed (apt-get install chromium-driver)"),
+]
+
+
+@pytest.fixture(scope="module")
+def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    settings = build_memory(tmp_path_factory.mktemp("browser") / "memory")
+    with serving(settings) as server:
+        yield server.url
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in (
+        "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        "--disable-dev-shm-usage", "--window-size=1280,1100",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
+    ):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    service = webdriver.ChromeService(executable_path=str(CHROMEDRIVER))
+    driver = webdriver.Chrome(service=service, options=options)
+    driver.set_page_load_timeout(WAIT_S)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def wait_for(browser: Any, css: str, text: str | None = None) -> Any:
+    wait = WebDriverWait(browser, WAIT_S)
+    if text is not None:
+        wait.until(ec.text_to_be_present_in_element((By.CSS_SELECTOR, css), text))
+    return wait.until(ec.visibility_of_element_located((By.CSS_SELECTOR, css)))
+
+
+def shot(browser: Any, name: str) -> None:
+    assert browser.save_screenshot(str(ARTIFACTS / f"{name}.png"))
+
+
+def test_query_entity_and_the_utterance_behind_a_fact(browser: Any, url: str) -> None:
+    browser.get(url + "/")
+    wait_for(browser, "#conversations", "Biscuit ate a sock")
+    shot(browser, "01-home")
+
+    # run a query in the SPARQL editor
+    browser.find_element(By.CSS_SELECTOR, 'nav a[data-nav="sparql"]').click()
+    editor = wait_for(browser, "#sparql-query")
+    editor.clear()
+    editor.send_keys(
+        "PREFIX pcm: <https://w3id.org/pcm/ontology#>\n"
+        "PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#>\n"
+        "SELECT ?pet ?name WHERE { ?pet a pcm:Pet ; rdfs:label ?name }"
+    )
+    browser.find_element(By.ID, "run-query").click()
+    table = wait_for(browser, "#results table.results", "Biscuit")
+    assert "1 row(s)" in browser.find_element(By.ID, "query-status").text
+    shot(browser, "02-sparql-results")
+
+    # open the entity from the results
+    table.find_element(By.CSS_SELECTOR, "tbody a").click()
+    wait_for(browser, "#entity-title", "Biscuit")
+    facts = wait_for(browser, "#facts")
+    breed = next(row for row in facts.find_elements(By.CSS_SELECTOR, "tr.fact") if "beagle" in row.text)
+    source = breed.find_element(By.CSS_SELECTOR, ".source-text")
+    assert "He's a four-year-old beagle." in source.text  # the utterance this fact came from
+    graph = browser.find_element(By.ID, "graph-view")
+    assert len(graph.find_elements(By.TAG_NAME, "circle")) >= 2  # Biscuit and Dana
+    shot(browser, "03-entity")
+
+    # follow the fact to its utterance, highlighted in the conversation
+    breed.find_element(By.CSS_SELECTOR, "a.in-conversation").click()
+    highlighted = wait_for(browser, ".post.highlight")
+    assert "four-year-old beagle" in highlighted.text
+    assert "pet breed" in highlighted.text  # the fact this turn produced
+    assert len(browser.find_elements(By.CSS_SELECTOR, ".post")) == 10
+    shot(browser, "04-conversation")
+
+
+def test_search_box(browser: Any, url: str) -> None:
+    browser.get(url + "/")
+    box = wait_for(browser, "#search-box")
+    box.send_keys("Alvarez")
+    browser.find_element(By.CSS_SELECTOR, "#search-form button").click()
+    hits = wait_for(browser, "#utterance-hits", "Dr. Alvarez at Sellwood Animal Clinic")
+    assert "Dr. Alvarez" in browser.find_element(By.ID, "entity-hits").text
+    shot(browser, "05-search")
+    hits.find_element(By.CSS_SELECTOR, "a.in-conversation").click()
+    assert "Alvarez" in wait_for(browser, ".post.highlight").text
+
+
+def test_no_errors_in_the_browser_console(browser: Any, url: str) -> None:
+    browser.get(url + "/#/sparql")
+    wait_for(browser, "#sparql-query")
+    browser.find_element(By.ID, "run-query").click()
+    wait_for(browser, "#results table")
+    severe = [e for e in browser.get_log("browser") if e.get("level") == "SEVERE"]
+    assert severe == []
