@@ -64,7 +64,7 @@ def test_errors_are_one_line_with_distinct_exit_codes(mem: Path, tmp_path: Path)
     out = run(["ingest", str(bad)], mem, cwd=tmp_path, check=False)
     assert out.returncode == 3 and out.stderr.count("\n") == 1 and "wizard" in out.stderr
     out = run(["sparql", "DELETE WHERE { ?s ?p ?o }"], mem, cwd=tmp_path, check=False)
-    assert out.returncode == 8 and "update" in out.stderr
+    assert out.returncode == 8 and "only read queries" in out.stderr
     out = run(["stats"], tmp_path / "nowhere", cwd=tmp_path, check=False)
     assert out.returncode == 6 and "pcm init" in out.stderr
     out = run(["init"], mem, cwd=tmp_path, check=False)

@@ -85,5 +85,5 @@ def test_episodic_ask_cites_the_utterance(indexed: Settings) -> None:
         for path in sample_paths():
             memory.ingest(parse_file(path))
         answer = memory.ask("What is the name of my dog?")
-        assert answer.path == "episodic" and "episodic mode" in answer.note
-        assert any("Biscuit" in h.text for h in answer.evidence[:3])
+        assert answer.path == "episodic" and "LLM" in answer.note
+        assert any("Biscuit" in p.content for p in answer.posts[:3])

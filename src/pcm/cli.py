@@ -107,6 +107,7 @@ def progress_bar(total: int | None, desc: str):  # type: ignore[no-untyped-def]
 LAZY_COMMANDS: dict[str, str] = {
     "ontology": "pcm.cli_ontology:ontology",
     "serve": "pcm.cli_serve:serve",
+    "ask": "pcm.cli_ask:ask",
 }
 
 
@@ -562,35 +563,6 @@ def reindex(ctx: click.Context, memory_path: Path | None, as_json: bool) -> None
 
 @main.command()
 @memory_option
-@click.argument("question")
-@click.option("--k", default=5, show_default=True, help="How many utterances to cite.")
-@json_option
-@click.pass_context
-@handle_errors
-def ask(ctx: click.Context, memory_path: Path | None, question: str, k: int, as_json: bool) -> None:
-    """Answer a question from memory, citing the utterances it rests on.
-
-    \b
-    Example:
-      pcm ask "What is my dog's name?"
-    """
-    with opened(ctx, memory_path, read_only=True) as memory:
-        answer = memory.ask(question, k=k)
-    if as_json:
-        emit_json(answer.as_json())
-        return
-    click.echo(answer.text)
-    if answer.note:
-        click.echo(f"({answer.note})", err=True)
-    if answer.evidence:
-        click.echo("evidence:")
-        for h in answer.evidence:
-            when = h.time.isoformat(sep=" ") if h.time else "?"
-            click.echo(f"  [{h.session} {h.source_id or ''} {when}] {h.speaker or h.role}: {h.text}")
-
-
-@main.command()
-@memory_option
 @click.option("--question", default="What is the name of my dog?", show_default=True)
 @click.pass_context
 @handle_errors
@@ -618,12 +590,10 @@ def demo(ctx: click.Context, memory_path: Path | None, question: str) -> None:
         click.echo(f"stored: {s.posts} posts in {s.sessions} sessions, {s.triples} triples in {sum(g['graphs'] for g in s.graphs.values())} graphs")
         answer = memory.ask(question, k=3)
     click.echo(f"\nQ: {question}")
-    click.echo(f"A: {answer.text}")
-    if answer.note:
-        click.echo(f"   ({answer.note})")
-    if answer.evidence:
-        h = answer.evidence[0]
-        click.echo(f"   source: post {h.post} (message {h.source_id}, session {h.session}, {h.time})")
+    click.echo(f"A: {answer.answer}")
+    click.echo(f"   (path: {answer.path}{'; ' + answer.note if answer.note else ''})")
+    for p in answer.posts[:3]:
+        click.echo(f"   source: post {p.post} (message {p.source_id}, session {p.session}, {p.time}): {p.content}")
 
 
 if __name__ == "__main__":

@@ -42,7 +42,9 @@ from pcm.store import MemoryStore, PostInfo, Source, Stats
 
 if TYPE_CHECKING:
     from pcm.index import RecallHit, SideIndex
+    from pcm.llm import LLMClient
     from pcm.ontology import Ontology
+    from pcm.retrieval.ask import AskResult
 
 STORE_DIR = "oxigraph"
 INDEX_DIR = "index"
@@ -81,24 +83,6 @@ class ImportReport:
         return dict(self.__dict__)
 
 
-@dataclass
-class Answer:
-    question: str
-    text: str
-    path: str  # "episodic" | "sparql" | "traversal" | "none"
-    evidence: list[RecallHit] = field(default_factory=list)
-    note: str = ""
-
-    def as_json(self) -> dict[str, object]:
-        return {
-            "question": self.question,
-            "answer": self.text,
-            "path": self.path,
-            "note": self.note,
-            "evidence": [h.as_json() for h in self.evidence],
-        }
-
-
 def _open_backend(settings: Settings, *, read_only: bool) -> Backend:
     if settings.store_url:
         from pcm.backend_remote import RemoteBackend
@@ -120,6 +104,7 @@ class Memory:
         self.store = MemoryStore(backend, self.naming)
         self.read_only = read_only
         self._index: SideIndex | None = None
+        self._client: LLMClient | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------------------------
 
@@ -160,6 +145,9 @@ class Memory:
         return memory
 
     def close(self) -> None:
+        from pcm.retrieval.ask import release
+
+        release(self)
         if self._index is not None:
             self._index.close()
             self._index = None
@@ -484,22 +472,17 @@ class Memory:
     def recall(self, text: str, k: int = 10, **filters: object) -> list[RecallHit]:
         return self.index.recall(text, k, **filters)  # type: ignore[arg-type]
 
-    def ask(self, question: str, *, k: int = 5) -> Answer:
-        """Answer from memory. Without an LLM: the utterances that best match, and it says so."""
-        hits = self.recall(question, k)
-        if not hits:
-            return Answer(question, "Not in memory: nothing stored matches this question.", "none")
-        note = (
-            "No LLM is configured (PCM_LLM=none): pcm runs in episodic mode and answers with the stored "
-            "utterances that best match the question, not with a composed answer."
-        )
-        if self.settings.llm.enabled:
-            note = "Graph question answering is not available in this version; answering from stored utterances."
-        best = hits[0]
-        who = best.speaker or best.role
-        when = best.time.date().isoformat() if best.time else "unknown time"
-        text = f'{who} said ({when}, session {best.session}): "{best.text}"'
-        return Answer(question, text, "episodic", hits, note)
+    def ask(self, question: str, *, k: int = 5, as_of: datetime | None = None, explain: bool = False) -> AskResult:
+        """Answer from memory (grounded NL→SPARQL with repair; traversal and episodic recall as fallbacks).
+
+        Without an LLM: the utterances that best match, and the answer says so.
+        """
+        from pcm.llm import make_client
+        from pcm.retrieval.ask import ask
+
+        if self._client is None and self.settings.llm.enabled:
+            self._client = make_client(self.settings)
+        return ask(self, question, client=self._client, as_of=as_of, explain=explain, k=k)
 
     def post_count(self) -> int:
         q = f"SELECT (COUNT(?p) AS ?n) WHERE {{ GRAPH <{GRAPH_CONVERSATION}> {{ ?p a <{SIOC}Post> }} }}"
@@ -641,4 +624,4 @@ def _entity_record(iri: str, label: str, types: tuple[str, ...], alts: tuple[str
     return EntityRecord(iri, label, alts, types, f"{label} ({names})" if names else label)
 
 
-__all__ = ["Answer", "ImportReport", "IngestReport", "Memory", "check_vocabulary"]
+__all__ = ["ImportReport", "IngestReport", "Memory", "check_vocabulary"]

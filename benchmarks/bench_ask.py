@@ -1,0 +1,268 @@
+"""Ask benchmark (issue 5): everything except LLM time, on a memory of ~1M triples and 100k posts.
+
+The memory: the bundled sample conversations, extracted through the real pipeline with the scripted Turtle of
+``tests/fixtures/ask/extraction`` (so the gold questions have their facts), plus a synthetic personal graph bulk
+loaded beside it: ~100k posts in 1,000 sessions (10 quads each, as ``pcm ingest`` writes them) and ~8,000
+extraction graphs about the owner's friends, their purchases, trips, pets and events, with provenance. The side
+index holds every entity (for entity-to-vertex matching); posts are not indexed (recall is not on this path).
+
+Measured per question, with the scripted client replaying the gold SPARQL of ``tests/fixtures/ask/questions.json``
+(so LLM time is ~0 and is subtracted anyway): grounding (entity matching incl. mention embeddings, usage counts,
+catalogue), safety checks, execution in the worker process, post-processing, evidence (the evidence query, graph
+lookups, cited posts), the answer. Prints p50/p95 overall and per stage, answer accuracy at scale, and the prompt
+tokens per question. ``--llm`` runs the same questions against the configured model (``PCM_LLM``) instead.
+
+Run: ``python benchmarks/bench_ask.py [--memory DIR] [--posts 100000] [--graphs 8000] [--runs 3] [--llm]``.
+The memory is built once into DIR (default: a temp dir) and reused when it exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pyoxigraph as ox
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from pcm.memory import Memory, _entity_record  # noqa: E402
+from pcm.settings import Settings  # noqa: E402
+from test_ask_support import build_sample_memory, cited_ids, load_questions, sparql_reply  # noqa: E402
+
+SCHEMA = "https://schema.org/"
+PCM = "https://w3id.org/pcm/ontology#"
+PROV = "http://www.w3.org/ns/prov#"
+SIOC = "http://rdfs.org/sioc/ns#"
+DCT = "http://purl.org/dc/terms/"
+RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
+LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
+XSD = "http://www.w3.org/2001/XMLSchema#"
+REL = "http://purl.org/vocab/relationship/"
+CONV, PROVG = ox.NamedNode("urn:pcm:graph:conversation"), ox.NamedNode("urn:pcm:graph:provenance")
+FIRST = ("Alex", "Sam", "Jordan", "Taylor", "Morgan", "Casey", "Riley", "Jamie", "Avery", "Quinn", "Rowan", "Elliot")
+LAST = ("Nguyen", "Garcia", "Smith", "Kowalski", "Okafor", "Haddad", "Lindqvist", "Moreau", "Tanaka", "Rossi")
+CITIES = ("Vienna", "Osaka", "Lyon", "Bergen", "Austin", "Halifax", "Porto", "Ghent", "Tartu", "Bologna")
+THINGS = ("kayak", "tent", "camera", "guitar", "blender", "drone", "lamp", "backpack", "bike helmet", "printer")
+WORDS = ("coffee", "meeting", "weekend", "garden", "movie", "dinner", "project", "trip", "book", "run", "weather")
+
+
+def N(iri: str) -> ox.NamedNode:  # noqa: N802 - reads like the RDF it builds
+    return ox.NamedNode(iri)
+
+
+def lit(value: object, datatype: str | None = None) -> ox.Literal:
+    return ox.Literal(str(value), datatype=N(XSD + datatype)) if datatype else ox.Literal(str(value))
+
+
+def synthetic(ns: str, posts: int, graphs: int, seed: int = 11) -> list[ox.Quad]:
+    """Posts, sessions and extraction graphs shaped like what ingest and extraction write (see the docstring)."""
+    rng = random.Random(seed)
+    quads: list[ox.Quad] = []
+    t0 = datetime(2023, 1, 1, 9, 0, tzinfo=UTC)
+    per_session = 100
+    post_iris: list[str] = []
+    for i in range(posts):
+        session = f"{ns}session/bench-{i // per_session}"
+        if i % per_session == 0:
+            quads += [ox.Quad(N(session), N(RDF_TYPE), N(SIOC + "Thread"), CONV),
+                      ox.Quad(N(session), N(DCT + "identifier"), lit(f"bench-{i // per_session}"), CONV)]
+        post = f"{ns}post/bench{i:06d}"
+        post_iris.append(post)
+        p = N(post)
+        text = " ".join(rng.choice(WORDS) for _ in range(12))
+        quads += [
+            ox.Quad(p, N(RDF_TYPE), N(SIOC + "Post"), CONV),
+            ox.Quad(p, N(SIOC + "content"), lit(text), CONV),
+            ox.Quad(p, N(SIOC + "has_container"), N(session), CONV),
+            ox.Quad(p, N(PCM + "role"), lit("user" if i % 2 == 0 else "assistant"), CONV),
+            ox.Quad(p, N(PCM + "position"), lit(i % per_session, "integer"), CONV),
+            ox.Quad(p, N(PROV + "wasAttributedTo"), N(ns + ("owner" if i % 2 == 0 else "assistant")), CONV),
+            ox.Quad(p, N(DCT + "created"), lit((t0 + timedelta(minutes=7 * i)).isoformat(), "dateTime"), CONV),
+            ox.Quad(p, N(DCT + "identifier"), lit(f"b{i}"), CONV),
+            ox.Quad(p, N(PCM + "extractionStatus"), lit("extracted" if i % (posts // graphs) == 0 else "pending"), PROVG),
+        ]
+        if i % per_session:
+            quads.append(ox.Quad(p, N(SIOC + "previous_by_date"), N(post_iris[-2]), CONV))
+    people = [f"{ns}friend-{j}" for j in range(max(50, graphs // 4))]
+    step = max(1, posts // graphs)
+    for k in range(graphs):
+        post = post_iris[(k * step) % posts]
+        g = N("urn:pcm:graph:extraction:" + post.rsplit("/", 1)[-1])
+        facts = _facts(rng, ns, k, people)
+        quads += [ox.Quad(s, pr, o, g) for s, pr, o in facts]
+        subjects = sorted({s.value for s, _, _ in facts if s.value.startswith(ns) and not s.value.endswith("/owner")})
+        quads += [ox.Quad(N(s), N(PROV + "wasDerivedFrom"), N(post), g) for s in subjects]
+        act = N(f"{ns}activity/extraction/{k}")
+        quads += [
+            ox.Quad(g, N(RDF_TYPE), N(PROV + "Entity"), PROVG),
+            ox.Quad(g, N(PROV + "wasGeneratedBy"), act, PROVG),
+            ox.Quad(g, N(PROV + "wasDerivedFrom"), N(post), PROVG),
+            ox.Quad(act, N(RDF_TYPE), N(PCM + "ExtractionActivity"), PROVG),
+            ox.Quad(act, N(PROV + "startedAtTime"), lit((t0 + timedelta(minutes=k)).isoformat(), "dateTime"), PROVG),
+        ]
+    return quads
+
+
+def _facts(rng: random.Random, ns: str, k: int, people: list[str]) -> list[tuple[ox.NamedNode, ox.NamedNode, object]]:
+    """One utterance's worth of facts about a friend of the owner (never about the owner: gold answers stay right)."""
+    person = people[k % len(people)]
+    name = f"{FIRST[k % len(FIRST)]} {LAST[(k // len(FIRST)) % len(LAST)]} {k % len(people)}"
+    day = (datetime(2023, 1, 1) + timedelta(days=rng.randrange(900))).date().isoformat()
+    out: list[tuple[ox.NamedNode, ox.NamedNode, object]] = [
+        (N(person), N(RDF_TYPE), N(SCHEMA + "Person")),
+        (N(person), N(LABEL), lit(name)),
+        (N(ns + "owner"), N(REL + "friendOf"), N(person)),
+    ]
+    kind = k % 4
+    if kind == 0:
+        thing, store = N(f"{ns}item-{k}"), N(f"{ns}store-{k % 300}")
+        act = N(f"{ns}buy-{k}")
+        out += [(thing, N(RDF_TYPE), N(SCHEMA + "Product")), (thing, N(LABEL), lit(f"{rng.choice(THINGS)} {k}")),
+                (store, N(RDF_TYPE), N(SCHEMA + "Store")), (store, N(LABEL), lit(f"Shop {k % 300}")),
+                (act, N(RDF_TYPE), N(SCHEMA + "BuyAction")), (act, N(LABEL), lit(f"{name} buying item {k}")),
+                (act, N(SCHEMA + "agent"), N(person)), (act, N(SCHEMA + "object"), thing),
+                (act, N(SCHEMA + "seller"), store), (act, N(SCHEMA + "price"), lit(rng.randrange(5, 900), "integer")),
+                (act, N(SCHEMA + "startDate"), lit(day, "date"))]
+    elif kind == 1:
+        city, act = N(f"{ns}city-{k % 200}"), N(f"{ns}trip-{k}")
+        out += [(city, N(RDF_TYPE), N(SCHEMA + "City")), (city, N(LABEL), lit(f"{CITIES[k % len(CITIES)]} {k % 200}")),
+                (act, N(RDF_TYPE), N(SCHEMA + "TravelAction")), (act, N(LABEL), lit(f"{name}'s trip {k}")),
+                (act, N(SCHEMA + "agent"), N(person)), (act, N(SCHEMA + "toLocation"), city),
+                (act, N(SCHEMA + "startDate"), lit(day, "date"))]
+    elif kind == 2:
+        pet = N(f"{ns}pet-{k}")
+        out += [(pet, N(RDF_TYPE), N(PCM + "Pet")), (pet, N(LABEL), lit(f"Pet {k}")),
+                (pet, N(PCM + "petSpecies"), lit(rng.choice(("dog", "cat", "rabbit")))), (N(person), N(PCM + "hasPet"), pet)]
+    else:
+        event = N(f"{ns}event-{k}")
+        out += [(event, N(RDF_TYPE), N(SCHEMA + "SocialEvent")), (event, N(LABEL), lit(f"{name}'s party {k}")),
+                (event, N(SCHEMA + "agent"), N(person)), (event, N(SCHEMA + "startDate"), lit(day, "date"))]
+    return out  # type: ignore[return-value]
+
+
+def build(directory: Path, posts: int, graphs: int) -> None:
+    started = time.perf_counter()
+    memory = build_sample_memory(directory, index=False)
+    ns = memory.naming.namespace
+    quads = synthetic(ns, posts - memory.post_count(), graphs)
+    spool = directory / "bench.nq"
+    spool.write_bytes(ox.serialize(quads, format=ox.RdfFormat.N_QUADS))
+    memory.backend.bulk_load(str(spool), ox.RdfFormat.N_QUADS)
+    spool.unlink()
+    triples = len(list(memory.backend.quads()))
+    print(f"built {directory}: {memory.post_count()} posts, {triples} quads in {time.perf_counter() - started:.0f} s")
+    memory.close()
+    index_entities(directory)
+
+
+def index_entities(directory: Path) -> None:
+    """(Re)build the side index with every entity of the memory (posts are not indexed: not on this path)."""
+    import shutil
+
+    from pcm.index import SideIndex, get_embedder
+
+    memory = Memory.open(Settings(memory=directory, index_enabled=False), read_only=True)
+    records = [_entity_record(*e) for e in memory.store.entities()]
+    memory.close()
+    shutil.rmtree(directory / "index", ignore_errors=True)
+    t = time.perf_counter()
+    index = SideIndex.open(directory / "index", embedder=get_embedder())
+    index.upsert_entities(records)
+    index.optimize()
+    index.close()
+    print(f"indexed {len(records)} entities in {time.perf_counter() - t:.0f} s")
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def run(directory: Path, runs: int, use_llm: bool) -> None:
+    from pcm.llm import ScriptedClient, make_client
+    from pcm.retrieval.ask import ask
+
+    questions = load_questions()
+    gold = {str(q["question"]): "\n".join(q["sparql"]) for q in questions}  # type: ignore[arg-type]
+
+    def respond(system: str, messages: list, operation: str) -> str:
+        if operation == "answer":
+            return "NOT IN MEMORY"
+        asked = next(line[10:] for line in messages[0].content.splitlines() if line.startswith("QUESTION: "))
+        return sparql_reply(gold[asked])
+
+    settings = Settings.from_env(memory=directory, index_enabled=True)
+    client = make_client(settings) if use_llm else ScriptedClient([respond] * 100_000)
+    if client is None:
+        raise SystemExit("--llm needs PCM_LLM set to a model")
+    memory = Memory.open(settings.with_(llm=None), read_only=True)
+    as_of = datetime(2025, 10, 1, tzinfo=UTC)
+    t = time.perf_counter()
+    _ = memory.index
+    from pcm.retrieval.grounding import usage_stats
+
+    print(f"index open + model load: {time.perf_counter() - t:.1f} s")
+    t = time.perf_counter()
+    usage_stats(memory)
+    print(f"usage counts (computed once per memory version, then cached): {(time.perf_counter() - t) * 1000:.0f} ms")
+    if not use_llm:  # the first question starts the query worker and imports what the pipeline needs
+        ask(memory, str(questions[0]["question"]), client=client, as_of=as_of)
+    totals: list[float] = []
+    stages: dict[str, list[float]] = {"grounding_ms": [], "queries_ms": [], "answer_ms": []}
+    per_question: dict[str, list[float]] = {}
+    tokens: list[int] = []
+    right = cited_right = 0
+    for round_ in range(runs):
+        for q in questions:
+            result = ask(memory, str(q["question"]), client=client, as_of=as_of)
+            totals.append(result.stats["non_llm_ms"])
+            per_question.setdefault(str(q["question"]), []).append(result.stats["non_llm_ms"])
+            for stage, values in stages.items():
+                values.append(result.stats[stage])
+            if round_ == 0:
+                tokens.append(max(result.stats["prompt_tokens"] or [0]))
+                ok = all(str(e).lower() in result.answer.lower() for e in q["expect"])  # type: ignore[union-attr]
+                cites = cited_ids(result) == set(q["evidence"])  # type: ignore[arg-type]
+                right += ok
+                cited_right += cites
+                if not (ok and cites):
+                    print(f"  MISS {q['question']} -> {result.answer} [{result.path}]")
+    n = len(questions)
+    print(f"questions: {n} x {runs} runs; answers right {right}/{n}, citations right {cited_right}/{n}")
+    print(f"non-LLM time per question: p50 {pct(totals, 0.5):.1f} ms, p95 {pct(totals, 0.95):.1f} ms, "
+          f"max {max(totals):.1f} ms (target p95 <= 100 ms)")
+    for stage, values in stages.items():
+        print(f"  {stage[:-3]:>9}: p50 {pct(values, 0.5):6.1f} ms, p95 {pct(values, 0.95):6.1f} ms")
+    slowest = sorted(per_question.items(), key=lambda item: -statistics.median(item[1]))[:5]
+    print("  slowest questions (median ms): " + "; ".join(f"{q[:45]} {statistics.median(v):.0f}" for q, v in slowest))
+    print(f"prompt tokens per question (first call, ~3.5 chars/token): mean {statistics.mean(tokens):.0f}, "
+          f"max {max(tokens)} (target <= 4000)")
+    memory.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--memory", type=Path, default=None)
+    parser.add_argument("--posts", type=int, default=100_000)
+    parser.add_argument("--graphs", type=int, default=8_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--llm", action="store_true", help="use the configured model (PCM_LLM) instead of the gold SPARQL")
+    parser.add_argument("--reindex", action="store_true", help="rebuild the entity index of an existing memory first")
+    args = parser.parse_args()
+    directory = args.memory or Path(tempfile.mkdtemp(prefix="pcm-bench-ask-")) / "memory"
+    if not (directory / "memory.toml").exists():
+        build(directory, args.posts, args.graphs)
+    elif args.reindex:
+        index_entities(directory)
+    run(directory, args.runs, args.llm)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""``pcm ask``: answer a question from memory, citing the utterances it rests on (see :mod:`pcm.retrieval.ask`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from pcm.cli import emit_json, handle_errors, json_option, memory_option, opened, running_server
+from pcm.errors import UsageError
+
+
+@click.command()
+@memory_option
+@click.argument("question")
+@click.option("--k", default=5, show_default=True, help="How many utterances to recall when the graph has no answer.")
+@click.option("--explain", is_flag=True, help="Show every query tried, its outcome, the facts used and timings.")
+@click.option("--as-of", "as_of", default=None, help="The question's date (ISO 8601), for 'last month', 'how long ago'.")
+@json_option
+@click.pass_context
+@handle_errors
+def ask(ctx: click.Context, memory_path: Path | None, question: str, k: int, explain: bool, as_of: str | None,
+        as_json: bool) -> None:
+    """Answer a question from memory, citing the utterances it rests on.
+
+    With an LLM configured, the question becomes a SPARQL query (checked, bounded, repaired when it fails) and the
+    answer is computed from its results; otherwise pcm answers with the best matching utterances and says so.
+    ask never modifies the memory.
+
+    \b
+    Examples:
+      pcm ask "What is my dog's name?"
+      pcm ask "How many days after the party did Joanna fly home?" --explain
+      pcm ask "Where did I travel last month?" --as-of 2025-07-15 --json
+    """
+    from pcm.conversations import parse_timestamp
+    from pcm.llm import make_client
+    from pcm.retrieval.ask import ask as run_ask
+
+    when = None
+    if as_of:
+        try:
+            when = parse_timestamp(as_of)
+        except (ValueError, TypeError) as exc:
+            raise UsageError(f"--as-of {as_of!r}: expected an ISO 8601 date or time") from exc
+    server = running_server(ctx, memory_path) if not (explain or as_of) else None
+    if server is not None:  # `pcm serve` holds the memory: it answers, with its own model and index
+        with server:
+            data = server.ask(question, k=k)
+        if as_json:
+            emit_json(data)
+        else:
+            click.echo(f"{data.get('answer')}\n(path: {data.get('path')}; answered by pcm serve at {server.info.url})")
+        return
+    with opened(ctx, memory_path, read_only=True) as memory:
+        client = make_client(memory.settings)
+        result = run_ask(memory, question, client=client, as_of=when, explain=explain, k=k)
+    if as_json:
+        emit_json(result.as_json(stats=explain))
+        return
+    click.echo(result.render(explain))
+
+
+__all__ = ["ask"]

@@ -1,0 +1,151 @@
+"""``pcm extract``, ``pcm history`` and ``pcm duplicates``: the command line of LLM extraction.
+
+Registered in :mod:`pcm.cli` by the lead (``main.add_command(...)``); each command is a thin shell over
+:mod:`pcm.extraction`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from pcm.cli import emit_json, handle_errors, json_option, memory_option, opened, progress_bar
+from pcm.errors import UsageError
+
+
+@click.command(name="extract")
+@memory_option
+@click.option("--pending", is_flag=True, help="Posts never extracted (e.g. ingested without an LLM).")
+@click.option("--failed", is_flag=True, help="Posts whose last extraction failed.")
+@click.option("--all", "all_", is_flag=True, help="Every post not yet extracted with this prompt and ontology version.")
+@click.option("--force", is_flag=True, help="Re-extract even posts already extracted with the same versions.")
+@json_option
+@click.pass_context
+@handle_errors
+def extract(ctx: click.Context, memory_path: Path | None, pending: bool, failed: bool, all_: bool, force: bool,
+            as_json: bool) -> None:
+    """Extract facts from stored utterances with the configured LLM (PCM_LLM or --llm).
+
+    Runs concurrent calls (PCM_LLM_CONCURRENCY), repairs invalid output (PCM_REPAIR_ROUNDS), and is resumable: an
+    interrupted run is simply run again. What still fails keeps its post, marked failed with its last report.
+
+    \b
+    Examples:
+      pcm --llm anthropic:claude-sonnet-4-5 extract --pending
+      pcm extract --failed --json
+      pcm extract --all          # after an ontology or prompt upgrade
+    """
+    from pcm.extraction import extract_posts, select_posts
+    from pcm.llm import make_client
+
+    chosen = [name for name, on in (("pending", pending), ("failed", failed), ("all", all_)) if on]
+    if len(chosen) != 1:
+        raise UsageError("give exactly one of --pending, --failed or --all")
+    with opened(ctx, memory_path) as memory:
+        client = make_client(memory.settings)
+        if client is None:
+            raise UsageError(
+                "no LLM configured: set PCM_LLM or --llm (anthropic:MODEL, or openai:BASE_URL#MODEL for a local "
+                "model such as Ollama); see docs/llm.md"
+            )
+        posts = select_posts(memory, chosen[0])
+        with progress_bar(len(posts), "extract") as bar:
+            report = extract_posts(memory, posts, client=client, progress=bar.update, force=force)
+    if as_json:
+        emit_json(report.as_json())
+        return
+    click.echo(
+        f"extracted {report.extracted}, failed {report.failed}, skipped {report.skipped} of {report.posts} post(s); "
+        f"{report.calls} LLM call(s), {report.repairs} repair(s), "
+        f"{report.input_tokens} input / {report.output_tokens} output tokens; "
+        f"{report.merges} merge(s), {report.supersessions} knowledge update(s)"
+    )
+    for post, reason in report.failures:
+        click.echo(f"  failed {post}: {reason}", err=True)
+    if report.unknown_terms:
+        terms = ", ".join(f"{t} ({n})" for t, n in report.unknown_terms.most_common(10))
+        click.echo(f"terms the model wanted but the ontology lacks: {terms}")
+
+
+@click.command(name="history")
+@memory_option
+@click.argument("iri")
+@json_option
+@click.pass_context
+@handle_errors
+def history(ctx: click.Context, memory_path: Path | None, iri: str, as_json: bool) -> None:
+    """Show how the facts about an entity changed: past values, when and by what they were replaced.
+
+    IRI may be a full IRI, a CURIE or m:SLUG for one of this memory's individuals.
+
+    \b
+    Example:
+      pcm history m:owner
+    """
+    from pcm.extraction import fact_history
+    from pcm.extraction.context import show_iri
+    from pcm.memory import _expand
+
+    with opened(ctx, memory_path, read_only=True) as memory:
+        full = _expand(iri, memory.manifest.namespace)
+        result = fact_history(memory, full)
+        ns, ontology = memory.manifest.namespace, memory.ontology
+    if as_json:
+        emit_json(result.as_json())
+        return
+    if not result.versions:
+        click.echo(f"no recorded change for {show_iri(full, ns, ontology)}")
+        return
+    click.echo(show_iri(full, ns, ontology))
+    last = None
+    for v in result.versions:
+        if v.predicate != last:
+            click.echo(f"  {show_iri(v.predicate, ns, ontology)}")
+            last = v.predicate
+        value = show_iri(v.value, ns, ontology) if "://" in v.value or v.value.startswith("urn:") else f'"{v.value}"'
+        said = f"said {v.said_at or '?'}" + (f' ("{_short(v.said)}")' if v.said else "")
+        if v.current:
+            click.echo(f"    {value}  {said}  — current")
+        else:
+            by = f' by "{_short(v.superseded_by_text)}"' if v.superseded_by_text else ""
+            click.echo(f"    {value}  {said}  — superseded {v.superseded_at or '?'}{by}")
+
+
+@click.command(name="duplicates")
+@memory_option
+@json_option
+@click.pass_context
+@handle_errors
+def duplicates(ctx: click.Context, memory_path: Path | None, as_json: bool) -> None:
+    """List entities that may be the same thing (never merged automatically).
+
+    \b
+    Example:
+      pcm duplicates --json
+    """
+    from pcm.extraction import find_duplicates
+    from pcm.extraction.context import show_iri
+
+    with opened(ctx, memory_path, read_only=True) as memory:
+        pairs = find_duplicates(memory)
+        ns, ontology = memory.manifest.namespace, memory.ontology
+    if as_json:
+        emit_json([p.as_json() for p in pairs])
+        return
+    if not pairs:
+        click.echo("no likely duplicates")
+        return
+    for p in pairs:
+        click.echo(
+            f"{p.score:.2f}  {show_iri(p.a, ns, ontology)} \"{p.label_a}\"  ~  {show_iri(p.b, ns, ontology)} "
+            f"\"{p.label_b}\"  ({p.reason})"
+        )
+
+
+def _short(text: str | None, limit: int = 70) -> str:
+    one = " ".join((text or "").split())
+    return one if len(one) <= limit else one[: limit - 1] + "…"
+
+
+COMMANDS = (extract, history, duplicates)

@@ -1,0 +1,124 @@
+"""``pcm retrieve``: the triples around the entities a question mentions, found by walking the graph
+(WaterCircles, BeamSearch, A* or a mixture; see :mod:`pcm.retrieval.traversal`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from pcm.cli import emit_json, handle_errors, json_option, memory_option, opened
+from pcm.errors import UsageError
+
+ALGORITHM_CHOICES = ("wc", "bs", "astar", "wc+bs", "bs+astar", "astar+wc", "all")
+
+
+@click.command()
+@memory_option
+@click.argument("question")
+@click.option("--algorithm", "-a", type=click.Choice(ALGORITHM_CHOICES), default=None,
+              help="WaterCircles, BeamSearch, A*, a mixture, or all three (default: the configured one, wc).")
+@click.option("--forbid", default="", metavar="KINDS",
+              help="Vertex kinds walks may not cross: o (object), t (thesis), e (episodic), comma-separated.")
+@click.option("--start", "starts", multiple=True, metavar="IRI",
+              help="Start from this vertex (repeatable; m:slug works) instead of matching the question's entities.")
+@click.option("--top", type=int, default=None,
+              help="Keep the N triples most similar to the question (default 30; 0 keeps every triple found).")
+@click.option("--no-sources", is_flag=True, help="Do not look up the utterances each triple came from.")
+@json_option
+@click.pass_context
+@handle_errors
+def retrieve(ctx: click.Context, memory_path: Path | None, question: str, algorithm: str | None, forbid: str,
+             starts: tuple[str, ...], top: int | None, no_sources: bool, as_json: bool) -> None:
+    """Walk the memory graph from the entities QUESTION mentions and print the triples that may answer it,
+    the path each came from, and the utterances it was said in.
+
+    \b
+    Examples:
+      pcm retrieve "Which shop repaired my Subaru?"
+      pcm retrieve "Who came to the party at Portland park?" --algorithm wc+bs --forbid e
+      pcm retrieve "How are the Trek bike and Rosewood Auto Repair connected?" -a astar --json
+    """
+    from pcm.errors import PcmError
+    from pcm.retrieval.traversal import Kind, engine_for
+    from pcm.retrieval.traversal import retrieve as run
+
+    kinds = Kind.parse_many(forbid)
+    if top is not None and top < 0:
+        raise UsageError("--top takes a positive number (0 keeps every triple found)")
+    with opened(ctx, memory_path, read_only=True) as memory:
+        start = [_expand(s, memory.manifest.namespace) for s in starts] or None
+        try:
+            result = run(memory, question, start=start, algorithm=algorithm, forbid=kinds,
+                         top_n=-1 if top is None else (top or None), sources=not no_sources)
+        except PcmError as exc:
+            if start is None and "index" in str(exc):
+                raise UsageError(f"{exc}; give start vertices with --start") from exc
+            raise
+        engine = engine_for(memory)
+        if as_json:
+            emit_json(result.as_json(engine.text_of))
+            return
+        _print(result, engine.graph.labels)
+
+
+def _expand(iri: str, namespace: str) -> str:
+    """``m:slug`` (this memory's individuals), ``schema:Thing`` style CURIEs, ``<iri>`` or a full IRI."""
+    from pcm.namespaces import PREFIXES
+
+    iri = iri.strip().removeprefix("<").removesuffix(">")
+    prefix, sep, local = iri.partition(":")
+    if sep and not local.startswith("//"):
+        if prefix == "m":
+            return namespace + local
+        if prefix in PREFIXES:
+            return PREFIXES[prefix] + local
+    if "://" not in iri and not iri.startswith("urn:"):
+        return namespace + iri
+    return iri
+
+
+def _print(result: Any, labels: Any) -> None:
+    """Starts, then each triple with its path and sources, then notes (on stderr)."""
+    if result.matches:
+        for m in result.matches:
+            click.echo(f"start: {m.label} <{m.iri}>  (\"{m.mention}\", {m.how} {m.score:.2f})")
+    elif result.starts:
+        names = labels(result.starts)
+        for s in result.starts:
+            click.echo(f"start: {names[s]} <{s.value}>")
+    if not result.found:
+        click.echo("no triples found")
+    for n, item in enumerate(result.found, 1):
+        how = "+".join(sorted(item.algorithms)) + f" {item.role}"
+        similarity = f", similarity {item.similarity:.2f}" if item.similarity is not None else ""
+        click.echo(f"{n:3d}. {item.text}   [{how}{similarity}]")
+        if item.path is not None and item.path.steps:
+            click.echo(f"     path: {_path_text(item.path, labels)}")
+        for source in item.sources[:3]:
+            where = ", ".join(x for x in (source.session, source.time, source.speaker) if x)
+            said = f'"{source.text}"' if source.text else source.file or source.post
+            click.echo(f"     said: {said}" + (f" ({where})" if where else ""))
+    for note in result.notes:
+        click.echo(f"note: {note}", err=True)
+    s = result.stats
+    click.echo(f"({result.algorithm}: {s.queries} SPARQL queries, {s.ms:.0f} ms)", err=True)
+
+
+def _path_text(path: Any, labels: Any) -> str:
+    import pyoxigraph as ox
+
+    from pcm.retrieval.traversal.graph import predicate_words
+
+    names = labels([v for v in path.vertices if isinstance(v, ox.NamedNode)])
+    parts = [names[path.start]]
+    for step in path.steps:
+        target = step.target
+        name = names[target] if isinstance(target, ox.NamedNode) else f'"{target.value}"'
+        words = predicate_words(step.triple.p.value)
+        parts.append(f"-{words}-> {name}" if step.forward else f"<-{words}- {name}")
+    return " ".join(parts)
+
+
+__all__ = ["retrieve"]

@@ -1,0 +1,234 @@
+"""One utterance through the model: prompt, call, normalise, validate, and repair until it passes or rounds run out.
+
+Nothing here writes to the store: the result is an :class:`Extraction` that the single writer applies (see
+:mod:`pcm.extraction.write`). That split is what lets LLM calls run concurrently while writes stay serial.
+
+Repair: the model gets its previous output back with a short readable report (parse error with the line quoted,
+refusals, SHACL violations with "did you mean" hints) and writes the whole Turtle again, up to
+``settings.repair_rounds`` times. Output that is too large is refused without a repair round (echoing it back would
+cost more than it could save). An LLM error (timeout after the client's own retries, refusal, bad key) ends the
+attempt: the post keeps its place with status ``failed`` and the error as its report.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import cache
+from typing import TYPE_CHECKING
+
+import pyoxigraph as ox
+
+from pcm.errors import LLMError
+from pcm.extraction.areas import select_areas
+from pcm.extraction.context import ContextBuilder, TurnContext, node_context, render_user_message, speaker_iri
+from pcm.extraction.normalise import OutputProblem, normalise_output
+from pcm.extraction.prompts import repair_prompt, system_prompt
+from pcm.extraction.supersede import single_valued_properties
+from pcm.extraction.terms import graph_of
+from pcm.llm.base import LLMClient, Message
+from pcm.store import PostInfo
+
+if TYPE_CHECKING:
+    from pcm.memory import Memory
+    from pcm.ontology import Ontology
+    from pcm.shapes import Validator
+
+log = logging.getLogger(__name__)
+
+#: Output budget of one extraction call (a long utterance yields ~60 triples, well under 2k tokens).
+MAX_OUTPUT_TOKENS = 3000
+#: Characters of the previous output echoed back in a repair round.
+ECHO_CHARS = 12_000
+#: Lines of a repair report.
+REPORT_LINES = 20
+_TRUNCATED = frozenset({"max_tokens", "length"})
+_NOTHING = "nothing to extract"
+
+EXTRACTED, FAILED, SKIPPED = "extracted", "failed", "skipped"
+
+
+@dataclass
+class Extraction:
+    """The outcome of one post's extraction, before it is written."""
+
+    post: PostInfo
+    status: str
+    speaker: str
+    triples: list[ox.Triple] = field(default_factory=list)
+    report: str = ""
+    unknown_terms: set[str] = field(default_factory=set)
+    offered: frozenset[str] = frozenset()
+    model: str = ""
+    started: datetime = field(default_factory=lambda: datetime.now(UTC))
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    estimated_prompt_tokens: int = 0
+    repairs: int = 0
+
+
+@dataclass
+class Verdict:
+    """What one model output is worth: triples to keep, or a report to send back (``fatal``: do not retry)."""
+
+    triples: list[ox.Triple]
+    report: str = ""
+    unknown_terms: set[str] = field(default_factory=set)
+    fatal: bool = False
+
+    @property
+    def accepted(self) -> bool:
+        return not self.report
+
+
+class Extractor:
+    """Extracts posts of one memory with one client; thread-safe (the worker threads share it)."""
+
+    def __init__(
+        self,
+        memory: Memory,
+        client: LLMClient,
+        *,
+        ontology: Ontology | None = None,
+        repair_rounds: int | None = None,
+        use_index: bool | None = None,
+    ) -> None:
+        from pcm.ontology import load_ontology
+
+        self.memory = memory
+        self.client = client
+        self.ontology = ontology or load_ontology()
+        self.repair_rounds = memory.settings.repair_rounds if repair_rounds is None else repair_rounds
+        self.contexts = ContextBuilder(memory, use_index=use_index)
+        self.validator = _validator(self.ontology)
+        self.single_valued = single_valued_properties(self.ontology)
+
+    # ------------------------------------------------------------------------------------------------ public
+
+    def extract(self, post: PostInfo, session: Sequence[PostInfo]) -> Extraction:
+        """Run the model on one post (its ``session`` gives the previous turns) and check what it wrote."""
+        if post.role == "system":
+            return Extraction(post, SKIPPED, speaker_iri(post, self.memory.naming), report="system messages are not extracted")
+        context = self.contexts.build(post, session)
+        result = Extraction(post, FAILED, context.speaker, offered=frozenset(e.iri for e in context.entities))
+        system, first = self.prompt(context)
+        messages = [Message.user(first)]
+        for round_ in range(self.repair_rounds + 1):
+            try:
+                completion = self.client.complete(
+                    system=system, messages=messages, operation="extract" if round_ == 0 else "repair",
+                    max_tokens=MAX_OUTPUT_TOKENS,
+                )
+            except LLMError as error:
+                result.report = f"LLM error: {error}"
+                return result
+            result.calls += 1
+            result.model = completion.model or self.client.name
+            result.input_tokens += completion.input_tokens
+            result.output_tokens += completion.output_tokens
+            result.estimated_prompt_tokens += (len(system) + sum(len(m.content) for m in messages)) // 4
+            verdict = self.check(completion.text, truncated=completion.stop_reason in _TRUNCATED)
+            result.unknown_terms |= verdict.unknown_terms
+            if verdict.accepted:
+                result.status, result.triples, result.report = EXTRACTED, verdict.triples, ""
+                return result
+            result.report = verdict.report
+            if verdict.fatal or round_ == self.repair_rounds:
+                return result
+            result.repairs += 1
+            echo = completion.text[:ECHO_CHARS] if completion.text.strip() else "(empty output)"
+            messages = [
+                Message.user(first),
+                Message.assistant(echo),
+                Message.user(repair_prompt().render("user", report=verdict.report)),
+            ]
+        return result
+
+    def prompt(self, context: TurnContext) -> tuple[str, str]:
+        """``(system prompt, first user message)`` for one post; the catalogue is cut to the relevant areas."""
+        text = " ".join([context.post.text, *(p.text for p in context.previous)])
+        types = [t for e in context.entities for t in e.types]
+        areas = tuple(select_areas(text, entity_types=types, ontology=self.ontology))
+        system = _system(self.ontology, areas)
+        return system, render_user_message(context, memory=self.memory, ontology=self.ontology)
+
+    def check(self, text: str, *, truncated: bool = False) -> Verdict:
+        """Normalise and validate one output; the report is what the model gets back if it fails."""
+        try:
+            normalised = normalise_output(text, namespace=self.memory.naming.namespace, ontology=self.ontology)
+        except OutputProblem as problem:
+            return Verdict([], _report([f"[{problem.kind}] {problem}"], truncated), fatal=problem.fatal)
+        if normalised.problems:
+            lines = [f"[refused] {p}" for p in normalised.problems]
+            return Verdict([], _report(lines, truncated), normalised.unknown_terms)
+        if not normalised.triples:
+            if _says_nothing(text):
+                return Verdict([], _report([], truncated))
+            return Verdict([], _report(["[no-turtle] the output holds no Turtle triples; write Turtle, or "
+                                        "'# nothing to extract' when the utterance states no fact"], truncated))
+        lines = self._violations(normalised.triples)
+        return Verdict(normalised.triples, _report(lines, truncated), normalised.unknown_terms)
+
+    # ------------------------------------------------------------------------------------------------ checks
+
+    def _violations(self, triples: list[ox.Triple]) -> list[str]:
+        ns = self.memory.naming.namespace
+        nodes = {
+            t.value for tr in triples for t in (tr.subject, tr.object) if isinstance(t, ox.NamedNode)
+            and t.value.startswith(ns)
+        }
+        report = self.validator.validate(
+            graph_of(triples), memory_namespace=ns, context=node_context(self.memory, nodes)
+        )
+        lines = [f"[{v.rule}] {v.message}" for v in report.violations]
+        return lines + self._multiple_values(triples)
+
+    def _multiple_values(self, triples: list[ox.Triple]) -> list[str]:
+        """A single-valued property given two values for one subject in one utterance cannot be right."""
+        values: dict[tuple[str, str], set[str]] = {}
+        for t in triples:
+            if t.predicate.value in self.single_valued:
+                values.setdefault((str(t.subject), t.predicate.value), set()).add(str(t.object))
+        return [
+            f"[single-valued] {s} has {len(v)} values for {self.ontology.curie(p)}, which holds one value at a "
+            "time: keep the one the utterance states as current"
+            for (s, p), v in sorted(values.items())
+            if len(v) > 1
+        ]
+
+
+def _report(lines: list[str], truncated: bool) -> str:
+    if truncated:
+        lines = ["[truncated] the output was cut off at the token limit: write fewer, essential triples", *lines]
+    if not lines:
+        return ""
+    shown = [f"- {line}" for line in lines[:REPORT_LINES]]
+    if len(lines) > REPORT_LINES:
+        shown.append(f"- ... and {len(lines) - REPORT_LINES} more")
+    return f"{len(lines)} problem(s):\n" + "\n".join(shown)
+
+
+def _says_nothing(text: str) -> bool:
+    """An output with no triples is fine when it says so, or holds nothing but comments and prefixes."""
+    if _NOTHING in text.lower():
+        return True
+    return all(
+        not line.strip() or line.lstrip().startswith(("#", "@prefix", "PREFIX", "@base", "BASE", "```"))
+        for line in text.splitlines()
+    )
+
+
+@cache
+def _validator(ontology: Ontology) -> Validator:
+    """Shapes are parsed once per process and ontology."""
+    from pcm.shapes import Validator
+
+    return Validator(ontology)
+
+
+@cache
+def _system(ontology: Ontology, areas: tuple[str, ...]) -> str:
+    return system_prompt(ontology.catalogue(areas))

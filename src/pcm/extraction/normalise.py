@@ -1,0 +1,378 @@
+"""From what a model wrote to triples pcm can check: strip prose, complete prefixes, parse, re-home, refuse.
+
+Models wrap Turtle in fences and chatter, forget @prefix lines, write ``http://schema.org/``, and invent their own
+namespaces for individuals (``ex:biscuit``, ``:biscuit``, ``<http://example.org/dana>``). All of that is fixed here,
+deterministically, so that a repair round is spent only on what needs the model's judgement.
+
+What is never fixed, only refused (the message goes back to the model in the repair round, and the output is never
+stored): named-graph blocks and SPARQL keywords (an utterance cannot write outside its own extraction graph), a
+redefinition of one of pcm's prefixes, declarations of ontology terms, IRIs of posts, sessions, activities or pcm
+graphs, pcm's own bookkeeping terms, and output larger than the size cap. Vocabulary terms the ontology does not
+define are kept in the triples so that validation reports them (with "did you mean" hints) and so that they are
+counted for the ontology workflow; they are never silently dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cache
+
+import pyoxigraph as ox
+
+from pcm.extraction.areas import RESERVED_AREAS
+from pcm.namespaces import OWL, PREFIXES, RDF, RDFS, SCHEMA, SCHEMA_HTTP, SH, VOCABULARY_NAMESPACES, XSD
+from pcm.naming import slugify
+from pcm.ontology import Ontology
+
+#: Largest model output considered at all (characters); beyond it the output is refused without a repair round.
+MAX_OUTPUT_CHARS = 40_000
+#: Most triples one utterance may produce.
+MAX_TRIPLES = 300
+#: Paths under the memory's namespace that name pcm's own records, never something an utterance talks about.
+RESERVED_PATHS = ("post/", "session/", "activity/", "history/")
+#: Where undeclared, unknown prefixes are parked while parsing; such IRIs are individuals and get re-homed.
+PLACEHOLDER_NS = "https://pcm.invalid/llm-prefix/"
+
+Term = ox.NamedNode | ox.BlankNode | ox.Literal
+
+_SYSTEM_NAMESPACES = (RDF, RDFS, OWL, XSD, SH)
+_KNOWN_NAMESPACES = VOCABULARY_NAMESPACES + _SYSTEM_NAMESPACES
+_RDF_TYPE = RDF + "type"
+_XSD_STRING = XSD + "string"
+_DECLARING_PREDICATES = frozenset(
+    {RDFS + "subClassOf", RDFS + "subPropertyOf", RDFS + "domain", RDFS + "range", RDFS + "isDefinedBy"}
+)
+
+_TOKENS = re.compile(
+    r'(?P<string>"""(?:[^"\\]|\\.|"(?!""))*(?:"""|$)|' r"'''(?:[^'\\]|\\.|'(?!''))*(?:'''|$)|"
+    r'"(?:[^"\\\n]|\\.)*"|' r"'(?:[^'\\\n]|\\.)*')|"
+    r"(?P<iri><[^<>\"{}|^`\\\s]*>)|"
+    r"(?P<comment>#[^\n]*)",
+    re.DOTALL,
+)
+_PREFIX_DECL = re.compile(r"(?:@prefix|(?<![\w@])PREFIX)\s+([A-Za-z][\w.-]*)?:\s*<([^>]*)>", re.IGNORECASE)
+_PREFIX_USE = re.compile(r"(?:^|(?<=[\s;,(\[^]))([A-Za-z][\w.-]*)?:", re.MULTILINE)
+_UPDATE = re.compile(
+    r"(?<![\w:.-])(INSERT\s+DATA|DELETE\s+DATA|DELETE\s+WHERE|INSERT\s*\{|DELETE\s*\{|DROP\s+(?:SILENT\s+)?"
+    r"(?:GRAPH|ALL|DEFAULT|NAMED)|CLEAR\s+(?:SILENT\s+)?(?:GRAPH|ALL|DEFAULT|NAMED)|LOAD\s+<)",
+    re.IGNORECASE,
+)
+_FENCE = re.compile(r"```[^\n`]*\n(.*?)(?:```|\Z)", re.DOTALL)
+_LINE_NO = re.compile(r"\bline (\d+)")
+_DATE_FORMS = (
+    (re.compile(r"\d{4}-\d{2}-\d{2}"), XSD + "date"),
+    (re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})?"), XSD + "dateTime"),
+    (re.compile(r"\d{4}-\d{2}"), XSD + "gYearMonth"),
+    (re.compile(r"\d{4}"), XSD + "gYear"),
+)
+
+
+class OutputProblem(Exception):
+    """The output cannot be read at all (empty, too large, not Turtle). ``fatal``: no repair round is worth it."""
+
+    def __init__(self, message: str, *, kind: str, fatal: bool = False) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.fatal = fatal
+
+
+@dataclass
+class Normalised:
+    """Triples ready for validation, plus what was refused and what the model tried that the ontology lacks."""
+
+    triples: list[ox.Triple]
+    problems: list[str] = field(default_factory=list)
+    """Refusals (hostile or reserved content); any problem means the output is not stored."""
+    unknown_terms: set[str] = field(default_factory=set)
+    notes: list[str] = field(default_factory=list)
+    """What normalisation repaired by itself (prefixes added, dates typed, individuals re-homed)."""
+
+
+def normalise_output(text: str, *, namespace: str, ontology: Ontology) -> Normalised:
+    """Turn a model's reply into canonical triples in the memory's namespace, or say why it cannot be used."""
+    if not text.strip():
+        raise OutputProblem("the output was empty; write Turtle, or '# nothing to extract'", kind="empty")
+    if len(text) > MAX_OUTPUT_CHARS:
+        raise OutputProblem(
+            f"the output is {len(text)} characters, over the {MAX_OUTPUT_CHARS} cap for one utterance", kind="too-large",
+            fatal=True,
+        )
+    body = extract_turtle(text)
+    notes: list[str] = []
+    problems = _forbidden_syntax(text)
+    if problems:
+        return Normalised([], problems=problems)
+    header, problems = _prefix_header(body, namespace, notes)
+    if problems:
+        return Normalised([], problems=problems)
+    triples = _parse(header, body, namespace)
+    if len(triples) > MAX_TRIPLES:
+        raise OutputProblem(
+            f"the output has {len(triples)} triples, over the {MAX_TRIPLES} cap for one utterance", kind="too-large",
+            fatal=True,
+        )
+    triples = _rehome([_https_schema(t) for t in triples], namespace, ontology, notes)
+    result = Normalised(triples, notes=notes)
+    result.problems = _refusals(triples, namespace, ontology)
+    result.triples = _canonical(_type_dates(triples, notes))
+    result.unknown_terms = unknown_terms(result.triples, ontology)
+    return result
+
+
+# ---------------------------------------------------------------------------------------------------- text
+
+
+def extract_turtle(text: str) -> str:
+    """The Turtle inside a reply: the fenced blocks if there are any, else the text without leading/trailing prose."""
+    blocks = _FENCE.findall(text)
+    if blocks:
+        return "\n".join(b.strip("\n") for b in blocks) + "\n"
+    lines = text.strip().splitlines()
+    while lines and _is_prose(lines[0]):
+        lines.pop(0)
+    while lines and _is_prose(lines[-1]):
+        lines.pop()
+    return "\n".join(lines) + "\n"
+
+
+def _is_prose(line: str) -> bool:
+    """A sentence, not Turtle: its first token at column 0 is a plain word (no ``prefix:``, IRI, ``_:``, ``[``)."""
+    if not line.strip() or "{" in line or "}" in line:
+        return False
+    if line[0].isspace():
+        return False
+    first = line.split()[0]
+    if first in ("a", "PREFIX", "BASE", "@prefix", "@base", ".", ";", ",", "[", "]", "(", ")"):
+        return False
+    return not (first[0] in "<_\"'#[(@" or ":" in first or first[0].isdigit())
+
+
+def mask(text: str, *, keep_iris: bool = False) -> str:
+    """``text`` with strings, comments (and IRIs unless ``keep_iris``) blanked out, line structure kept."""
+
+    def blank(match: re.Match[str]) -> str:
+        if keep_iris and match.group("iri"):
+            return match.group(0)
+        return re.sub(r"[^\n]", " ", match.group(0))
+
+    return _TOKENS.sub(blank, text)
+
+
+def _forbidden_syntax(text: str) -> list[str]:
+    """Named graphs and SPARQL have no place in one utterance's triples (checked on the whole reply, prose too)."""
+    code = mask(text)
+    problems = []
+    update = _UPDATE.search(code)
+    if update:
+        problems.append(
+            f"the output contains SPARQL Update ({' '.join(update.group(1).split()).upper()}): "
+            "write plain Turtle triples only"
+        )
+    if "{" in code or "}" in code:
+        problems.append("the output contains a '{ ... }' block: named graphs (TriG) are not allowed, write plain Turtle triples")
+    return problems
+
+
+def _prefix_header(body: str, namespace: str, notes: list[str]) -> tuple[str, list[str]]:
+    """@prefix lines for prefixes used but not declared (one line, so parse errors keep their line numbers - 1)."""
+    declared: dict[str, str] = {}
+    problems: list[str] = []
+    for name, iri in _PREFIX_DECL.findall(mask(body, keep_iris=True)):
+        declared[name] = iri
+        expected = PREFIXES.get(name)
+        if expected is not None and iri != expected and not (name == "schema" and iri == SCHEMA_HTTP):
+            problems.append(f"the output redefines prefix {name}: as <{iri}>; {name}: must be <{expected}>")
+    used = {m.rstrip(".") for m in _PREFIX_USE.findall(mask(body))}
+    missing = sorted(used - declared.keys() - {"_"})
+    lines = []
+    for name in missing:
+        iri = PREFIXES.get(name) or (namespace if name == "m" else f"{PLACEHOLDER_NS}{name or 'default'}/")
+        lines.append(f"@prefix {name}: <{iri}> .")
+    if missing:
+        notes.append("added prefixes " + ", ".join(f"{n}:" for n in missing))
+    return " ".join(lines), problems
+
+
+def _parse(header: str, body: str, namespace: str) -> list[ox.Triple]:
+    document = header + "\n" + body
+    try:
+        quads = list(ox.parse(document.encode("utf-8"), format=ox.RdfFormat.TURTLE, base_iri=namespace))
+    except SyntaxError as error:
+        raise OutputProblem(_syntax_message(str(error), body), kind="syntax") from error
+    except ValueError as error:
+        raise OutputProblem(f"the output is not valid Turtle: {_one_line(str(error))}", kind="syntax") from error
+    return [ox.Triple(q.subject, q.predicate, q.object) for q in quads]
+
+
+def _syntax_message(error: str, body: str) -> str:
+    """The parser's message with line numbers of the model's own text, and the offending line quoted."""
+    lines = body.splitlines()
+    shifted = _LINE_NO.sub(lambda m: f"line {max(1, int(m.group(1)) - 1)}", _one_line(error))
+    found = _LINE_NO.search(shifted)
+    quoted = ""
+    if found:
+        n = int(found.group(1))
+        if 1 <= n <= len(lines):
+            quoted = f" — line {n} reads: {lines[n - 1].strip()[:160]}"
+    return f"Turtle syntax error: {shifted}{quoted}"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())[:300]
+
+
+# ---------------------------------------------------------------------------------------------------- terms
+
+
+def _rehome(triples: list[ox.Triple], namespace: str, ontology: Ontology, notes: list[str]) -> list[ox.Triple]:
+    """Individuals the model named in its own namespaces (``ex:``, ``:``, example.org) move into the memory's."""
+    subjects = {t.subject.value for t in triples if isinstance(t.subject, ox.NamedNode)}
+    entity_objects = {
+        t.object.value
+        for t in triples
+        if isinstance(t.object, ox.NamedNode) and t.predicate.value not in _link_properties(ontology)
+    }
+    foreign = sorted(
+        iri for iri in subjects | entity_objects if _is_foreign(iri, namespace) and not iri.startswith("urn:")
+    )
+    taken: set[str] = set()
+    renamed: dict[str, str] = {}
+    for iri in foreign:
+        slug = slugify(_local_name(iri))
+        candidate, n = slug, 2
+        while candidate in taken:
+            candidate, n = f"{slug}-{n}", n + 1
+        taken.add(candidate)
+        renamed[iri] = namespace + candidate
+    if renamed:
+        notes.append(f"re-homed {len(renamed)} individual(s) into the memory's namespace")
+
+    def fix(term: Term) -> Term:
+        if isinstance(term, ox.NamedNode) and term.value in renamed:
+            return ox.NamedNode(renamed[term.value])
+        return term
+
+    return [ox.Triple(fix(t.subject), t.predicate, fix(t.object)) for t in triples]  # type: ignore[arg-type]
+
+
+def _https_schema(triple: ox.Triple) -> ox.Triple:
+    """``http://schema.org/`` → ``https://schema.org/`` in every position, datatypes included."""
+    from pcm.rdfio import normalise_term
+
+    s, p, o = (normalise_term(x) for x in (triple.subject, triple.predicate, triple.object))
+    return ox.Triple(s, p, o)  # type: ignore[arg-type]
+
+
+def _is_foreign(iri: str, namespace: str) -> bool:
+    return not iri.startswith(namespace) and not iri.startswith(_KNOWN_NAMESPACES) and not iri.startswith(SCHEMA_HTTP)
+
+
+def _local_name(iri: str) -> str:
+    if iri.startswith(PLACEHOLDER_NS):
+        return iri[len(PLACEHOLDER_NS) :].split("/", 1)[-1] or "x"
+    trimmed = iri.rstrip("/#")
+    return re.split(r"[/#:]", trimmed)[-1] or "x"
+
+
+@cache
+def _link_properties(ontology: Ontology) -> frozenset[str]:
+    """Properties whose IRI values are web addresses, not entities (``schema:url``): their objects are not re-homed."""
+    return frozenset(
+        iri for iri, term in ontology.terms.items() if XSD + "anyURI" in term.range or SCHEMA + "URL" in term.range
+    )
+
+
+def _refusals(triples: list[ox.Triple], namespace: str, ontology: Ontology) -> list[str]:
+    """Everything in the output that an utterance may never write; each becomes one line of the repair report."""
+    problems: dict[str, None] = {}
+    reserved = reserved_terms(ontology)
+    for t in triples:
+        for term in (t.subject, t.predicate, t.object):
+            if isinstance(term, ox.NamedNode):
+                why = _reserved_iri(term.value, namespace)
+                if why:
+                    problems[why] = None
+        s, p, o = t.subject, t.predicate.value, t.object
+        if isinstance(s, ox.NamedNode) and s.value.startswith(_KNOWN_NAMESPACES):
+            problems[f"the output describes the vocabulary term {ontology.curie(s.value)}: "
+                     "ontology terms may not be declared or changed by an extraction"] = None
+        if p in _DECLARING_PREDICATES or p.startswith(OWL):
+            problems[f"the output uses {ontology.curie(p)}, which declares ontology terms: not allowed"] = None
+        if p == _RDF_TYPE and isinstance(o, ox.NamedNode) and o.value.startswith((OWL, RDFS, RDF)):
+            problems[f"the output declares something a {ontology.curie(o.value)}: ontology terms may not be declared"] = None
+        for used in (p, o.value if p == _RDF_TYPE and isinstance(o, ox.NamedNode) else None):
+            if used in reserved:
+                problems[f"{ontology.curie(used)} is pcm's own bookkeeping term and may not be written by an extraction"] = None
+    return list(problems)
+
+
+def _reserved_iri(iri: str, namespace: str) -> str | None:
+    if iri.startswith("urn:pcm:"):
+        return f"the output names <{iri}>, one of pcm's graphs: an extraction writes only into its own graph"
+    if iri.startswith(namespace) and iri[len(namespace) :].startswith(RESERVED_PATHS):
+        return f"the output refers to <{iri}>, a post, session or record of pcm: talk about the things said, not posts"
+    return None
+
+
+@cache
+def reserved_terms(ontology: Ontology) -> frozenset[str]:
+    """Terms of the conversation and provenance areas (sioc:content, pcm:extractionStatus, prov:wasDerivedFrom...)."""
+    return frozenset(iri for iri, term in ontology.terms.items() if term.area in RESERVED_AREAS)
+
+
+def _type_dates(triples: list[ox.Triple], notes: list[str]) -> list[ox.Triple]:
+    """A date property with an untyped ISO 8601 string gets its date datatype (a sure fix, no repair round needed)."""
+    out = []
+    fixed = 0
+    for t in triples:
+        o = t.object
+        if t.predicate.value in date_properties() and isinstance(o, ox.Literal) and o.datatype.value == _XSD_STRING:
+            datatype = next((dt for pattern, dt in _DATE_FORMS if pattern.fullmatch(o.value)), None)
+            if datatype is not None:
+                t = ox.Triple(t.subject, t.predicate, ox.Literal(o.value, datatype=ox.NamedNode(datatype)))
+                fixed += 1
+        out.append(t)
+    if fixed:
+        notes.append(f"typed {fixed} date literal(s)")
+    return out
+
+
+@cache
+def date_properties() -> frozenset[str]:
+    """The properties the shapes' date rule covers (``sh:targetSubjectsOf`` of the ``date-literal`` shape)."""
+    import rdflib
+
+    from pcm import resources
+    from pcm.shapes import RULE_PREDICATE
+
+    graph = rdflib.Graph()
+    for path in sorted(resources.shapes_dir().glob("*.ttl")):
+        graph.parse(path, format="turtle")
+    found: set[str] = set()
+    for shape in graph.subjects(RULE_PREDICATE, rdflib.Literal("date-literal")):
+        found.update(str(p) for p in graph.objects(shape, rdflib.URIRef(SH + "targetSubjectsOf")))
+    return frozenset(found)
+
+
+def _canonical(triples: list[ox.Triple]) -> list[ox.Triple]:
+    """Deduplicated, with literals in the store's canonical form ("1.0"^^xsd:decimal is stored as "1")."""
+    store = ox.Store()
+    store.extend([ox.Quad(t.subject, t.predicate, t.object, ox.DefaultGraph()) for t in triples])
+    return [ox.Triple(q.subject, q.predicate, q.object) for q in store]
+
+
+def unknown_terms(triples: Iterable[ox.Triple], ontology: Ontology) -> set[str]:
+    """Vocabulary terms the output uses that the ontology does not define (counted for ``pcm ontology propose``)."""
+    from pcm.shapes import BUILTIN_TERMS
+
+    found: set[str] = set()
+    for t in triples:
+        p = t.predicate.value
+        if p not in BUILTIN_TERMS and not ontology.defines(p):
+            found.add(p)
+        o = t.object
+        if isinstance(o, ox.NamedNode) and o.value.startswith(VOCABULARY_NAMESPACES) and not ontology.defines(o.value):
+            found.add(o.value)
+    return found

@@ -1,0 +1,116 @@
+"""The extraction prompts: versioned Markdown files beside this module, with the vocabulary catalogue generated.
+
+Why files: a prompt is part of what an extraction *was* (its version is recorded on every extraction activity, and
+a re-run skips posts extracted with the same prompt and ontology versions), so it is reviewed and versioned like
+code, not assembled from Python strings. The vocabulary catalogue inside ``extract.v1.md`` is generated from
+``pcm_ontology/`` by :func:`refresh_catalogue` and never typed by hand; a test keeps the committed copy equal to
+the generated one. Each call sends only the catalogue areas relevant to the utterance (see
+:func:`pcm.extraction.areas.select_areas`), because the full catalogue is ~10k tokens.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+PROMPTS_DIR = Path(__file__).resolve().parent
+EXTRACT_FILE = "extract.v1.md"
+REPAIR_FILE = "repair.v1.md"
+CATALOGUE_BEGIN = "<!-- catalogue:begin -->"
+CATALOGUE_END = "<!-- catalogue:end -->"
+
+_HEADER = re.compile(r"^<!-- prompt: (?P<version>[\w.-]+) -->\s*$")
+_PART = re.compile(r"^<!-- part: (?P<name>\w+) -->\s*$", re.MULTILINE)
+_PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
+
+
+@dataclass(frozen=True)
+class PromptFile:
+    """One prompt file: its version (from the header line) and its named parts (``system``, ``user``)."""
+
+    path: Path
+    version: str
+    parts: dict[str, str]
+
+    def render(self, part: str, **values: str) -> str:
+        """Fill ``{{name}}`` placeholders of one part; a missing value is a programming error, so it raises."""
+        text = self.parts[part]
+        missing = sorted(set(_PLACEHOLDER.findall(text)) - values.keys())
+        if missing:
+            raise KeyError(f"prompt {self.path.name} part {part!r} needs values for {missing}")
+        return _PLACEHOLDER.sub(lambda m: values[m.group(1)], text)
+
+
+def read_prompt(path: Path) -> PromptFile:
+    """Parse a prompt file: first line ``<!-- prompt: NAME.vN -->``, then ``<!-- part: NAME -->`` sections."""
+    text = path.read_text(encoding="utf-8")
+    first, _, rest = text.partition("\n")
+    header = _HEADER.match(first)
+    if header is None:
+        raise ValueError(f"{path.name}: first line must be '<!-- prompt: NAME.vN -->'")
+    version = header.group("version")
+    if not path.name.startswith(version + "."):
+        raise ValueError(f"{path.name}: header version {version!r} does not match the file name")
+    pieces = _PART.split(rest)
+    parts = {pieces[i]: pieces[i + 1].strip("\n") + "\n" for i in range(1, len(pieces) - 1, 2)}
+    return PromptFile(path, version, parts)
+
+
+@cache
+def extract_prompt() -> PromptFile:
+    return read_prompt(PROMPTS_DIR / EXTRACT_FILE)
+
+
+@cache
+def repair_prompt() -> PromptFile:
+    return read_prompt(PROMPTS_DIR / REPAIR_FILE)
+
+
+def prompt_version() -> str:
+    """What an extraction activity records as ``pcm:promptVersion``: both prompts that may shape its output."""
+    return f"{extract_prompt().version}+{repair_prompt().version}"
+
+
+def generated_catalogue() -> str:
+    """The full catalogue as :meth:`pcm.ontology.Ontology.catalogue` writes it (what the committed prompt must hold)."""
+    from pcm.ontology import load_ontology
+
+    return load_ontology().catalogue()
+
+
+def committed_catalogue(path: Path | None = None) -> str:
+    """The text between the catalogue markers of the committed prompt file."""
+    text = (path or PROMPTS_DIR / EXTRACT_FILE).read_text(encoding="utf-8")
+    return _split_catalogue(text)[1]
+
+
+def refresh_catalogue(path: Path | None = None) -> bool:
+    """Rewrite the catalogue block of ``extract.v1.md`` from the ontology; True when the file changed."""
+    path = path or PROMPTS_DIR / EXTRACT_FILE
+    text = path.read_text(encoding="utf-8")
+    before, current, after = _split_catalogue(text)
+    fresh = generated_catalogue()
+    if current == fresh:
+        return False
+    path.write_text(before + fresh + after, encoding="utf-8")
+    extract_prompt.cache_clear()
+    return True
+
+
+def system_prompt(catalogue: str) -> str:
+    """The extraction system prompt with the catalogue block replaced by the given (selected) catalogue."""
+    before, _, after = _split_catalogue(extract_prompt().parts["system"])
+    head, tail = before[: -len(CATALOGUE_BEGIN) - 1], after[len(CATALOGUE_END) :]
+    return head + catalogue + tail
+
+
+def _split_catalogue(text: str) -> tuple[str, str, str]:
+    """``(text up to and including the begin marker + newline, the block, the end marker and the rest)``."""
+    start = text.find(CATALOGUE_BEGIN)
+    end = text.find(CATALOGUE_END)
+    if start < 0 or end < start:
+        raise ValueError(f"prompt has no '{CATALOGUE_BEGIN}' ... '{CATALOGUE_END}' block")
+    head = start + len(CATALOGUE_BEGIN) + 1
+    return text[:head], text[head:end], text[end:]

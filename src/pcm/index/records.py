@@ -1,0 +1,73 @@
+"""The rows the side index holds and the answers it gives, as plain frozen dataclasses.
+
+The store (the source of truth) turns its posts and entities into these records; the index never reads RDF, so it
+can be rebuilt from any store view (``reconcile``) and tested without one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+
+@dataclass(frozen=True)
+class PostRecord:
+    """One ``sioc:Post`` as the index sees it: keyed by its IRI, placed by session and position."""
+
+    iri: str
+    session: str
+    role: str
+    speaker: str | None
+    time: datetime | None
+    text: str
+    source_id: str | None
+    position: int
+
+
+@dataclass(frozen=True)
+class EntityRecord:
+    """One individual of the memory: its labels, its types and a short text made from its label, types and facts."""
+
+    iri: str
+    label: str
+    alt_labels: tuple[str, ...]
+    types: tuple[str, ...]
+    text: str
+
+
+@dataclass(frozen=True)
+class RecallHit:
+    """One post returned by episodic recall, with the fused score that ranked it."""
+
+    post: str
+    source_id: str | None
+    session: str
+    time: datetime | None
+    speaker: str | None
+    role: str
+    text: str
+    score: float
+
+    def as_json(self) -> dict[str, Any]:
+        """The keys of the dataclass, ``time`` as an ISO 8601 string (or ``None``): what ``pcm recall --json`` prints."""
+        return {
+            "post": self.post,
+            "source_id": self.source_id,
+            "session": self.session,
+            "time": self.time.isoformat() if self.time is not None else None,
+            "speaker": self.speaker,
+            "role": self.role,
+            "text": self.text,
+            "score": self.score,
+        }
+
+
+@dataclass(frozen=True)
+class EntityMatch:
+    """A candidate vertex for a mention. ``how`` names the legs that found it, joined by ``+`` (``exact+vector``)."""
+
+    iri: str
+    label: str
+    score: float
+    how: str

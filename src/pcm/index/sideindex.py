@@ -1,0 +1,606 @@
+"""The LanceDB side index: derived from the store, keyed by IRI, never the source of truth.
+
+The facade writes the store first and the index second. If the process dies in between, the index lacks what the
+store has; :meth:`SideIndex.reconcile`, called with the store's view on open, replays it (and deletes what the store
+forgot), so a crash loses nothing. Everything here can be thrown away and rebuilt with ``pcm reindex``.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+
+from pcm.errors import MemoryVersionError, PcmError, UsageError
+from pcm.index import entities as entity_ranking
+from pcm.index import recall as ranking
+from pcm.index.embedder import Embedder, get_embedder
+from pcm.index.mirror import EntityMirror, PostMirror
+from pcm.index.records import EntityMatch, EntityRecord, PostRecord, RecallHit
+from pcm.index.tables import (
+    KEY_SEPARATOR,
+    EntityRow,
+    Meta,
+    PostRow,
+    Tables,
+    check_meta,
+    entity_rows_table,
+    parse_time,
+    post_rows_table,
+    read_meta,
+    wipe,
+    write_meta,
+)
+from pcm.index.text import (
+    embed_text,
+    entity_digest,
+    entity_embed_text,
+    entity_search_text,
+    exact_label,
+    named_speakers,
+    normalise_label,
+    post_digest,
+    search_hash,
+    search_text,
+    sql_string,
+    timestamp,
+    vector_query,
+    without_speakers,
+)
+
+Progress = Callable[[int], None]
+"""Called with the number of records just written (e.g. ``tqdm.update``)."""
+
+_WRITE_CHUNK = 2048
+"""Records embedded and committed together: bounds memory and gives ``reindex`` its progress steps."""
+_QUERY_CACHE = 256
+
+
+class SideIndex:
+    """Utterances and entities with full-text and vector search, mirrored in memory for speed."""
+
+    version_retention: timedelta = timedelta(minutes=10)
+    """``optimize()`` drops table versions older than this (a reader in another process may still use recent ones)."""
+    optimize_every: int = 200
+    """Write calls between automatic ``optimize()`` runs, so the unindexed full-text tail and old versions stay small."""
+
+    def __init__(self, directory: Path, tables: Tables, embedder: Embedder) -> None:
+        """Use :meth:`open`."""
+        self.directory = directory
+        self.embedder = embedder
+        self._tables: Tables | None = tables
+        self._lock = threading.RLock()
+        self._post_mirror: PostMirror | None = None
+        self._entity_mirror: EntityMirror | None = None
+        self._writes = 0
+        self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    # -- lifecycle ------------------------------------------------------------------------------------------------
+    @classmethod
+    def open(cls, directory: Path, *, embedder: Embedder | None = None, rebuild: bool = False) -> SideIndex:
+        """Open (creating if missing) the index in ``directory``.
+
+        Raises :class:`~pcm.errors.MemoryVersionError` when the index was built with another embedding model or
+        layout. ``rebuild=True`` first deletes everything in the directory (``pcm reindex`` after a model change);
+        follow it with :meth:`reconcile`.
+        """
+        directory = Path(directory)
+        embedder = embedder if embedder is not None else get_embedder()
+        if rebuild:
+            wipe(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        meta = read_meta(directory)
+        if meta is None:
+            if any(directory.glob("*.lance")):
+                raise MemoryVersionError(f"the index in {directory} has no model record; run `pcm reindex`")
+            write_meta(directory, Meta(embedder.name, embedder.dim))
+        else:
+            check_meta(directory, meta, embedder.name, embedder.dim)
+        return cls(directory, Tables(directory, embedder.dim), embedder)
+
+    def close(self) -> None:
+        """Release the tables; the object cannot be used afterwards."""
+        with self._lock:
+            self._tables = None
+
+    def __enter__(self) -> SideIndex:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def clear(self) -> None:
+        """Delete every row of both tables and record the current model (``pcm reindex`` then reconciles)."""
+        with self._lock:
+            tables = self._open_tables()
+            tables.drop_all()
+            write_meta(self.directory, Meta(self.embedder.name, self.embedder.dim))
+            self._tables = Tables(self.directory, self.embedder.dim)
+            self._post_mirror = PostMirror(self.embedder.dim)
+            self._entity_mirror = EntityMirror(self.embedder.dim)
+            self._writes = 0
+
+    def optimize(self) -> None:
+        """Compact the tables, fold new rows into the full-text indexes and drop old table versions."""
+        with self._lock:
+            self._open_tables().optimize(self.version_retention)
+            self._writes = 0
+
+    # -- what is indexed ------------------------------------------------------------------------------------------
+    def post_iris(self) -> set[str]:
+        with self._lock:
+            return self._posts.iris()
+
+    def entity_iris(self) -> set[str]:
+        with self._lock:
+            return self._entities.iris()
+
+    # -- writes ---------------------------------------------------------------------------------------------------
+    def upsert_posts(self, records: Sequence[PostRecord]) -> None:
+        """Insert or replace posts (unchanged ones are skipped; a new text is embedded, a moved post is not)."""
+        with self._lock:
+            latest = {r.iri: r for r in records}
+            changed = [r for r in latest.values() if self._posts.digest(r.iri) != post_digest(r)]
+            self._write_posts(changed, set())
+
+    def delete_posts(self, iris: Iterable[str]) -> None:
+        """Remove posts (the store forgot them); their words also leave the context of the turn after them."""
+        with self._lock:
+            gone = {iri for iri in iris if iri in self._posts}
+            self._write_posts([], gone)
+
+    def upsert_entities(self, records: Sequence[EntityRecord]) -> None:
+        """Insert or replace entities (unchanged ones are skipped)."""
+        with self._lock:
+            latest = {r.iri: r for r in records}
+            changed = [r for r in latest.values() if self._entities.digest(r.iri) != entity_digest(r)]
+            self._write_entities(changed, set())
+
+    def delete_entities(self, iris: Iterable[str]) -> None:
+        with self._lock:
+            gone = {iri for iri in iris if iri in self._entities}
+            self._write_entities([], gone)
+
+    def reconcile(
+        self,
+        posts: Iterable[PostRecord],
+        entities: Iterable[EntityRecord],
+        *,
+        progress: Progress | None = None,
+    ) -> tuple[int, int]:
+        """Make the index equal to the store's view: upsert what is missing or changed, delete what the store does
+        not have, and repair any post whose neighbour context is stale. Returns ``(upserted, deleted)`` rows.
+
+        Run on open with the store's posts and entities: what a crash kept from the index is replayed here.
+        """
+        with self._lock:
+            store_posts = {r.iri: r for r in posts}
+            store_entities = {r.iri: r for r in entities}
+            changed_posts = [r for r in store_posts.values() if self._posts.digest(r.iri) != post_digest(r)]
+            changed_entities = [
+                r for r in store_entities.values() if self._entities.digest(r.iri) != entity_digest(r)
+            ]
+            extra_posts = self._posts.iris() - store_posts.keys()
+            extra_entities = self._entities.iris() - store_entities.keys()
+            self._write_posts(changed_posts, extra_posts, progress=progress)
+            self._write_entities(changed_entities, extra_entities, progress=progress)
+            repaired = self._repair_contexts()
+            upserted = len(changed_posts) + len(changed_entities) + repaired
+            deleted = len(extra_posts) + len(extra_entities)
+            if upserted or deleted:
+                self.optimize()
+            return upserted, deleted
+
+    # -- reads ----------------------------------------------------------------------------------------------------
+    def recall(
+        self,
+        query: str,
+        k: int = 10,
+        *,
+        role: str | None = None,
+        speaker: str | None = None,
+        session: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        mode: str = "hybrid",
+        recency: float | None = None,
+    ) -> list[RecallHit]:
+        """The ``k`` posts that best answer ``query``.
+
+        ``mode`` is ``hybrid`` (full-text and vectors fused by weighted RRF), ``fts`` or ``vector``. Filters
+        restrict both legs before ranking; ``since``/``until`` are inclusive. ``recency`` (a decay rate, e.g. 1.0)
+        re-ranks by Memoria-style exponential recency over the candidates' message times.
+        """
+        if mode not in ranking.MODES:
+            raise UsageError(f"recall mode {mode!r} is not one of {', '.join(ranking.MODES)}")
+        if recency is not None and recency < 0:
+            raise UsageError(f"recency decay must be >= 0, got {recency}")
+        with self._lock:
+            tables = self._open_tables()
+            if k <= 0 or not query.strip() or len(self._posts) == 0:
+                return []
+            depth = max(ranking.DEPTH, 4 * k)
+            since_ts = timestamp(since) if since is not None else None
+            until_ts = timestamp(until) if until is not None else None
+            mask = self._posts.mask(
+                role=role, speaker=speaker, session=session, since=since_ts, until=until_ts
+            )
+            named = named_speakers(query, self._posts.speaker_counts)
+            factors = self._speaker_prior(named) if speaker is None else None
+            where = _post_filter(role, speaker, session, since_ts, until_ts)
+            legs: list[ranking.Leg] = []
+            if mode != "vector":
+                # the speaker prior re-orders the full-text hits after the cut, so cut deeper when it applies
+                fts_depth = depth if factors is None else 2 * depth
+                hits = tables.fts(tables.posts, without_speakers(query, named), fts_depth, where)
+                legs.append(self._fts_leg(hits, factors))
+            if mode != "fts":
+                vector = self._query_vector(vector_query(query))
+                slots, scores = self._posts.top_by_vector(vector, depth, mask, factors)
+                legs.append(ranking.rank_leg(slots, scores, ranking.VECTOR_WEIGHT))
+            if mode == "hybrid":
+                fused = ranking.rrf(legs)
+            else:
+                fused = dict(zip(legs[0].slots.tolist(), legs[0].scores.tolist(), strict=True))
+            return self._hits(fused, k, recency)
+
+    def match_entities(self, mention: str, k: int = 10) -> list[EntityMatch]:
+        """Candidate entity IRIs for a mention, best first: exact and normalised labels, full-text, vectors."""
+        with self._lock:
+            tables = self._open_tables()
+            mention = " ".join(mention.split())
+            if not mention or k <= 0 or len(self._entities) == 0:
+                return []
+            depth = max(20, 2 * k)
+            fts_hits = tables.fts(tables.entities, mention, depth)
+            vector = self._query_vector(mention)
+            slots, scores = self._entities.top_by_vector(vector, depth)
+            mirror = self._entities
+            return entity_ranking.combine(
+                exact=mirror.exact.get(exact_label(mention), ()),
+                normalised=mirror.normal.get(normalise_label(mention), ()),
+                fts=[(i, s) for i, s in fts_hits if i in mirror],
+                vector=[
+                    (mirror.record_at(s).iri, float(c))
+                    for s, c in zip(slots.tolist(), scores.tolist(), strict=True)
+                ],
+                label_of=lambda iri: mirror.record_at(mirror.slot_of[iri]).label,
+                similarity=lambda iri: float(mirror.vectors[mirror.slot_of[iri]] @ vector),
+                k=k,
+            )
+
+    # -- internals: writing posts ---------------------------------------------------------------------------------
+    def _write_posts(
+        self, changed: list[PostRecord], removed: set[str], progress: Progress | None = None
+    ) -> None:
+        """Upsert ``changed`` and delete ``removed`` in as few commits as possible, refreshing the context of the
+        turns that follow any post that appeared, moved, changed or went."""
+        if not changed and not removed:
+            return
+        changed = sorted(changed, key=lambda r: (r.session, r.position))
+        for start in range(0, max(len(changed), 1), _WRITE_CHUNK):
+            chunk = changed[start : start + _WRITE_CHUNK]
+            gone = removed if start + _WRITE_CHUNK >= len(changed) else set()
+            self._write_post_chunk(chunk, gone)
+            if progress is not None and chunk:
+                progress(len(chunk))
+        self._after_write()
+
+    def _write_post_chunk(self, changed: list[PostRecord], removed: set[str]) -> None:
+        tables = self._open_tables()
+        view = _PostView(self._posts, changed, removed)
+        vectors = self._post_vectors(changed)
+        rows = [self._post_row(r, view.previous(r), vectors[r.iri], post_digest(r)) for r in changed]
+        written = {r.iri for r in changed}
+        for follower in view.followers():
+            if follower.iri in written:
+                continue
+            row = self._refreshed_row(follower, view.previous(follower))
+            if row is not None:
+                rows.append(row)
+                written.add(follower.iri)
+        if rows:
+            tables.upsert(tables.posts, post_rows_table(rows, self.embedder.dim))
+        if removed:
+            tables.delete(tables.posts, removed)
+        for iri in removed:
+            self._posts.remove(iri)
+        for row in rows:
+            self._posts.put(row.record, row.digest, row.search_hash, row.vector)
+
+    def _post_vectors(self, records: list[PostRecord]) -> dict[str, np.ndarray]:
+        """Vectors for ``records``: reused when the embedded text is unchanged, else encoded in one batch."""
+        out: dict[str, np.ndarray] = {}
+        todo: list[PostRecord] = []
+        for record in records:
+            old = self._posts.record(record.iri)
+            if old is not None and embed_text(old) == embed_text(record):
+                out[record.iri] = self._posts.vectors[self._posts.slot_of[record.iri]].copy()
+            else:
+                todo.append(record)
+        if todo:
+            encoded = self.embedder.encode([embed_text(r) for r in todo])
+            out.update({r.iri: encoded[i] for i, r in enumerate(todo)})
+        return out
+
+    def _post_row(
+        self, record: PostRecord, previous: PostRecord | None, vector: np.ndarray, digest: str
+    ) -> PostRow:
+        return PostRow(record, search_text(record, previous), digest, vector)
+
+    def _refreshed_row(self, record: PostRecord, previous: PostRecord | None) -> PostRow | None:
+        """The row of an unchanged post with its context recomputed, or ``None`` when its context is current."""
+        search = search_text(record, previous)
+        slot = self._posts.slot_of[record.iri]
+        if self._posts.search_hashes[slot] == search_hash(search):
+            return None
+        return PostRow(record, search, self._posts.digests[slot], self._posts.vectors[slot].copy())
+
+    def _repair_contexts(self) -> int:
+        """Rewrite posts whose stored context no longer matches their previous turn (after an interrupted write)."""
+        rows = [
+            row
+            for record in list(self._posts.live_records())
+            if (row := self._refreshed_row(record, self._posts.previous(record))) is not None
+        ]
+        if rows:
+            tables = self._open_tables()
+            tables.upsert(tables.posts, post_rows_table(rows, self.embedder.dim))
+            for row in rows:
+                self._posts.put(row.record, row.digest, row.search_hash, row.vector)
+        return len(rows)
+
+    # -- internals: writing entities ------------------------------------------------------------------------------
+    def _write_entities(
+        self, changed: list[EntityRecord], removed: set[str], progress: Progress | None = None
+    ) -> None:
+        if not changed and not removed:
+            return
+        tables = self._open_tables()
+        for start in range(0, len(changed), _WRITE_CHUNK):
+            chunk = changed[start : start + _WRITE_CHUNK]
+            vectors = self._entity_vectors(chunk)
+            rows = [EntityRow(r, entity_search_text(r), entity_digest(r), vectors[r.iri]) for r in chunk]
+            tables.upsert(tables.entities, entity_rows_table(rows, self.embedder.dim))
+            for row in rows:
+                self._entities.put(row.record, row.digest, row.search_hash, row.vector)
+            if progress is not None:
+                progress(len(chunk))
+        if removed:
+            tables.delete(tables.entities, removed)
+            for iri in removed:
+                self._entities.remove(iri)
+        self._after_write()
+
+    def _entity_vectors(self, records: list[EntityRecord]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        todo: list[EntityRecord] = []
+        for record in records:
+            old = self._entities.record(record.iri)
+            if old is not None and entity_embed_text(old) == entity_embed_text(record):
+                out[record.iri] = self._entities.vectors[self._entities.slot_of[record.iri]].copy()
+            else:
+                todo.append(record)
+        if todo:
+            encoded = self.embedder.encode([entity_embed_text(r) for r in todo])
+            out.update({r.iri: encoded[i] for i, r in enumerate(todo)})
+        return out
+
+    def _after_write(self) -> None:
+        self._writes += 1
+        if self._writes >= self.optimize_every:
+            self.optimize()
+
+    # -- internals: reading ---------------------------------------------------------------------------------------
+    @property
+    def _posts(self) -> PostMirror:
+        """The posts mirror, filled from the table on first use (recall never needs the entities mirror, nor
+        entity matching the posts one)."""
+        if self._post_mirror is None:
+            tables = self._open_tables()
+            with _gc_paused():
+                c = tables.read(tables.posts, _POST_COLUMNS)
+                mirror = PostMirror(self.embedder.dim)
+                mirror.load(_post_records(c), c["digest"], c["search_hash"], c["vector"], c["ts"])
+            self._post_mirror = mirror
+        return self._post_mirror
+
+    @property
+    def _entities(self) -> EntityMirror:
+        """The entities mirror, filled from the table on first use."""
+        if self._entity_mirror is None:
+            tables = self._open_tables()
+            with _gc_paused():
+                c = tables.read(tables.entities, _ENTITY_COLUMNS)
+                keys = [
+                    _split_keys(exact, normal)
+                    for exact, normal in zip(c["exact_keys"], c["normal_keys"], strict=True)
+                ]
+                mirror = EntityMirror(self.embedder.dim)
+                mirror.load(_entity_records(c), c["digest"], c["search_hash"], c["vector"], keys)
+            self._entity_mirror = mirror
+        return self._entity_mirror
+
+    def _hits(self, fused: dict[int, float], k: int, recency: float | None) -> list[RecallHit]:
+        if not fused:
+            return []
+        slots = np.fromiter(fused.keys(), dtype=np.int64, count=len(fused))
+        scores = np.fromiter(fused.values(), dtype=np.float64, count=len(fused))
+        if recency is not None:
+            scores = scores * ranking.recency_weights(self._posts.ts[slots], recency)
+        order = np.lexsort((slots, -scores))[:k]
+        hits = []
+        for i in order.tolist():
+            record = self._posts.record_at(int(slots[i]))
+            hits.append(
+                RecallHit(
+                    post=record.iri,
+                    source_id=record.source_id,
+                    session=record.session,
+                    time=record.time,
+                    speaker=record.speaker,
+                    role=record.role,
+                    text=record.text,
+                    score=float(scores[i]),
+                )
+            )
+        return hits
+
+    def _fts_leg(self, hits: list[tuple[str, float]], factors: np.ndarray | None) -> ranking.Leg:
+        known = [(self._posts.slot_of[iri], score) for iri, score in hits if iri in self._posts]
+        slots = np.array([slot for slot, _ in known], dtype=np.int64)
+        scores = np.array([score for _, score in known], dtype=np.float64)
+        return ranking.rank_leg(slots, scores, ranking.FTS_WEIGHT, factors)
+
+    def _speaker_prior(self, named: set[str]) -> np.ndarray | None:
+        """Per-slot factors favouring the one speaker a query names (``None`` when it names none or several)."""
+        if len(named) != 1:
+            return None
+        (name,) = named
+        return ranking.speaker_factors(self._posts.capacity(), self._posts.speaker_mask(name))
+
+    def _query_vector(self, text: str) -> np.ndarray:
+        """The vector of a query or mention; recent ones are cached (mentions recur during extraction)."""
+        cached = self._query_cache.get(text)
+        if cached is not None:
+            self._query_cache.move_to_end(text)
+            return cached
+        vector = self.embedder.encode([text])[0]
+        self._query_cache[text] = vector
+        if len(self._query_cache) > _QUERY_CACHE:
+            self._query_cache.popitem(last=False)
+        return vector
+
+    def _open_tables(self) -> Tables:
+        if self._tables is None:
+            raise PcmError(f"the index in {self.directory} is closed")
+        return self._tables
+
+
+class _PostView:
+    """The posts as they will be once a write lands: the batch overrides the mirror, removed posts are gone."""
+
+    def __init__(self, mirror: PostMirror, changed: list[PostRecord], removed: set[str]) -> None:
+        self._mirror = mirror
+        self._changed = changed
+        self._removed = removed
+        self._touched = removed | {r.iri for r in changed}
+        self._at = {(r.session, r.position): r for r in changed}
+
+    def at(self, session: str, position: int) -> PostRecord | None:
+        record = self._at.get((session, position))
+        if record is not None:
+            return record
+        iri = self._mirror.at.get((session, position))
+        if iri is None or iri in self._touched:
+            return None
+        return self._mirror.record(iri)
+
+    def previous(self, record: PostRecord) -> PostRecord | None:
+        return self.at(record.session, record.position - 1)
+
+    def followers(self) -> list[PostRecord]:
+        """Posts whose previous turn is one that appeared, changed, moved or went."""
+        places: set[tuple[str, int]] = set()
+        for record in self._changed:
+            places.add((record.session, record.position + 1))
+            old = self._mirror.record(record.iri)
+            if old is not None:
+                places.add((old.session, old.position + 1))
+        for iri in self._removed:
+            old = self._mirror.record(iri)
+            if old is not None:
+                places.add((old.session, old.position + 1))
+        found = (self.at(session, position) for session, position in sorted(places))
+        return [r for r in found if r is not None and r.iri not in self._removed and r.iri in self._mirror]
+
+
+_POST_COLUMNS = (
+    "iri",
+    "session",
+    "role",
+    "speaker",
+    "time",
+    "text",
+    "source_id",
+    "position",
+    "search_hash",
+    "digest",
+    "vector",
+    "ts",
+)
+_ENTITY_COLUMNS = (
+    "iri",
+    "label",
+    "alt_labels",
+    "types",
+    "text",
+    "search_hash",
+    "exact_keys",
+    "normal_keys",
+    "digest",
+    "vector",
+)
+
+
+def _post_records(c: dict[str, Any]) -> list[PostRecord]:
+    fields = zip(
+        c["iri"],
+        c["session"],
+        c["role"],
+        c["speaker"],
+        c["time"],
+        c["text"],
+        c["source_id"],
+        c["position"],
+        strict=True,
+    )
+    return [PostRecord(i, s, r, sp, parse_time(t), x, src, int(p)) for i, s, r, sp, t, x, src, p in fields]
+
+
+def _entity_records(c: dict[str, Any]) -> list[EntityRecord]:
+    fields = zip(c["iri"], c["label"], c["alt_labels"], c["types"], c["text"], strict=True)
+    return [EntityRecord(i, label, tuple(a or ()), tuple(t or ()), x) for i, label, a, t, x in fields]
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a mirror is built: the hundreds of thousands of small objects
+    trigger collection after collection over an ever larger heap (loading 100k entities took twice as long)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _split_keys(exact: str | None, normal: str | None) -> tuple[list[str], list[str]]:
+    return (exact.split(KEY_SEPARATOR) if exact else [], normal.split(KEY_SEPARATOR) if normal else [])
+
+
+def _post_filter(
+    role: str | None, speaker: str | None, session: str | None, since: float | None, until: float | None
+) -> str | None:
+    """The SQL prefilter of the full-text leg, the same restriction the vector leg applies in memory."""
+    parts = [
+        f"{column} = {sql_string(value)}"
+        for column, value in (("role", role), ("speaker", speaker), ("session", session))
+        if value is not None
+    ]
+    if since is not None:
+        parts.append(f"ts >= {since!r}")
+    if until is not None:
+        parts.append(f"ts <= {until!r}")
+    return " AND ".join(parts) or None

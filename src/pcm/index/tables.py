@@ -1,0 +1,304 @@
+"""The LanceDB side of the index: the directory layout, table schemas, the model record, reads and writes.
+
+``<index dir>/meta.json`` records the embedding model and the layout version; ``utterances`` and ``entities`` are
+LanceDB tables keyed by IRI, each with a native full-text index on its ``search`` column. Every write is one
+LanceDB commit (atomic), so a crash leaves each table at the previous or the next version, never between.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import lancedb
+import numpy as np
+import pyarrow as pa
+from lancedb.index import FTS
+
+from pcm.errors import MemoryVersionError
+from pcm.index.records import EntityRecord, PostRecord
+from pcm.index.text import label_keys, search_hash, sql_string, timestamp
+
+FORMAT_VERSION = 1
+"""Layout of the index directory; a different number means ``pcm reindex``."""
+POSTS_TABLE = "utterances"
+ENTITIES_TABLE = "entities"
+META_FILE = "meta.json"
+_DELETE_CHUNK = 500
+KEY_SEPARATOR = "\x1f"
+"""Joins an entity's label keys in one string column: flat strings load several times faster than lists."""
+
+
+@dataclass(frozen=True)
+class Meta:
+    model: str
+    dim: int
+    format: int = FORMAT_VERSION
+
+    def as_json(self) -> dict[str, Any]:
+        return {"model": self.model, "dim": self.dim, "format": self.format}
+
+
+def read_meta(directory: Path) -> Meta | None:
+    path = directory / META_FILE
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return Meta(str(data["model"]), int(data["dim"]), int(data.get("format", 0)))
+    except (ValueError, KeyError, TypeError) as err:
+        raise MemoryVersionError(f"{path} is unreadable ({err}); run `pcm reindex`") from None
+
+
+def write_meta(directory: Path, meta: Meta) -> None:
+    """Write the model record atomically (temporary file, then rename)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = directory / f".{META_FILE}.tmp"
+    tmp.write_text(json.dumps(meta.as_json(), indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, directory / META_FILE)
+
+
+def check_meta(directory: Path, found: Meta, model: str, dim: int) -> None:
+    """Refuse an index built with another model or layout, with the one line that says what to do."""
+    if found.model != model or found.dim != dim:
+        raise MemoryVersionError(
+            f"the index in {directory} was built with {found.model} (dim {found.dim}); "
+            f"this pcm uses {model} (dim {dim}); run `pcm reindex`"
+        )
+    if found.format > FORMAT_VERSION:
+        raise MemoryVersionError(
+            f"the index in {directory} has layout {found.format}, newer than this pcm ({FORMAT_VERSION}); upgrade pcm"
+        )
+    if found.format < FORMAT_VERSION:
+        raise MemoryVersionError(
+            f"the index in {directory} has the older layout {found.format} (this pcm writes {FORMAT_VERSION}); "
+            "run `pcm reindex`"
+        )
+
+
+def wipe(directory: Path) -> None:
+    """Remove every table and the model record (``pcm reindex`` after a model change)."""
+    if not directory.exists():
+        return
+    for child in directory.iterdir():
+        if child.is_dir():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
+
+
+def post_schema(dim: int) -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field("iri", pa.string(), nullable=False),
+            pa.field("session", pa.string()),
+            pa.field("role", pa.string()),
+            pa.field("speaker", pa.string()),
+            pa.field("time", pa.string()),
+            pa.field("ts", pa.float64()),
+            pa.field("text", pa.string()),
+            pa.field("source_id", pa.string()),
+            pa.field("position", pa.int64()),
+            pa.field("search", pa.string()),
+            pa.field("search_hash", pa.string()),
+            pa.field("digest", pa.string()),
+            pa.field("vector", pa.list_(pa.float32(), dim)),
+        ]
+    )
+
+
+def entity_schema(dim: int) -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field("iri", pa.string(), nullable=False),
+            pa.field("label", pa.string()),
+            pa.field("alt_labels", pa.list_(pa.string())),
+            pa.field("types", pa.list_(pa.string())),
+            pa.field("text", pa.string()),
+            pa.field("search", pa.string()),
+            pa.field("search_hash", pa.string()),
+            pa.field("exact_keys", pa.string()),
+            pa.field("normal_keys", pa.string()),
+            pa.field("digest", pa.string()),
+            pa.field("vector", pa.list_(pa.float32(), dim)),
+        ]
+    )
+
+
+@dataclass(frozen=True)
+class PostRow:
+    """One row of the utterances table: the record, its full-text column and fingerprints, its vector."""
+
+    record: PostRecord
+    search: str
+    digest: str
+    vector: np.ndarray
+
+    @property
+    def search_hash(self) -> str:
+        return search_hash(self.search)
+
+
+@dataclass(frozen=True)
+class EntityRow:
+    """One row of the entities table; the label keys are stored so opening does not recompute them."""
+
+    record: EntityRecord
+    search: str
+    digest: str
+    vector: np.ndarray
+
+    @property
+    def search_hash(self) -> str:
+        return search_hash(self.search)
+
+
+def post_rows_table(rows: Sequence[PostRow], dim: int) -> pa.Table:
+    records = [r.record for r in rows]
+    return pa.table(
+        {
+            "iri": [r.iri for r in records],
+            "session": [r.session for r in records],
+            "role": [r.role for r in records],
+            "speaker": [r.speaker for r in records],
+            "time": [r.time.isoformat() if r.time else None for r in records],
+            "ts": [timestamp(r.time) if r.time else None for r in records],
+            "text": [r.text for r in records],
+            "source_id": [r.source_id for r in records],
+            "position": [r.position for r in records],
+            "search": [r.search for r in rows],
+            "search_hash": [r.search_hash for r in rows],
+            "digest": [r.digest for r in rows],
+            "vector": _vector_array([r.vector for r in rows], dim),
+        },
+        schema=post_schema(dim),
+    )
+
+
+def entity_rows_table(rows: Sequence[EntityRow], dim: int) -> pa.Table:
+    records = [r.record for r in rows]
+    keys = [label_keys(r) for r in records]
+    return pa.table(
+        {
+            "iri": [r.iri for r in records],
+            "label": [r.label for r in records],
+            "alt_labels": [list(r.alt_labels) for r in records],
+            "types": [list(r.types) for r in records],
+            "text": [r.text for r in records],
+            "search": [r.search for r in rows],
+            "search_hash": [r.search_hash for r in rows],
+            "exact_keys": [KEY_SEPARATOR.join(exact) for exact, _ in keys],
+            "normal_keys": [KEY_SEPARATOR.join(normal) for _, normal in keys],
+            "digest": [r.digest for r in rows],
+            "vector": _vector_array([r.vector for r in rows], dim),
+        },
+        schema=entity_schema(dim),
+    )
+
+
+def _vector_array(vectors: Sequence[np.ndarray], dim: int) -> pa.FixedSizeListArray:
+    flat = (
+        np.ascontiguousarray(np.stack(vectors).astype(np.float32, copy=False)).reshape(-1)
+        if vectors
+        else np.zeros(0, np.float32)
+    )
+    return pa.FixedSizeListArray.from_arrays(pa.array(flat, type=pa.float32()), dim)
+
+
+class Tables:
+    """The two LanceDB tables of one index directory."""
+
+    def __init__(self, directory: Path, dim: int) -> None:
+        self.directory = directory
+        self.dim = dim
+        self.db = lancedb.connect(str(directory))
+        names = set(_table_names(self.db))
+        self.posts = self._open_or_create(POSTS_TABLE, post_schema(dim), names)
+        self.entities = self._open_or_create(ENTITIES_TABLE, entity_schema(dim), names)
+
+    def _open_or_create(self, name: str, schema: pa.Schema, names: set[str]) -> Any:
+        if name in names:
+            table = self.db.open_table(name)
+            if table.schema.field("vector").type != schema.field("vector").type:
+                raise MemoryVersionError(
+                    f"table {name} in {self.directory} has other vectors; run `pcm reindex`"
+                )
+        else:
+            table = self.db.create_table(name, schema=schema)
+        if not any(i.index_type == "FTS" and list(i.columns) == ["search"] for i in table.list_indices()):
+            table.create_index("search", config=FTS())  # also repairs a crash between create and index
+        return table
+
+    # ---------------------------------------------------------------------------------------------------------
+    def upsert(self, table: Any, data: pa.Table) -> None:
+        """Insert or replace rows by IRI, in one commit."""
+        if data.num_rows == 0:
+            return
+        table.merge_insert("iri").when_matched_update_all().when_not_matched_insert_all().execute(data)
+
+    def delete(self, table: Any, iris: Iterable[str]) -> None:
+        chosen = list(iris)
+        for start in range(0, len(chosen), _DELETE_CHUNK):
+            chunk = chosen[start : start + _DELETE_CHUNK]
+            table.delete("iri IN (" + ", ".join(sql_string(i) for i in chunk) + ")")
+
+    def read(self, table: Any, columns: Sequence[str]) -> dict[str, Any]:
+        """Whole columns of ``table`` (python lists; ``vector`` as one float32 matrix)."""
+        rows = table.count_rows()
+        data = table.search().select(list(columns)).limit(rows).to_arrow() if rows else None
+        out: dict[str, Any] = {}
+        for name in columns:
+            if data is None:
+                out[name] = np.zeros((0, self.dim), np.float32) if name == "vector" else []
+            elif name == "vector":  # one copy, writable, offsets of sliced chunks respected
+                chunks = [c.flatten().to_numpy(zero_copy_only=False) for c in data.column(name).chunks]
+                out[name] = np.concatenate(chunks).astype(np.float32, copy=False).reshape(-1, self.dim)
+            elif name == "ts":
+                out[name] = data.column(name).to_numpy(zero_copy_only=False).astype(np.float64)
+            else:
+                out[name] = data.column(name).to_pylist()
+        return out
+
+    def fts(self, table: Any, query: str, limit: int, where: str | None = None) -> list[tuple[str, float]]:
+        """(iri, BM25 score) of the best ``limit`` rows for ``query``; a query with no indexable word gives none."""
+        if not query.strip() or limit <= 0:
+            return []
+        builder = table.search(query, query_type="fts", fts_columns="search")
+        if where:
+            builder = builder.where(where, prefilter=True)
+        result = builder.limit(limit).select(["iri", "_score"]).to_arrow()
+        return list(zip(result.column("iri").to_pylist(), result.column("_score").to_pylist(), strict=True))
+
+    def optimize(self, retain: timedelta) -> None:
+        """Compact fragments, fold new rows into the full-text index, drop versions older than ``retain``."""
+        for table in (self.posts, self.entities):
+            if table.count_rows() == 0:
+                continue
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # "cleanup_older_than=0 removes every version"
+                table.optimize(cleanup_older_than=retain, delete_unverified=retain <= timedelta(0))
+
+    def drop_all(self) -> None:
+        for name in (POSTS_TABLE, ENTITIES_TABLE):
+            if name in set(_table_names(self.db)):
+                self.db.drop_table(name)
+
+
+def _table_names(db: Any) -> list[str]:
+    lister = getattr(db, "list_tables", None)
+    if lister is not None:
+        result = lister()
+        names = getattr(result, "tables", result)
+        return list(names)
+    return list(db.table_names())
+
+
+def parse_time(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None

@@ -1,0 +1,473 @@
+"""The answer and its evidence: a short sentence from the bindings, the facts used, the utterances they came from.
+
+Evidence for a SPARQL answer is *the triples the query matched*, not a guess: the query's WHERE group is run again
+as ``SELECT *`` (so every variable is visible), the rows that agree with the answer rows are kept, each triple
+pattern is filled in with a row's values, and the graphs holding those triples are looked up. An extraction graph
+names its utterance (DESIGN.md §3), a superseded statement in the history graph names the utterance it came from
+and the one that replaced it, and a post matched directly is its own evidence. So a citation points at the
+utterance where the fact was said, and a fact said twice cites both.
+
+The sentence is composed in code from the bindings (labels for IRIs, dates written out, exact numbers), so the same
+result always reads the same. The model is only asked to write prose on the fallback paths (traversal facts or
+recalled utterances, ``answer.v1.md``), where it must also say when the context does not answer the question.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyoxigraph as ox
+
+from pcm.backend import QueryResult, Solutions
+from pcm.errors import QueryError
+from pcm.llm.base import LLMClient, Message
+from pcm.namespaces import (
+    GRAPH_CONVERSATION,
+    GRAPH_EXTRACTION_PREFIX,
+    GRAPH_HISTORY,
+    GRAPH_IMPORT_PREFIX,
+    PROV,
+)
+from pcm.retrieval.postprocess import Computed, format_term
+from pcm.retrieval.safety import QueryRunner, SafeQuery, check_query, query_shape, tokenize
+
+if TYPE_CHECKING:
+    from pcm.extraction.prompts import PromptFile
+    from pcm.index import RecallHit
+    from pcm.memory import Memory
+    from pcm.ontology import Ontology
+
+#: Rows of the evidence query (the WHERE group as SELECT *).
+EVIDENCE_ROWS = 500
+#: Answer rows bound into the evidence query (more than this and the rows are matched after the query instead).
+EVIDENCE_VALUES = 50
+#: Ground triples looked up per answer.
+MAX_FACTS = 400
+#: Rows written out in an answer sentence.
+ANSWER_ROWS = 10
+NOT_IN_MEMORY = "Not in memory: nothing stored answers this question."
+PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
+OPERATION = "answer"
+
+
+@dataclass(frozen=True)
+class EvidencePost:
+    """An utterance an answer rests on."""
+
+    post: str
+    source_id: str | None
+    content: str
+    session: str
+    time: datetime | None
+    speaker: str | None
+    role: str
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "post": self.post,
+            "source_id": self.source_id,
+            "content": self.content,
+            "session": self.session,
+            "time": self.time.isoformat() if self.time else None,
+            "speaker": self.speaker,
+            "role": self.role,
+        }
+
+
+@dataclass(frozen=True)
+class EvidenceFact:
+    """A stored triple the answer used, where it is stored, and the utterances it came from."""
+
+    subject: str
+    predicate: str
+    object: str
+    """N-Triples form of the object (``<iri>`` or a literal)."""
+    graph: str
+    posts: tuple[str, ...]
+    text: str
+    """The triple as a reader sees it: labels and CURIEs."""
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "subject": self.subject,
+            "predicate": self.predicate,
+            "object": self.object,
+            "graph": self.graph,
+            "posts": list(self.posts),
+            "text": self.text,
+        }
+
+
+# ------------------------------------------------------------------------------------------------ evidence
+
+
+def sparql_evidence(
+    memory: Memory, runner: QueryRunner, safe: SafeQuery, result: QueryResult, ontology: Ontology, labels: Mapping[str, str]
+) -> tuple[list[EvidenceFact], list[EvidencePost]]:
+    """The facts a query's answer used and the posts they came from (see the module docstring)."""
+    shape = query_shape(safe.text)
+    rows = _evidence_rows(runner, safe, result, shape.projected if shape else [])
+    if shape is None or rows is None:
+        return [], posts_of(memory, _derived_posts(memory, _iris(result)))
+    ground = _ground(shape.patterns, rows)
+    located = _locate(memory, ground)
+    history = _history_posts(memory, {s for (s, _, _), g in located if g == GRAPH_HISTORY})
+    named = {t[1:-1] for (s, _, o), _ in located for t in (s, o) if t.startswith("<")}
+    labels = {**labels_for(memory, named - set(labels)), **labels}
+    facts: list[EvidenceFact] = []
+    for (s, p, o), graph in located:
+        posts = _posts_for(memory, s, graph, history)
+        if graph == GRAPH_CONVERSATION and not posts:
+            continue
+        if not (graph.startswith((GRAPH_EXTRACTION_PREFIX, GRAPH_IMPORT_PREFIX)) or graph in (GRAPH_HISTORY, GRAPH_CONVERSATION)):
+            continue
+        facts.append(EvidenceFact(s, p, o, graph, posts, _fact_text(s, p, o, ontology, labels)))
+    facts.sort(key=lambda f: (f.posts, f.subject, f.predicate, f.object))
+    post_iris = list(dict.fromkeys(p for f in facts for p in f.posts))
+    if not post_iris:
+        post_iris = _derived_posts(memory, _iris(result))
+    return facts, posts_of(memory, post_iris)
+
+
+def where_group(text: str) -> tuple[str, str] | None:
+    """(prologue, WHERE group text) of a query, found on tokens; None when the shape is unusual."""
+    tokens = tokenize(text)
+    form = next((i for i, t in enumerate(tokens) if t.kind == "word" and t.upper in ("SELECT", "ASK", "CONSTRUCT", "DESCRIBE")), None)
+    if form is None:
+        return None
+    where = next((i for i in range(form, len(tokens)) if tokens[i].kind == "word" and tokens[i].upper == "WHERE" and tokens[i].depth == 0), None)
+    start = where if where is not None else form
+    if where is None and tokens[form].upper == "CONSTRUCT":
+        return None
+    open_ = next((i for i in range(start, len(tokens)) if tokens[i].text == "{" and tokens[i].depth == 0), None)
+    if open_ is None:
+        return None
+    close = next((i for i in range(open_ + 1, len(tokens)) if tokens[i].text == "}" and tokens[i].depth == 0), None)
+    if close is None:
+        return None
+    return text[: tokens[form].start], text[tokens[open_].start : tokens[close].end]
+
+
+def _evidence_rows(runner: QueryRunner, safe: SafeQuery, result: QueryResult, projected: Sequence[str]) -> list[dict[str, Any]] | None:
+    """The matches behind the answer rows: the WHERE group as ``SELECT *``, its answer variables bound by VALUES.
+
+    Binding the answer's values makes the engine start from them (a 100 ms group becomes a 0.2 ms lookup) and
+    keeps only the matches of the rows that were answered (the chosen row of an ORDER BY ... LIMIT 1, say).
+    """
+    parts = where_group(safe.text)
+    if parts is None:
+        return None
+    prologue, group = parts
+    answers = result.dicts() if isinstance(result, Solutions) else []
+    shared = [v for v in projected if isinstance(result, Solutions) and v in result.variables]
+    values = _values(shared, answers) if shared and 0 < len(answers) <= EVIDENCE_VALUES else ""
+    try:
+        # the group already passed the path checks as part of the answered query: only the read-only checks again
+        evidence = check_query(f"{prologue}SELECT * WHERE {{ {values} {group} }} LIMIT {EVIDENCE_ROWS}", policy=False)
+        found = runner.run(evidence)
+    except QueryError:
+        return None
+    if not isinstance(found, Solutions):
+        return None
+    rows = found.dicts()
+    if not isinstance(result, Solutions):
+        return rows if result is not False else []
+    shared = [v for v in shared if v in found.variables]
+    if not shared:
+        return rows
+    return [row for row in rows if any(_agrees(row, answer, shared) for answer in answers)]
+
+
+def _values(variables: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> str:
+    """``VALUES (?a ?b) { ... }`` of the answer rows (UNDEF where a row leaves a variable unbound)."""
+    lines = []
+    for row in rows:
+        cells = []
+        for v in variables:
+            term = row.get(v)
+            cells.append("UNDEF" if term is None or isinstance(term, ox.BlankNode | ox.Triple) else str(term))
+        lines.append("(" + " ".join(cells) + ")")
+    return "VALUES (" + " ".join(f"?{v}" for v in variables) + ") { " + " ".join(dict.fromkeys(lines)) + " }"
+
+
+def _agrees(row: Mapping[str, Any], answer: Mapping[str, Any], shared: Sequence[str]) -> bool:
+    return all(v not in row or v not in answer or row[v] == answer[v] for v in shared)
+
+
+def _ground(patterns: Sequence[tuple[str, str, str]], rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, str]]:
+    """Triple patterns filled in with each row's values, as N-Triples terms (patterns left partly open are skipped)."""
+    out: dict[tuple[str, str, str], None] = {}
+    for row in rows:
+        for pattern in patterns:
+            terms = []
+            for term in pattern:
+                if term.startswith("?"):
+                    value = row.get(term[1:])
+                    if value is None or isinstance(value, ox.BlankNode | ox.Triple):
+                        break
+                    terms.append(str(value))
+                elif term.startswith("_:"):
+                    break
+                else:
+                    terms.append(term)
+            else:
+                out[(terms[0], terms[1], terms[2])] = None
+                if len(out) >= MAX_FACTS:
+                    return list(out)
+    return list(out)
+
+
+def _locate(memory: Memory, triples: Sequence[tuple[str, str, str]]) -> list[tuple[tuple[str, str, str], str]]:
+    """The named graphs holding each ground triple."""
+    found: list[tuple[tuple[str, str, str], str]] = []
+    for start in range(0, len(triples), 100):
+        chunk = [t for t in triples[start : start + 100] if not t[0].startswith('"')]
+        if not chunk:
+            continue
+        values = " ".join(f"({s} {p} {o})" for s, p, o in chunk)
+        query = f"SELECT ?s ?p ?o ?g WHERE {{ VALUES (?s ?p ?o) {{ {values} }} GRAPH ?g {{ ?s ?p ?o }} }}"
+        for row in memory.store.select(query).rows:
+            s, p, o, g = row
+            found.append(((str(s), str(p), str(o)), g.value))  # type: ignore[union-attr]
+    return sorted(set(found))
+
+
+def _history_posts(memory: Memory, subjects: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """For rdf:Statement records in the history graph: the posts that said and that replaced the old value."""
+    iris = sorted(s for s in subjects if s.startswith("<"))
+    if not iris:
+        return {}
+    query = (
+        "SELECT ?st ?post WHERE { VALUES ?st { " + " ".join(iris) + " } GRAPH <" + GRAPH_HISTORY + "> { "
+        f"?st (<{PROV}wasDerivedFrom>|<https://w3id.org/pcm/ontology#supersededBy>) ?post }} }}"
+    )
+    out: dict[str, list[str]] = {}
+    for row in memory.store.select(query).rows:
+        out.setdefault(str(row[0]), []).append(row[1].value)  # type: ignore[union-attr]
+    return {k: tuple(sorted(set(v))) for k, v in out.items()}
+
+
+def _posts_for(memory: Memory, subject: str, graph: str, history: Mapping[str, tuple[str, ...]]) -> tuple[str, ...]:
+    if graph.startswith(GRAPH_EXTRACTION_PREFIX):
+        post = memory.naming.post_of_graph(graph)
+        return (post,) if post else ()
+    if graph == GRAPH_HISTORY:
+        return history.get(subject, ())
+    if graph == GRAPH_CONVERSATION:
+        iri = subject[1:-1]
+        return (iri,) if iri.startswith(memory.naming.post("")) else ()
+    return ()
+
+
+def _iris(result: QueryResult) -> list[str]:
+    if not isinstance(result, Solutions):
+        return []
+    return sorted({t.value for row in result.rows for t in row if isinstance(t, ox.NamedNode)})
+
+
+def _derived_posts(memory: Memory, iris: Sequence[str]) -> list[str]:
+    """Entity-level provenance (``?entity prov:wasDerivedFrom ?post``) when triple-level evidence is unavailable."""
+    if not iris:
+        return []
+    from pcm.sparql import values_clause
+
+    query = f"SELECT DISTINCT ?post WHERE {{ {values_clause('e', list(iris)[:200])} ?e <{PROV}wasDerivedFrom> ?post }}"
+    return [row[0].value for row in memory.store.select(query).rows if row[0] is not None]  # type: ignore[union-attr]
+
+
+def posts_of(memory: Memory, iris: Sequence[str]) -> list[EvidencePost]:
+    """The stored posts, in conversation order (time, then session and position).
+
+    Our own query rather than ``MemoryStore.posts``: that one filters after scanning every post (see posts.rq).
+    """
+    from pcm.resources import render_query
+    from pcm.sparql import values_clause
+
+    chosen = list(dict.fromkeys(iris))[:200]
+    if not chosen:
+        return []
+    found = []
+    for row in memory.store.select(render_query("ask/posts", posts=values_clause("post", chosen))).dicts():
+        time_text = row["time"].value if "time" in row else None
+        found.append((
+            _when(time_text),
+            int(row["position"].value),
+            EvidencePost(
+                row["post"].value, row["source_id"].value if "source_id" in row else None, row["text"].value,
+                row["session"].value, _when(time_text), row["speaker"].value if "speaker" in row else None,
+                row["role"].value,
+            ),
+        ))
+    found.sort(key=lambda item: (item[0].timestamp() if item[0] else 0.0, item[2].session, item[1], item[2].post))
+    return [post for _, _, post in found]
+
+
+def _when(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+def posts_from_hits(hits: Sequence[RecallHit]) -> list[EvidencePost]:
+    return [EvidencePost(h.post, h.source_id, h.text, h.session, h.time, h.speaker, h.role) for h in hits]
+
+
+def _fact_text(s: str, p: str, o: str, ontology: Ontology, labels: Mapping[str, str]) -> str:
+    def show(term: str) -> str:
+        if term.startswith("<"):
+            iri = term[1:-1]
+            return labels.get(iri) or ontology.curie(iri)
+        parsed = _literal(term)
+        return format_term(parsed) if parsed is not None else term
+
+    return f"{show(s)} {ontology.curie(p[1:-1])} {show(o)}"
+
+
+def _literal(text: str) -> ox.Literal | None:
+    try:
+        return next(iter(ox.parse(f"<urn:x:s> <urn:x:p> {text} .", format=ox.RdfFormat.N_TRIPLES))).object  # type: ignore[return-value]
+    except (SyntaxError, StopIteration, ValueError):
+        return None
+
+
+def labels_for(memory: Memory, iris: Iterable[str]) -> dict[str, str]:
+    """rdfs:label of each IRI that has one (one query)."""
+    from pcm.retrieval.grounding import entity_types
+
+    chosen = sorted(set(iris))[:500]
+    return {iri: label for iri, (label, _) in entity_types(memory, chosen).items() if label}
+
+
+def result_iris(result: QueryResult) -> list[str]:
+    return _iris(result)
+
+
+# ------------------------------------------------------------------------------------------------ the sentence
+
+
+def compose(question: str, result: QueryResult, computed: Computed | None, labels: Mapping[str, str]) -> str:
+    """A short answer from the bindings (see the module docstring)."""
+    if computed is not None:
+        return _sentence(computed.text)
+    if isinstance(result, bool):
+        return "Yes." if result else "No."
+    if isinstance(result, list):
+        shown = [f"{format_term(t.subject, labels)} {format_term(t.predicate, labels)} {format_term(t.object, labels)}" for t in result[:ANSWER_ROWS]]
+        return _sentence("; ".join(shown)) if shown else NOT_IN_MEMORY
+    variables = [v for v in result.variables if not v.startswith("_")]
+    rows: list[list[tuple[str, str]]] = []
+    for row in result.dicts():
+        cells = [(v, format_term(row[v], labels)) for v in variables if v in row and format_term(row[v], labels)]
+        if cells and cells not in rows:
+            rows.append(cells)
+    if not rows:
+        return NOT_IN_MEMORY
+    if re.match(r"\s*how many\b", question, re.IGNORECASE) and not (len(rows) == 1 and len(rows[0]) == 1 and rows[0][0][1].replace(".", "").isdigit()):
+        firsts = list(dict.fromkeys(cells[0][1] for cells in rows))
+        return _sentence(f"{len(firsts)} ({_join(firsts)})")
+    if all(len(cells) == 1 for cells in rows):
+        return _sentence(_join([cells[0][1] for cells in rows][:ANSWER_ROWS]) + _more(len(rows)))
+    parts = []
+    for cells in rows[:ANSWER_ROWS]:
+        head, rest = cells[0][1], cells[1:]
+        parts.append(head + (" (" + ", ".join(f"{_words(v)}: {val}" for v, val in rest) + ")" if rest else ""))
+    return _sentence("; ".join(parts) + _more(len(rows)))
+
+
+def _join(values: Sequence[str]) -> str:
+    values = list(values)
+    if len(values) <= 1:
+        return "".join(values)
+    return ", ".join(values[:-1]) + " and " + values[-1]
+
+
+def _more(n: int) -> str:
+    return f" (and {n - ANSWER_ROWS} more)" if n > ANSWER_ROWS else ""
+
+
+def _words(variable: str) -> str:
+    return re.sub(r"(?<=[a-z])(?=[A-Z])", " ", variable).replace("_", " ").lower()
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    if not text:
+        return NOT_IN_MEMORY
+    text = text[0].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+# ------------------------------------------------------------------------------------------------ fallback prose
+
+
+@cache
+def answer_prompt() -> PromptFile:
+    from pcm.extraction.prompts import read_prompt
+
+    return read_prompt(PROMPTS_DIR / "answer.v1.md")
+
+
+@dataclass(frozen=True)
+class ContextAnswer:
+    """What the model made of fallback context: an answer citing context items, or nothing (not in memory)."""
+
+    text: str | None
+    cited: tuple[int, ...]
+
+
+_ANSWER = re.compile(r"ANSWER:\s*(?P<text>.*?)\s*(?:\[\s*cites?\s*:?\s*(?P<cites>[\d,\s]*)\])?\s*$", re.IGNORECASE | re.DOTALL)
+
+
+def answer_from_context(
+    client: LLMClient, question: str, context: Sequence[str], *, as_of: datetime, owner_name: str
+) -> ContextAnswer:
+    """Ask the model to answer from numbered context lines only, or to say the memory does not hold the answer."""
+    prompt = answer_prompt()
+    numbered = "\n".join(f"[{i}] {line}" for i, line in enumerate(context, 1))
+    user = prompt.render("user", date=f"{as_of.date().isoformat()} ({as_of:%A})", owner_name=owner_name,
+                         context=numbered or "(nothing)", question=" ".join(question.split()))
+    reply = client.complete(system=prompt.parts["system"], messages=[Message.user(user)], operation=OPERATION, max_tokens=400)
+    return parse_context_answer(reply.text, len(context))
+
+
+def parse_context_answer(text: str, size: int) -> ContextAnswer:
+    if re.search(r"NOT IN MEMORY", text, re.IGNORECASE) and not re.search(r"ANSWER:", text, re.IGNORECASE):
+        return ContextAnswer(None, ())
+    match = _ANSWER.search(text)
+    if match is None or not match.group("text").strip():
+        return ContextAnswer(None, ())
+    cites = tuple(sorted({int(n) for n in re.findall(r"\d+", match.group("cites") or "") if 1 <= int(n) <= size}))
+    return ContextAnswer(match.group("text").strip(), cites)
+
+
+def utterance_line(post: EvidencePost) -> str:
+    when = post.time.date().isoformat() if post.time else "unknown date"
+    who = post.speaker or post.role
+    return f"({when}, {who}) {' '.join(post.content.split())}"
+
+
+__all__ = [
+    "ContextAnswer",
+    "EvidenceFact",
+    "EvidencePost",
+    "NOT_IN_MEMORY",
+    "answer_from_context",
+    "compose",
+    "labels_for",
+    "parse_context_answer",
+    "posts_from_hits",
+    "posts_of",
+    "result_iris",
+    "sparql_evidence",
+    "utterance_line",
+    "where_group",
+]

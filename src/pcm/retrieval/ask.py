@@ -1,0 +1,415 @@
+"""``pcm ask``: grounded NL→SPARQL with repair, exact post-processing, and answers that cite utterances.
+
+The pipeline (DESIGN.md §7)::
+
+    question ─ grounding ─ NL→SPARQL ─ safety ─ run ─ repair loop ─┬─ post-processing ─ answer + evidence
+                                                                   └─ (nothing) ─ traversal ─ episodic recall ─ "not in memory"
+
+Without an LLM (``PCM_LLM=none``) it answers with the utterances that best match the question, and says so.
+``ask`` never modifies the memory: every query it runs goes through :mod:`pcm.retrieval.safety`.
+
+Determinism: the same memory and question give the same SPARQL, result and evidence; model replies are cached by
+memory version and prompt (in the process and in ``<memory>/cache/ask/llm``), so asking again costs no LLM call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+import time
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pcm.backend import Solutions
+from pcm.errors import LLMError, PcmError, UsageError
+from pcm.llm.base import Completion, LLMClient, Message, Usage
+from pcm.retrieval import answer as answers
+from pcm.retrieval.answer import EvidenceFact, EvidencePost
+from pcm.retrieval.grounding import CACHE_DIR, Grounding, build_grounding, memory_version
+from pcm.retrieval.nl2sparql import prompt_version, system_prompt, user_message
+from pcm.retrieval.postprocess import Computed, ComputeError, apply
+from pcm.retrieval.repair import RepairLoop, RepairResult, TraceStep, around_entities
+from pcm.retrieval.safety import QueryRunner
+
+if TYPE_CHECKING:
+    from pcm.memory import Memory
+    from pcm.ontology import Ontology
+
+log = logging.getLogger(__name__)
+
+PATHS = ("sparql", "traversal", "episodic", "none")
+#: Traversal algorithm of the first fallback (``pcm.retrieval.traversal``): WaterCircles needs no embedding.
+TRAVERSAL_ALGORITHM = "wc"
+NO_LLM_NOTE = (
+    "No LLM is configured (PCM_LLM=none): pcm runs in episodic mode and answers with the stored utterances that "
+    "best match the question, not with a composed answer."
+)
+
+
+@dataclass
+class AskResult:
+    """One answered question: the answer, which path produced it, the evidence and the trace of queries tried."""
+
+    question: str
+    answer: str
+    path: str
+    as_of: datetime
+    note: str = ""
+    sparql: str | None = None
+    computed: str | None = None
+    trace: list[TraceStep] = field(default_factory=list)
+    facts: list[EvidenceFact] = field(default_factory=list)
+    posts: list[EvidencePost] = field(default_factory=list)
+    explain: bool = False
+    stats: dict[str, Any] = field(default_factory=dict)
+    """Timings (ms), LLM calls, cache hits and prompt tokens: useful, but not part of the deterministic output."""
+
+    def as_json(self, *, stats: bool = False) -> dict[str, object]:
+        data: dict[str, object] = {
+            "question": self.question,
+            "answer": self.answer,
+            "path": self.path,
+            "as_of": self.as_of.isoformat(),
+            "note": self.note,
+            "sparql": self.sparql,
+            "computed": self.computed,
+            "trace": [_step_json(s) for s in self.trace],
+            "evidence": {"facts": [f.as_json() for f in self.facts], "posts": [p.as_json() for p in self.posts]},
+        }
+        if stats:
+            data["stats"] = dict(self.stats)
+        return data
+
+    def render(self, explain: bool | None = None) -> str:
+        """The human form: answer, path and note, cited utterances; with ``explain``, every query tried."""
+        lines = [self.answer, f"(path: {self.path}{'; ' + self.note if self.note else ''})"]
+        if self.posts:
+            lines.append("evidence:")
+            for p in self.posts:
+                when = p.time.isoformat(sep=" ", timespec="minutes") if p.time else "?"
+                lines.append(f"  [{p.session} {p.source_id or ''} {when}] {p.speaker or p.role}: {' '.join(p.content.split())}")
+        if explain if explain is not None else self.explain:
+            if self.facts:
+                lines.append("facts:")
+                lines += [f"  {f.text}" for f in self.facts[:40]]
+            if self.computed:
+                lines.append(f"computed: {self.computed}")
+            for step in self.trace:
+                lines.append(f"-- round {step.round + 1}, {step.source}: {step.outcome} ({step.rows} rows)"
+                             + (f": {step.detail}" if step.detail else ""))
+                if step.sparql:
+                    lines += [f"   {line}" for line in step.sparql.strip().splitlines()]
+            if self.stats:
+                lines.append("stats: " + json.dumps(self.stats, sort_keys=True))
+        return "\n".join(lines)
+
+
+def _step_json(step: TraceStep) -> dict[str, object]:
+    data = step.as_json()
+    data.pop("ms", None)
+    return data
+
+
+# ------------------------------------------------------------------------------------------------ the pipeline
+
+
+def ask(
+    memory: Memory,
+    question: str,
+    *,
+    client: LLMClient | None,
+    as_of: datetime | None = None,
+    explain: bool = False,
+    k: int = 5,
+) -> AskResult:
+    """Answer ``question`` from ``memory`` (see the module docstring). Never writes to the memory."""
+    question = " ".join(question.split())
+    if not question:
+        raise UsageError("ask needs a question")
+    as_of = as_of or datetime.now().astimezone().replace(microsecond=0)
+    if as_of.tzinfo is None:
+        as_of = as_of.astimezone()
+    started = time.perf_counter()
+    if client is None:
+        result = _episodic_without_llm(memory, question, as_of, k)
+        result.explain = explain
+        result.stats["total_ms"] = round((time.perf_counter() - started) * 1000, 1)
+        return result
+    return _Pipeline(memory, question, client, as_of, explain, k).run(started)
+
+
+class _Pipeline:
+    def __init__(self, memory: Memory, question: str, client: LLMClient, as_of: datetime, explain: bool, k: int) -> None:
+        from pcm.ontology import load_ontology
+
+        self.memory = memory
+        self.question = question
+        self.as_of = as_of
+        self.explain = explain
+        self.k = k
+        self.ontology: Ontology = load_ontology()
+        self.cache = CachingClient(client, memory)
+
+    def run(self, started: float) -> AskResult:
+        grounding = build_grounding(self.memory, self.question, as_of=self.as_of, ontology=self.ontology)
+        system = system_prompt(grounding.catalogue)
+        user = user_message(grounding, self.ontology)
+        loop = RepairLoop(
+            memory=self.memory,
+            ontology=self.ontology,
+            runner=runner_for(self.memory),
+            client=self.cache,
+            question=self.question,
+            system=system,
+            user=user,
+            rounds=max(1, self.memory.settings.repair_rounds + 1),
+            max_limit=self.memory.settings.query_limit,
+            as_of=self.as_of,
+            context_hint=lambda: around_entities(
+                self.memory, [e.iri for e in grounding.entities], self.ontology, lambda i: grounding.short(i, self.ontology)
+            ),
+        )
+        llm_before = self.cache.ms
+        loop_started = time.perf_counter()
+        repaired = loop.run()
+        queries_ms = (time.perf_counter() - loop_started) * 1000 - (self.cache.ms - llm_before)
+        answer_started, llm_before = time.perf_counter(), self.cache.ms
+        if repaired.attempt is not None:
+            result = self._from_sparql(repaired)
+        else:
+            result = self._fallback(grounding, repaired)
+        result.stats["queries_ms"] = round(queries_ms, 1)
+        result.stats["answer_ms"] = round((time.perf_counter() - answer_started) * 1000 - (self.cache.ms - llm_before), 1)
+        result.trace = repaired.trace
+        result.explain = self.explain
+        total = (time.perf_counter() - started) * 1000
+        result.stats.update(
+            {
+                "grounding_ms": round(grounding.seconds * 1000, 1),
+                "llm_ms": round(self.cache.ms, 1),
+                "total_ms": round(total, 1),
+                "non_llm_ms": round(total - self.cache.ms, 1),
+                "llm_calls": self.cache.calls,
+                "cache_hits": self.cache.hits,
+                "prompt_tokens": repaired.prompt_tokens,
+                "entities": len(grounding.entities),
+                "catalogue_areas": list(grounding.areas) if grounding.areas is not None else "all",
+                "prompt_version": prompt_version(),
+            }
+        )
+        return result
+
+    # -------------------------------------------------------------------------------------------- SPARQL path
+
+    def _from_sparql(self, repaired: RepairResult) -> AskResult:
+        attempt = repaired.attempt
+        assert attempt is not None
+        computed: Computed | None = None
+        if attempt.compute is not None and isinstance(attempt.result, Solutions):
+            try:
+                computed = apply(attempt.compute, attempt.result.dicts(), as_of=self.as_of)
+            except ComputeError as error:
+                log.info("compute line failed after repair: %s", error)
+        labels = answers.labels_for(self.memory, answers.result_iris(attempt.result))
+        text = answers.compose(self.question, attempt.result, computed, labels)
+        used = attempt.result
+        if computed is not None and computed.row is not None and isinstance(used, Solutions):
+            used = Solutions(used.variables, [tuple(computed.row.get(v) for v in used.variables)])  # type: ignore[misc]
+        facts, posts = answers.sparql_evidence(self.memory, runner_for(self.memory), attempt.safe, used, self.ontology, labels)
+        last = repaired.trace[-1] if repaired.trace else None
+        note = "answered from the memory graph (SPARQL)"
+        if last is not None and last.source.startswith("relaxation"):
+            note += f" after a deterministic {last.source}"
+        if attempt.suspicion:
+            note += f"; the result may be incomplete: {attempt.suspicion_detail}"
+        return AskResult(
+            self.question, text, "sparql", self.as_of, note=note, sparql=attempt.safe.text,
+            computed=str(attempt.compute) + " = " + computed.text if computed else None, facts=facts, posts=posts,
+        )
+
+    # -------------------------------------------------------------------------------------------- fallbacks
+
+    def _fallback(self, grounding: Grounding, repaired: RepairResult) -> AskResult:
+        why = "the graph query found nothing" if repaired.no_query is None else f"no graph query fits ({repaired.no_query})"
+        facts = _traversal_context(self.memory, self.question, [e.iri for e in grounding.entities], self.k)
+        if facts:
+            found = self._from_context(facts, "traversal", f"{why}; answered from facts around the matched entities")
+            if found is not None:
+                return found
+        posts = answers.posts_from_hits(_recall(self.memory, self.question, self.k))
+        if posts:
+            items = [(answers.utterance_line(p), [p]) for p in posts]
+            found = self._from_context(items, "episodic", f"{why}; answered from recalled utterances")
+            if found is not None:
+                return found
+        return AskResult(self.question, answers.NOT_IN_MEMORY, "none", self.as_of,
+                         note=f"{why}, and nothing recalled supports an answer")
+
+    def _from_context(self, items: Sequence[tuple[str, list[EvidencePost]]], path: str, note: str) -> AskResult | None:
+        """The model answers from numbered context lines (or abstains); the cited lines' posts are the evidence."""
+        lines = [line for line, _ in items]
+        reply = answers.answer_from_context(self.cache, self.question, lines, as_of=self.as_of, owner_name=self.memory.manifest.owner)
+        if reply.text is None:
+            return None
+        chosen = reply.cited or tuple(range(1, len(items) + 1))
+        cited = [post for i in chosen for post in items[i - 1][1]]
+        return AskResult(self.question, reply.text, path, self.as_of, note=note, posts=_ordered(cited))
+
+
+def _ordered(posts: Sequence[EvidencePost]) -> list[EvidencePost]:
+    unique = {p.post: p for p in posts}
+    return sorted(unique.values(), key=lambda p: (p.time.timestamp() if p.time else 0.0, p.session, p.post))
+
+
+def _episodic_without_llm(memory: Memory, question: str, as_of: datetime, k: int) -> AskResult:
+    hits = _recall(memory, question, k)
+    if not hits:
+        return AskResult(question, answers.NOT_IN_MEMORY, "none", as_of, note=NO_LLM_NOTE)
+    best = hits[0]
+    who = best.speaker or best.role
+    when = best.time.date().isoformat() if best.time else "unknown time"
+    text = f'{who} said ({when}, session {best.session}): "{best.text}"'
+    return AskResult(question, text, "episodic", as_of, note=NO_LLM_NOTE, posts=answers.posts_from_hits(hits))
+
+
+def _recall(memory: Memory, question: str, k: int) -> list[Any]:
+    try:
+        return list(memory.recall(question, k))
+    except (ImportError, PcmError, OSError) as error:
+        log.info("episodic recall unavailable: %s", error)
+        return []
+
+
+def _traversal_context(memory: Memory, question: str, start: Sequence[str], k: int) -> list[tuple[str, list[EvidencePost]]]:
+    """Facts around the matched entities from :mod:`pcm.retrieval.traversal` (WaterCircles unless the settings
+    name another algorithm), each with the posts it came from; empty when traversal is unavailable."""
+    if not start:
+        return []
+    try:
+        from pcm.retrieval.traversal import TraversalEngine
+    except ImportError:
+        return []
+    algorithm = str(getattr(memory.settings, "traversal_algorithm", "") or TRAVERSAL_ALGORITHM)
+    try:
+        with TraversalEngine.for_memory(memory) as engine:
+            found = engine.retrieve(question, list(start), algorithm).triples[: 4 * k]
+            lines = [item.text or engine.text_of(item.triple) for item in found]
+    except (PcmError, ImportError, OSError, ValueError, TypeError, AttributeError) as error:
+        log.info("traversal fallback unavailable: %s", error)
+        return []
+    posts = {p.post: p for p in answers.posts_of(memory, [s.post for item in found for s in item.sources if s.post])}
+    return [
+        (line, [posts[s.post] for s in item.sources if s.post in posts])
+        for line, item in zip(lines, found, strict=True)
+    ]
+
+
+# ------------------------------------------------------------------------------------------------ runner and cache
+
+
+_RUNNERS: weakref.WeakKeyDictionary[Any, QueryRunner] = weakref.WeakKeyDictionary()
+_RUNNERS_LOCK = threading.Lock()
+
+
+def runner_for(memory: Memory) -> QueryRunner:
+    """One query runner (and so at most one worker process) per open memory."""
+    with _RUNNERS_LOCK:
+        runner = _RUNNERS.get(memory)
+        if runner is None or runner.backend is not memory.backend:
+            runner = QueryRunner(memory.backend, timeout=memory.settings.query_timeout, limit=memory.settings.query_limit)
+            _RUNNERS[memory] = runner
+        return runner
+
+
+def release(memory: Memory) -> None:
+    """Stop the memory's query worker (for ``Memory.close``; otherwise it stops when the memory is collected)."""
+    with _RUNNERS_LOCK:
+        runner = _RUNNERS.pop(memory, None)
+    if runner is not None:
+        runner.close()
+
+
+class CachingClient:
+    """Wraps an LLM client: a reply is reused for the same memory version, model, operation and prompt.
+
+    Kept in the process and on disk (``<memory>/cache/ask/llm/<key>.json``, best effort), so asking the same
+    question of an unchanged memory costs no LLM call and gives the same answer.
+    """
+
+    _memo: dict[str, str] = {}
+    _lock = threading.Lock()
+
+    def __init__(self, client: LLMClient, memory: Memory) -> None:
+        self.client = client
+        self.name = client.name
+        self.usage: Usage = client.usage
+        self.version = memory_version(memory)
+        self.directory: Path = memory.settings.memory / CACHE_DIR / "llm"
+        self.calls = 0
+        self.hits = 0
+        self.ms = 0.0
+
+    @classmethod
+    def forget(cls, memory: Memory | None = None) -> None:
+        """Drop the cached replies: in this process, and on disk for ``memory`` when given."""
+        import shutil
+
+        with cls._lock:
+            cls._memo.clear()
+        if memory is not None:
+            shutil.rmtree(memory.settings.memory / CACHE_DIR / "llm", ignore_errors=True)
+
+    def key(self, system: str, messages: list[Message], operation: str) -> str:
+        payload = json.dumps([self.version, self.name, operation, system, [(m.role, m.content) for m in messages]])
+        return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]
+
+    def complete(self, *, system: str, messages: list[Message], operation: str, max_tokens: int = 4096) -> Completion:
+        key = self.key(system, messages, operation)
+        cached = self._lookup(key)
+        if cached is not None:
+            self.hits += 1
+            return Completion(text=cached, model=self.name, input_tokens=0, output_tokens=0, stop_reason="cached")
+        started = time.perf_counter()
+        try:
+            completion = self.client.complete(system=system, messages=messages, operation=operation, max_tokens=max_tokens)
+        finally:
+            self.ms += (time.perf_counter() - started) * 1000
+        self.calls += 1
+        if completion.text is None:  # pragma: no cover - defensive
+            raise LLMError(f"{self.name}: empty reply")
+        self._store(key, completion.text)
+        return completion
+
+    def _lookup(self, key: str) -> str | None:
+        with self._lock:
+            if key in self._memo:
+                return self._memo[key]
+        try:
+            data = json.loads((self.directory / f"{key}.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        text = data.get("text") if isinstance(data, dict) else None
+        if isinstance(text, str):
+            with self._lock:
+                self._memo[key] = text
+        return text if isinstance(text, str) else None
+
+    def _store(self, key: str, text: str) -> None:
+        with self._lock:
+            self._memo[key] = text
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            tmp = self.directory / f"{key}.tmp"
+            tmp.write_text(json.dumps({"model": self.name, "text": text}), encoding="utf-8")
+            tmp.replace(self.directory / f"{key}.json")
+        except OSError as error:
+            log.info("LLM reply cache not written: %s", error)
+
+
+__all__ = ["AskResult", "CachingClient", "NO_LLM_NOTE", "PATHS", "ask", "release", "runner_for"]

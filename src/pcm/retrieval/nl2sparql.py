@@ -1,0 +1,133 @@
+"""The NL→SPARQL prompt and the model's reply.
+
+The prompt is a versioned file (``prompts/nl2sparql.v1.md``) with three parts: ``system`` (the strategy after the
+PCM paper: type first, subqueries for reference dates, COUNT(DISTINCT) for how-many, dates rather than durations,
+participant rather than agent for "with whom"; few-shot examples written for our ontology; the vocabulary),
+``user`` (the grounding and the question) and ``repair`` (what went wrong with the last query). The vocabulary
+block between the catalogue markers is generated (``pcm ontology catalog --write``); each call replaces it with
+the areas chosen for the question.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pcm.errors import LLMError
+from pcm.llm.base import LLMClient, Message
+from pcm.retrieval.postprocess import Compute, ComputeError, parse_compute
+
+if TYPE_CHECKING:
+    from pcm.extraction.prompts import PromptFile
+    from pcm.ontology import Ontology
+    from pcm.retrieval.grounding import Grounding
+
+PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
+PROMPT_FILE = "nl2sparql.v1.md"
+#: Output budget of one NL→SPARQL call (a query is a few hundred tokens).
+MAX_OUTPUT_TOKENS = 1200
+OPERATION = "nl2sparql"
+
+_BEGIN = re.compile(r"^<!--\s*catalogue:begin[^>]*-->[ \t]*\n", re.MULTILINE)
+_END = re.compile(r"^<!--\s*catalogue:end\s*-->", re.MULTILINE)
+_FENCE = re.compile(r"```(?:sparql|SPARQL|rq)?[ \t]*\n(?P<body>.*?)```", re.DOTALL)
+_NO_QUERY = re.compile(r"^\s*NO QUERY\s*:?\s*(?P<reason>.*)$", re.IGNORECASE | re.MULTILINE)
+_QUERY_START = re.compile(r"(?im)^\s*(?:#pcm:compute|PREFIX|BASE|SELECT|ASK|CONSTRUCT|DESCRIBE)\b")
+
+
+@cache
+def prompt_file() -> PromptFile:
+    from pcm.extraction.prompts import read_prompt
+
+    return read_prompt(PROMPTS_DIR / PROMPT_FILE)
+
+
+def prompt_version() -> str:
+    return prompt_file().version
+
+
+def system_prompt(catalogue: str) -> str:
+    """The system part with the vocabulary block replaced by ``catalogue`` (the areas chosen for the question)."""
+    text = prompt_file().parts["system"]
+    begin, end = _BEGIN.search(text), _END.search(text)
+    if begin is None or end is None or end.start() < begin.end():
+        raise ValueError(f"{PROMPT_FILE} has no catalogue block in its system part")
+    return text[: begin.start()] + catalogue.rstrip("\n") + "\n" + text[end.end() :].lstrip("\n")
+
+
+def user_message(grounding: Grounding, ontology: Ontology) -> str:
+    return prompt_file().render(
+        "user",
+        namespace=grounding.namespace,
+        date=f"{grounding.as_of.date().isoformat()} ({grounding.as_of:%A})",
+        owner_name=grounding.owner_name,
+        used=grounding.render_used(ontology),
+        entities=grounding.render_entities(ontology),
+        question=" ".join(grounding.question.split()),
+    )
+
+
+def repair_message(problem: str, hint: str) -> str:
+    return prompt_file().render("repair", problem=problem.strip(), hint=hint.strip())
+
+
+@dataclass(frozen=True)
+class Draft:
+    """One reply of the model: a query (with its compute line), or the reason it wrote none."""
+
+    raw: str
+    sparql: str | None
+    compute: Compute | None = None
+    no_query: str | None = None
+    problem: str | None = None
+    """Why the reply could not be used as it is (no query found, bad compute line): fed back as a repair."""
+
+
+def parse_reply(text: str) -> Draft:
+    """The query in a ```sparql block (or the bare query), its compute line, or ``NO QUERY: reason``."""
+    fence = _FENCE.search(text)
+    if fence is not None:
+        sparql = fence.group("body").strip()
+    else:
+        no_query = _NO_QUERY.search(text)
+        if no_query is not None:
+            return Draft(text, None, no_query=no_query.group("reason").strip() or "the vocabulary cannot express it")
+        start = _QUERY_START.search(text)
+        if start is None:
+            return Draft(text, None, problem="the reply holds no SPARQL query; write one ```sparql block")
+        sparql = text[start.start() :].strip()
+    try:
+        compute = parse_compute(sparql)
+    except ComputeError as error:
+        return Draft(text, sparql, problem=f"bad compute line: {error}")
+    return Draft(text, sparql, compute)
+
+
+def ask_model(client: LLMClient, system: str, messages: list[Message]) -> tuple[Draft, int]:
+    """One call; returns the parsed reply and the prompt size in (approximate) tokens."""
+    completion = client.complete(system=system, messages=messages, operation=OPERATION, max_tokens=MAX_OUTPUT_TOKENS)
+    if completion.text is None:  # pragma: no cover - defensive: clients always return text
+        raise LLMError(f"{client.name}: empty reply")
+    return parse_reply(completion.text), prompt_tokens(system, messages)
+
+
+def prompt_tokens(system: str, messages: list[Message]) -> int:
+    """Approximate tokens of a prompt (CURIE-dense text runs near 3.5 characters per token)."""
+    return round((len(system) + sum(len(m.content) for m in messages)) / 3.5)
+
+
+__all__ = [
+    "Draft",
+    "OPERATION",
+    "ask_model",
+    "parse_reply",
+    "prompt_file",
+    "prompt_tokens",
+    "prompt_version",
+    "repair_message",
+    "system_prompt",
+    "user_message",
+]

@@ -1,0 +1,340 @@
+"""The graph as traversal sees it, read hop by hop through SPARQL, so the same code runs on the embedded store and
+on any SPARQL 1.1 server.
+
+Vertices are IRIs of individuals: never classes or properties (``rdf:type`` is not an edge), never the dataset's
+graph names, never literals (a literal ends a walk: two facts sharing the value "2024" are not connected). Edges
+are fact triples: only extraction and import graphs are walked, so ontology, conversation, provenance and history
+triples never pass for facts. Every query here is a fixed template from ``queries/traversal/``; what varies is
+written as pyoxigraph terms (validated IRIs, escaped literals), so no label or question can inject SPARQL.
+
+One hop is K = (p1|^p1|p2|^p2...) over the allowed predicates, written out as its two triple patterns inside
+``GRAPH ?g`` so the graph can be checked (a property path cannot say which graph each step is in), with the
+predicates not walked excluded (``rdf:type``, names). Several hops are several queries, one per round, not one
+sequence path K/K?/K?: Oxigraph evaluates a sequence path as a join of its steps and keeps every walk, so three
+steps from a vertex on a popular event touch millions of walks (over a minute on the benchmark store) where three
+deduplicated rounds touch thousands of vertices (tens of milliseconds); ``benchmarks/bench_traversal.py --paths``
+measures both.
+
+Costs, measured on a 1M-quad store: the engine reads about a million index entries a second, while every row that
+crosses into Python costs several microseconds and every IRI in a ``VALUES`` block about ten. The hop queries are
+shaped accordingly: the engine deduplicates and groups, and the rows that come back are vertices, not triples;
+where only the meeting points of two walks matter, only those come back (``meet.rq``); a vertex known to touch
+thousands of facts is read as a bounded sample (``around.rq``, ``edges_sample.rq``).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import pyoxigraph as ox
+
+from pcm.backend import Backend, Solutions
+from pcm.namespaces import (
+    FOAF,
+    GRAPH_CONVERSATION,
+    GRAPH_HISTORY,
+    GRAPH_ONTOLOGY,
+    GRAPH_PROVENANCE,
+    OWL,
+    PCM,
+    PROV,
+    RDF,
+    RDFS,
+    SCHEMA,
+    SH,
+    SKOS,
+    VOCABULARY_NAMESPACES,
+    XSD,
+)
+from pcm.resources import render_query
+from pcm.retrieval.traversal.model import Kind, Node, Source, Stats, Step, Triple
+
+NON_FACT_GRAPHS = (GRAPH_ONTOLOGY, GRAPH_CONVERSATION, GRAPH_PROVENANCE, GRAPH_HISTORY)
+#: Predicates that are not edges: class membership and names (names are how a vertex is verbalised instead).
+DENIED_PREDICATES = (
+    RDF + "type",
+    RDFS + "label",
+    SKOS + "prefLabel",
+    SKOS + "altLabel",
+    SCHEMA + "name",
+    SCHEMA + "alternateName",
+    FOAF + "name",
+)
+#: The entity-to-post link: crossing it is crossing an episodic vertex.
+EPISODIC_LINK = PROV + "wasDerivedFrom"
+THESIS_ROOTS = (SCHEMA + "Action", SCHEMA + "Event", PCM + "Preference", PCM + "Habit")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_NOT_VERTICES = (*VOCABULARY_NAMESPACES, RDF, RDFS, OWL, XSD, SH, "urn:pcm:graph:")
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    """One vertex reached from a tagged frontier vertex (``parent``) in one hop."""
+
+    tag: int
+    vertex: Node
+    parent: Node
+
+
+class GraphView:
+    """SPARQL access for the traversal algorithms, with what walks learn cached (vertex kinds and names).
+
+    Kinds are looked up only when something needs them (a forbidden kind, WaterCircles' fragments), and then once
+    per vertex: an episodic vertex is known by its IRI, a thesis vertex by its classes.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        post_prefix: str,
+        hubs: Iterable[str] = (),
+        episodic_edges: bool = True,
+        timeout: float | None = None,
+    ) -> None:
+        self.backend = backend
+        self.post_prefix = post_prefix
+        self.hubs = frozenset(ox.NamedNode(h) for h in hubs)
+        self.timeout = timeout
+        self.stats = Stats()
+        self._terms: dict[str, str] = {}
+        self.restrict(episodic_edges=episodic_edges)
+        self._thesis: str | None = None
+        self._labels: dict[Node, str] = {}
+        self._kinds: dict[Node, Kind] = {}
+        self._memo: dict[Node, list[Step]] = {}
+        self._degree: dict[Node, int] = {}
+        """Triples per vertex when last read in full: which vertices to sample rather than read."""
+
+    def restrict(self, *, episodic_edges: bool) -> None:
+        """Whether entity-to-post links are edges (forbidding episodic vertices removes them from every hop)."""
+        denied = DENIED_PREDICATES if episodic_edges else (*DENIED_PREDICATES, EPISODIC_LINK)
+        if hasattr(self, "_memo"):
+            self._memo.clear()
+        self._terms = {
+            "non_fact": ", ".join(f"<{g}>" for g in NON_FACT_GRAPHS),
+            "denied": ", ".join(f"<{p}>" for p in denied),
+        }
+
+    def forget(self) -> None:
+        """Drop cached kinds, names and degrees (after the store changed under a long-lived engine)."""
+        self._labels.clear()
+        self._kinds.clear()
+        self._degree.clear()
+        self._memo.clear()
+        self._thesis = None
+
+    # -- plumbing -------------------------------------------------------------------------------------------------
+    def _select(self, name: str, **terms: str) -> Solutions:
+        started = time.perf_counter()
+        result = self.backend.query(render_query(f"traversal/{name}", **terms), timeout=self.timeout)
+        assert isinstance(result, Solutions), f"traversal/{name} is a SELECT"
+        self.stats.queries += 1
+        self.stats.rows += len(result.rows)
+        self.stats.ms += (time.perf_counter() - started) * 1000
+        return result
+
+    def _thesis_terms(self) -> str:
+        if self._thesis is None:
+            roots = " ".join(f"<{r}>" for r in THESIS_ROOTS)
+            classes = [row[0] for row in self._select("thesis_classes", roots=roots).rows]
+            self._thesis = ", ".join(str(c) for c in classes if c is not None)
+        return self._thesis
+
+    def walkable(self, term: object) -> bool:
+        """An IRI that may be a vertex (not a vocabulary term or a graph name)."""
+        return isinstance(term, ox.NamedNode) and not term.value.startswith(_NOT_VERTICES)
+
+    def is_hub(self, vertex: object) -> bool:
+        return vertex in self.hubs
+
+    # -- hops -------------------------------------------------------------------------------------------------------
+    def neighbours(self, frontier: Sequence[tuple[int, Node]]) -> list[Neighbour]:
+        """The distinct neighbours of each tagged frontier vertex, one parent each (a breadth-first hop)."""
+        if not frontier:
+            return []
+        rows = self._select(
+            "neighbours", frontier=" ".join(f"({tag} {vertex})" for tag, vertex in frontier), **self._terms
+        ).rows
+        walkable = self.walkable
+        return [
+            Neighbour(int(tag.value), vertex, parent)  # type: ignore[union-attr, arg-type]
+            for tag, vertex, parent in rows
+            if parent is not None and walkable(vertex)
+        ]
+
+    def around(self, vertex: Node, limit: int) -> list[Node]:
+        """Up to ``limit`` neighbours of one vertex each way (its facts, facts about it, its posts or entities):
+        a bounded sample of a vertex that may touch thousands of facts."""
+        rows = self._select("around", vertex=str(vertex), limit=str(int(limit)), **self._terms).rows
+        return [x for (x,) in dict.fromkeys(rows) if self.walkable(x)]  # type: ignore[misc]
+
+    def meet(self, frontier: Sequence[tuple[int, Node]]) -> list[tuple[Node, int, Node]]:
+        """Vertices one hop from the frontiers of two or more tags, as (vertex, tag, parent) for every tag that
+        reaches them: where circles meet, found by the engine without shipping the circles."""
+        if not frontier:
+            return []
+        rows = self._select(
+            "meet", frontier=" ".join(f"({tag} {vertex})" for tag, vertex in frontier), **self._terms
+        ).rows
+        return [
+            (x, int(tag.value), parent)  # type: ignore[union-attr, misc]
+            for x, tag, parent in rows
+            if parent is not None and self.walkable(x)
+        ]
+
+    def edges(self, frontier: Sequence[Node], cap: int | None = None) -> list[Step]:
+        """Every fact triple touching the frontier (literal-valued ones included), as steps away from it.
+
+        Within one retrieval each vertex's triples are read once. With ``cap``, a vertex already seen to touch more
+        than ``cap`` triples is read as a bounded sample (``cap`` of each kind of triple) instead of in full.
+        """
+        wanted = list(dict.fromkeys(frontier))
+        todo = [v for v in wanted if v not in self._memo]
+        if cap is not None:
+            for v in [v for v in todo if self._degree.get(v, 0) > 4 * cap]:
+                self._memo[v] = self._sample(v, cap)
+            todo = [v for v in todo if v not in self._memo]
+        if todo:
+            for v, steps in self._read_edges(todo).items():
+                self._memo[v] = steps
+                self._degree[v] = len(steps)
+        return [step for v in wanted for step in self._memo[v]]
+
+    def _read_edges(self, vertices: list[Node]) -> dict[Node, list[Step]]:
+        rows = self._select("edges", frontier=" ".join(str(v) for v in vertices), **self._terms).rows
+        fetched: dict[Node, list[Step]] = {v: [] for v in vertices}
+        for y, p, x, fwd in rows:
+            step = self._step(y, p, x, fwd)  # type: ignore[arg-type]
+            if step is not None:
+                fetched[y].append(step)  # type: ignore[index]
+        return fetched
+
+    def degree(self, vertex: Node) -> int:
+        """Triples touching ``vertex`` when last read in full (0 if never)."""
+        return self._degree.get(vertex, 0)
+
+    def _sample(self, vertex: Node, cap: int) -> list[Step]:
+        rows = self._select("edges_sample", vertex=str(vertex), limit=str(int(cap)), **self._terms).rows
+        steps = [self._step(vertex, p, x, fwd) for p, x, fwd in rows]  # type: ignore[arg-type]
+        return [s for s in steps if s is not None]
+
+    def _step(self, y: Node, p: Node, x: object, fwd: object) -> Step | None:
+        if isinstance(x, ox.Literal):
+            return Step(Triple(y, p, x), True)
+        if not self.walkable(x):
+            return None
+        return Step(Triple(y, p, x), True) if _true(fwd) else Step(Triple(x, p, y), False)  # type: ignore[arg-type]
+
+    def begin(self) -> None:
+        """Start one retrieval: triples read from now on are kept until the next one (the store may change)."""
+        self._memo.clear()
+
+    def between(self, pairs: Iterable[tuple[Node, Node]]) -> dict[tuple[Node, Node], list[Step]]:
+        """The fact triples joining each (a, b) pair, as steps walked from a to b."""
+        wanted = list(dict.fromkeys(pairs))
+        if not wanted:
+            return {}
+        rows = self._select("between", pairs=" ".join(f"({a} {b})" for a, b in wanted), **self._terms).rows
+        found: dict[tuple[Node, Node], list[Step]] = {}
+        for a, b, p, fwd in rows:
+            forward = _true(fwd)
+            triple = Triple(a, p, b) if forward else Triple(b, p, a)  # type: ignore[arg-type]
+            found.setdefault((a, b), []).append(Step(triple, forward))  # type: ignore[index]
+        for steps in found.values():
+            steps.sort(key=lambda s: (not s.forward, s.triple.p.value))
+        return found
+
+    # -- what vertices are ------------------------------------------------------------------------------------------
+    def kinds(self, vertices: Iterable[Node]) -> dict[Node, Kind]:
+        """Object, thesis or episodic, for each vertex (thesis classes looked up once per vertex)."""
+        wanted = list(dict.fromkeys(vertices))
+        missing = []
+        for v in wanted:
+            if v not in self._kinds:
+                if v.value.startswith(self.post_prefix):
+                    self._kinds[v] = Kind.EPISODIC
+                else:
+                    missing.append(v)
+        for start in range(0, len(missing), 1000):
+            chunk = missing[start : start + 1000]
+            thesis = {
+                row[0]
+                for row in self._select(
+                    "types", iris=" ".join(str(v) for v in chunk), thesis=self._thesis_terms()
+                ).rows
+            }
+            for v in chunk:
+                self._kinds[v] = Kind.THESIS if v in thesis else Kind.OBJECT
+        return {v: self._kinds[v] for v in wanted}
+
+    def labels(self, vertices: Iterable[Node]) -> dict[Node, str]:
+        """A readable name per vertex: label, name, or for a post its first words; the IRI's tail otherwise."""
+        wanted = list(dict.fromkeys(vertices))
+        missing = [v for v in wanted if v not in self._labels]
+        for start in range(0, len(missing), 1000):
+            chunk = missing[start : start + 1000]
+            for x, label, content in self._select("labels", iris=" ".join(str(v) for v in chunk)).rows:
+                text = label.value if label is not None else _snippet(content.value) if content is not None else None
+                if text:
+                    self._labels[x] = text  # type: ignore[index]
+            for v in chunk:
+                self._labels.setdefault(v, local_name(v.value))
+        return {v: self._labels[v] for v in wanted}
+
+    def sources(self, triples: Sequence[Triple]) -> dict[Triple, list[Source]]:
+        """Where each triple was said: the posts its extraction graphs came from (or the imported file)."""
+        found: dict[Triple, list[Source]] = {}
+        for start in range(0, len(triples), 200):
+            chunk = triples[start : start + 200]
+            rows = self._select("sources", triples=" ".join(f"({t.s} {t.p} {t.o})" for t in chunk)).dicts()
+            for row in rows:
+                triple = Triple(row["s"], row["p"], row["o"])  # type: ignore[arg-type]
+                found.setdefault(triple, []).append(
+                    Source(
+                        post=_value(row.get("post")),
+                        text=_value(row.get("content")),
+                        session=_value(row.get("session")),
+                        time=_value(row.get("time")),
+                        speaker=_value(row.get("speaker")),
+                        source_id=_value(row.get("source_id")),
+                        file=_value(row.get("file")),
+                    )
+                )
+        for triple in triples:  # an episodic step's source is the post itself
+            if triple.p.value == EPISODIC_LINK and isinstance(triple.o, ox.NamedNode):
+                post = triple.o.value
+                if not any(s.post == post for s in found.get(triple, [])):
+                    found.setdefault(triple, []).insert(0, Source(post=post, text=self.labels([triple.o])[triple.o]))
+        for sources in found.values():
+            sources.sort(key=lambda s: (s.time or "", s.post or "", s.file or ""))
+        return found
+
+
+def local_name(iri: str) -> str:
+    """``https://…/dana-s-bike`` → ``dana s bike``: a last resort when a vertex has no label."""
+    tail = iri.rstrip("/#").rsplit("/", 1)[-1].rsplit("#", 1)[-1]
+    return tail.replace("-", " ").replace("_", " ") or iri
+
+
+def predicate_words(iri: str) -> str:
+    """``https://schema.org/toLocation`` → ``to location``."""
+    tail = iri.rsplit("/", 1)[-1].rsplit("#", 1)[-1]
+    spaced = _CAMEL.sub(" ", tail).replace("_", " ").replace("-", " ")
+    return " ".join(spaced.lower().split()) or tail
+
+
+def _snippet(text: str, words: int = 16) -> str:
+    parts = text.split()
+    return " ".join(parts[:words]) + (" …" if len(parts) > words else "")
+
+
+def _true(term: object) -> bool:
+    return isinstance(term, ox.Literal) and term.value in ("true", "1")
+
+
+def _value(term: object) -> str | None:
+    return None if term is None else term.value  # type: ignore[attr-defined]

@@ -1,0 +1,74 @@
+"""Traversal for an open :class:`~pcm.memory.Memory`: one engine per memory, start vertices from the side index.
+
+This is what ``pcm retrieve`` and ``ask``'s fallback call::
+
+    result = retrieve(memory, "Which shop fixed my car?")            # starts matched in the side index
+    result = retrieve(memory, question, start=[iri, ...], algorithm="wc+bs")
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from pcm.retrieval.traversal.config import TraversalConfig
+from pcm.retrieval.traversal.engine import TraversalEngine
+from pcm.retrieval.traversal.model import Kind, Result
+from pcm.retrieval.traversal.starts import StartMatch, find_starts
+
+if TYPE_CHECKING:
+    from pcm.memory import Memory
+
+DEFAULT_ALGORITHM = "wc"
+_ENGINES: weakref.WeakKeyDictionary[Memory, TraversalEngine] = weakref.WeakKeyDictionary()
+_LOCK = threading.Lock()
+
+
+def engine_for(memory: Memory) -> TraversalEngine:
+    """The memory's engine, made on first use and kept while the memory is open (its caches stay warm)."""
+    with _LOCK:
+        engine = _ENGINES.get(memory)
+        if engine is None or engine.graph.backend is not memory.backend:
+            engine = TraversalEngine.for_memory(memory)
+            _ENGINES[memory] = engine
+            weakref.finalize(memory, engine.close)
+        return engine
+
+
+def configured_algorithm(memory: Memory) -> str:
+    """``settings.traversal_algorithm`` when the settings carry one (PCM_TRAVERSAL), else WaterCircles."""
+    return str(getattr(memory.settings, "traversal_algorithm", "") or DEFAULT_ALGORITHM)
+
+
+def retrieve(
+    memory: Memory,
+    question: str,
+    *,
+    start: Sequence[str] | None = None,
+    algorithm: str | None = None,
+    forbid: Iterable[Kind] | None = None,
+    top_n: int | None = -1,
+    sources: bool = True,
+) -> Result:
+    """Triples that answer ``question``, walked from ``start`` (or from the entities the question mentions).
+
+    ``top_n`` -1 keeps the configured triples filter, None keeps everything found.
+    """
+    engine = engine_for(memory)
+    matches: list[StartMatch] = []
+    if start is None:
+        matches = find_starts(memory.index, question)
+        start = [m.iri for m in matches]
+    config = engine.config if top_n == -1 else replace(engine.config, top_n=top_n)
+    result = engine.retrieve(
+        question, list(start), algorithm or configured_algorithm(memory), config=config, forbid=forbid, sources=sources
+    )
+    result.matches = matches
+    engine.close()  # keep what was embedded for the next process
+    return result
+
+
+__all__ = ["DEFAULT_ALGORITHM", "TraversalConfig", "configured_algorithm", "engine_for", "retrieve"]

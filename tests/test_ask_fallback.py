@@ -1,0 +1,86 @@
+"""The fallbacks of ask, with the side index on: episodic recall when the graph has no answer, abstention, and
+the no-LLM mode. One module-scoped memory (the samples, extracted); the embedding model loads once."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+import pytest
+
+from pcm.llm import ScriptedClient
+from pcm.llm.base import Message
+from pcm.memory import Memory
+from pcm.retrieval.ask import NO_LLM_NOTE, CachingClient, ask
+from pcm.retrieval.grounding import build_grounding
+from test_ask_support import GOLD_MODEL_QUESTIONS, build_sample_memory, cited_ids, sparql_reply
+
+AS_OF = datetime(2025, 10, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    memory = build_sample_memory(tmp_path_factory.mktemp("ask-indexed") / "memory", index=True)
+    CachingClient.forget(memory)
+    yield memory
+    CachingClient.forget(memory)
+    memory.close()
+
+
+def test_without_an_llm_it_answers_with_the_best_utterances_and_says_so(indexed: Memory) -> None:
+    result = ask(indexed, "What kind of dog is Biscuit?", client=None, as_of=AS_OF)
+    assert result.path == "episodic" and result.note == NO_LLM_NOTE
+    assert "d05-m03" in cited_ids(result)  # "He's a four-year-old beagle."
+    assert result.answer.count('"') == 2 and "said" in result.answer
+
+
+def test_when_the_graph_has_no_answer_recalled_utterances_answer_it(indexed: Memory) -> None:
+    def model(system: str, messages: list[Message], operation: str) -> str:
+        if operation == "nl2sparql":
+            return "NO QUERY: the vocabulary has no term for advice about socks"
+        numbers = [int(n) for n, line in re.findall(r"^\[(\d+)\] (.*)$", messages[0].content, re.MULTILINE)
+                   if "laundry" in line]
+        if not numbers:  # the traversal facts come first: they do not say it
+            return "NOT IN MEMORY"
+        return f"ANSWER: Keep laundry behind closed doors, give him his own chew toys, trade him a treat. [cites: {numbers[0]}]"
+
+    client = ScriptedClient([model] * 3)
+    result = ask(indexed, "What did the assistant suggest to stop Biscuit stealing socks?", client=client, as_of=AS_OF)
+    assert result.path == "episodic" and "recalled utterances" in result.note
+    assert result.answer.startswith("Keep laundry behind closed doors")
+    assert cited_ids(result) == {"d05-m10"}
+    assert [op for _, _, op in client.requests][0] == "nl2sparql" and client.requests[-1][2] == "answer"
+
+
+def test_a_question_about_something_never_said_is_not_in_memory(indexed: Memory) -> None:
+    """LoCoMo-style adversarial question: the graph has nothing, the fallbacks find look-alikes, the model abstains."""
+    gold = sparql_reply(GOLD_MODEL_QUESTIONS["What is the name of Dana's brother?"])
+    client = ScriptedClient([lambda s, m, op: gold if op == "nl2sparql" else "NOT IN MEMORY"] * 6)
+    result = ask(indexed, "What is the name of Dana's brother?", client=client, as_of=AS_OF)
+    assert result.path == "none" and result.answer.startswith("Not in memory") and not result.posts
+    operations = [op for _, _, op in client.requests]
+    assert operations[:2] == ["nl2sparql"] * 2 and operations[-1] == "answer"  # round 3 would repeat round 2
+    assert "[1] (" in client.requests[-1][1][0].content  # the model saw recalled utterances, and abstained
+
+
+def test_traversal_answers_from_facts_around_the_matched_entities(indexed: Memory) -> None:
+    def model(system: str, messages: list[Message], operation: str) -> str:
+        if operation == "nl2sparql":
+            return "NO QUERY: the question asks for a description, not a value"
+        lines = re.findall(r"^\[(\d+)\] (.*)$", messages[0].content, re.MULTILINE)
+        cite = next(n for n, line in lines if "home location Denver" in line)
+        return f"ANSWER: Dana's sister, who lives in Denver. [cites: {cite}]"
+
+    client = ScriptedClient([model] * 2)
+    result = ask(indexed, "Who is Joanna?", client=client, as_of=AS_OF)
+    assert result.path == "traversal" and "facts around the matched entities" in result.note
+    assert result.answer == "Dana's sister, who lives in Denver."
+    assert cited_ids(result) == {"d02-m07"}
+
+
+def test_grounding_matches_entities_through_the_index(indexed: Memory) -> None:
+    grounding = build_grounding(indexed, "Which shop repaired Dana's car?", as_of=AS_OF)
+    assert grounding.entities, "entity matching found nothing"
+    assert all(e.score >= 0.3 for e in grounding.entities)
+    exact = build_grounding(indexed, "Who is Priya Raman?", as_of=AS_OF)
+    assert exact.entities[0].label == "Priya Raman" and exact.entities[0].how == "exact"

@@ -1,0 +1,82 @@
+"""The prompt files: versioned, catalogue generated from the ontology (never typed), rules naming real terms."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+from pcm.extraction.prompts import (
+    CATALOGUE_BEGIN,
+    CATALOGUE_END,
+    PROMPTS_DIR,
+    committed_catalogue,
+    extract_prompt,
+    generated_catalogue,
+    prompt_version,
+    read_prompt,
+    refresh_catalogue,
+    repair_prompt,
+    system_prompt,
+)
+from pcm.namespaces import PREFIXES
+from pcm.ontology import load_ontology
+
+
+def test_committed_catalogue_equals_the_generated_one() -> None:
+    """If this fails, the ontology changed: run `python -m pcm.extraction.prompts` and commit the prompt."""
+    assert committed_catalogue() == generated_catalogue()
+
+
+def test_prompt_files_carry_their_version_in_name_and_header() -> None:
+    assert extract_prompt().version == "extract.v1" and repair_prompt().version == "repair.v1"
+    assert prompt_version() == "extract.v1+repair.v1"
+    for name in ("extract.v1.md", "repair.v1.md"):
+        assert (PROMPTS_DIR / name).read_text(encoding="utf-8").startswith(f"<!-- prompt: {name[:-3]} -->\n")
+
+
+def test_the_rules_name_only_terms_the_ontology_defines() -> None:
+    ontology = load_ontology()
+    rules = extract_prompt().parts["system"].split(CATALOGUE_BEGIN)[0]
+    used = set(re.findall(r"\b([a-z]+):([A-Za-z][A-Za-z0-9]*)\b", rules))
+    checked = {(p, local) for p, local in used if p in PREFIXES and p not in ("rdf", "rdfs", "xsd", "owl")}
+    assert len(checked) > 40
+    missing = sorted(f"{p}:{local}" for p, local in checked if not ontology.defines(PREFIXES[p] + local))
+    assert missing == []
+
+
+def test_the_rules_carry_the_papers_extraction_rules() -> None:
+    rules = extract_prompt().parts["system"].lower()
+    for phrase in ("most specific", "pcm:repairaction and\n   pcm:serviceevent", "xsd:date", "schema:agent",
+                   "completedactionstatus", "potentialactionstatus", "no isolated nodes", "rdfs:label",
+                   "reuse existing iris", "ob:", "rel:", "opencare:", "schema:repeatfrequency", "pcm:pet",
+                   "pcm:socialmediaaccount", "pcm:clothing", "pcm:plant", "pcm:collection", "pcm:preference",
+                   "prices", "quantities", "brands", "durations"):
+        assert phrase in rules, phrase
+
+
+def test_refresh_rewrites_only_the_catalogue_block(tmp_path: Path) -> None:
+    copy = tmp_path / "extract.v1.md"
+    shutil.copy(PROMPTS_DIR / "extract.v1.md", copy)
+    text = copy.read_text(encoding="utf-8")
+    start, end = text.index(CATALOGUE_BEGIN), text.index(CATALOGUE_END)
+    copy.write_text(text[: start + len(CATALOGUE_BEGIN)] + "\nstale\n" + text[end:], encoding="utf-8")
+
+    assert refresh_catalogue(copy) is True
+    assert copy.read_text(encoding="utf-8") == text.replace(committed_catalogue(), generated_catalogue())
+    assert refresh_catalogue(copy) is False
+    assert read_prompt(copy).version == "extract.v1"
+
+
+def test_system_prompt_holds_the_selected_catalogue_without_markers() -> None:
+    catalogue = load_ontology().catalogue(["pets"])
+    system = system_prompt(catalogue)
+    assert catalogue in system and "## pets" in system and "## health" not in system
+    assert CATALOGUE_BEGIN not in system and CATALOGUE_END not in system and "<!-- part:" not in system
+
+
+def test_user_part_has_every_section_the_extractor_fills() -> None:
+    values = dict.fromkeys(("message_time", "date_hints", "speaker", "entities", "previous", "role", "utterance"), "X")
+    text = extract_prompt().render("user", **values)
+    assert "{{" not in text and "<utterance>\nX\n</utterance>" in text
+    assert "{{" not in repair_prompt().render("user", report="R")
