@@ -399,6 +399,13 @@ def test_entities_are_matched_by_exact_and_normalised_labels_full_text_and_vecto
     lee = {m.iri for m in index.match_entities("Lee", 5) if "fts" in m.how}
     assert lee == {"urn:e:ann", "urn:e:bob"}  # a part of a name, by full text
     assert index.match_entities("beagle puppy", 1)[0].iri == "urn:e:biscuit"
+    assert "vector" in index.match_entities("beagle puppy", 1)[0].how
+    # a known name needs no embedding: the mention is not encoded and no candidate comes from vectors
+    embedder = index.embedder
+    assert isinstance(embedder, HashEmbedder)
+    before = len(embedder.embedded)
+    assert all("vector" not in m.how for m in index.match_entities("Bob Lee", 5))
+    assert len(embedder.embedded) == before
     assert index.match_entities("  ") == []
 
 

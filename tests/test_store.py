@@ -242,3 +242,26 @@ def test_schema_org_http_is_normalised_on_import(memory: Memory, tmp_path: Path)
                  + f"<{memory.manifest.namespace}biscuit> <http://schema.org/name> \"Biscuit\" .\n")
     memory.import_rdf(f)
     assert ask_bool(memory, f"ASK {{ ?s <{SCHEMA}name> \"Biscuit\" }}")
+
+
+def test_ingest_with_an_llm_extracts_facts_that_cite_their_post(tmp_path: Path) -> None:
+    import json
+
+    from pcm.settings import LLMSpec
+
+    script = tmp_path / "replies.json"
+    settings = Settings(memory=tmp_path / "m", index_enabled=False, llm=LLMSpec("scripted", str(script)))
+    with Memory.init(settings, owner="Dana Whitfield") as m:
+        ns = m.manifest.namespace
+    script.write_text(json.dumps([
+        "```turtle\n@prefix pcm: <https://w3id.org/pcm/ontology#> .\n@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .\n"
+        f"<{ns}biscuit> a pcm:Pet ; rdfs:label \"Biscuit\" ; pcm:petSpecies \"beagle\" .\n"
+        f"<{ns}owner> pcm:hasPet <{ns}biscuit> .\n```"
+    ]))
+    with Memory.open(settings) as m:
+        report = m.ingest([conv("s1", ("user", "I adopted a beagle called Biscuit."))])
+        assert (report.added, report.extracted, report.failed) == (1, 1, 0)
+        [source] = [s for s in m.why(f"{ns}biscuit") if s.post]
+        assert source.content == "I adopted a beagle called Biscuit." and source.source_id == "s1:0"
+        assert ask_bool(m, f'ASK {{ <{ns}biscuit> <{PCM}petSpecies> "beagle" }}')
+        assert m.stats().status == {"extracted": 1}

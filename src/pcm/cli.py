@@ -108,6 +108,9 @@ LAZY_COMMANDS: dict[str, str] = {
     "ontology": "pcm.cli_ontology:ontology",
     "serve": "pcm.cli_serve:serve",
     "ask": "pcm.cli_ask:ask",
+    "extract": "pcm.cli_extract:extract",
+    "history": "pcm.cli_extract:history",
+    "duplicates": "pcm.cli_extract:duplicates",
 }
 
 

@@ -85,10 +85,10 @@ def history(ctx: click.Context, memory_path: Path | None, iri: str, as_json: boo
     """
     from pcm.extraction import fact_history
     from pcm.extraction.context import show_iri
-    from pcm.memory import _expand
+    from pcm.memory import expand_iri
 
     with opened(ctx, memory_path, read_only=True) as memory:
-        full = _expand(iri, memory.manifest.namespace)
+        full = expand_iri(iri, memory.manifest.namespace)
         result = fact_history(memory, full)
         ns, ontology = memory.manifest.namespace, memory.ontology
     if as_json:

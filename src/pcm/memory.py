@@ -67,6 +67,7 @@ class IngestReport:
     pending: int = 0
     mode: str = "episodic"
     posts: list[str] = field(default_factory=list)
+    extraction: dict[str, object] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, object]:
         return {k: v for k, v in self.__dict__.items() if k != "posts"}
@@ -224,7 +225,7 @@ class Memory:
             index.delete_entities(sorted(gone))
         new_entities = [entities[i] for i in sorted(entities.keys() - indexed_entities)]
         if new_entities:
-            index.upsert_entities([_entity_record(*e) for e in new_entities])
+            index.upsert_entities([entity_record(*e) for e in new_entities])
         return len(missing) + len(new_entities), len(extra) + len(gone)
 
     def reindex(self, progress: Progress | None = None) -> int:
@@ -251,7 +252,7 @@ class Memory:
     def ingest(self, conversations: Iterable[Conversation], progress: Progress | None = None) -> IngestReport:
         """Store every utterance as a post, one atomic write each; re-ingesting the same turns adds nothing."""
         self._writable()
-        report = IngestReport(mode="episodic" if not self.settings.llm.enabled else "episodic (extraction pending)")
+        report = IngestReport()
         to_index: list[PostInfo] = []
         for conv in conversations:
             report.conversations += 1
@@ -285,7 +286,22 @@ class Memory:
                     self._index_posts(to_index)
                     to_index = []
         self._index_posts(to_index)
+        if self.settings.llm.enabled and report.posts:
+            self._extract(report, progress)
         return report
+
+    def _extract(self, report: IngestReport, progress: Progress | None) -> None:
+        """Second write per post: its extraction graph, provenance and status (the post itself is already safe)."""
+        from pcm.extraction import extract_posts
+        from pcm.llm import make_client
+
+        if self._client is None:
+            self._client = make_client(self.settings)
+        run = extract_posts(self, report.posts, client=self._client)  # type: ignore[arg-type]
+        report.mode = f"extraction ({self.settings.llm})"
+        report.extracted, report.failed = run.extracted, run.failed
+        report.pending = report.added - run.extracted - run.failed - run.skipped
+        report.extraction = run.as_json()
 
     def _index_posts(self, posts: Sequence[PostInfo]) -> None:
         if posts and self.settings.index_enabled:
@@ -466,7 +482,7 @@ class Memory:
         return self.store.stats()
 
     def why(self, iri: str) -> list[Source]:
-        iri = _expand(iri, self.manifest.namespace)
+        iri = expand_iri(iri, self.manifest.namespace)
         return self.store.why(iri)
 
     def recall(self, text: str, k: int = 10, **filters: object) -> list[RecallHit]:
@@ -558,7 +574,7 @@ def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(p) if p.isdigit() else 0 for p in version.split("."))
 
 
-def _expand(iri: str, namespace: str) -> str:
+def expand_iri(iri: str, namespace: str) -> str:
     """Accept a full IRI, ``<IRI>``, a CURIE with a known prefix, or ``m:slug`` for this memory's individuals."""
     iri = iri.strip().removeprefix("<").removesuffix(">")
     prefix, sep, local = iri.partition(":")
@@ -581,6 +597,10 @@ def _dump_namespace(staging: ox.Store) -> str | None:
     return None
 
 
+#: The history graph records superseded statements by RDF reification (DESIGN.md §3), so a dump carries these.
+_REIFICATION = frozenset(RDF + t for t in ("Statement", "subject", "predicate", "object"))
+
+
 def check_vocabulary_store(staging: ox.Store, ontology: Ontology) -> list[str]:
     """:func:`check_vocabulary` over a staging store, with the distinct terms found by the engine."""
     from pcm.shapes import BUILTIN_TERMS
@@ -590,8 +610,9 @@ def check_vocabulary_store(staging: ox.Store, ontology: Ontology) -> list[str]:
         r[0].value
         for r in staging.query(f"SELECT DISTINCT ?c WHERE {{ GRAPH ?g {{ ?s <{RDF_TYPE}> ?c }} FILTER(isIRI(?c)) }}")
     ]
-    problems = [f"unknown property {p}" for p in sorted(predicates) if p not in BUILTIN_TERMS and not ontology.defines(p)]
-    problems += [f"unknown class {c}" for c in sorted(classes) if not ontology.defines(c)]
+    allowed = BUILTIN_TERMS | _REIFICATION
+    problems = [f"unknown property {p}" for p in sorted(predicates) if p not in allowed and not ontology.defines(p)]
+    problems += [f"unknown class {c}" for c in sorted(classes) if c not in allowed and not ontology.defines(c)]
     return problems
 
 
@@ -617,7 +638,7 @@ def _post_record(p: PostInfo):  # type: ignore[no-untyped-def]
     return PostRecord(p.iri, p.session, p.role, p.speaker, p.time, p.text, p.source_id, p.position)
 
 
-def _entity_record(iri: str, label: str, types: tuple[str, ...], alts: tuple[str, ...]):  # type: ignore[no-untyped-def]
+def entity_record(iri: str, label: str, types: tuple[str, ...], alts: tuple[str, ...]):  # type: ignore[no-untyped-def]
     from pcm.index import EntityRecord
 
     names = " ".join(t.rsplit("/", 1)[-1].rsplit("#", 1)[-1] for t in types)

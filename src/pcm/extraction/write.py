@@ -135,7 +135,7 @@ def update_index(memory: Memory, iris: Sequence[str]) -> None:
     if not iris or not memory.settings.index_enabled:
         return
     try:
-        from pcm.memory import _entity_record
+        from pcm.memory import entity_record
 
         cards = entity_cards(memory, iris)
         alts: dict[str, list[str]] = {}
@@ -144,7 +144,7 @@ def update_index(memory: Memory, iris: Sequence[str]) -> None:
             if row[0] is not None and row[1] is not None:
                 alts.setdefault(row[0].value, []).append(row[1].value)
         records = [
-            _entity_record(c.iri, c.label, c.types, tuple(sorted(alts.get(c.iri, ()))))
+            entity_record(c.iri, c.label, c.types, tuple(sorted(alts.get(c.iri, ()))))
             for c in cards.values() if c.label
         ]
         if records:

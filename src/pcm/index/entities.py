@@ -37,8 +37,8 @@ def combine(
     similarity: Callable[[str], float],
     k: int,
 ) -> list[EntityMatch]:
-    """Rank candidate IRIs from every leg. ``similarity`` gives the cosine of an IRI found only by label, so
-    several entities sharing a name are still ordered by meaning."""
+    """Rank candidate IRIs from every leg. ``similarity`` gives the cosine of an IRI the vector leg did not
+    return (0.0 when the caller skipped that leg)."""
     candidates: dict[str, _Candidate] = {}
     for iri in exact:
         candidates.setdefault(iri, _Candidate()).exact = True

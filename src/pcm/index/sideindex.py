@@ -255,27 +255,37 @@ class SideIndex:
             return self._hits(fused, k, recency)
 
     def match_entities(self, mention: str, k: int = 10) -> list[EntityMatch]:
-        """Candidate entity IRIs for a mention, best first: exact and normalised labels, full-text, vectors."""
+        """Candidate entity IRIs for a mention, best first: exact and normalised labels, full-text, vectors.
+
+        Vectors are consulted only when no label matches: a known name is the common case during extraction,
+        the label tiers already rank it first, and embedding the mention is the slowest step.
+        """
         with self._lock:
             tables = self._open_tables()
             mention = " ".join(mention.split())
-            if not mention or k <= 0 or len(self._entities) == 0:
+            mirror = self._entities
+            if not mention or k <= 0 or len(mirror) == 0:
                 return []
             depth = max(20, 2 * k)
-            fts_hits = tables.fts(tables.entities, mention, depth)
-            vector = self._query_vector(mention)
-            slots, scores = self._entities.top_by_vector(vector, depth)
-            mirror = self._entities
+            exact = mirror.exact.get(exact_label(mention), set())
+            normalised = mirror.normal.get(normalise_label(mention), set())
+            fts = [
+                (iri, score) for iri, score in tables.fts(tables.entities, mention, depth) if iri in mirror
+            ]
+            vector: list[tuple[str, float]] = []
+            if not exact and not normalised:
+                query = self._query_vector(mention)
+                slots, scores = mirror.top_by_vector(query, depth)
+                vector = [
+                    (mirror.record_at(s).iri, c) for s, c in zip(slots.tolist(), scores.tolist(), strict=True)
+                ]
             return entity_ranking.combine(
-                exact=mirror.exact.get(exact_label(mention), ()),
-                normalised=mirror.normal.get(normalise_label(mention), ()),
-                fts=[(i, s) for i, s in fts_hits if i in mirror],
-                vector=[
-                    (mirror.record_at(s).iri, float(c))
-                    for s, c in zip(slots.tolist(), scores.tolist(), strict=True)
-                ],
+                exact=exact,
+                normalised=normalised,
+                fts=fts,
+                vector=vector,
                 label_of=lambda iri: mirror.record_at(mirror.slot_of[iri]).label,
-                similarity=lambda iri: float(mirror.vectors[mirror.slot_of[iri]] @ vector),
+                similarity=lambda iri: 0.0,
                 k=k,
             )
 

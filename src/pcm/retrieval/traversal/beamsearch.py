@@ -53,10 +53,6 @@ class _Beam:
         return self.cost / (len(self.steps) ** alpha) if self.steps else math.inf
 
 
-def triple_cost(similarity: float) -> float:
-    return -math.log(min(1.0, max(similarity, _FLOOR)))
-
-
 def beam_search(
     graph: GraphView,
     verbaliser: Verbaliser,
@@ -80,9 +76,9 @@ def beam_search(
         graph.stats.passed += len(tails)
         options, capped_now = _options(graph, tails, config, restrictions, starts)
         capped += capped_now
-        costs = _costs(verbaliser, vectors, question, options)
+        scored = _costs(verbaliser, vectors, question, options)
         for i, beams in enumerate(live):
-            grown, finished = _grow(beams, options, costs, config)
+            grown, finished = _grow(beams, scored, config)
             ended[i] += finished
             live[i] = grown
     notes = [f"BeamSearch: {capped} vertices had more than {config.max_fanout} facts; the rest were not scored"] if capped else []
@@ -121,12 +117,12 @@ def _walkable_tail(graph: GraphView, beam: _Beam, start: Node, restrictions: Res
 def _options(
     graph: GraphView, tails: list[Value], config: BeamSearchConfig, restrictions: Restrictions, starts: list[Node]
 ) -> tuple[dict[Value, list[Step]], int]:
-    """Allowed candidate steps per tail (forbidden kinds dropped). A tail known to touch more than ``max_fanout``
+    """Allowed candidate steps per tail (forbidden kinds dropped). A tail touching more than ``max_fanout``
     triples is read as a sample of about that many (see :meth:`GraphView.edges`)."""
     start_set = set(starts)
     wanted = [t for t in tails if isinstance(t, ox.NamedNode)]
-    capped = sum(graph.degree(t) > config.max_fanout for t in wanted)
     steps = graph.edges(wanted, cap=max(1, config.max_fanout // 4))
+    capped = sum(graph.degree(t) > config.max_fanout for t in wanted)
     if restrictions.needs_kinds:
         kinds = graph.kinds(s.target for s in steps if isinstance(s.target, ox.NamedNode))
         steps = [
@@ -139,40 +135,46 @@ def _options(
     return by_tail, capped
 
 
+Scored = list[tuple[float, Step]]
+
+
 def _costs(
     verbaliser: Verbaliser, vectors: TextVectors, question: np.ndarray, options: dict[Value, list[Step]]
-) -> dict[Triple, float]:
-    """Cost of every candidate triple; each tail's options are sorted cheapest first (ties keep the order the
-    store returned them in, which is fixed for a given store)."""
-    triples = list(dict.fromkeys(s.triple for steps in options.values() for s in steps))
-    if not triples:
+) -> dict[Value, Scored]:
+    """Each tail's options with their cost, cheapest first (ties keep the order the store returned them in,
+    which is fixed for a given store)."""
+    flat = [step for steps in options.values() for step in steps]
+    if not flat:
         return {}
-    similarity = vectors.get(verbaliser.texts(triples)) @ question
-    costs = {t: triple_cost(float(s)) for t, s in zip(triples, similarity.tolist(), strict=True)}
-    for steps in options.values():
-        steps.sort(key=lambda s: costs[s.triple])
-    return costs
+    similarity = vectors.get(verbaliser.texts([s.triple for s in flat])) @ question
+    cost = -np.log(np.clip(similarity, _FLOOR, 1.0))
+    scored: dict[Value, Scored] = {}
+    at = 0
+    for tail, steps in options.items():
+        block = cost[at : at + len(steps)]
+        order = np.argsort(block, kind="stable")
+        scored[tail] = [(float(block[k]), steps[k]) for k in order]
+        at += len(steps)
+    return scored
 
 
-def _grow(
-    beams: list[_Beam], options: dict[Value, list[Step]], costs: dict[Triple, float], config: BeamSearchConfig
-) -> tuple[list[_Beam], list[_Beam]]:
+def _grow(beams: list[_Beam], options: dict[Value, Scored], config: BeamSearchConfig) -> tuple[list[_Beam], list[_Beam]]:
     """Extend the beams of one start by their allowed steps; keep the ``max_paths`` cheapest extensions.
 
     Options come cheapest first, so a beam's scan stops at the first step that could not make the cut.
     """
     vertex_use: Counter[Value] = Counter(v for b in beams for v in {s.target for s in b.steps})
     triple_use: Counter[Triple] = Counter(s.triple for b in beams for s in b.steps)
-    best: list[tuple[float, int, int, Step]] = []  # max-heap on cost: (-cost, -order, beam, step)
+    best: list[tuple[float, int, int, float, Step]] = []  # max-heap on cost: (-total, -order, beam, cost, step)
     order = 0
     finished: list[_Beam] = []
     for index, beam in enumerate(beams):
         own_triples = {s.triple for s in beam.steps}
         own_targets = {s.target for s in beam.steps}
         movable = False
-        for step in options.get(beam.tail, ()):
+        for cost, step in options.get(beam.tail, ()):
             target = step.target
-            if step.triple in own_triples or target == beam.previous:
+            if target == beam.previous or step.triple in own_triples:
                 continue
             if not config.revisit_vertices and target in beam.vertices:
                 continue
@@ -181,17 +183,17 @@ def _grow(
             if not config.share_edges and triple_use[step.triple] > 0:
                 continue
             movable = True
-            total = beam.cost + costs[step.triple]
+            total = beam.cost + cost
             if len(best) >= config.max_paths and total >= -best[0][0]:
                 break
             order += 1
-            heapq.heappush(best, (-total, -order, index, step))
+            heapq.heappush(best, (-total, -order, index, cost, step))
             if len(best) > config.max_paths:
                 heapq.heappop(best)
         if not movable and beam.steps:
             finished.append(beam)
     chosen = sorted(best, key=lambda item: (-item[0], -item[1]))
-    return [beams[i].extend(step, costs[step.triple]) for _, _, i, step in chosen], finished
+    return [beams[i].extend(step, cost) for _, _, i, cost, step in chosen], finished
 
 
 def _final(ended: list[_Beam], continuous: list[_Beam], config: BeamSearchConfig) -> list[_Beam]:

@@ -195,6 +195,7 @@ class GraphView:
         wanted = list(dict.fromkeys(frontier))
         todo = [v for v in wanted if v not in self._memo]
         if cap is not None:
+            self._probe([v for v in todo if v not in self._degree])
             for v in [v for v in todo if self._degree.get(v, 0) > 4 * cap]:
                 self._memo[v] = self._sample(v, cap)
             todo = [v for v in todo if v not in self._memo]
@@ -212,6 +213,13 @@ class GraphView:
             if step is not None:
                 fetched[y].append(step)  # type: ignore[index]
         return fetched
+
+    def _probe(self, vertices: list[Node]) -> None:
+        """Count the triples of vertices never read before (counted in the engine, nothing shipped)."""
+        for start in range(0, len(vertices), 1000):
+            chunk = vertices[start : start + 1000]
+            for v, n in self._select("degrees", iris=" ".join(str(x) for x in chunk)).rows:
+                self._degree[v] = int(n.value)  # type: ignore[index, union-attr]
 
     def degree(self, vertex: Node) -> int:
         """Triples touching ``vertex`` when last read in full (0 if never)."""

@@ -23,7 +23,9 @@ class Verbaliser:
 
     def texts(self, triples: Sequence[Triple]) -> list[str]:
         """One sentence per triple (names looked up in one batch for all of them)."""
-        missing = [t for t in triples if t not in self._texts]
+        known = self._texts
+        out = [known.get(t) for t in triples]
+        missing = [t for t, text in zip(triples, out, strict=True) if text is None]
         if missing:
             vertices: list[Node] = []
             for t in missing:
@@ -32,8 +34,9 @@ class Verbaliser:
                     vertices.append(t.o)
             names = self.graph.labels(vertices)
             for t in missing:
-                self._texts[t] = self._sentence(t, names)
-        return [self._texts[t] for t in triples]
+                known[t] = self._sentence(t, names)
+            out = [known[t] for t in triples]
+        return out  # type: ignore[return-value]
 
     def text(self, triple: Triple) -> str:
         return self.texts([triple])[0]
