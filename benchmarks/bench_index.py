@@ -11,6 +11,7 @@ model, so every query below is embedded for real. The throughput run embeds real
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import sys
@@ -110,6 +111,19 @@ class RandomEmbedder(Embedder):
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         vectors = self._rng.standard_normal((len(texts), self.dim)).astype(np.float32)
         return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def cpu_pressure() -> str:
+    """How much CPU other processes were taking (Linux PSI), so timings from a shared machine can be read."""
+    try:
+        some = Path("/proc/pressure/cpu").read_text().splitlines()[0].split()
+        return (
+            "CPU pressure "
+            + ", ".join(f for f in some[1:3])
+            + f"; load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+        )
+    except (OSError, IndexError):
+        return f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
 
 
 def pct(values: list[float], p: float) -> float:
@@ -229,7 +243,10 @@ def scale(tmp: Path, n_posts: int, n_entities: int, n_queries: int) -> None:
         f"When did {rng.choice(posts).speaker} go to the {rng.choice(WORDS)} {rng.choice(WORDS)}?"
         for _ in range(n_queries)
     ]
+    r = timed(lambda q: embedder.encode([q]), [f"{q} (embedding alone)" for q in questions])
+    print(f"query embedding alone: p50 {r['p50']:.1f} ms  p95 {r['p95']:.1f} ms")
     for mode in ("hybrid", "fts", "vector"):
+        index._query_cache.clear()  # every mode embeds its queries afresh, as a new CLI call would
         r = timed(lambda q, m=mode: index.recall(q, k=10, mode=m), questions)
         print(
             f"recall {mode:6s} @{n_posts}: p50 {r['p50']:.1f} ms  p95 {r['p95']:.1f} ms  max {r['max']:.1f} ms"
@@ -244,6 +261,7 @@ def scale(tmp: Path, n_posts: int, n_entities: int, n_queries: int) -> None:
         mentions.append(
             [e.label, e.label.lower(), e.label.split()[-1], f"{rng.choice(WORDS)} {rng.choice(WORDS)}"][kind]
         )
+    index._query_cache.clear()
     r = timed(lambda m: index.match_entities(m, k=10), mentions)
     print(
         f"match_entities @{n_entities} (fresh mentions): p50 {r['p50']:.1f} ms  p95 {r['p95']:.1f} ms  "
@@ -267,6 +285,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--skip-throughput", action="store_true")
     args = parser.parse_args()
+    print(f"before: {cpu_pressure()}")
     with tempfile.TemporaryDirectory() as tmp:
         if not args.skip_throughput:
             cold, warm = throughput(Path(tmp))
@@ -274,6 +293,7 @@ def main() -> None:
                 f"batch indexing (LoCoMo turns, embedding included): cold {cold:.0f} posts/s, warm {warm:.0f} posts/s"
             )
         scale(Path(tmp), args.posts, args.entities, args.queries)
+    print(f"after: {cpu_pressure()}")
 
 
 if __name__ == "__main__":

@@ -104,8 +104,14 @@ def test_a_dead_engine_is_brought_back(limited: PcmServer) -> None:
     import os
     import signal
 
-    assert limited.engine is not None and limited.engine.pid is not None
-    os.kill(limited.engine.pid, signal.SIGKILL)
+    assert limited.engine is not None
+    # an earlier runaway test may have left the watchdog restarting the engine: wait (bounded) until it runs
+    waited = time.monotonic() + 15
+    while limited.engine.pid is None and time.monotonic() < waited:
+        time.sleep(0.1)
+    pid = limited.engine.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         response = httpx.get(limited.url + "/query", params={"query": "ASK { ?s ?p ?o }"})

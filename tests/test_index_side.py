@@ -445,3 +445,24 @@ def test_a_missing_full_text_index_is_rebuilt_on_open(tmp_path: Path) -> None:
     assert table.list_indices() == []
     with SideIndex.open(tmp_path / "index", embedder=HashEmbedder()) as idx:
         assert texts(idx.recall("beagle Biscuit", 1, mode="fts")) == [CHAT[4].text]
+
+
+def test_label_words_rank_by_rarity_and_common_words_do_not_gather_alone(
+    index: SideIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pcm.index import mirror
+
+    index.upsert_entities(
+        [
+            EntityRecord(f"urn:e:john{i}", f"John {name}", (), ("foaf:Person",), f"John {name}")
+            for i, name in enumerate(["Smith", "Doe", "Zyx", "Brown"])
+        ]
+    )
+    hits = index._entities.word_hits("zyx john", 10)
+    assert hits[0] == ("urn:e:john2", pytest.approx(1.0))  # both words
+    assert {iri for iri, _ in hits} == {f"urn:e:john{i}" for i in range(4)}
+    assert all(score < 0.5 for _, score in hits[1:])  # "john" is common here, "zyx" rare
+    monkeypatch.setattr(mirror, "_COMMON_WORD", 2)
+    assert [iri for iri, _ in index._entities.word_hits("zyx john", 10)] == ["urn:e:john2"]
+    assert len(index._entities.word_hits("john", 10)) == 4  # a common word alone still gathers
+    assert index._entities.word_hits("nobody", 10) == []

@@ -165,7 +165,7 @@ def test_entity_scores_fall_in_tiers_so_an_exact_name_beats_any_vector() -> None
     matches = entity_ranking.combine(
         exact=["urn:exact"],
         normalised=["urn:exact", "urn:norm"],
-        fts=[("urn:near", 9.0), ("urn:norm", 3.0)],
+        fts=[("urn:near", 0.9), ("urn:norm", 0.3)],
         vector=[("urn:near", 0.99), ("urn:norm", 0.5)],
         label_of=labels.__getitem__,
         similarity=lambda iri: -0.3,  # the exact match's own vector is far from the mention

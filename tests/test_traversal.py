@@ -328,6 +328,11 @@ def test_a_star_finds_the_shortest_path(engine: TraversalEngine, heuristic: str)
     (path,) = result.paths
     assert path.vertices == [BIKE, BUY, SHOP, PORTLAND, ROSEWOOD]  # not the 5-hop detour, not through the owner
     assert keys(result) == BIKE_TO_ROSEWOOD
+    # six hops: past what the two ends' rings can join, so the open set is walked vertex by vertex
+    far = run(engine, [TREK, CAR], "astar", astar=AStarConfig(heuristic=heuristic, expand_batch=1), **no_episodic())
+    assert far.paths[0].vertices == [TREK, FACTORY, REGION, PORTLAND, ROSEWOOD, REPAIR, CAR]
+    assert far.stats.passed > 3
+    assert not run(engine, [TREK, CAR], "astar", astar=AStarConfig(heuristic=heuristic, max_depth=5), **no_episodic()).found
 
 
 def test_a_star_respects_depth_and_passed_node_bounds(engine: TraversalEngine) -> None:

@@ -1,4 +1,4 @@
-"""Entity-to-vertex matching: fuse label lookups, full-text and vector candidates into one calibrated score.
+"""Entity-to-vertex matching: fuse label lookups, label-word (full-text) and vector candidates into one score.
 
 Scores fall in tiers so a caller can threshold them: an exact label (case and spacing aside) scores in
 [0.9, 1.0], a normalised label (accents, punctuation, possessive, leading article) in [0.8, 0.9), anything found
@@ -37,17 +37,16 @@ def combine(
     similarity: Callable[[str], float],
     k: int,
 ) -> list[EntityMatch]:
-    """Rank candidate IRIs from every leg. ``similarity`` gives the cosine of an IRI the vector leg did not
-    return (0.0 when the caller skipped that leg)."""
+    """Rank candidate IRIs from every leg. ``fts`` scores are shares in [0, 1] (how much of the mention a
+    label's words cover); ``similarity`` gives the cosine of an IRI the vector leg did not return (0.0 when the
+    caller skipped that leg)."""
     candidates: dict[str, _Candidate] = {}
     for iri in exact:
         candidates.setdefault(iri, _Candidate()).exact = True
     for iri in normalised:
         candidates.setdefault(iri, _Candidate()).normalised = True
-    fts = list(fts)
-    top_fts = max((score for _, score in fts), default=0.0)
-    for iri, score in fts:
-        candidates.setdefault(iri, _Candidate()).fts = score / top_fts if top_fts > 0 else 0.0
+    for iri, share in fts:
+        candidates.setdefault(iri, _Candidate()).fts = min(max(share, 0.0), 1.0)
     for iri, cosine in vector:
         candidates.setdefault(iri, _Candidate()).vector = cosine
     matches = [_score(iri, c, label_of, similarity) for iri, c in candidates.items()]

@@ -74,6 +74,6 @@ def speaker_factors(size: int, named: np.ndarray | None) -> np.ndarray | None:
     """Per-slot multipliers for the named-speaker prior (``None`` when the query names no single speaker)."""
     if named is None:
         return None
-    factors = np.full(size, OTHER_SPEAKER_FACTOR)
+    factors = np.full(size, OTHER_SPEAKER_FACTOR, dtype=np.float32)
     factors[named[:size]] = 1.0
     return factors

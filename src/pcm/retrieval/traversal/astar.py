@@ -13,6 +13,14 @@ breadth-first distances come from one walk out of the goal, bounded like the sea
 
 Work is bounded by ``max_depth`` (hops from the start) and ``max_passed_nodes`` (vertices taken off the open set);
 ``expand_batch`` open vertices are expanded per SPARQL query.
+
+With ``ip`` (below one hop everywhere) the open set empties layer by layer, which allows three shortcuts that
+return the same path length A* would: both ends' neighbours come in one query and the search runs from the end
+with fewer (the pair is unordered); a path of one or two hops is read off those two rings; a path of three or four
+hops is found in the engine where the rings meet (one query, only the meeting vertices come back: the work A*
+would do passing the start's whole ring, done without shipping it), the tie between equally short paths broken
+by the heuristic. Longer paths are searched vertex by vertex from the start's ring, and a vertex generated next to
+the goal closes the path without waiting for the goal to be popped.
 """
 
 from __future__ import annotations
@@ -111,19 +119,63 @@ def _search(
     restrictions: Restrictions,
     question_vertices: set[Node],
 ) -> tuple[list[Node] | None, int]:
+    """One A* search; the vertices of the shortest path from ``start`` to ``goal``, or None."""
+    ring: set[Node] = set()
+    seed: set[Node] | None = None
+    swapped = False
+    if config.heuristic == "ip":
+        # With the ip heuristic (< 1 hop), vertices leave the open set layer by layer, so the first vertex
+        # generated next to the goal closes a shortest path. Both ends' neighbours come in one query: the path
+        # is unordered, so the search starts from the end with fewer, and its first ring seeds the open set.
+        ring_start, ring_goal = _rings(graph, start, goal, restrictions, question_vertices)
+        if goal in ring_start:
+            return [start, goal], 1
+        if len(ring_start) > len(ring_goal):
+            start, goal, ring_start, ring_goal, swapped = goal, start, ring_goal, ring_start, True
+        common = sorted(ring_start & ring_goal, key=lambda v: v.value)
+        if common:
+            return _oriented([start, common[0], goal], swapped), 1
+        # A* would pass the start's whole ring before finding a path of three or four hops; the engine does it
+        # in one query, within the same bound on passed vertices.
+        passed = 1 + len(ring_start)
+        if config.max_depth >= 3 and ring_start and ring_goal and passed <= config.max_passed_nodes:
+            chain = _meet_rings(graph, names, start, goal, ring_start, ring_goal, config, restrictions, question_vertices)
+            if chain is not None:
+                return _oriented(chain, swapped), passed
+        ring, seed = ring_goal, ring_start
+    chain, passed = _a_star(graph, names, start, goal, config, restrictions, question_vertices, ring, seed)
+    return (_oriented(chain, swapped) if chain is not None else None), passed
+
+
+def _oriented(chain: list[Node], swapped: bool) -> list[Node]:
+    return chain[::-1] if swapped else chain
+
+
+def _a_star(
+    graph: GraphView,
+    names: _Names,
+    start: Node,
+    goal: Node,
+    config: AStarConfig,
+    restrictions: Restrictions,
+    question_vertices: set[Node],
+    ring: set[Node],
+    seed: set[Node] | None,
+) -> tuple[list[Node] | None, int]:
     s = _Search(start, goal)
     distance_to_goal = _bfs_distances(graph, goal, config, restrictions, question_vertices) if config.heuristic != "ip" else {}
     horizon = max(distance_to_goal.values(), default=0) + 1
-    # With the ip heuristic (< 1 hop), vertices leave the open set layer by layer, so the first vertex generated
-    # next to the goal closes a shortest path: no need to wait for the goal to be popped.
-    ring = _goal_ring(graph, goal, restrictions, question_vertices) if config.heuristic == "ip" else set()
-    if start in ring:
-        return [start, goal], 1
     goal_vector = names.of([goal])[goal]
     s.g[start], s.parent[start], s.ip_sum[start] = 0, None, 0.0
     s.h[start] = float(_heuristics(config, names.matrix([start]), goal_vector, np.zeros(1), np.zeros(1), np.array([distance_to_goal.get(start, horizon)]))[0])
     counter = itertools.count()
-    open_heap: list[tuple[float, float, int, Node]] = [(s.h[start], s.h[start], next(counter), start)]
+    open_heap: list[tuple[float, float, int, Node]] = []
+    if seed is None:
+        open_heap.append((s.h[start], s.h[start], next(counter), start))
+    else:  # the start's neighbours are known already: it is passed, they are open
+        s.passed = 1
+        _push(s, open_heap, counter, names, config, goal_vector, distance_to_goal, horizon,
+              [(start, x) for x in sorted(seed, key=lambda v: v.value)])
     while open_heap and s.passed < config.max_passed_nodes:
         batch: list[Node] = []
         while open_heap and len(batch) < config.expand_batch and s.passed < config.max_passed_nodes:
@@ -150,35 +202,101 @@ def _search(
             if hops <= config.max_depth:
                 chain = _chain(s, batch[row.tag]) + ([row.vertex, goal] if row.vertex != goal else [goal])
                 return chain, s.passed
-        fresh = [r for r in rows if r.vertex not in s.g or s.g[batch[r.tag]] + 1 < s.g[r.vertex]]
-        if not fresh:
-            continue
-        there = names.matrix([r.vertex for r in fresh])
-        here = names.matrix([batch[r.tag] for r in fresh])
-        steps = (1.0 - np.einsum("ij,ij->i", there, here)) / 2.0
-        g = np.array([s.g[batch[r.tag]] + 1 for r in fresh], dtype=np.float64)
-        ip_sum = np.array([s.ip_sum[batch[r.tag]] for r in fresh]) + steps
-        bfs = np.array([distance_to_goal.get(r.vertex, horizon) for r in fresh], dtype=np.float64)
-        h = _heuristics(config, there, goal_vector, ip_sum, g, bfs)
-        for k, row in enumerate(fresh):
-            x = row.vertex
-            if x in s.g and g[k] >= s.g[x]:
-                continue  # reached twice in this batch
-            s.g[x], s.parent[x], s.ip_sum[x], s.h[x] = int(g[k]), batch[row.tag], float(ip_sum[k]), float(h[k])
-            heapq.heappush(open_heap, (g[k] + h[k], float(h[k]), next(counter), x))
+        _push(s, open_heap, counter, names, config, goal_vector, distance_to_goal, horizon,
+              [(batch[r.tag], r.vertex) for r in rows])
     return None, s.passed
 
 
-def _goal_ring(graph: GraphView, goal: Node, restrictions: Restrictions, question_vertices: set[Node]) -> set[Node]:
-    """The goal's walkable neighbours (a hub among them would be crossed, so it is left out)."""
-    rows = graph.neighbours([(0, goal)])
+def _push(
+    s: _Search,
+    open_heap: list[tuple[float, float, int, Node]],
+    counter: itertools.count[int],
+    names: _Names,
+    config: AStarConfig,
+    goal_vector: np.ndarray,
+    distance_to_goal: dict[Node, int],
+    horizon: int,
+    edges: list[tuple[Node, Node]],
+) -> None:
+    """Relax (here -> there) edges: record better routes and push them, heuristics computed as one block."""
+    fresh = [(here, there) for here, there in edges if there not in s.g or s.g[here] + 1 < s.g[there]]
+    if not fresh:
+        return
+    there = names.matrix([x for _, x in fresh])
+    here = names.matrix([y for y, _ in fresh])
+    steps = (1.0 - np.einsum("ij,ij->i", there, here)) / 2.0
+    g = np.array([s.g[y] + 1 for y, _ in fresh], dtype=np.float64)
+    ip_sum = np.array([s.ip_sum[y] for y, _ in fresh]) + steps
+    bfs = np.array([distance_to_goal.get(x, horizon) for _, x in fresh], dtype=np.float64)
+    h = _heuristics(config, there, goal_vector, ip_sum, g, bfs)
+    for k, (y, x) in enumerate(fresh):
+        if x in s.g and g[k] >= s.g[x]:
+            continue  # reached twice in this batch
+        s.g[x], s.parent[x], s.ip_sum[x], s.h[x] = int(g[k]), y, float(ip_sum[k]), float(h[k])
+        heapq.heappush(open_heap, (g[k] + h[k], float(h[k]), next(counter), x))
+
+
+def _meet_rings(
+    graph: GraphView,
+    names: _Names,
+    start: Node,
+    goal: Node,
+    ring_start: set[Node],
+    ring_goal: set[Node],
+    config: AStarConfig,
+    restrictions: Restrictions,
+    question_vertices: set[Node],
+) -> list[Node] | None:
+    """Paths of three or four hops, found in the engine where the two ends' rings meet (only the meeting vertices
+    come back). What A* would expand layer by layer to find; among equally short paths, the one whose middle
+    vertex is nearest the goal by the heuristic, as A*'s ordering would pick it."""
+    tagged = [(0, start)] + [(0, v) for v in sorted(ring_start, key=lambda v: v.value)]
+    tagged += [(1, goal)] + [(1, v) for v in sorted(ring_goal, key=lambda v: v.value)]
+    rows = graph.meet(tagged)
+    if not rows:
+        return None
+    kinds = graph.kinds(x for x, _, _ in rows) if restrictions.needs_kinds else {}
+    ends = (start, goal)
+    best: dict[Node, list[Node | None]] = {}
+    for x, tag, parent in sorted(rows, key=lambda r: (r[0].value, r[1], r[2] != ends[r[1]], r[2].value)):
+        if x in ends or (graph.is_hub(x) and not restrictions.cross_hubs and x not in question_vertices):
+            continue
+        if kinds and x not in question_vertices and not restrictions.allows(kinds[x]):
+            continue
+        via = best.setdefault(x, [None, None])
+        if via[tag] is None:
+            via[tag] = parent
+    candidates = []
+    for x, (left, right) in best.items():
+        if left is None or right is None:
+            continue
+        chain = [start] + ([] if left == start else [left]) + [x] + ([] if right == goal else [right]) + [goal]
+        if len(chain) - 1 <= config.max_depth:
+            candidates.append((len(chain), x, chain))
+    if not candidates:
+        return None
+    shortest = min(c[0] for c in candidates)
+    chosen = [c for c in candidates if c[0] == shortest]
+    vectors = names.matrix([x for _, x, _ in chosen])
+    distance = (1.0 - vectors @ names.of([goal])[goal]) / 2.0
+    k = min(range(len(chosen)), key=lambda i: (float(distance[i]), chosen[i][1].value))
+    return chosen[k][2]
+
+
+def _rings(
+    graph: GraphView, start: Node, goal: Node, restrictions: Restrictions, question_vertices: set[Node]
+) -> tuple[set[Node], set[Node]]:
+    """Both ends' walkable neighbours, in one query (a hub among them would be crossed, so it is left out)."""
+    rows = graph.neighbours([(0, start), (1, goal)])
     kinds = graph.kinds(r.vertex for r in rows) if restrictions.needs_kinds else {}
-    return {
-        r.vertex
-        for r in rows
-        if (restrictions.cross_hubs or not graph.is_hub(r.vertex) or r.vertex in question_vertices)
-        and (not kinds or r.vertex in question_vertices or restrictions.allows(kinds[r.vertex]))
-    }
+    rings: tuple[set[Node], set[Node]] = (set(), set())
+    for r in rows:
+        if r.vertex in question_vertices or (
+            (restrictions.cross_hubs or not graph.is_hub(r.vertex))
+            and (not kinds or restrictions.allows(kinds[r.vertex]))
+        ):
+            rings[r.tag].add(r.vertex)
+    return rings
 
 
 def _heuristics(

@@ -3,10 +3,12 @@
 
 A triple's cost is ``-log(similarity)`` (similarity = cosine of the question and the verbalised triple, clipped to
 (0, 1]); a path's cost is the sum over its triples, and at the end it is ranked by ``cost / hops**mean_alpha``,
-so ``mean_alpha`` trades a long path of good triples against a short excellent one. Every round is one SPARQL
-query for the tails of all live paths of all starts; the candidates' vectors come from the text-vector cache (each
-verbalised triple is embedded once, ever). A path whose candidates are all used up or forbidden has *ended*; one
-still growing at ``max_depth`` is *continuous*; ``final_sorting`` says which kind is preferred.
+so ``mean_alpha`` trades a long path of good triples against a short excellent one. Every round reads the facts of
+the tails of all live paths of all starts in one batched query (vertices not met before are counted first, in the
+engine, and one with more than ``max_fanout`` facts is read as a bounded sample); the candidates' vectors come
+from the text-vector cache (each verbalised triple is embedded once, ever). A path whose candidates are all used
+up or forbidden has *ended*; one still growing at ``max_depth`` is *continuous*; ``final_sorting`` says which
+kind is preferred.
 """
 
 from __future__ import annotations
@@ -81,12 +83,13 @@ def beam_search(
             grown, finished = _grow(beams, scored, config)
             ended[i] += finished
             live[i] = grown
-    notes = [f"BeamSearch: {capped} vertices had more than {config.max_fanout} facts; the rest were not scored"] if capped else []
+    notes = [f"BeamSearch: {capped} vertices had more than {config.max_fanout} facts; a sample was scored"] if capped else []
     found: dict[Triple, Found] = {}
     paths: list[Path] = []
     for i, start in enumerate(starts):
+        stopped = {id(b) for b in ended[i]}
         for beam in _final(ended[i], live[i], config):
-            path = Path(NAME, start, beam.steps, score=math.exp(-beam.score(config.mean_alpha)), ended=beam in ended[i])
+            path = Path(NAME, start, beam.steps, score=math.exp(-beam.score(config.mean_alpha)), ended=id(beam) in stopped)
             paths.append(path)
             for step in beam.steps:
                 if step.triple not in found:
