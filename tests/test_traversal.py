@@ -321,6 +321,14 @@ def test_beam_depth_is_bounded_and_candidate_vectors_are_embedded_once(engine: T
     assert embedder.texts == texts_before + 1  # type: ignore[attr-defined]  # only the question again
 
 
+def test_a_vertex_with_too_many_facts_is_scored_on_a_bounded_sample(engine: TraversalEngine) -> None:
+    full = run(engine, [BIKE], "bs", question="bike", bs=BeamSearchConfig(max_depth=1, max_paths=50))
+    sampled = run(engine, [BIKE], "bs", question="bike", bs=BeamSearchConfig(max_depth=1, max_paths=50, max_fanout=3))
+    assert any("sample" in n for n in sampled.notes)
+    assert 0 < len(sampled.paths) < len(full.paths)
+    assert {f.triple for f in sampled.found} <= {f.triple for f in full.found}
+
+
 # ---------------------------------------------------------------------------------------------- A*
 @pytest.mark.parametrize("heuristic", ["ip", "weighted_short_path", "avg_weighted_short_path"])
 def test_a_star_finds_the_shortest_path(engine: TraversalEngine, heuristic: str) -> None:

@@ -9,7 +9,7 @@ import pytest
 import rdflib
 
 from pcm.errors import InputError
-from pcm.rdfio import parse_rdf
+from pcm.rdfio import load_staging, parse_rdf
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 
@@ -46,7 +46,10 @@ def test_turtle_suite(name: str, kind: str, action: str, result: str | None) -> 
     if kind in ("TestTurtleNegativeSyntax", "TestTurtleNegativeEval"):
         with pytest.raises(InputError):
             parse_rdf(path.read_bytes(), "turtle", base_iri=BASE + action, name=action)
+        with pytest.raises(InputError):  # the staging load of `pcm import` refuses it too
+            load_staging(path.read_bytes(), "turtle", base_iri=BASE + action, name=action)
         return
+    load_staging(path.read_bytes(), "turtle", base_iri=BASE + action, name=action)  # accepted by import too
     quads = parse_rdf(path.read_bytes(), "turtle", base_iri=BASE + action, name=action)
     if kind == "TestTurtleEval":
         assert result is not None

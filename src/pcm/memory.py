@@ -31,6 +31,7 @@ from pcm.namespaces import (
     GRAPH_ONTOLOGY,
     PREFIXES,
     RDF,
+    SCHEMA_HTTP,
     SIOC,
 )
 from pcm.naming import Naming
@@ -205,28 +206,11 @@ class Memory:
         return self._index
 
     def sync_index(self, progress: Progress | None = None) -> tuple[int, int]:
-        """Replay what the store has and the index lacks, and drop what the store forgot."""
+        """Replay what the store has and the index lacks (or holds stale), and drop what the store forgot."""
         index = self._index if self._index is not None else self.index
-        stored = {p.iri: p for p in self.store.posts()}
-        indexed = index.post_iris()
-        missing = [stored[i] for i in sorted(stored.keys() - indexed)]
-        extra = indexed - stored.keys()
-        if extra:
-            index.delete_posts(sorted(extra))
-        for start in range(0, len(missing), 256):
-            batch = missing[start : start + 256]
-            index.upsert_posts([_post_record(p) for p in batch])
-            if progress:
-                progress(len(batch))
-        entities = {e[0]: e for e in self.store.entities()}
-        indexed_entities = index.entity_iris()
-        gone = indexed_entities - entities.keys()
-        if gone:
-            index.delete_entities(sorted(gone))
-        new_entities = [entities[i] for i in sorted(entities.keys() - indexed_entities)]
-        if new_entities:
-            index.upsert_entities([entity_record(*e) for e in new_entities])
-        return len(missing) + len(new_entities), len(extra) + len(gone)
+        posts = [_post_record(p) for p in self.store.posts()]
+        entities = [entity_record(*e) for e in self.store.entities()]
+        return index.reconcile(posts, entities, progress=progress)
 
     def reindex(self, progress: Progress | None = None) -> int:
         """Rebuild the side index from the store (after a model change or a corrupt index)."""
@@ -320,7 +304,9 @@ class Memory:
         staging = load_staging(data, fmt, name=path.name, base_iri=path.resolve().as_uri())
         named = [g.value for g in staging.named_graphs() if isinstance(g, ox.NamedNode)]
         if any(g.startswith(PCM_GRAPH_PREFIX) for g in named):
-            return self._restore(path, staging)
+            # an N-Quads dump that needs no rewriting can go straight from the file to the bulk loader
+            direct = fmt == "nquads" and SCHEMA_HTTP.encode() not in data
+            return self._restore(path, staging, direct=direct)
         if named or any(True for _ in staging.named_graphs()):
             raise InputError(
                 f"{path.name}: named graphs other than pcm's are not imported; give the triples as Turtle or N-Triples"
@@ -337,14 +323,16 @@ class Memory:
         self._sync_entities_after_write()
         return ImportReport(path.name, "facts", len(plain), [graph])
 
-    def _restore(self, path: Path, staging: ox.Store) -> ImportReport:
+    def _restore(self, path: Path, staging: ox.Store, *, direct: bool = False) -> ImportReport:
         """Restore a pcm dump (TriG / N-Quads), re-homing its individuals into this memory's namespace.
 
         Small dumps are written in one transaction. Large ones are checked in full on the staging store and then
         bulk loaded (the engine's fast path is not transactional); if that load fails, the graphs it created are
         dropped again.
         """
-        staging.remove_graph(ox.NamedNode(GRAPH_ONTOLOGY))  # this pcm's own ontology graph stays authoritative
+        if staging.contains_named_graph(ox.NamedNode(GRAPH_ONTOLOGY)):
+            staging.remove_graph(ox.NamedNode(GRAPH_ONTOLOGY))  # this pcm's own ontology graph stays authoritative
+            direct = False
         if next(iter(staging.quads_for_pattern(None, None, None, ox.DefaultGraph())), None) is not None:
             raise InputError(f"{path.name}: a pcm dump has no default-graph triples; import plain triples as Turtle")
         source_ns = _dump_namespace(staging)
@@ -352,6 +340,7 @@ class Memory:
             rehomed = [_rehome(q, (source_ns, self.manifest.namespace)) for q in staging]
             staging = ox.Store()
             staging.extend(rehomed)
+            direct = False
         problems = check_vocabulary_store(staging, self.ontology)
         if problems:
             raise ValidationError(
@@ -359,16 +348,17 @@ class Memory:
             )
         graphs = sorted(g.value for g in staging.named_graphs() if isinstance(g, ox.NamedNode))
         count = len(staging)
-        dump = staging.dump(format=ox.RdfFormat.N_QUADS)
-        del staging
         if count <= BULK_THRESHOLD:
-            self.store.write(list(ox.parse(dump, format=ox.RdfFormat.N_QUADS)))  # type: ignore[arg-type]
+            self.store.write(list(staging))
         else:
             before = set(self.backend.named_graphs())
             spool = self.settings.memory / ".restore.nq"
             try:
-                spool.write_bytes(dump)
-                self.backend.bulk_load(str(spool), ox.RdfFormat.N_QUADS)
+                if direct:  # the checked file itself, byte for byte
+                    self.backend.bulk_load(str(path), ox.RdfFormat.N_QUADS)
+                else:
+                    staging.dump(str(spool), format=ox.RdfFormat.N_QUADS)
+                    self.backend.bulk_load(str(spool), ox.RdfFormat.N_QUADS)
             except Exception:
                 for g in set(graphs) - before:
                     self.backend.update(f"DROP SILENT GRAPH <{g}>")

@@ -103,8 +103,17 @@ def load_staging(
 
     Note that Oxigraph stores typed literals by value: ``"1.0"^^xsd:decimal`` comes back as ``"1"``.
     """
+    data = source.read_bytes() if isinstance(source, Path) else source.encode("utf-8") if isinstance(source, str) else source
     staging = ox.Store()
-    staging.extend(parse_rdf(source, fmt, base_iri=base_iri, name=name))
+    if SCHEMA_HTTP.encode() in data:  # needs rewriting term by term
+        staging.extend(parse_rdf(data, fmt, base_iri=base_iri, name=name))
+        return staging
+    try:  # the same parser as parse_rdf, without a Python object per quad
+        staging.load(data, format=rdf_format(fmt), base_iri=base_iri)
+    except SyntaxError as exc:
+        raise InputError(f"{name}: not valid {fmt}: {_one_line(str(exc))}") from exc
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise InputError(f"{name}: cannot read {fmt}: {_one_line(str(exc))}") from exc
     return staging
 
 

@@ -124,7 +124,7 @@ def _options(
     triples is read as a sample of about that many (see :meth:`GraphView.edges`)."""
     start_set = set(starts)
     wanted = [t for t in tails if isinstance(t, ox.NamedNode)]
-    steps = graph.edges(wanted, cap=max(1, config.max_fanout // 4))
+    steps = graph.edges(wanted, cap=config.max_fanout)
     capped = sum(graph.degree(t) > config.max_fanout for t in wanted)
     if restrictions.needs_kinds:
         kinds = graph.kinds(s.target for s in steps if isinstance(s.target, ox.NamedNode))
