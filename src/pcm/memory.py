@@ -208,7 +208,7 @@ class Memory:
     def sync_index(self, progress: Progress | None = None) -> tuple[int, int]:
         """Replay what the store has and the index lacks (or holds stale), and drop what the store forgot."""
         index = self._index if self._index is not None else self.index
-        posts = [_post_record(p) for p in self.store.posts()]
+        posts = list(self.store.posts())
         entities = [entity_record(*e) for e in self.store.entities()]
         return index.reconcile(posts, entities, progress=progress)
 
@@ -289,7 +289,7 @@ class Memory:
 
     def _index_posts(self, posts: Sequence[PostInfo]) -> None:
         if posts and self.settings.index_enabled:
-            self.index.upsert_posts([_post_record(p) for p in posts])
+            self.index.upsert_posts(list(posts))
 
     def import_rdf(self, path: Path, fmt: str | None = None) -> ImportReport:
         """Import RDF: plain triples become an import graph (validated); a pcm dataset dump is restored.
@@ -620,12 +620,6 @@ def _rehome(q: ox.Quad, rename: tuple[str, str]) -> ox.Quad:
         _rehome_term(q.object, rename),
         q.graph_name,
     )
-
-
-def _post_record(p: PostInfo):  # type: ignore[no-untyped-def]
-    from pcm.index import PostRecord
-
-    return PostRecord(p.iri, p.session, p.role, p.speaker, p.time, p.text, p.source_id, p.position)
 
 
 def entity_record(iri: str, label: str, types: tuple[str, ...], alts: tuple[str, ...]):  # type: ignore[no-untyped-def]

@@ -13,24 +13,14 @@ from datetime import datetime
 import pyoxigraph as ox
 
 from pcm.backend import Backend, Solutions
+from pcm.index.records import PostRecord
 from pcm.namespaces import GRAPH_ONTOLOGY, GRAPH_PROVENANCE, PCM, RDF, SIOC
 from pcm.naming import Naming
 from pcm.resources import render_query
 from pcm.sparql import iri_term, literal_term, values_clause
 
-
-@dataclass
-class PostInfo:
-    """A stored utterance as the side index and the CLI see it."""
-
-    iri: str
-    session: str
-    role: str
-    speaker: str | None
-    time: datetime | None
-    text: str
-    source_id: str | None
-    position: int
+#: A stored utterance as the side index and the CLI see it (one type for both: the index is derived from the store).
+PostInfo = PostRecord
 
 
 @dataclass
