@@ -111,6 +111,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "extract": "pcm.cli_extract:extract",
     "history": "pcm.cli_extract:history",
     "duplicates": "pcm.cli_extract:duplicates",
+    "retrieve": "pcm.cli_retrieve:retrieve",
 }
 
 

@@ -83,6 +83,8 @@ class Settings:
     token: str = ""
     #: Turn on the LanceDB side index (off only for benchmarks of the store alone).
     index_enabled: bool = True
+    #: Traversal algorithm `ask` falls back to first: wc, bs, astar, wc+bs, bs+astar, astar+wc or all.
+    traversal_algorithm: str = "wc"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
@@ -112,6 +114,8 @@ class Settings:
             kwargs["store_url"] = env["PCM_STORE_URL"]
         if env.get("PCM_TOKEN"):
             kwargs["token"] = env["PCM_TOKEN"]
+        if env.get("PCM_TRAVERSAL"):
+            kwargs["traversal_algorithm"] = env["PCM_TRAVERSAL"]
         if env.get("PCM_INDEX", "").lower() in {"0", "off", "false", "no"}:
             kwargs["index_enabled"] = False
         kwargs.update({k: v for k, v in overrides.items() if v is not None})

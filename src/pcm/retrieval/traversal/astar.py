@@ -125,23 +125,29 @@ def _search(
     swapped = False
     if config.heuristic == "ip":
         # With the ip heuristic (< 1 hop), vertices leave the open set layer by layer, so the first vertex
-        # generated next to the goal closes a shortest path. Both ends' neighbours come in one query: the path
+        # generated next to the goal closes a shortest path. One or two hops are checked in the engine (nothing
+        # shipped, however many neighbours the ends have); then both ends' neighbours come in one query: the path
         # is unordered, so the search starts from the end with fewer, and its first ring seeds the open set.
-        ring_start, ring_goal = _rings(graph, start, goal, restrictions, question_vertices)
-        if goal in ring_start:
+        if graph.between([(start, goal)]):
             return [start, goal], 1
+        common = _common(graph, start, goal, restrictions, question_vertices)
+        if common:
+            return [start, _nearest(names, common, goal, 1).pop(), goal], 1
+        ring_start, ring_goal = _rings(graph, start, goal, restrictions, question_vertices)
         if len(ring_start) > len(ring_goal):
             start, goal, ring_start, ring_goal, swapped = goal, start, ring_goal, ring_start, True
-        common = sorted(ring_start & ring_goal, key=lambda v: v.value)
-        if common:
-            return _oriented([start, common[0], goal], swapped), 1
-        # A* would pass the start's whole ring before finding a path of three or four hops; the engine does it
-        # in one query, within the same bound on passed vertices.
-        passed = 1 + len(ring_start)
-        if config.max_depth >= 3 and ring_start and ring_goal and passed <= config.max_passed_nodes:
-            chain = _meet_rings(graph, names, start, goal, ring_start, ring_goal, config, restrictions, question_vertices)
-            if chain is not None:
+        # A* passes the start's ring, nearest the goal first, before it finds a path of three hops, and the whole
+        # ring and one more vertex before a path of four; the engine finds both in one query, over the ring
+        # vertices A* would pass within its bound, and a path is kept only if A* would have found it in bounds.
+        budget = config.max_passed_nodes - 1
+        passing = ring_start if len(ring_start) <= budget else _nearest(names, ring_start, goal, budget)
+        if config.max_depth >= 3 and passing and ring_goal:
+            chain = _meet_rings(graph, names, start, goal, passing, ring_goal, config, restrictions, question_vertices)
+            passed = 1 + len(passing) + (len(chain) == 5 if chain else 0)
+            if chain is not None and (len(chain) == 4 or passed <= config.max_passed_nodes and passing == ring_start):
                 return _oriented(chain, swapped), passed
+        if len(ring_start) >= budget:
+            return None, config.max_passed_nodes  # A* would stop before leaving the start's ring
         ring, seed = ring_goal, ring_start
     chain, passed = _a_star(graph, names, start, goal, config, restrictions, question_vertices, ring, seed)
     return (_oriented(chain, swapped) if chain is not None else None), passed
@@ -281,6 +287,28 @@ def _meet_rings(
     distance = (1.0 - vectors @ names.of([goal])[goal]) / 2.0
     k = min(range(len(chosen)), key=lambda i: (float(distance[i]), chosen[i][1].value))
     return chosen[k][2]
+
+
+def _common(
+    graph: GraphView, start: Node, goal: Node, restrictions: Restrictions, question_vertices: set[Node]
+) -> set[Node]:
+    """Walkable vertices next to both ends, found in the engine."""
+    found = {x for x, _, _ in graph.meet([(0, start), (1, goal)])}
+    kinds = graph.kinds(found) if restrictions.needs_kinds and found else {}
+    return {
+        x for x in found
+        if x in question_vertices or (
+            (restrictions.cross_hubs or not graph.is_hub(x)) and (not kinds or restrictions.allows(kinds[x]))
+        )
+    }
+
+
+def _nearest(names: _Names, vertices: set[Node], goal: Node, count: int) -> set[Node]:
+    """The ``count`` vertices A* would pop first: smallest inner-product distance to the goal (ties by IRI)."""
+    ordered = sorted(vertices, key=lambda v: v.value)
+    distance = (1.0 - names.matrix(ordered) @ names.of([goal])[goal]) / 2.0
+    ranked = sorted(range(len(ordered)), key=lambda i: (float(distance[i]), ordered[i].value))
+    return {ordered[i] for i in ranked[:count]}
 
 
 def _rings(
