@@ -48,7 +48,9 @@ def retrieve(ctx: click.Context, memory_path: Path | None, question: str, algori
     if top is not None and top < 0:
         raise UsageError("--top takes a positive number (0 keeps every triple found)")
     with opened(ctx, memory_path, read_only=True) as memory:
-        start = [_expand(s, memory.manifest.namespace) for s in starts] or None
+        from pcm.memory import expand_iri
+
+        start = [expand_iri(s, memory.manifest.namespace) for s in starts] or None
         try:
             result = run(memory, question, start=start, algorithm=algorithm, forbid=kinds,
                          top_n=-1 if top is None else (top or None), sources=not no_sources)
@@ -61,22 +63,6 @@ def retrieve(ctx: click.Context, memory_path: Path | None, question: str, algori
             emit_json(result.as_json(engine.text_of))
             return
         _print(result, engine.graph.labels)
-
-
-def _expand(iri: str, namespace: str) -> str:
-    """``m:slug`` (this memory's individuals), ``schema:Thing`` style CURIEs, ``<iri>`` or a full IRI."""
-    from pcm.namespaces import PREFIXES
-
-    iri = iri.strip().removeprefix("<").removesuffix(">")
-    prefix, sep, local = iri.partition(":")
-    if sep and not local.startswith("//"):
-        if prefix == "m":
-            return namespace + local
-        if prefix in PREFIXES:
-            return PREFIXES[prefix] + local
-    if "://" not in iri and not iri.startswith("urn:"):
-        return namespace + iri
-    return iri
 
 
 def _print(result: Any, labels: Any) -> None:
