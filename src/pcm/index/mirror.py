@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from typing import Generic, TypeVar
 
 import numpy as np
 
@@ -23,11 +24,18 @@ _COMMON_WORD = 2000
 _NO_MATCH = -2
 
 
-class _Slots:
-    """Slot bookkeeping shared by both mirrors: iri -> slot, fingerprints per slot, vector matrix, live mask."""
+R = TypeVar("R", PostRecord, EntityRecord)
+
+
+class _Slots(Generic[R]):
+    """Slot bookkeeping shared by both mirrors: iri -> slot, records, fingerprints, vector matrix, live mask.
+
+    Subclasses add their own columns in ``_fill`` and ``_clear``; taking and freeing slots happens only here.
+    """
 
     def __init__(self, dim: int) -> None:
         self.dim = dim
+        self.records: list[R | None] = []
         self.slot_of: dict[str, int] = {}
         self.digests: list[str] = []
         self.search_hashes: list[str] = []
@@ -81,6 +89,46 @@ class _Slots:
         top = np.argpartition(-scores, n - 1)[:n] if n < size else np.arange(size)
         top = top[np.argsort(-scores[top], kind="stable")][:n]
         return top, scores[top].astype(np.float32)
+
+    def record(self, iri: str) -> R | None:
+        slot = self.slot_of.get(iri)
+        return None if slot is None else self.records[slot]
+
+    def record_at(self, slot: int) -> R:
+        record = self.records[slot]
+        assert record is not None, "slot of a deleted record"
+        return record
+
+    def live_records(self) -> Iterator[R]:
+        return (r for r in self.records if r is not None)
+
+    def put(self, record: R, digest: str, search_hash: str, vector: np.ndarray) -> None:
+        self.remove(record.iri)
+        slot = self._claim(record.iri)
+        if slot == len(self.records):
+            self.records.append(record)
+        else:
+            self.records[slot] = record
+        self.digests[slot] = digest
+        self.search_hashes[slot] = search_hash
+        self.vectors[slot] = vector
+        self._fill(slot, record)
+
+    def remove(self, iri: str) -> R | None:
+        slot = self.slot_of.get(iri)
+        if slot is None:
+            return None
+        record = self.records[slot]
+        self._release(iri)
+        self.records[slot] = None
+        self._clear(slot, iri, record)
+        return record
+
+    def _fill(self, slot: int, record: R) -> None:
+        """Subclass columns for a record just put in ``slot``."""
+
+    def _clear(self, slot: int, iri: str, record: R | None) -> None:
+        """Undo ``_fill`` for a record just removed from ``slot``."""
 
     def _load_slots(
         self, iris: Sequence[str], digests: list[str], hashes: list[str], vectors: np.ndarray
@@ -157,12 +205,11 @@ class _Codes:
         return self.code_of.get(value, _NO_MATCH)
 
 
-class PostMirror(_Slots):
+class PostMirror(_Slots[PostRecord]):
     """Posts by slot, plus what recall filters on and what neighbour context needs."""
 
     def __init__(self, dim: int) -> None:
         super().__init__(dim)
-        self.records: list[PostRecord | None] = []
         self.at: dict[tuple[str, int], str] = {}
         """(session, position) -> post IRI: the previous turn of a post is ``at[(session, position - 1)]``."""
         self.sessions, self.roles, self.speakers = _Codes(), _Codes(), _Codes()
@@ -197,25 +244,7 @@ class PostMirror(_Slots):
         self.at = {(r.session, r.position): r.iri for r in records}
         self.speaker_counts = Counter(r.speaker for r in records if r.speaker)
 
-    def record(self, iri: str) -> PostRecord | None:
-        slot = self.slot_of.get(iri)
-        return None if slot is None else self.records[slot]
-
-    def record_at(self, slot: int) -> PostRecord:
-        record = self.records[slot]
-        assert record is not None, "slot of a deleted post"
-        return record
-
-    def put(self, record: PostRecord, digest: str, search_hash: str, vector: np.ndarray) -> None:
-        self.remove(record.iri)
-        slot = self._claim(record.iri)
-        if slot == len(self.records):
-            self.records.append(record)
-        else:
-            self.records[slot] = record
-        self.digests[slot] = digest
-        self.search_hashes[slot] = search_hash
-        self.vectors[slot] = vector
+    def _fill(self, slot: int, record: PostRecord) -> None:
         self.session_code[slot] = self.sessions.code(record.session)
         self.role_code[slot] = self.roles.code(record.role)
         self.speaker_code[slot] = self.speakers.code(record.speaker)
@@ -224,13 +253,7 @@ class PostMirror(_Slots):
         if record.speaker:
             self.speaker_counts[record.speaker] += 1
 
-    def remove(self, iri: str) -> PostRecord | None:
-        slot = self.slot_of.get(iri)
-        if slot is None:
-            return None
-        record = self.records[slot]
-        self._release(iri)
-        self.records[slot] = None
+    def _clear(self, slot: int, iri: str, record: PostRecord | None) -> None:
         self.session_code[slot] = self.role_code[slot] = self.speaker_code[slot] = _MISSING
         self.ts[slot] = np.nan
         if record is not None:
@@ -240,15 +263,11 @@ class PostMirror(_Slots):
                 self.speaker_counts[record.speaker] -= 1
                 if self.speaker_counts[record.speaker] <= 0:
                     del self.speaker_counts[record.speaker]
-        return record
 
     def previous(self, record: PostRecord) -> PostRecord | None:
         """The turn before ``record`` in its session, if the index holds it."""
         iri = self.at.get((record.session, record.position - 1))
         return None if iri is None else self.record(iri)
-
-    def live_records(self) -> Iterator[PostRecord]:
-        return (r for r in self.records if r is not None)
 
     def mask(
         self,
@@ -284,12 +303,11 @@ class PostMirror(_Slots):
         return self.speaker_code[: self.capacity()] == self.speakers.lookup(name)
 
 
-class EntityMirror(_Slots):
+class EntityMirror(_Slots[EntityRecord]):
     """Entities by slot, with exact and normalised label lookups so a known name is found without any search."""
 
     def __init__(self, dim: int) -> None:
         super().__init__(dim)
-        self.records: list[EntityRecord | None] = []
         self.exact: dict[str, set[str]] = {}
         self.normal: dict[str, set[str]] = {}
         self.words: dict[str, set[str]] = {}
@@ -328,25 +346,7 @@ class EntityMirror(_Slots):
                     else:
                         holders.add(iri)
 
-    def record(self, iri: str) -> EntityRecord | None:
-        slot = self.slot_of.get(iri)
-        return None if slot is None else self.records[slot]
-
-    def record_at(self, slot: int) -> EntityRecord:
-        record = self.records[slot]
-        assert record is not None, "slot of a deleted entity"
-        return record
-
-    def put(self, record: EntityRecord, digest: str, search_hash: str, vector: np.ndarray) -> None:
-        self.remove(record.iri)
-        slot = self._claim(record.iri)
-        if slot == len(self.records):
-            self.records.append(record)
-        else:
-            self.records[slot] = record
-        self.digests[slot] = digest
-        self.search_hashes[slot] = search_hash
-        self.vectors[slot] = vector
+    def _fill(self, slot: int, record: EntityRecord) -> None:
         exact, normal = label_keys(record)
         for key in exact:
             self.exact.setdefault(key, set()).add(record.iri)
@@ -355,13 +355,7 @@ class EntityMirror(_Slots):
             for word in key.split():
                 self.words.setdefault(word, set()).add(record.iri)
 
-    def remove(self, iri: str) -> EntityRecord | None:
-        slot = self.slot_of.get(iri)
-        if slot is None:
-            return None
-        record = self.records[slot]
-        self._release(iri)
-        self.records[slot] = None
+    def _clear(self, slot: int, iri: str, record: EntityRecord | None) -> None:
         if record is not None:
             exact, normal = label_keys(record)
             words = [word for key in normal for word in key.split()]
@@ -372,7 +366,6 @@ class EntityMirror(_Slots):
                         holders.discard(iri)
                         if not holders:
                             del table[key]
-        return record
 
     def word_hits(self, mention: str, limit: int) -> list[tuple[str, float]]:
         """Entities sharing label words with a normalised mention, scored by the idf-weighted share of the
@@ -391,9 +384,6 @@ class EntityMirror(_Slots):
         scored = [(iri, sum(idf[w] for w in known if iri in self.words[w]) / total) for iri in candidates]
         scored.sort(key=lambda item: (-item[1], item[0]))
         return scored[:limit]
-
-    def live_records(self) -> Iterator[EntityRecord]:
-        return (r for r in self.records if r is not None)
 
 
 def _widen(array: np.ndarray, size: int, fill: float | bool) -> np.ndarray:
