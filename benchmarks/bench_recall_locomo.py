@@ -6,6 +6,9 @@ are among them. Questions without usable evidence ids are skipped (and counted).
 
     python benchmarks/bench_recall_locomo.py [PATH ...] [--json]
 
+The scoring (evidence ids, recall@k, percentiles) is :mod:`pcm.evaluation.metrics`, shared with ``pcm eval``, which
+measures the same recall through whole memories (``retrieval.recall`` in its summary).
+
 Reference points on conv-26 (plain retrievers over raw turns, from the issue): BM25 R@10 0.477, MiniLM dense
 0.503, RRF 0.523. Target: hybrid R@10 >= 0.70 with no LLM.
 """
@@ -14,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import statistics
 import sys
 import tempfile
@@ -28,11 +30,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from pcm.conversations import parse_file  # noqa: E402
+from pcm.evaluation.datasets import LOCOMO_CATEGORIES as CATEGORIES  # noqa: E402
+from pcm.evaluation.datasets import locomo_evidence_ids  # noqa: E402
+from pcm.evaluation.metrics import KS, hits_at, percentile  # noqa: E402
 from pcm.index import PostRecord, SideIndex, get_embedder  # noqa: E402
 
 DEFAULT_PATH = REPO.parent / "shared" / "data" / "locomo" / "locomo-conv-26.json"
-CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
-KS = (5, 10, 20)
 MODES = ("fts", "vector", "hybrid")
 
 
@@ -72,8 +75,7 @@ def load_questions(path: Path, known: set[str]) -> tuple[list[Question], int]:
         for qa in sample.get("qa", []):
             if qa.get("category") == 5:
                 continue
-            ids = {e.strip() for item in qa.get("evidence", []) for e in re.split(r"[;,]", item) if e.strip()}
-            ids &= known
+            ids = locomo_evidence_ids(qa.get("evidence", [])) & known
             if not ids:
                 skipped += 1
                 continue
@@ -90,8 +92,7 @@ def evaluate(index: SideIndex, questions: list[Question], mode: str) -> dict[str
         start = time.perf_counter()
         ranked = [h.source_id for h in index.recall(q.text, k=max(KS), mode=mode)]
         latencies.append(time.perf_counter() - start)
-        for k in KS:
-            ok = q.evidence <= set(ranked[:k])
+        for k, ok in hits_at(ranked, q.evidence).items():
             hits[k].append(ok)
             by_category[(k, q.category)].append(ok)
     return {
@@ -100,13 +101,8 @@ def evaluate(index: SideIndex, questions: list[Question], mode: str) -> dict[str
             CATEGORIES.get(c, str(c)): {k: statistics.fmean(by_category[(k, c)]) for k in KS}
             for c in sorted({q.category for q in questions})
         },
-        "latency_ms": {"p50": _pct(latencies, 50) * 1000, "p95": _pct(latencies, 95) * 1000},
+        "latency_ms": {"p50": percentile(latencies, 50) * 1000, "p95": percentile(latencies, 95) * 1000},
     }
-
-
-def _pct(values: list[float], pct: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1)))]
 
 
 def run(path: Path) -> dict[str, Any]:

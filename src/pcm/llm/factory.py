@@ -35,4 +35,8 @@ def make_client(settings: Settings) -> LLMClient | None:
         if not spec.model:
             raise LLMError("PCM_LLM=scripted needs a file of replies: scripted:PATH (a JSON list of strings)")
         return ScriptedClient.from_file(spec.model)
-    raise UsageError(f"unknown LLM provider {spec.provider!r}: expected none, anthropic, openai or scripted")
+    if spec.provider == "replay":
+        from pcm.llm.record import ReplayClient
+
+        return ReplayClient(spec.model)
+    raise UsageError(f"unknown LLM provider {spec.provider!r}: expected none, anthropic, openai, scripted or replay")
