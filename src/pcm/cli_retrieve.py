@@ -11,14 +11,15 @@ import click
 from pcm.cli import emit_json, handle_errors, json_option, memory_option, opened
 from pcm.errors import UsageError
 
-ALGORITHM_CHOICES = ("wc", "bs", "astar", "wc+bs", "bs+astar", "astar+wc", "all")
+ALGORITHM_CHOICES = ("wc", "bs", "astar", "wc+bs", "bs+astar", "astar+wc", "all", "events")
+DIRECTION_CHOICES = ("causes", "effects", "before", "after", "both")
 
 
 @click.command()
 @memory_option
 @click.argument("question")
 @click.option("--algorithm", "-a", type=click.Choice(ALGORITHM_CHOICES), default=None,
-              help="WaterCircles, BeamSearch, A*, a mixture, or all three (default: the configured one, wc).")
+              help="WaterCircles, BeamSearch, A*, a mixture, all three, or event chains (default: the configured one, wc).")
 @click.option("--forbid", default="", metavar="KINDS",
               help="Vertex kinds walks may not cross: o (object), t (thesis), e (episodic), comma-separated.")
 @click.option("--start", "starts", multiple=True, metavar="IRI",
@@ -26,11 +27,15 @@ ALGORITHM_CHOICES = ("wc", "bs", "astar", "wc+bs", "bs+astar", "astar+wc", "all"
 @click.option("--top", type=int, default=None,
               help="Keep the N triples most similar to the question (default 30; 0 keeps every triple found).")
 @click.option("--no-sources", is_flag=True, help="Do not look up the utterances each triple came from.")
+@click.option("--direction", type=click.Choice(DIRECTION_CHOICES), default="both",
+              help="Event chains: walk to causes, effects, before, after, or all four (default both).")
+@click.option("--depth", type=int, default=3, help="Event chains: at most this many steps (default 3).")
 @json_option
 @click.pass_context
 @handle_errors
 def retrieve(ctx: click.Context, memory_path: Path | None, question: str, algorithm: str | None, forbid: str,
-             starts: tuple[str, ...], top: int | None, no_sources: bool, as_json: bool) -> None:
+             starts: tuple[str, ...], top: int | None, no_sources: bool, direction: str, depth: int,
+             as_json: bool) -> None:
     """Walk the memory graph from the entities QUESTION mentions and print the triples that may answer it,
     the path each came from, and the utterances it was said in.
 
@@ -39,6 +44,7 @@ def retrieve(ctx: click.Context, memory_path: Path | None, question: str, algori
       pcm retrieve "Which shop repaired my Subaru?"
       pcm retrieve "Who came to the party at Portland park?" --algorithm wc+bs --forbid e
       pcm retrieve "How are the Trek bike and Rosewood Auto Repair connected?" -a astar --json
+      pcm retrieve "Why did I miss my flight?" -a events --direction causes --depth 2
     """
     from pcm.errors import PcmError
     from pcm.retrieval.traversal import Kind, engine_for
@@ -51,6 +57,9 @@ def retrieve(ctx: click.Context, memory_path: Path | None, question: str, algori
         from pcm.memory import expand_iri
 
         start = [expand_iri(s, memory.manifest.namespace) for s in starts] or None
+        if algorithm == "events":
+            _events(memory, question, start, direction, depth, top, not no_sources, as_json)
+            return
         try:
             result = run(memory, question, start=start, algorithm=algorithm, forbid=kinds,
                          top_n=-1 if top is None else (top or None), sources=not no_sources)
@@ -63,6 +72,20 @@ def retrieve(ctx: click.Context, memory_path: Path | None, question: str, algori
             emit_json(result.as_json(engine.text_of))
             return
         _print(result, engine.graph.labels)
+
+
+def _events(memory: Any, question: str, start: list[str] | None, direction: str, depth: int, top: int | None,
+            sources: bool, as_json: bool) -> None:
+    """Event chains (``--algorithm events``): same output shape as the walks, the text made by the event walk."""
+    from pcm.retrieval.traversal import engine_for
+    from pcm.retrieval.traversal.events import retrieve_events
+
+    result = retrieve_events(memory, question, start=start, direction=direction, depth=depth, k=top or 30,
+                             sources=sources)
+    if as_json:
+        emit_json(result.as_json())
+        return
+    _print(result, engine_for(memory).graph.labels)
 
 
 def _print(result: Any, labels: Any) -> None:

@@ -1,0 +1,87 @@
+"""``pcm summary``: a session's summary, how it was made, and the posts it covers (see :mod:`pcm.summaries`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from pcm.cli import emit_json, handle_errors, json_option, memory_option, opened
+from pcm.errors import InputError, UsageError
+
+
+@click.command()
+@memory_option
+@click.argument("session", required=False)
+@click.option("--all", "list_all", is_flag=True, help="List every session that has a summary.")
+@click.option("--refresh", is_flag=True,
+              help="Summarise again from the first turn (with the configured LLM, else extractively).")
+@json_option
+@click.pass_context
+@handle_errors
+def summary(ctx: click.Context, memory_path: Path | None, session: str | None, list_all: bool, refresh: bool,
+            as_json: bool) -> None:
+    """Print the summary of SESSION (its id as in the source, or the thread IRI / m: CURIE): the text, the method,
+    how many posts it covers and the time span they cover.
+
+    \b
+    Examples:
+      pcm summary conv-26:session_1
+      pcm summary conv-26:session_1 --refresh --json
+      pcm summary --all
+    """
+    if bool(session) == list_all:
+        raise UsageError("give a SESSION or --all")
+    with opened(ctx, memory_path, read_only=not refresh) as memory:
+        from pcm.memory import expand_iri
+        from pcm.summaries import all_summaries, read_summary, update_summaries
+        from pcm.summaries.store import covered_range, session_range
+
+        if list_all:
+            if refresh:
+                _refresh(memory, [r.session for r in all_summaries(memory)], update_summaries)
+            rows = all_summaries(memory)
+            if as_json:
+                emit_json([r.as_json() for r in rows])
+                return
+            if not rows:
+                click.echo("no session has a summary yet")
+            for r in rows:
+                first_line = r.text.splitlines()[0] if r.text else ""
+                click.echo(f"{r.session_id or r.session}  [{r.method}, {r.covered} posts]  {first_line[:100]}")
+            return
+        thread = memory.store.find_session(session or "") or memory.store.find_session(
+            expand_iri(session or "", memory.manifest.namespace)
+        )
+        if thread is None:
+            raise InputError(f"no session {session!r} in this memory")
+        if refresh:
+            _refresh(memory, [thread], update_summaries)
+        stored = read_summary(memory, thread)
+        if stored is None:
+            raise InputError(f"session {session!r} has no summary yet; run `pcm summary {session} --refresh`")
+        first, last = covered_range(memory, thread)
+        posts = session_range(memory, thread)[2]
+        if as_json:
+            emit_json(stored.as_json() | {"session_posts": posts, "covered_first": first, "covered_last": last})
+            return
+        click.echo(stored.text)
+        click.echo(f"-- {stored.method}"
+                   + (f" ({stored.prompt_version})" if stored.prompt_version else "")
+                   + f", covers {len(stored.covered)} of {posts} posts"
+                   + (f", {first} to {last}" if first else ""), err=True)
+
+
+def _refresh(memory: Any, sessions: list[str], update: Callable[..., Any]) -> None:
+    """Redo these summaries with the configured model (extractive without one)."""
+    client = None
+    if memory.settings.llm.enabled:
+        from pcm.llm import make_client
+
+        client = make_client(memory.settings)
+    update(memory, sessions, client, refresh=True)
+
+
+__all__ = ["summary"]

@@ -1,0 +1,230 @@
+"""Session summaries, updated as turns arrive (after Memoria's session-level summaries).
+
+With a language model: the previous summary plus the turns it does not cover yet go to ``summary.v1.md``; the
+reply replaces the summary, and the covered posts grow by exactly the turns sent. Long backlogs go in batches of
+``LLM_BATCH`` turns, so a prompt stays bounded and each batch is one incremental update.
+
+Without one: the session's most central sentences (:mod:`pcm.summaries.text`), recomputed over the whole session
+when it has posts the summary does not cover (centrality is a property of the whole session, and it is cheap).
+
+Either way a session whose summary already covers every post is left alone, and a summary made by another method
+than the one asked for is redone from the session's first turn rather than extended.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from pcm.errors import LLMError
+from pcm.llm.base import LLMClient, Message
+from pcm.resources import render_query
+from pcm.sparql import iri_term
+from pcm.summaries.store import (
+    EXTRACTIVE,
+    StoredSummary,
+    drop_summary,
+    read_summary,
+    sessions_of_posts,
+    summaries_using,
+    write_summary,
+)
+from pcm.summaries.text import Encoder, Turn, central_sentences, sentences, summary_text
+
+if TYPE_CHECKING:
+    from pcm.extraction.prompts import PromptFile
+    from pcm.memory import Memory
+
+PROMPT_FILE = Path(__file__).resolve().parent / "summary.v1.md"
+OPERATION = "summary"
+#: Turns sent to the model in one incremental update.
+LLM_BATCH = 40
+#: Length asked of a model-written summary.
+MAX_WORDS = 150
+#: Characters of one turn sent to the model.
+MAX_TURN_CHARS = 1500
+#: Sentence vectors kept per process for extractive summaries.
+_SENTENCE_CACHE = 50_000
+_VECTORS: dict[str, np.ndarray] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+@dataclass
+class SummaryReport:
+    """What one :func:`update_summaries` run did."""
+
+    sessions: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    dropped: int = 0
+    llm_calls: int = 0
+    fallbacks: int = 0
+    """Sessions summarised extractively because the model failed."""
+    method: str = EXTRACTIVE
+    summaries: list[StoredSummary] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, object]:
+        return {k: v for k, v in self.__dict__.items() if k != "summaries"}
+
+
+def update_summaries(
+    memory: Memory, sessions: Sequence[str], client: LLMClient | None = None, *, refresh: bool = False
+) -> SummaryReport:
+    """Bring the summaries of these sessions (thread IRIs) up to date with their posts.
+
+    ``refresh`` redoes a summary from the first turn even when it covers everything already.
+    """
+    method = client.name if client is not None else EXTRACTIVE
+    report = SummaryReport(method=method)
+    for session in dict.fromkeys(sessions):
+        report.sessions += 1
+        turns = session_turns(memory, session)
+        if not turns:  # a forgotten session: its thread (and pcm:summary) may be gone, its activity is not
+            drop_summary(memory, session)
+            report.dropped += 1
+            continue
+        stored = read_summary(memory, session)
+        if stored is not None and stored.method != method:
+            stored = None  # another method's summary is not extended, it is replaced
+        if refresh:
+            stored = None
+        covered = stored.covered if stored is not None else frozenset()
+        new = [t for t in turns if t.post not in covered]
+        if not new and stored is not None and covered <= {t.post for t in turns}:
+            report.unchanged += 1
+            report.summaries.append(stored)
+            continue
+        if client is None:
+            written = _extractive(memory, session, turns)
+        else:
+            try:
+                written, calls = _with_model(memory, session, stored, turns, new, client)
+                report.llm_calls += calls
+            except LLMError:  # a summary is a convenience: a failing model must not fail the ingest
+                report.fallbacks += 1
+                written = _extractive(memory, session, turns)
+        report.updated += 1
+        report.summaries.append(written)
+    return report
+
+
+def summarise_posts(memory: Memory, posts: Sequence[str], client: LLMClient | None = None) -> SummaryReport:
+    """Update the summaries of the sessions these (newly written) posts belong to: the ingest hook (with the
+    memory's model when one is configured, extractive otherwise)."""
+    return update_summaries(memory, sessions_of_posts(memory, posts), client)
+
+
+def after_forget(memory: Memory, posts: Sequence[str]) -> SummaryReport:
+    """Keep summaries honest after posts were forgotten: re-summarise (extractively) each session whose summary
+    covered one of them, or drop its summary when summaries are off or the session has no posts left."""
+    sessions = summaries_using(memory, posts)
+    if not memory.settings.summaries_enabled:
+        for session in sessions:
+            drop_summary(memory, session)
+        return SummaryReport(sessions=len(sessions), dropped=len(sessions))
+    return update_summaries(memory, sessions, None, refresh=True)
+
+
+def session_turns(memory: Memory, session: str) -> list[Turn]:
+    """A session's posts in order, with who spoke each."""
+    turns = []
+    for row in memory.store.select(render_query("summaries/session_turns", session=iri_term(session))).dicts():
+        speaker = row["speaker"].value if "speaker" in row else row["role"].value
+        turns.append(Turn(row["post"].value, int(row["position"].value), row["text"].value, speaker))
+    return turns
+
+
+def _extractive(memory: Memory, session: str, turns: Sequence[Turn]) -> StoredSummary:
+    chosen = central_sentences(sentences(turns), _encoder(memory))
+    return write_summary(memory, session, summary_text(chosen), [t.post for t in turns], method=EXTRACTIVE)
+
+
+def _encoder(memory: Memory) -> Encoder | None:
+    """MiniLM when the side index is on (its model is the one already loaded), else None (TF-IDF, no torch).
+
+    Sentence vectors are kept per process (``_SENTENCE_CACHE`` entries at most), so re-summarising a growing
+    session embeds only its new sentences.
+    """
+    if not memory.settings.index_enabled:
+        return None
+    from pcm.index import get_embedder
+
+    embedder = get_embedder()
+
+    def encode(texts: Sequence[str]) -> np.ndarray:
+        with _CACHE_LOCK:
+            known = {t: _VECTORS[t] for t in texts if t in _VECTORS}
+        missing = [t for t in dict.fromkeys(texts) if t not in known]
+        if missing:
+            fresh = dict(zip(missing, embedder.encode(missing), strict=True))
+            known.update(fresh)
+            with _CACHE_LOCK:
+                if len(_VECTORS) + len(fresh) > _SENTENCE_CACHE:
+                    _VECTORS.clear()
+                _VECTORS.update(fresh)
+        return np.stack([known[t] for t in texts])
+
+    return encode
+
+
+def _with_model(
+    memory: Memory, session: str, stored: StoredSummary | None, turns: Sequence[Turn], new: Sequence[Turn],
+    client: LLMClient,
+) -> tuple[StoredSummary, int]:
+    """Fold the uncovered turns into the summary, one batch per call; the covered set grows batch by batch.
+
+    A summary that covers a post no longer in the session (forgotten) cannot be trusted to have dropped what that
+    post said, so it is started over from the session's first turn.
+    """
+    present = {t.post for t in turns}
+    if stored is not None and not stored.covered <= present:
+        stored, new = None, list(turns)
+    previous = stored.text if stored is not None else ""
+    covered = set(stored.covered) if stored is not None else set()
+    prompt = _prompt()
+    written = stored
+    calls = 0
+    for start in range(0, len(new), LLM_BATCH):
+        batch = new[start : start + LLM_BATCH]
+        system = prompt.render("system", max_words=str(MAX_WORDS))
+        user = prompt.render(
+            "user", session=session, previous=previous or "(none yet)", turns=_turn_lines(memory, batch),
+        )
+        reply = client.complete(system=system, messages=[Message.user(user)], operation=OPERATION, max_tokens=600)
+        calls += 1
+        previous = " ".join(reply.text.split()) or previous
+        covered.update(t.post for t in batch)
+        written = write_summary(
+            memory, session, previous, sorted(covered), method=client.name, prompt_version=prompt.version
+        )
+    assert written is not None
+    return written, calls
+
+
+def _turn_lines(memory: Memory, turns: Sequence[Turn]) -> str:
+    times = _times(memory, [t.post for t in turns])
+    lines = []
+    for t in turns:
+        text = t.text if len(t.text) <= MAX_TURN_CHARS else t.text[:MAX_TURN_CHARS] + "…"
+        when = f" ({times[t.post]})" if t.post in times else ""
+        lines.append(f"[{t.position}] {t.speaker}{when}: {text}")
+    return "\n".join(lines)
+
+
+def _times(memory: Memory, posts: Sequence[str]) -> dict[str, str]:
+    from pcm.retrieval.answer import posts_of
+
+    return {p.post: p.time.isoformat() for p in posts_of(memory, posts) if p.time is not None}
+
+
+@cache
+def _prompt() -> PromptFile:
+    from pcm.extraction.prompts import read_prompt
+
+    return read_prompt(PROMPT_FILE)
