@@ -16,22 +16,28 @@ from pcm.errors import UsageError
 @click.option("--k", default=5, show_default=True, help="How many utterances to recall when the graph has no answer.")
 @click.option("--explain", is_flag=True, help="Show every query tried, its outcome, the facts used and timings.")
 @click.option("--as-of", "as_of", default=None, help="The question's date (ISO 8601), for 'last month', 'how long ago'.")
+@click.option("--plan/--no-plan", "plan", default=None,
+              help="Force a search plan (sub-questions, steps) or never plan; default: the model decides for "
+                   "questions with several parts.")
 @json_option
 @click.pass_context
 @handle_errors
 def ask(ctx: click.Context, memory_path: Path | None, question: str, k: int, explain: bool, as_of: str | None,
-        as_json: bool) -> None:
+        plan: bool | None, as_json: bool) -> None:
     """Answer a question from memory, citing the utterances it rests on.
 
     With an LLM configured, the question becomes a SPARQL query (checked, bounded, repaired when it fails) and the
     answer is computed from its results; otherwise pcm answers with the best matching utterances and says so.
-    ask never modifies the memory.
+    A question with several parts may be split into sub-questions with search plans (--plan forces it, --no-plan
+    never plans); "why" and "what happened after" questions use event chains, questions about the conversations
+    themselves use session summaries. ask never modifies the memory.
 
     \b
     Examples:
       pcm ask "What is my dog's name?"
       pcm ask "How many days after the party did Joanna fly home?" --explain
       pcm ask "Where did I travel last month?" --as-of 2025-07-15 --json
+      pcm ask "Which shop fixed my car, and where did I fly after that?" --plan --explain
     """
     from pcm.conversations import parse_timestamp
     from pcm.llm import make_client
@@ -46,7 +52,7 @@ def ask(ctx: click.Context, memory_path: Path | None, question: str, k: int, exp
     server = running_server(ctx, memory_path) if not (explain or as_of) else None
     if server is not None:  # `pcm serve` holds the memory: it answers, with its own model and index
         with server:
-            data = server.ask(question, k=k)
+            data = server.ask(question, k=k, plan=plan)
         if as_json:
             emit_json(data)
         else:
@@ -54,7 +60,7 @@ def ask(ctx: click.Context, memory_path: Path | None, question: str, k: int, exp
         return
     with opened(ctx, memory_path, read_only=True) as memory:
         client = make_client(memory.settings)
-        result = run_ask(memory, question, client=client, as_of=when, explain=explain, k=k)
+        result = run_ask(memory, question, client=client, as_of=when, explain=explain, k=k, plan=plan)
     if as_json:
         emit_json(result.as_json(stats=explain))
         return

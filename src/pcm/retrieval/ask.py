@@ -3,9 +3,16 @@
 The pipeline (DESIGN.md §7)::
 
     question ─ grounding ─ NL→SPARQL ─ safety ─ run ─ repair loop ─┬─ post-processing ─ answer + evidence
-                                                                   └─ (nothing) ─ traversal ─ episodic recall ─ "not in memory"
+                                                                   └─ (nothing) ─ [event chains] ─ traversal ─
+                                                                      episodic recall (+ summaries) ─ "not in memory"
 
-Without an LLM (``PCM_LLM=none``) it answers with the utterances that best match the question, and says so.
+Before it, :mod:`pcm.retrieval.plan` reads the question: a keyword router picks its kind (``why`` and ``after``
+questions try event chains before traversal; ``conversation`` questions try session summaries first), and a
+question that may have several parts is shown to the model, which may split it into sub-questions with search
+plans; each step of a plan is one run of the pipeline above (:func:`answer_step`), and the findings are combined.
+
+Without an LLM (``PCM_LLM=none``) it answers with the utterances that best match the question, and says so (a
+question about the conversations themselves gets the best matching session summary instead, when there is one).
 ``ask`` never modifies the memory: every query it runs goes through :mod:`pcm.retrieval.safety`.
 
 Determinism: the same memory and question give the same SPARQL, result and evidence; model replies are cached by
@@ -33,6 +40,19 @@ from pcm.retrieval import answer as answers
 from pcm.retrieval.answer import EvidenceFact, EvidencePost
 from pcm.retrieval.grounding import CACHE_DIR, Grounding, build_grounding, memory_version
 from pcm.retrieval.nl2sparql import prompt_version, system_prompt, user_message
+from pcm.retrieval.plan import (
+    DIRECTIONS,
+    Bounds,
+    Decomposition,
+    PlanReplyError,
+    PlanTrace,
+    SubQuestion,
+    decompose,
+    may_decompose,
+    prompt_versions,
+    route,
+    run_plan,
+)
 from pcm.retrieval.postprocess import Computed, ComputeError, apply
 from pcm.retrieval.repair import RepairLoop, RepairResult, TraceStep, around_entities
 from pcm.retrieval.safety import QueryRunner
@@ -43,9 +63,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-PATHS = ("sparql", "traversal", "episodic", "none")
+PATHS = ("sparql", "events", "summary", "traversal", "episodic", "plan", "none")
 #: Traversal algorithm of the first fallback (``pcm.retrieval.traversal``): WaterCircles needs no embedding.
 TRAVERSAL_ALGORITHM = "wc"
+#: Session summaries added as supporting lines to the episodic fallback's context.
+SUMMARY_LINES = 2
 NO_LLM_NOTE = (
     "No LLM is configured (PCM_LLM=none): pcm runs in episodic mode and answers with the stored utterances that "
     "best match the question, not with a composed answer."
@@ -67,6 +89,8 @@ class AskResult:
     facts: list[EvidenceFact] = field(default_factory=list)
     posts: list[EvidencePost] = field(default_factory=list)
     explain: bool = False
+    plan: PlanTrace | None = None
+    """How the question was read (kind, decomposition) and, for a planned answer, every step, check and revision."""
     stats: dict[str, Any] = field(default_factory=dict)
     """Timings (ms), LLM calls, cache hits and prompt tokens: useful, but not part of the deterministic output."""
 
@@ -81,6 +105,7 @@ class AskResult:
             "computed": self.computed,
             "trace": [_step_json(s) for s in self.trace],
             "evidence": {"facts": [f.as_json() for f in self.facts], "posts": [p.as_json() for p in self.posts]},
+            "plan": self.plan.as_json() if self.plan is not None else None,
         }
         if stats:
             data["stats"] = dict(self.stats)
@@ -100,6 +125,8 @@ class AskResult:
                 lines += [f"  {f.text}" for f in self.facts[:40]]
             if self.computed:
                 lines.append(f"computed: {self.computed}")
+            if self.plan is not None:
+                lines += self.plan.render_lines()
             for step in self.trace:
                 lines.append(f"-- round {step.round + 1}, {step.source}: {step.outcome} ({step.rows} rows)"
                              + (f": {step.detail}" if step.detail else ""))
@@ -127,8 +154,13 @@ def ask(
     as_of: datetime | None = None,
     explain: bool = False,
     k: int = 5,
+    plan: bool | None = None,
 ) -> AskResult:
-    """Answer ``question`` from ``memory`` (see the module docstring). Never writes to the memory."""
+    """Answer ``question`` from ``memory`` (see the module docstring). Never writes to the memory.
+
+    ``plan``: None lets the model decide whether a question with several parts needs a search plan; True asks for
+    a plan whatever the question looks like; False never plans (and then ask makes no extra model call).
+    """
     question = " ".join(question.split())
     if not question:
         raise UsageError("ask needs a question")
@@ -136,16 +168,111 @@ def ask(
     if as_of.tzinfo is None:
         as_of = as_of.astimezone()
     started = time.perf_counter()
+    kind = route(question)
     if client is None:
-        result = _episodic_without_llm(memory, question, as_of, k)
+        result = _episodic_without_llm(memory, question, as_of, k, kind)
         result.explain = explain
+        result.plan = PlanTrace("keywords", kind)
         result.stats["total_ms"] = round((time.perf_counter() - started) * 1000, 1)
         return result
-    return _Pipeline(memory, question, client, as_of, explain, k).run(started)
+    cache = client if isinstance(client, CachingClient) else CachingClient(client, memory)
+    trace, decomposition = _read_question(memory, question, cache, as_of, kind, plan)
+    if decomposition is not None:
+        result = _planned(memory, question, cache, as_of, k, trace, decomposition, started)
+    else:
+        result = _Pipeline(memory, question, cache, as_of, explain, k, trace.kind).run(started)
+        if cache.calls or cache.hits:  # the decomposition call counts too
+            result.stats.update({"llm_calls": cache.calls, "cache_hits": cache.hits, "llm_ms": round(cache.ms, 1),
+                                 "non_llm_ms": round(result.stats.get("total_ms", 0.0) - cache.ms, 1)})
+    result.plan = trace
+    result.explain = explain
+    return result
+
+
+def answer_step(memory: Memory, question: str, client: CachingClient, *, as_of: datetime, k: int = 5,
+                kind: str = "factual") -> AskResult:
+    """One run of the single-question pipeline (grounding, SPARQL with repair, fallbacks): a step of a plan."""
+    return _Pipeline(memory, question, client, as_of, False, k, kind).run(time.perf_counter())
+
+
+def _read_question(
+    memory: Memory, question: str, cache: CachingClient, as_of: datetime, kind: str, plan: bool | None
+) -> tuple[PlanTrace, Decomposition | None]:
+    """The question's kind and, when it is to be planned, its decomposition (None: answer it as one question)."""
+    if plan is False or (plan is None and not may_decompose(question)):
+        trace = PlanTrace("keywords", kind)
+        if plan is None:
+            trace.notes.append("single clause: not shown to the model for decomposition")
+        return trace, None
+    trace = PlanTrace("forced" if plan else "model", kind)
+    bounds = Bounds.from_settings(memory.settings)
+    try:
+        decomposition = decompose(cache, question, as_of=as_of, owner_name=memory.manifest.owner, bounds=bounds)
+    except PlanReplyError as error:
+        trace.notes.append(f"malformed decomposition reply ({error}): answered as a single question")
+        return trace, None
+    if kind == "factual" and decomposition.kind is not None:
+        trace.kind = decomposition.kind
+    trace.multi_hop = decomposition.multi_hop
+    if not (decomposition.multi_hop or plan):
+        return trace, None
+    if not decomposition.sub_questions:
+        if not plan:
+            trace.notes.append("marked multi-hop without sub-questions: answered as a single question")
+            return trace, None
+        decomposition = Decomposition(decomposition.multi_hop, decomposition.kind, (SubQuestion(question, (question,)),))
+    return trace, decomposition
+
+
+def _planned(
+    memory: Memory, question: str, cache: CachingClient, as_of: datetime, k: int, trace: PlanTrace,
+    decomposition: Decomposition, started: float,
+) -> AskResult:
+    """Run the plan (each step through :func:`answer_step`) and combine the findings into one result."""
+    steps: list[AskResult] = []
+
+    def run_step(asked: str) -> AskResult:
+        kind = route(asked)
+        if kind == "factual" and trace.kind in DIRECTIONS:  # a step of a why / after question may walk events too
+            kind = trace.kind
+        found = answer_step(memory, asked, cache, as_of=as_of, k=k, kind=kind)
+        steps.append(found)
+        return found
+
+    outcome = run_plan(question, decomposition, run_step=run_step, client=cache, trace=trace, as_of=as_of,
+                       owner_name=memory.manifest.owner, bounds=Bounds.from_settings(memory.settings))
+    summary = (f"{len(trace.sub_questions)} sub-question(s), {len(trace.steps)} step(s), "
+               f"{len(trace.revisions)} revision(s)")
+    if outcome.answer is None:
+        result = AskResult(question, answers.NOT_IN_MEMORY, "none", as_of,
+                           note=f"answered by a search plan ({summary}); {trace.notes[-1]}")
+    else:
+        result = AskResult(question, outcome.answer, "plan", as_of, note=f"answered by a search plan ({summary})",
+                           posts=_ordered(outcome.posts))
+        cited = {p.post for p in result.posts}
+        result.facts = [f for step in steps for f in step.facts if cited & set(f.posts)]
+    total = (time.perf_counter() - started) * 1000
+    prompt_tokens: list[int] = [n for step in steps for n in (step.stats.get("prompt_tokens") or [])]
+    result.stats.update({
+        "steps": len(steps),
+        "grounding_ms": round(sum(s.stats.get("grounding_ms", 0.0) for s in steps), 1),
+        "queries_ms": round(sum(s.stats.get("queries_ms", 0.0) for s in steps), 1),
+        "answer_ms": round(sum(s.stats.get("answer_ms", 0.0) for s in steps), 1),
+        "llm_ms": round(cache.ms, 1),
+        "total_ms": round(total, 1),
+        "non_llm_ms": round(total - cache.ms, 1),
+        "llm_calls": cache.calls,
+        "cache_hits": cache.hits,
+        "prompt_tokens": prompt_tokens,
+        "prompt_version": prompt_version(),
+        "plan_prompt_version": prompt_versions(),
+    })
+    return result
 
 
 class _Pipeline:
-    def __init__(self, memory: Memory, question: str, client: LLMClient, as_of: datetime, explain: bool, k: int) -> None:
+    def __init__(self, memory: Memory, question: str, cache: CachingClient, as_of: datetime, explain: bool, k: int,
+                 kind: str = "factual") -> None:
         from pcm.ontology import load_ontology
 
         self.memory = memory
@@ -153,10 +280,16 @@ class _Pipeline:
         self.as_of = as_of
         self.explain = explain
         self.k = k
+        self.kind = kind
         self.ontology: Ontology = load_ontology()
-        self.cache = CachingClient(client, memory)
+        self.cache = cache
 
     def run(self, started: float) -> AskResult:
+        calls_before, hits_before, llm_before_all = self.cache.calls, self.cache.hits, self.cache.ms
+        if self.kind == "conversation":
+            found = self._from_summaries(started)
+            if found is not None:
+                return found
         grounding = build_grounding(self.memory, self.question, as_of=self.as_of, ontology=self.ontology)
         system = system_prompt(grounding.catalogue)
         user = user_message(grounding, self.ontology)
@@ -189,14 +322,15 @@ class _Pipeline:
         result.trace = repaired.trace
         result.explain = self.explain
         total = (time.perf_counter() - started) * 1000
+        llm_ms = self.cache.ms - llm_before_all
         result.stats.update(
             {
                 "grounding_ms": round(grounding.seconds * 1000, 1),
-                "llm_ms": round(self.cache.ms, 1),
+                "llm_ms": round(llm_ms, 1),
                 "total_ms": round(total, 1),
-                "non_llm_ms": round(total - self.cache.ms, 1),
-                "llm_calls": self.cache.calls,
-                "cache_hits": self.cache.hits,
+                "non_llm_ms": round(total - llm_ms, 1),
+                "llm_calls": self.cache.calls - calls_before,
+                "cache_hits": self.cache.hits - hits_before,
                 "prompt_tokens": repaired.prompt_tokens,
                 "entities": len(grounding.entities),
                 "catalogue_areas": list(grounding.areas) if grounding.areas is not None else "all",
@@ -237,19 +371,43 @@ class _Pipeline:
 
     def _fallback(self, grounding: Grounding, repaired: RepairResult) -> AskResult:
         why = "the graph query found nothing" if repaired.no_query is None else f"no graph query fits ({repaired.no_query})"
-        facts = _traversal_context(self.memory, self.question, [e.iri for e in grounding.entities], self.k)
+        starts = [e.iri for e in grounding.entities]
+        if self.kind in DIRECTIONS:
+            walks = DIRECTIONS[self.kind]
+            chain = _event_context(self.memory, self.question, starts, walks, 2 * self.k)
+            if chain:
+                found = self._from_context(chain, "events", f"{why}; answered from the event chain ({', '.join(walks)})")
+                if found is not None:
+                    return found
+        facts = _traversal_context(self.memory, self.question, starts, self.k)
         if facts:
             found = self._from_context(facts, "traversal", f"{why}; answered from facts around the matched entities")
             if found is not None:
                 return found
         posts = answers.posts_from_hits(_recall(self.memory, self.question, self.k))
-        if posts:
-            items = [(answers.utterance_line(p), [p]) for p in posts]
+        items = [(answers.utterance_line(p), [p]) for p in posts]
+        if items:  # summaries support recalled utterances; they do not answer alone here (see _from_summaries)
+            items += _summary_context(self.memory, self.question, SUMMARY_LINES)[:SUMMARY_LINES]
             found = self._from_context(items, "episodic", f"{why}; answered from recalled utterances")
             if found is not None:
                 return found
         return AskResult(self.question, answers.NOT_IN_MEMORY, "none", self.as_of,
                          note=f"{why}, and nothing recalled supports an answer")
+
+    def _from_summaries(self, started: float) -> AskResult | None:
+        """A question about the conversations themselves: the best matching session summaries, before SPARQL."""
+        items = _summary_context(self.memory, self.question, 3)
+        if not items:
+            return None
+        llm_before = self.cache.ms
+        found = self._from_context(items, "summary", "a question about the conversations: answered from session summaries")
+        if found is not None:
+            total = (time.perf_counter() - started) * 1000
+            found.explain = self.explain
+            found.stats.update({"total_ms": round(total, 1), "non_llm_ms": round(total - (self.cache.ms - llm_before), 1),
+                                "llm_ms": round(self.cache.ms - llm_before, 1), "prompt_tokens": [],
+                                "grounding_ms": 0.0, "queries_ms": 0.0, "answer_ms": 0.0})
+        return found
 
     def _from_context(self, items: Sequence[tuple[str, list[EvidencePost]]], path: str, note: str) -> AskResult | None:
         """The model answers from numbered context lines (or abstains); the cited lines' posts are the evidence."""
@@ -267,7 +425,13 @@ def _ordered(posts: Sequence[EvidencePost]) -> list[EvidencePost]:
     return sorted(unique.values(), key=lambda p: (p.time.timestamp() if p.time else 0.0, p.session, p.post))
 
 
-def _episodic_without_llm(memory: Memory, question: str, as_of: datetime, k: int) -> AskResult:
+def _episodic_without_llm(memory: Memory, question: str, as_of: datetime, k: int, kind: str = "factual") -> AskResult:
+    if kind == "conversation":
+        summaries = _summary_context(memory, question, 1)
+        if summaries:
+            line, posts = summaries[0]
+            note = NO_LLM_NOTE + " The question is about the conversations: the answer is the best matching session summary."
+            return AskResult(question, line, "summary", as_of, note=note, posts=_ordered(posts))
     hits = _recall(memory, question, k)
     if not hits:
         return AskResult(question, answers.NOT_IN_MEMORY, "none", as_of, note=NO_LLM_NOTE)
@@ -276,6 +440,41 @@ def _episodic_without_llm(memory: Memory, question: str, as_of: datetime, k: int
     when = best.time.date().isoformat() if best.time else "unknown time"
     text = f'{who} said ({when}, session {best.session}): "{best.text}"'
     return AskResult(question, text, "episodic", as_of, note=NO_LLM_NOTE, posts=answers.posts_from_hits(hits))
+
+
+def _summary_context(memory: Memory, question: str, k: int) -> list[tuple[str, list[EvidencePost]]]:
+    """Session summaries matching the question (:mod:`pcm.summaries.context`); empty when unavailable."""
+    try:
+        from pcm.summaries.context import summary_context
+    except ImportError:
+        return []
+    try:
+        return list(summary_context(memory, question, k=k))
+    except (PcmError, ImportError, OSError, ValueError) as error:
+        log.info("session summaries unavailable: %s", error)
+        return []
+
+
+def _event_context(
+    memory: Memory, question: str, starts: Sequence[str], directions: Sequence[str], k: int
+) -> list[tuple[str, list[EvidencePost]]]:
+    """Event chains (:mod:`pcm.retrieval.traversal.events`) walked each way in ``directions`` from the matched
+    entities, else from the events the question's words name (the matched entities may be things rather than
+    events: the car, not its breakdown); lines deduplicated, at most ``k``; empty when unavailable."""
+    try:
+        from pcm.retrieval.traversal.events import event_context
+    except ImportError:
+        return []
+    lines: dict[str, list[EvidencePost]] = {}
+    try:
+        for direction in directions:
+            found = list(event_context(memory, question, list(starts), direction=direction, k=k)) if starts else []
+            found = found or list(event_context(memory, question, [], direction=direction, k=k))
+            for line, posts in found:
+                lines.setdefault(line, list(posts))
+    except (PcmError, ImportError, OSError, ValueError) as error:
+        log.info("event chains unavailable: %s", error)
+    return list(lines.items())[:k]
 
 
 def _recall(memory: Memory, question: str, k: int) -> list[Any]:
@@ -412,4 +611,4 @@ class CachingClient:
             log.info("LLM reply cache not written: %s", error)
 
 
-__all__ = ["AskResult", "CachingClient", "NO_LLM_NOTE", "PATHS", "ask", "release", "runner_for"]
+__all__ = ["AskResult", "CachingClient", "NO_LLM_NOTE", "PATHS", "answer_step", "ask", "release", "runner_for"]
