@@ -72,7 +72,7 @@ def facts(ns: str, owner: ox.NamedNode) -> list[list[tuple[ox.NamedNode, ox.Name
 @pytest.fixture(scope="module")
 def memory_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("pcm.index.get_embedder", lambda: _STAND_IN)
+        patch.setattr("pcm.index.get_embedder", lambda settings=None: _STAND_IN)
         patch.delenv("PCM_INDEX", raising=False)
         patch.delenv("PCM_STORE_URL", raising=False)
         settings = Settings(memory=tmp_path_factory.mktemp("retrieve") / "mem", index_enabled=True)
@@ -97,7 +97,7 @@ _STAND_IN = StandIn()
 
 @pytest.fixture
 def runner(memory_dir: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    monkeypatch.setattr("pcm.index.get_embedder", lambda: _STAND_IN)
+    monkeypatch.setattr("pcm.index.get_embedder", lambda settings=None: _STAND_IN)
     monkeypatch.delenv("PCM_INDEX", raising=False)
     monkeypatch.delenv("PCM_STORE_URL", raising=False)
     return CliRunner()
@@ -149,7 +149,7 @@ def test_without_the_index_start_vertices_must_be_given(runner: CliRunner, memor
 
 
 def test_retrieve_is_what_ask_falls_back_to(memory_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("pcm.index.get_embedder", lambda: _STAND_IN)
+    monkeypatch.setattr("pcm.index.get_embedder", lambda settings=None: _STAND_IN)
     with Memory.open(Settings(memory=memory_dir, index_enabled=True), read_only=True) as memory:
         start = [memory.manifest.namespace + "subaru-outback"]
         found = retrieve(memory, "Who fixed my Subaru?", start=start, forbid={Kind.EPISODIC})

@@ -14,13 +14,23 @@ breadth-first distances come from one walk out of the goal, bounded like the sea
 Work is bounded by ``max_depth`` (hops from the start) and ``max_passed_nodes`` (vertices taken off the open set);
 ``expand_batch`` open vertices are expanded per SPARQL query.
 
-With ``ip`` (below one hop everywhere) the open set empties layer by layer, which allows three shortcuts that
-return the same path length A* would: both ends' neighbours come in one query and the search runs from the end
-with fewer (the pair is unordered); a path of one or two hops is read off those two rings; a path of three or four
-hops is found in the engine where the rings meet (one query, only the meeting vertices come back: the work A*
-would do passing the start's whole ring, done without shipping it), the tie between equally short paths broken
-by the heuristic. Longer paths are searched vertex by vertex from the start's ring, and a vertex generated next to
-the goal closes the path without waiting for the goal to be popped.
+With ``ip`` (below one hop everywhere) the open set empties layer by layer, which makes the search bidirectional
+without changing the length of the path A* returns. The pair is unordered, so the search runs from the end with
+fewer facts (both counted in the engine) and meets the other end in the middle with property-path queries, never
+shipping the neighbourhood of a popular end:
+
+* one hop, then two: K/K from the start to the goal (``bridges.rq``), the goal's neighbourhood joined in the engine;
+* three: the start's ring is read (that many vertices are passed; past ``max_passed_nodes`` only those A* would
+  pop first, nearest the goal), and K/K from the ring vertices to the goal, the same query;
+* four: only now is the goal's ring read, and the engine finds where both rings meet (``meet.rq``); A* passes the
+  whole start ring and one more vertex, so the path is kept only if that fits in ``max_passed_nodes``. (Reading
+  the goal's ring at once when it is small, to find three and four hops in one meet, was measured and is slower
+  on the 2.65M-quad store: A* p95 70 ms CPU against 40.)
+
+Ties between equally short paths are broken by the heuristic, as A*'s ordering would. Longer paths are searched
+vertex by vertex from the start's ring, and a vertex generated next to the goal closes the path without waiting
+for the goal to be popped. On random graphs the paths are exactly as short as a breadth-first search's
+(``tests/test_traversal_paths.py``).
 """
 
 from __future__ import annotations
@@ -125,27 +135,36 @@ def _search(
     swapped = False
     if config.heuristic == "ip":
         # With the ip heuristic (< 1 hop), vertices leave the open set layer by layer, so the first vertex
-        # generated next to the goal closes a shortest path. One or two hops are checked in the engine (nothing
-        # shipped, however many neighbours the ends have); then both ends' neighbours come in one query: the path
-        # is unordered, so the search starts from the end with fewer, and its first ring seeds the open set.
+        # generated next to the goal closes a shortest path. The search runs from the end with fewer facts (the
+        # path is unordered; counted in the engine), so the other end's neighbourhood is never shipped, and meets
+        # it in the middle (see the module docstring).
         if graph.between([(start, goal)]):
             return [start, goal], 1
-        common = _common(graph, start, goal, restrictions, question_vertices)
-        if common:
-            return [start, _nearest(names, common, goal, 1).pop(), goal], 1
-        ring_start, ring_goal = _rings(graph, start, goal, restrictions, question_vertices)
-        if len(ring_start) > len(ring_goal):
-            start, goal, ring_start, ring_goal, swapped = goal, start, ring_goal, ring_start, True
-        # A* passes the start's ring, nearest the goal first, before it finds a path of three hops, and the whole
-        # ring and one more vertex before a path of four; the engine finds both in one query, over the ring
-        # vertices A* would pass within its bound, and a path is kept only if A* would have found it in bounds.
+        chain = _bridged(graph, names, start, goal, set(), config, restrictions, question_vertices)
+        if chain is not None:  # two hops, found without shipping either end's neighbours
+            return chain, 1
+        degrees = graph.degrees([start, goal])
+        if degrees[start] > degrees[goal]:
+            start, goal, swapped = goal, start, True
+        ring_start = _ring(graph, start, restrictions, question_vertices)
         budget = config.max_passed_nodes - 1
         passing = ring_start if len(ring_start) <= budget else _nearest(names, ring_start, goal, budget)
-        if config.max_depth >= 3 and passing and ring_goal:
+        if config.max_depth < 3 or not passing:
+            return None, 1 + len(passing)
+        chain = _bridged(graph, names, start, goal, passing, config, restrictions, question_vertices)
+        if chain is not None:
+            return _oriented(chain, swapped), 1 + len(passing)
+        if config.max_depth < 4:
+            return None, 1 + len(passing)
+        # Four hops: A* passes the start's whole ring and one more vertex; the engine finds where both rings meet.
+        ring_goal = _ring(graph, goal, restrictions, question_vertices)
+        if ring_goal:
             chain = _meet_rings(graph, names, start, goal, passing, ring_goal, config, restrictions, question_vertices)
-            passed = 1 + len(passing) + (len(chain) == 5 if chain else 0)
-            if chain is not None and (len(chain) == 4 or passed <= config.max_passed_nodes and passing == ring_start):
+            passed = 2 + len(passing)
+            if chain is not None and passed <= config.max_passed_nodes and passing == ring_start:
                 return _oriented(chain, swapped), passed
+        if config.max_depth < 5:
+            return None, 1 + len(passing)
         if len(ring_start) >= budget:
             return None, config.max_passed_nodes  # A* would stop before leaving the start's ring
         ring, seed = ring_goal, ring_start
@@ -289,42 +308,64 @@ def _meet_rings(
     return chosen[k][2]
 
 
-def _common(
-    graph: GraphView, start: Node, goal: Node, restrictions: Restrictions, question_vertices: set[Node]
-) -> set[Node]:
-    """Walkable vertices next to both ends, found in the engine."""
-    found = {x for x, _, _ in graph.meet([(0, start), (1, goal)])}
-    kinds = graph.kinds(found) if restrictions.needs_kinds and found else {}
-    return {
-        x for x in found
-        if x in question_vertices or (
-            (restrictions.cross_hubs or not graph.is_hub(x)) and (not kinds or restrictions.allows(kinds[x]))
-        )
-    }
+def _bridged(
+    graph: GraphView,
+    names: _Names,
+    start: Node,
+    goal: Node,
+    passing: set[Node],
+    config: AStarConfig,
+    restrictions: Restrictions,
+    question_vertices: set[Node],
+) -> list[Node] | None:
+    """The shortest path of two or three hops, if there is one: K/K from the start and from the ring vertices A*
+    would pass, to the goal (``bridges.rq``, only the paths come back). Among paths of three hops, the one through
+    the ring vertex nearest the goal by the heuristic, the one A* pops first."""
+    if config.max_depth < 2:
+        return None
+    firsts = sorted(passing, key=lambda v: v.value) if passing else [start]
+    rows = graph.bridges(firsts, goal)
+    middles = {y for _, y in rows}
+    kinds = graph.kinds(middles) if restrictions.needs_kinds and middles else {}
+
+    def crossable(y: Node) -> bool:
+        if y in (start, goal):
+            return False
+        if y in question_vertices:
+            return True
+        return (restrictions.cross_hubs or not graph.is_hub(y)) and (not kinds or restrictions.allows(kinds[y]))
+
+    two = {y for a, y in rows if a == start and crossable(y)}
+    if two:
+        return [start, _nearest(names, two, goal, 1).pop(), goal]
+    three = [(a, y) for a, y in rows if a != start and a in passing and crossable(y)]
+    if not three:
+        return None
+    first = _nearest(names, {a for a, _ in three}, goal, 1).pop()
+    middle = min((y for a, y in three if a == first), key=lambda v: v.value)
+    return [start, first, middle, goal]
 
 
 def _nearest(names: _Names, vertices: set[Node], goal: Node, count: int) -> set[Node]:
     """The ``count`` vertices A* would pop first: smallest inner-product distance to the goal (ties by IRI)."""
+    if len(vertices) <= count:
+        return set(vertices)  # nothing to rank: no names to read, no vectors to compare
     ordered = sorted(vertices, key=lambda v: v.value)
     distance = (1.0 - names.matrix(ordered) @ names.of([goal])[goal]) / 2.0
     ranked = sorted(range(len(ordered)), key=lambda i: (float(distance[i]), ordered[i].value))
     return {ordered[i] for i in ranked[:count]}
 
 
-def _rings(
-    graph: GraphView, start: Node, goal: Node, restrictions: Restrictions, question_vertices: set[Node]
-) -> tuple[set[Node], set[Node]]:
-    """Both ends' walkable neighbours, in one query (a hub among them would be crossed, so it is left out)."""
-    rows = graph.neighbours([(0, start), (1, goal)])
+def _ring(graph: GraphView, vertex: Node, restrictions: Restrictions, question_vertices: set[Node]) -> set[Node]:
+    """One end's walkable neighbours (a hub among them would be crossed, so it is left out)."""
+    rows = graph.neighbours([(0, vertex)])
     kinds = graph.kinds(r.vertex for r in rows) if restrictions.needs_kinds else {}
-    rings: tuple[set[Node], set[Node]] = (set(), set())
-    for r in rows:
-        if r.vertex in question_vertices or (
-            (restrictions.cross_hubs or not graph.is_hub(r.vertex))
-            and (not kinds or restrictions.allows(kinds[r.vertex]))
-        ):
-            rings[r.tag].add(r.vertex)
-    return rings
+    return {
+        r.vertex
+        for r in rows
+        if r.vertex in question_vertices
+        or ((restrictions.cross_hubs or not graph.is_hub(r.vertex)) and (not kinds or restrictions.allows(kinds[r.vertex])))
+    }
 
 
 def _heuristics(

@@ -104,9 +104,12 @@ def _split_stopped(
     going: list[list[_Beam]] = []
     stopped: list[list[_Beam]] = []
     for i, beams in enumerate(live):
-        ok = [b for b in beams if _walkable_tail(graph, b, starts[i], restrictions)]
+        ok: list[_Beam] = []
+        stop: list[_Beam] = []
+        for b in beams:  # one pass: ``b not in ok`` would compare whole beams, quadratically
+            (ok if _walkable_tail(graph, b, starts[i], restrictions) else stop).append(b)
         going.append(ok)
-        stopped.append([b for b in beams if b not in ok])
+        stopped.append(stop)
     return going, stopped
 
 

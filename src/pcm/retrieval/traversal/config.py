@@ -1,11 +1,24 @@
 """Hyperparameters of the traversal algorithms.
 
-Defaults follow PersonalAI (arXiv 2506.17001, Appendix E) as its authors' reference implementation ships them
-(``WaterCirclesSearchConfig``, ``GraphBeamSearchConfig``, ``AStarGraphSearchConfig``): WaterCircles 25 primary
-("chain") + 6 secondary ("other") triples, 15 thesis and 15 episodic fragments; BeamSearch depth 10, 50 paths,
-every sharing switch on, mean_alpha 0.75, ``mixed`` final sorting; A* depth 10, 500 passed nodes, inner-product
-heuristic. Bounds the paper does not have (circle width, fan-out, hubs) are ours: they keep one question's work
-bounded on a store where one vertex (the memory's owner) touches almost every fact.
+Defaults are PersonalAI's (arXiv 2506.17001, Appendix E). The paper itself cannot be fetched here; the values are
+checked against the authors' reference implementation, github.com/Dzigen/PersonalAI, under
+``src/pipelines/qa/kg_reasoning/weak_reasoner/knowledge_retriever/traversal_methods/``:
+
+* ``WaterCirclesTripletsRetriever.py``, ``WaterCirclesSearchConfig``: ``chain_triplets_num=25``,
+  ``other_triplets_num=6``, ``hyper_num=15``, ``episodic_num=15``, ``strict_filter=True`` (one later version,
+  commit 0d77d8e, has ``hyper_num=25``; 15 is also what PersonalAI 2.0's Appendix E reports);
+* ``BeamSearchTripletsRetriever.py`` (commit 098b08a), ``GraphBeamSearchConfig``: ``max_depth=10``,
+  ``max_paths=50``, ``same_path_intersection_by_node``, ``diff_paths_intersection_by_node`` and
+  ``diff_paths_intersection_by_rel`` all True, ``mean_alpha=0.75``, ``final_sorting_mode='mixed'`` (an older
+  version of that file defaults to ``'finished_first'``, our ``ended_first``); triple cost ``-log(cos)``, path
+  score ``cost / hops**mean_alpha``, as in :mod:`.beamsearch`;
+* ``AStarTripletsRetriever.py`` (commit 0f3c39f), ``AStarGraphSearchConfig``: ``max_depth=10``,
+  ``max_passed_nodes=500``, ``h_metric_name='ip'``.
+
+The follow-up paper (PersonalAI 2.0, arXiv 2605.13481, its Appendix E) runs BeamSearch with ``max_depth=5``,
+``max_paths=10`` and the three intersection switches off; those are not the defaults here. Bounds the papers do
+not have (WaterCircles' depth and circle width, BeamSearch's fan-out, A*'s expand batch, hubs) are ours: they keep
+one question's work bounded on a store where one vertex (the memory's owner) touches almost every fact.
 """
 
 from __future__ import annotations

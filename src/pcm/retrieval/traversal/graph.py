@@ -7,13 +7,33 @@ are fact triples: only extraction and import graphs are walked, so ontology, con
 triples never pass for facts. Every query here is a fixed template from ``queries/traversal/``; what varies is
 written as pyoxigraph terms (validated IRIs, escaped literals), so no label or question can inject SPARQL.
 
-One hop is K = (p1|^p1|p2|^p2...) over the allowed predicates, written out as its two triple patterns inside
-``GRAPH ?g`` so the graph can be checked (a property path cannot say which graph each step is in), with the
-predicates not walked excluded (``rdf:type``, names). Several hops are several queries, one per round, not one
-sequence path K/K?/K?: a path returns its ends but not the vertices and triples between them (which chains and
-paths are made of), and it cannot leave the owner out of its middle, so through "Dana bought ..." every purchase
-is two hops from every other: on the benchmark store, three steps from one purchase take 8.4 s as K/K/K? and
-0.12 s as three rounds that reach the owner without crossing it (``benchmarks/bench_traversal.py --paths``).
+Item 6 of the issue: every hop is K = (p1|^p1|p2|^p2...) over the allowed predicates, a SPARQL property path, with
+the start vertices in ``VALUES`` (``neighbours.rq``, ``meet.rq``, ``around.rq``, ``bridges.rq``). K is written as
+the negated property set ``!(d1|...|^d1|...)`` of the predicates that are not edges (``rdf:type``, names): the
+same path, without a scan of the store to list the predicates in use, and half the cost of the spelled-out
+alternatives. It sits inside ``GRAPH ?g`` with ``?g`` checked, so ontology, conversation, provenance and history
+triples never pass for facts.
+
+A walk of depth d is d such queries, one per round, not one bounded sequence K/K?/K? (``reach.rq``, which the
+benchmark times against them). Both designs were measured (``benchmarks/bench_traversal.py --paths``) and the
+per-hop one is kept because only it meets the rest of the spec:
+
+* a sequence path is evaluated in one graph: inside ``GRAPH ?g`` every step would have to be in the same extraction
+  graph (facts about one thing come from many utterances), and over the union default graph it walks the
+  conversation, provenance and history graphs too (two hops from a product: 772 vertices as K/K?, 80 over facts);
+* it cannot leave the owner out of its middle: through "Dana bought ..." every purchase is two hops from every
+  other, so three hops from one purchase take 9.8 s as K/K?/K? and 0.11 s as three rounds that reach the owner
+  without crossing it (1.08M-quad store);
+* it returns its ends, not the vertices and triples between them, which chains and paths are made of.
+
+Timed alone, one path query can be the faster (two hops from the most popular place: 70 ms CPU as K/K?, 120 ms as
+two rounds, the second sending 700 vertices back in as ``VALUES``), but it walks more than the facts, and no
+algorithm here needs only the ends.
+
+Where an algorithm keeps state between hops (BeamSearch scores every candidate triple, WaterCircles and A* keep
+parents), the state stays in Python and the frontier expansion is one K query per hop. BeamSearch's candidates
+(``edges.rq``) and the triples of found chains (``between.rq``) are triple patterns, not paths: they need the
+predicate, which a path does not bind.
 
 Costs, measured on a 1M-quad store: the engine reads about a million index entries a second, while every row that
 crosses into Python costs several microseconds and every IRI in a ``VALUES`` block about ten. The hop queries are
@@ -117,6 +137,9 @@ class GraphView:
         self._terms = {
             "non_fact": ", ".join(f"<{g}>" for g in NON_FACT_GRAPHS),
             "denied": ", ".join(f"<{p}>" for p in denied),
+            "k": hop_path(denied),
+            "fwd": negated_set(tuple(dict.fromkeys((*denied, EPISODIC_LINK))), forward=True),
+            "bwd": negated_set(tuple(dict.fromkeys((*denied, EPISODIC_LINK))), forward=False),
         }
 
     def forget(self) -> None:
@@ -221,6 +244,21 @@ class GraphView:
             for v, n in self._select("degrees", iris=" ".join(str(x) for x in chunk)).rows:
                 self._degree[v] = int(n.value)  # type: ignore[index, union-attr]
 
+    def degrees(self, vertices: Sequence[Node]) -> dict[Node, int]:
+        """Triples touching each vertex (counted in the engine the first time, nothing shipped)."""
+        self._probe([v for v in dict.fromkeys(vertices) if v not in self._degree])
+        return {v: self._degree.get(v, 0) for v in vertices}
+
+    def bridges(self, firsts: Sequence[Node], goal: Node) -> list[tuple[Node, Node]]:
+        """(a, y) for every two-hop walk a - y - goal with ``a`` among ``firsts`` (``y`` an IRI, never checked
+        here for hubs or kinds)."""
+        if not firsts:
+            return []
+        rows = self._select(
+            "bridges", firsts=" ".join(str(v) for v in dict.fromkeys(firsts)), goal=str(goal), **self._terms
+        ).rows
+        return [(a, y) for a, y in rows if self.walkable(y)]  # type: ignore[misc]
+
     def degree(self, vertex: Node) -> int:
         """Triples touching ``vertex`` when last read in full (0 if never)."""
         return self._degree.get(vertex, 0)
@@ -320,6 +358,29 @@ class GraphView:
         for sources in found.values():
             sources.sort(key=lambda s: (s.time or "", s.post or "", s.file or ""))
         return found
+
+
+def negated_set(denied: Sequence[str], *, forward: bool) -> str:
+    """One direction of K: ``!(d1|d2)`` (any other predicate, subject to object) or ``!(^d1|^d2)`` (object to
+    subject)."""
+    mark = "" if forward else "^"
+    return "!(" + "|".join(f"{mark}<{p}>" for p in denied) + ")"
+
+
+def hop_path(denied: Sequence[str]) -> str:
+    """K = (p1|^p1|p2|^p2...) over every predicate but ``denied``, as one negated property set
+    ``!(d1|...|^d1|...)``: the same path as the alternatives, without listing the predicates in use (which would
+    take a scan of the store to learn, and is twice as slow to evaluate: 55 ms against 104 ms for one hop from
+    about 35 vertices on the 2.65M-quad benchmark store)."""
+    return "!(" + "|".join([f"<{p}>" for p in denied] + [f"^<{p}>" for p in denied]) + ")"
+
+
+def hop_sequence(denied: Sequence[str], depth: int) -> str:
+    """The bounded walk K/K?/K?... of ``depth`` hops (SPARQL 1.1 has no ``{n,m}``; Oxigraph rejects it)."""
+    if depth < 1:
+        raise ValueError("a walk has at least one hop")
+    k = hop_path(denied)
+    return "/".join([k] + [f"({k})?"] * (depth - 1))
 
 
 def local_name(iri: str) -> str:

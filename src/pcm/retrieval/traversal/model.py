@@ -50,9 +50,11 @@ class Triple(NamedTuple):
         return (self.s.value, self.p.value, str(self.o))
 
 
-@dataclass(frozen=True)
-class Step:
-    """A triple walked from one vertex to the next; ``forward`` when the walk went from subject to object."""
+class Step(NamedTuple):
+    """A triple walked from one vertex to the next; ``forward`` when the walk went from subject to object.
+
+    A named tuple, not a dataclass: BeamSearch makes one per candidate triple (hundreds of thousands a question at
+    depth 10), and tuples are built, hashed and compared in C."""
 
     triple: Triple
     forward: bool
