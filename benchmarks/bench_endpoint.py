@@ -4,7 +4,11 @@ The server runs as its own process (``pcm serve``, as a user would start it); ea
 with one keep-alive connection, so client-side Python does not share a GIL with the server. Every request is a
 SPARQL Protocol GET through pcm's front (host check, parsing, SERVICE refusal, time limit, size cap) to the
 engine and back. With ``--direct`` the same load is then sent straight to a bare ``oxigraph serve`` on the same
-store, to show what the front costs.
+store, to show what the front costs. Run both back to back: on a shared machine only figures taken under the
+same conditions compare.
+
+The front's own overhead per request (time spent in pcm's code, excluding the engine) is measured inside the
+front and read from its ``Server-Timing`` header (up to the answer's write) and ``GET /api/stats`` (including it).
 
 Prints figures; asserts nothing. Run: ``python benchmarks/bench_endpoint.py [--triples 1000000] [--seconds 20]``.
 Traffic goes to 127.0.0.1 only, bounded by ``--seconds`` and ``--max-requests``.
@@ -54,6 +58,7 @@ def build(work: Path, triples: int) -> tuple[Settings, str, int]:
 
 
 def start_server(settings: Settings) -> tuple[subprocess.Popen[str], str]:
+    """``pcm serve`` in its own process; returns it and its base URL."""
     env = {**os.environ, "PCM_INDEX": "off", "PCM_TOKEN": "bench"}
     command = [sys.executable, "-c", "from pcm.cli_serve import serve; serve()",
                "--memory", str(settings.memory), "--bind", "127.0.0.1:0", "--json"]
@@ -65,13 +70,17 @@ def start_server(settings: Settings) -> tuple[subprocess.Popen[str], str]:
         if not line:
             raise RuntimeError("pcm serve exited before announcing its URL")
         lines.append(line)
-    return proc, json.loads("".join(lines))["url"] + "/query"
+    return proc, json.loads("".join(lines))["url"]
 
 
-def client(endpoint: str, ns: str, people: int, seconds: float, max_requests: int, seed: int) -> tuple[list[float], int]:
-    """One client: 2-hop queries back to back for ``seconds``; returns latencies (ms) and the error count."""
+def client(
+    endpoint: str, ns: str, people: int, seconds: float, max_requests: int, seed: int
+) -> tuple[list[float], int, list[float]]:
+    """One client: 2-hop queries back to back for ``seconds``; returns latencies (ms), the error count and the
+    front's own time per request (ms, from ``Server-Timing``; empty for a bare engine)."""
     rng = random.Random(seed)
     latencies: list[float] = []
+    fronts: list[float] = []
     errors = 0
     accept = {"Accept": "application/sparql-results+json"}
     with httpx.Client(timeout=30) as http:
@@ -85,7 +94,10 @@ def client(endpoint: str, ns: str, people: int, seconds: float, max_requests: in
             latencies.append((time.perf_counter() - t) * 1000)
             if response.status_code != 200 or "results" not in response.json():
                 errors += 1
-    return latencies, errors
+            timing = response.headers.get("server-timing", "")
+            if timing.startswith("front;dur="):
+                fronts.append(float(timing.split(",")[0].split("=")[1]))
+    return latencies, errors, fronts
 
 
 def load(label: str, endpoint: str, ns: str, people: int, clients: int, seconds: float, max_requests: int) -> None:
@@ -94,13 +106,35 @@ def load(label: str, endpoint: str, ns: str, people: int, clients: int, seconds:
         futures = [pool.submit(client, endpoint, ns, people, seconds, max_requests, seed) for seed in range(clients)]
         results = [f.result() for f in futures]
     wall = time.perf_counter() - started
-    latencies = sorted(ms for lat, _ in results for ms in lat)
-    errors = sum(e for _, e in results)
-    p = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))]  # noqa: E731
+    latencies = sorted(ms for lat, _, _ in results for ms in lat)
+    fronts = sorted(ms for _, _, front in results for ms in front)
+    errors = sum(e for _, e, _ in results)
     print(
         f"{label}: {len(latencies):,} queries from {clients} clients in {seconds:.0f} s = {len(latencies) / seconds:,.0f} queries/s; "
-        f"p50 {statistics.median(latencies):.2f} ms, p95 {p(0.95):.2f} ms, p99 {p(0.99):.2f} ms; errors {errors} "
-        f"(wall {wall:.0f} s incl. warm-up)"
+        f"p50 {statistics.median(latencies):.2f} ms, p95 {_pick(latencies, 0.95):.2f} ms, "
+        f"p99 {_pick(latencies, 0.99):.2f} ms; errors {errors} (wall {wall:.0f} s incl. warm-up)"
+    )
+    if fronts:
+        print(
+            f"  front's own time per request (Server-Timing, before the write): mean {statistics.fmean(fronts):.3f} ms, "
+            f"p50 {_pick(fronts, 0.5):.3f} ms, p95 {_pick(fronts, 0.95):.3f} ms, p99 {_pick(fronts, 0.99):.3f} ms"
+        )
+
+
+def _pick(values: list[float], q: float) -> float:
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def front_stats(base_url: str) -> None:
+    """The front's own summary (``/api/stats``: includes writing the answer; last 4096 requests)."""
+    try:
+        stats = httpx.get(base_url + "/api/stats", timeout=10).json()
+    except (httpx.HTTPError, ValueError):
+        return
+    front, engine = stats.get("front_ms") or {}, stats.get("engine_ms") or {}
+    print(
+        f"  /api/stats over {stats.get('window')} requests: front mean {front.get('mean')} ms, p95 {front.get('p95')} ms; "
+        f"engine mean {engine.get('mean')} ms, p95 {engine.get('p95')} ms"
     )
 
 
@@ -135,9 +169,10 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="pcm-bench-serve-"))
     try:
         settings, ns, people = build(work, args.triples)
-        proc, endpoint = start_server(settings)
+        proc, url = start_server(settings)
         try:
-            load("pcm serve (front + engine)", endpoint, ns, people, args.clients, args.seconds, args.max_requests)
+            load("pcm serve (front + engine)", url + "/query", ns, people, args.clients, args.seconds, args.max_requests)
+            front_stats(url)
         finally:
             proc.terminate()
             proc.wait(timeout=20)

@@ -49,6 +49,8 @@ def serve(ctx: click.Context, memory_path: Path | None, bind: str, token: str | 
       /query  /update        SPARQL 1.1 Protocol (updates need the token); /sparql takes both
       /store                 Graph Store Protocol (writes need the token)
       /api/ingest /api/ask /api/recall   JSON API for assistants
+      /api/reindex           POST (token) rebuilds the side index in the background; GET follows it
+      /api/stats             the front's own time per request next to the engine's (also a Server-Timing header)
 
     \b
     Example:

@@ -26,6 +26,7 @@ from pcm.backend_remote import CANCELLED_MARKER
 from pcm.endpoint.config import ServeConfig, is_loopback
 from pcm.endpoint.engine import Watchdog
 from pcm.endpoint.explore import Explorer
+from pcm.endpoint.jobs import AlreadyRunning, BackgroundJob
 from pcm.endpoint.protocol import (
     QUERY_TYPE,
     UPDATE_TYPE,
@@ -35,6 +36,7 @@ from pcm.endpoint.protocol import (
     parse_operation,
     service_description,
 )
+from pcm.endpoint.timing import Timings
 from pcm.endpoint.upstream import EngineUnavailable, TimeLimit, TooLarge, Upstream
 from pcm.errors import InputError, PcmError, QueryError, UsageError, ValidationError
 from pcm.memory import Memory
@@ -77,6 +79,8 @@ class Response:
     close: bool = False
     #: Called once the answer was sent or abandoned (releases a streamed engine answer).
     on_done: Callable[[], None] | None = None
+    #: Nanoseconds this request spent waiting for the engine (0 when it did not reach the engine).
+    engine_ns: int = 0
 
 
 def text_error(status: int, message: str, **headers: str) -> Response:
@@ -134,7 +138,11 @@ class App:
             "/api/entity": self.api_entity,
             "/api/conversation": self.api_conversation,
             "/api/conversations": self.api_conversations,
+            "/api/reindex": self.api_reindex,
+            "/api/stats": self.api_stats,
         }
+        self.timings = Timings()
+        self.reindex_job = BackgroundJob("reindex")
 
     # -- before the body is read ------------------------------------------------------------------------------
 
@@ -173,7 +181,7 @@ class App:
     def _certain_write(method: str, path: str) -> bool:
         if path == "/store":
             return method in ("PUT", "POST", "DELETE", "PATCH")
-        return path in ("/update", "/api/ingest") and method == "POST"
+        return path in ("/update", "/api/ingest", "/api/reindex") and method == "POST"
 
     def _check_token(self, headers: Mapping[str, str]) -> Response | None:
         if not self.config.token:
@@ -241,10 +249,11 @@ class App:
                     continue  # the engine was restarted under this query: a read is safe to run again
                 return text_error(503, f"the SPARQL engine is unavailable: {exc}")
         if answer.status >= 400:
-            return text_error(answer.status, _one_line(answer.body))
+            return replace(text_error(answer.status, _one_line(answer.body)), engine_ns=answer.engine_ns)
         if CANCELLED_MARKER.encode() in answer.body[-(len(CANCELLED_MARKER) + 64) :]:
             return text_error(503, f"query stopped: it ran past the time limit of {limit:g} s")
-        return Response(200, {"Content-Type": answer.content_type, "Vary": "Accept"}, answer.body)
+        headers = {"Content-Type": answer.content_type, "Vary": "Accept"}
+        return Response(200, headers, answer.body, engine_ns=answer.engine_ns)
 
     def _update(self, operation: Operation, endpoint: str) -> Response:
         body = operation.with_base(f"{self.public_url}/{endpoint}").encode("utf-8")
@@ -262,8 +271,8 @@ class App:
         except (TooLarge, EngineUnavailable) as exc:
             return text_error(503, f"the SPARQL engine is unavailable: {exc}")
         if answer.status >= 400:
-            return text_error(answer.status, _one_line(answer.body))
-        return Response(204)
+            return replace(text_error(answer.status, _one_line(answer.body)), engine_ns=answer.engine_ns)
+        return Response(204, engine_ns=answer.engine_ns)
 
     # -- Graph Store Protocol ----------------------------------------------------------------------------------------
 
@@ -306,6 +315,10 @@ class App:
         return json_response(
             {"status": "ok", "pid": os.getpid(), "memory": str(self.memory.settings.memory), "engine_restarts": self.watchdog.engine.restarts}
         )
+
+    def api_stats(self, request: Request) -> Response:
+        """The front's own time per request next to the engine's, over the most recent requests."""
+        return json_response({**self.timings.summary(), "engine_restarts": self.watchdog.engine.restarts})
 
     def api_info(self, request: Request) -> Response:
         m = self.memory.manifest
@@ -359,6 +372,36 @@ class App:
 
         return self._api(request, "POST", ingest)
 
+    def api_reindex(self, request: Request) -> Response:
+        """``POST`` starts rebuilding the side index in the background (202); ``GET`` tells how far it got.
+
+        The rebuild holds the memory lock (ask, recall and ingest wait for it, SPARQL reads do not), so it runs
+        in a thread while the client polls; a second ``POST`` while it runs is answered 409.
+        """
+        if request.method == "GET":
+            return json_response(self.reindex_job.status().as_json())
+        if request.method != "POST":
+            return json_error(405, "use POST to start a reindex, GET to follow it")
+        refused = self._check_token(request.headers)
+        if refused is not None:
+            return refused
+        if not self.memory.settings.index_enabled:
+            return json_error(400, "the side index is turned off in this server (PCM_INDEX=off): nothing to rebuild")
+        try:
+            state = self.reindex_job.start(self._reindex, self._reindex_total)
+        except AlreadyRunning as exc:
+            running = self.reindex_job.status().as_json()
+            return json_response({**running, "error": f"{exc}: follow it with GET /api/reindex"}, 409)
+        return json_response(state.as_json(), 202)
+
+    def _reindex(self, progress: Callable[[int], None]) -> int:
+        with self.memory_lock:
+            return self.memory.reindex(progress=progress)
+
+    def _reindex_total(self) -> int:
+        """Rows a rebuild writes (progress counts posts, then entities), so a client's bar ends at 100%."""
+        return self.memory.post_count() + sum(1 for _ in self.memory.store.entities())
+
     def _conversations(self, request: Request) -> list[Any]:
         """Conversations from an ingest body: one utterance ``{"text": ...}``, or any format ``pcm ingest`` reads."""
         from pcm.conversations import parse_file
@@ -395,8 +438,11 @@ class App:
             if not question:
                 raise InputError('give {"question": "..."}')
             k = _int(data.get("k"), 5, "k")
+            plan = data.get("plan")
+            if plan is not None and not isinstance(plan, bool):
+                raise InputError('"plan" must be true, false or absent')
             with self.memory_lock:
-                return self.memory.ask(question, k=k).as_json()
+                return self.memory.ask(question, k=k, plan=plan).as_json()
 
         return self._api(request, "POST", ask)
 

@@ -7,6 +7,8 @@ Errors come back as the same :class:`~pcm.errors.PcmError` classes the local pat
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -58,8 +60,11 @@ class ServeClient:
         body = {"text": text, "session": session, "role": role, "speaker": speaker, "at": at.isoformat() if at else None}
         return dict(self._call("POST", "/ingest", json={k: v for k, v in body.items() if v is not None}))
 
-    def ask(self, question: str, *, k: int = 5) -> dict[str, Any]:
-        return dict(self._call("POST", "/ask", json={"question": question, "k": k}))
+    def ask(self, question: str, *, k: int = 5, plan: bool | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"question": question, "k": k}
+        if plan is not None:
+            body["plan"] = plan
+        return dict(self._call("POST", "/ask", json=body))
 
     def recall(self, text: str, k: int = 10, **filters: object) -> list[dict[str, Any]]:
         params: dict[str, str] = {"q": text, "k": str(k)}
@@ -67,6 +72,36 @@ class ServeClient:
             if value is not None:
                 params[name] = value.isoformat() if isinstance(value, datetime) else str(value)
         return list(self._call("GET", "/recall", params=params))
+
+    def start_reindex(self) -> dict[str, Any]:
+        """Ask the server to rebuild its side index in the background; returns the job's first state.
+
+        Raises :class:`~pcm.errors.UsageError` without the token, or when a reindex already runs there.
+        """
+        return dict(self._call("POST", "/reindex"))
+
+    def reindex_status(self) -> dict[str, Any]:
+        """The server's reindex job: ``state`` (idle, running, done, failed), ``done``/``total``, ``indexed``,
+        ``errors``."""
+        return dict(self._call("GET", "/reindex"))
+
+    def reindex(self, on_progress: Callable[[dict[str, Any]], None] | None = None, *, poll: float = 0.25) -> dict[str, Any]:
+        """Start a reindex and follow it to the end, calling ``on_progress`` with every state seen.
+
+        Returns the final state; a failed job raises :class:`~pcm.errors.PcmError` with the server's error.
+        """
+        state = self.start_reindex()
+        while True:
+            if on_progress is not None:
+                on_progress(state)
+            if state.get("state") != "running":
+                break
+            time.sleep(poll)
+            state = self.reindex_status()
+        if state.get("state") == "failed":
+            errors = "; ".join(state.get("errors") or []) or "no error message"
+            raise PcmError(f"reindex in pcm serve at {self.info.url} failed: {errors}")
+        return state
 
 
 def _wrap(data: bytes, fmt: str | None) -> bytes:
@@ -87,6 +122,8 @@ def _error(response: httpx.Response, info: ServerInfo) -> PcmError:
         return UsageError(f"pcm serve at {info.url} refused the write ({hint}): {message}")
     if status == 400:
         return InputError(message)
+    if status == 409:
+        return UsageError(f"pcm serve at {info.url}: {message}")
     if status == 503 and "time limit" in message:
         return QueryError(message)
     return PcmError(f"pcm serve at {info.url}: {message}")

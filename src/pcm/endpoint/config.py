@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from dataclasses import dataclass
 
@@ -63,7 +64,9 @@ def split_bind(bind: str) -> tuple[str, int]:
     return host, number
 
 
+@functools.lru_cache(maxsize=64)
 def is_loopback(host: str) -> bool:
+    """Cached: every request's Host header is checked, and parsing an address costs more than the rest of the check."""
     if host == "localhost":
         return True
     try:

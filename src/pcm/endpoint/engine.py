@@ -6,6 +6,10 @@ rows; a big ``ORDER BY`` (or any operator that must see every input before its f
 growing, after its client has gone. Nothing inside a process can stop such a query, so the hard time limit is
 enforced on the process: :class:`Watchdog` restarts the engine when a query abandoned at the limit keeps a thread
 busy. RocksDB is crash-safe and every write is one transaction, so a restart loses nothing that was committed.
+
+An in-process fast path for SELECT/ASK (pyoxigraph ``Store.query`` beside the child) was considered for latency
+and rejected: the child holds the store's lock, ``Store.read_only`` sees a snapshot frozen at open (stale after
+any write), and a query run in-process cannot be stopped at its time limit, which the issue requires.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ base IRI is the front's own address, not the engine's hidden port.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, urlencode
@@ -79,8 +80,20 @@ def _quote(value: str) -> str:
     return urlencode({"": value})[1:]
 
 
+#: Longest query text whose stripped form is cached (a cache of huge texts would hold their memory).
+_CACHED_TEXT = 16 * 1024
+
+
 def _code(text: str) -> str:
-    """The text without strings, IRIs and comments, where keywords can be looked for safely."""
+    """The text without strings, IRIs and comments, where keywords can be looked for safely.
+
+    Cached per text (the function is pure): assistants and the explorer send the same queries again and again.
+    """
+    return _stripped(text) if len(text) <= _CACHED_TEXT else _COMMENT_OR_STRING.sub(" ", text)
+
+
+@functools.lru_cache(maxsize=1024)
+def _stripped(text: str) -> str:
     return _COMMENT_OR_STRING.sub(" ", text)
 
 
