@@ -194,6 +194,38 @@ def test_self_loop_does_not_count_as_a_link(validator: Validator) -> None:
     assert [v.rule for v in report.violations] == ["isolated-individual"]
 
 
+def test_a_blank_node_counts_as_a_link(validator: Validator) -> None:
+    assert_conforms(
+        check(validator, ':rex a pcm:Pet ; rdfs:label "Rex" ; schema:location [ a schema:Place ; rdfs:label "yard" ] .')
+    )
+
+
+def test_isolated_message_names_the_node_and_its_types(validator: Validator) -> None:
+    [v] = check(validator, ':rex a pcm:Pet ; rdfs:label "Rex" .').violations
+    assert v.message.startswith(f"<{NS}rex> (a pcm:Pet) is isolated: an individual must be linked")
+
+
+# ---------------------------------------------------------------- knowledge updates: one value per person
+def test_a_person_with_two_homes_is_reported(validator: Validator) -> None:
+    report = check(
+        validator,
+        ':me schema:homeLocation :pdx, :sea . :pdx a schema:City ; rdfs:label "Portland" . '
+        ':sea a schema:City ; rdfs:label "Seattle" .',
+    )
+    [v] = report.violations
+    assert (v.rule, v.focus, v.path) == ("single-valued", NS + "me", "https://schema.org/homeLocation")
+    assert "more than one schema:homeLocation" in v.message and "one current home" in v.message
+
+
+def test_two_homes_of_something_else_and_two_employers_of_a_person_conform(validator: Validator) -> None:
+    assert_conforms(check(
+        validator,
+        ':rex a pcm:Pet ; rdfs:label "Rex" ; schema:homeLocation :pdx, :sea . :pdx a schema:City ; rdfs:label "P" . '
+        ':sea a schema:City ; rdfs:label "S" . :me schema:worksFor :acme, :initech . '
+        ':acme a schema:Organization ; rdfs:label "Acme" . :initech a schema:Organization ; rdfs:label "Initech" .',
+    ))
+
+
 # ---------------------------------------------------------------- rule 6: dates
 @pytest.mark.parametrize(
     "literal",

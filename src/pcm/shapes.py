@@ -6,12 +6,14 @@ existing nodes it points to, and the rdfs:subClassOf closure of the classes in p
 need the ontology or the memory's namespace rather than the data alone, and are plain Python set checks:
 ``unknown-term`` (only terms the ontology defines) and ``foreign-individual`` (individuals live in the memory's
 namespace). A third Python rule, ``untyped-individual``, catches a memory IRI that the delta uses but nobody
-declared (typically a misspelt reference to an existing entity).
+declared (typically a misspelt reference to an existing entity). ``isolated-individual`` is checked in Python on the
+same data graph pyshacl sees: as a SHACL-SPARQL constraint it ran one query per typed node and was about half of
+the validation time per utterance.
 
 Rule ids reported in :class:`Violation.rule`:
-``action-has-agent``, ``problem-affects``, ``service-has-object``, ``individual-has-label``,
-``isolated-individual``, ``date-literal``, ``action-status`` (SHACL, ``shapes/*.ttl``), and ``unknown-term``,
-``foreign-individual``, ``untyped-individual`` (Python, here).
+``action-has-agent``, ``problem-affects``, ``service-has-object``, ``individual-has-label``, ``date-literal``,
+``action-status``, ``single-valued`` (SHACL, ``shapes/*.ttl``), and ``unknown-term``, ``foreign-individual``,
+``untyped-individual``, ``isolated-individual`` (Python, here).
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ _RULE_ORDER = (
     "untyped-individual",
     "individual-has-label",
     "isolated-individual",
+    "single-valued",
     "action-has-agent",
     "problem-affects",
     "service-has-object",
@@ -229,7 +232,8 @@ class Validator:
                 for t in self._class_closure(cls):
                     data.add(t)
         report = self._run_pyshacl(data)
-        return [v for v in self._read_results(report, data) if scope.responsible(v)]
+        found = [*self._read_results(report, data), *_isolated_individuals(data)]
+        return [v for v in found if scope.responsible(v)]
 
     def _class_closure(self, cls: URIRef) -> tuple[tuple[Node, Node, Node], ...]:
         """``cls rdfs:subClassOf S`` for each superclass: lets sh:targetClass see subclasses without inference."""
@@ -334,6 +338,30 @@ def _untyped_individuals(scope: _Scope) -> Iterator[Violation]:
                 f"<{node}> is used but has no rdf:type here or in the memory: declare it with rdf:type and "
                 "rdfs:label, or refer to an existing entity by its exact IRI",
             )
+
+
+_ISOLATED = _ShapeInfo(
+    "isolated-individual",
+    "an individual must be linked to at least one other node (not only typed, labelled and given literals)",
+)
+_LINKLESS = frozenset({RDF.type, RDFS.label})
+
+
+def _isolated_individuals(data: rdflib.Graph) -> Iterator[Violation]:
+    """Rule 5: a typed node is isolated unless a triple whose predicate is neither rdf:type nor rdfs:label links it
+    to another node (IRI or blank node), as subject or as object. One pass over the data graph."""
+    linked: set[Node] = set()
+    for s, p, o in data:
+        if p in _LINKLESS or isinstance(o, Literal) or s == o:
+            continue
+        linked.update((s, o))
+    for focus in sorted(set(data.subjects(RDF.type)) - linked):
+        yield Violation(
+            _ISOLATED.rule,
+            _node_id(focus),
+            None,
+            _result_message(_ISOLATED, focus, None, None, SH.SPARQLConstraintComponent, data),
+        )
 
 
 # -------------------------------------------------------------------- shapes loading

@@ -7,12 +7,12 @@ utterance meets them: :mod:`~pcm.extraction.context` (previous turns, known enti
 :mod:`~pcm.extraction.resolve` (merges), :mod:`~pcm.extraction.supersede` (knowledge updates),
 :mod:`~pcm.extraction.write` (the one atomic write), :mod:`~pcm.extraction.pipeline` (concurrency, resumability,
 run report). :mod:`~pcm.extraction.history` and :mod:`~pcm.extraction.duplicates` back ``pcm history`` and
-``pcm duplicates``.
+``pcm duplicates``; :func:`restore_after_forget` undoes the knowledge updates of forgotten posts.
 """
 
 from pcm.extraction.duplicates import DuplicatePair, find_duplicates
 from pcm.extraction.extractor import Extraction, Extractor
-from pcm.extraction.history import FactHistory, FactVersion, fact_history
+from pcm.extraction.history import FactHistory, FactVersion, fact_history, restore_after_forget
 from pcm.extraction.pipeline import ExtractionRunReport, extract_posts, select_posts
 from pcm.extraction.prompts import prompt_version, refresh_catalogue
 
@@ -28,5 +28,6 @@ __all__ = [
     "find_duplicates",
     "prompt_version",
     "refresh_catalogue",
+    "restore_after_forget",
     "select_posts",
 ]

@@ -187,10 +187,14 @@ class Extractor:
         return lines + self._multiple_values(triples)
 
     def _multiple_values(self, triples: list[ox.Triple]) -> list[str]:
-        """A single-valued property given two values for one subject in one utterance cannot be right."""
+        """A single-valued property given two values for one subject in one utterance cannot be right.
+
+        Only the properties single-valued for every subject are checked here; the class-scoped ones of the shapes
+        (``sh:maxCount 1`` on people) are checked by SHACL, which knows the subjects' types.
+        """
         values: dict[tuple[str, str], set[str]] = {}
         for t in triples:
-            if t.predicate.value in self.single_valued:
+            if t.predicate.value in self.single_valued.strict:
                 values.setdefault((str(t.subject), t.predicate.value), set()).add(str(t.object))
         return [
             f"[single-valued] {s} has {len(v)} values for {self.ontology.curie(p)}, which holds one value at a "

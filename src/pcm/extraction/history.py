@@ -1,15 +1,26 @@
-"""``pcm history IRI``: how the facts about one entity changed, from the history graph and the current graphs."""
+"""How facts changed: ``pcm history IRI`` (from the history graph and the current graphs), and undoing the knowledge
+updates of forgotten posts (:func:`restore_after_forget`, called by ``Memory.forget``)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING
 
+import pyoxigraph as ox
+
 from pcm.extraction.queries import render
+from pcm.extraction.supersede import StoredValue, history_record, parse_time, said_later, stored_values
+from pcm.namespaces import GRAPH_HISTORY
 from pcm.sparql import iri_term, values_clause
 
 if TYPE_CHECKING:
     from pcm.memory import Memory
+
+N = ox.NamedNode
+#: A graph IRI no statement lives in (for "values in every graph but this one").
+NO_GRAPH = "urn:pcm:graph:none"
 
 
 @dataclass
@@ -85,3 +96,131 @@ def _value(term: object) -> str | None:
 def _show(term: object) -> str:
     """Literals by their text, IRIs as they are (the CLI shortens them)."""
     return term.value  # type: ignore[attr-defined]
+
+
+# ---------------------------------------------------------------------------------------------------- forgetting
+
+
+@dataclass(frozen=True)
+class _Record:
+    """A history record touched by a forget: the superseded statement, where it lived, who said and replaced it."""
+
+    node: str
+    triple: ox.Triple
+    source: str | None
+    said_by: str | None
+    said_at: datetime | None
+    superseded_by: str | None
+
+
+def restore_after_forget(memory: Memory, forgotten_post_iris: Sequence[str]) -> int:
+    """Undo the knowledge updates of forgotten posts; returns how many superseded statements came back.
+
+    Call it once the posts are forgotten (their extraction graphs dropped; posts still stored are ignored). Every
+    history record a forgotten post said or superseded is removed: what a forgotten post said must not survive in
+    history, and a record pointing to a forgotten post is stale. A value a forgotten post had superseded comes back
+    into its own extraction graph when that graph still exists and no value said later holds now; of several, the
+    newest post's values come back and the others stay in history, superseded by it. When a later value holds now,
+    they stay superseded by that one. One atomic update.
+    """
+    forgotten = set(forgotten_post_iris)
+    forgotten -= memory.store.existing_posts(sorted(forgotten)) if forgotten else set()
+    if not forgotten:
+        return 0  # a post still in the store keeps its knowledge updates
+    records = _touched_records(memory, forgotten)
+    if not records:
+        return 0
+    candidates = [r for r in records if r.superseded_by in forgotten and r.said_by not in forgotten]
+    live = _live_graphs(memory, {r.source for r in candidates if r.source})
+    groups: dict[tuple[str, str], list[_Record]] = {}
+    for record in candidates:
+        if record.source in live:
+            groups.setdefault((record.triple.subject.value, record.triple.predicate.value), []).append(record)
+    current = _current_values(memory, groups.keys())
+    change = _Change()
+    for key, group in sorted(groups.items()):
+        change.settle(memory, group, current.get(key, []))
+    drop = [f"DELETE WHERE {{ GRAPH <{GRAPH_HISTORY}> {{ {iri_term(r.node)} ?p ?o }} }}" for r in records]
+    memory.store.apply(delete=change.delete, insert=list(dict.fromkeys(change.insert)), extra=drop)
+    return change.restored
+
+
+@dataclass
+class _Change:
+    """What a forget does to the values of one (subject, property) after another."""
+
+    delete: list[ox.Quad] = field(default_factory=list)
+    insert: list[ox.Quad] = field(default_factory=list)
+    restored: int = 0
+
+    def settle(self, memory: Memory, group: list[_Record], holding: list[StoredValue]) -> None:
+        """``group``: the superseded values that may come back; ``holding``: the values the pair has now."""
+        group = sorted(group, key=lambda r: (_seconds(r.said_at), r.node))
+        newest = group[-1]
+        winners = [r for r in group if (r.said_by, r.said_at) == (newest.said_by, newest.said_at)]
+        later = [v for v in holding if v.time is not None and said_later(v.time, newest.said_at)]
+        if later or (holding and newest.said_at is None):  # a later value holds now: they stay superseded by it
+            latest = max(holding, key=lambda v: (_seconds(v.time), v.graph))
+            self.insert += _restatements(memory, group, by=latest.post, at=latest.time)
+            return
+        for r in winners:  # what the newest remaining post said (several values, for laterValuesReplace)
+            self.insert.append(ox.Quad(r.triple.subject, r.triple.predicate, r.triple.object, N(r.source or NO_GRAPH)))
+        self.restored += len(winners)
+        older = [r for r in group if r not in winners]
+        self.insert += _restatements(memory, older, by=newest.said_by, at=newest.said_at)
+        back = {r.triple for r in winners}
+        for v in holding:  # an older value that still held (said with no time) steps down
+            if v.triple not in back:
+                self.delete.append(ox.Quad(v.triple.subject, v.triple.predicate, v.triple.object, N(v.graph)))
+                self.insert += history_record(
+                    memory, v.triple, by=newest.said_by, at=newest.said_at, origin=v.post, source=v.graph
+                )
+
+
+def _touched_records(memory: Memory, forgotten: set[str]) -> list[_Record]:
+    """History records whose value a forgotten post said or superseded."""
+    out: dict[str, _Record] = {}
+    posts = sorted(forgotten)
+    for start in range(0, len(posts), 200):
+        q = render("history_of_posts", posts=values_clause("post", posts[start : start + 200]))
+        for row in memory.store.select(q).dicts():
+            node = row["h"].value
+            out[node] = _Record(
+                node,
+                ox.Triple(row["s"], row["p"], row["o"]),  # type: ignore[arg-type]
+                _value(row.get("source")),
+                _value(row.get("from")),
+                parse_time(row.get("from_time")),
+                _value(row.get("by")),
+            )
+    return sorted(out.values(), key=lambda r: r.node)
+
+
+def _live_graphs(memory: Memory, graphs: set[str]) -> set[str]:
+    if not graphs:
+        return set()
+    q = render("live_graphs", graphs=values_clause("g", sorted(graphs)))
+    return {row[0].value for row in memory.store.select(q).rows if row[0] is not None}
+
+
+def _current_values(memory: Memory, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], list[StoredValue]]:
+    """What each (subject, property) holds now, in any extraction or import graph."""
+    found: dict[tuple[str, str], list[StoredValue]] = {}
+    keys = list(keys)
+    if keys:
+        for stored in stored_values(memory, keys, graph=NO_GRAPH):
+            found.setdefault((stored.triple.subject.value, stored.triple.predicate.value), []).append(stored)
+    return found
+
+
+def _restatements(memory: Memory, records: Sequence[_Record], *, by: str | None, at: datetime | None) -> list[ox.Quad]:
+    """Records that stay in history, now superseded by ``by`` (their old records are dropped)."""
+    out: list[ox.Quad] = []
+    for r in records:
+        out += history_record(memory, r.triple, by=by, at=at, origin=r.said_by, source=r.source or NO_GRAPH)
+    return out
+
+
+def _seconds(when: datetime | None) -> float:
+    """Sort key of a message time (unknown first)."""
+    return when.timestamp() if when is not None else float("-inf")

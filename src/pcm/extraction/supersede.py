@@ -1,7 +1,8 @@
 """Knowledge updates: a new value of a single-valued property moves the older statement to the history graph.
 
-Only properties the ontology declares ``owl:FunctionalProperty`` or the shapes constrain with ``sh:maxCount 1``
-are single-valued, and only the same subject is looked at: nothing else in the graph is touched (Graphiti
+Only properties the ontology declares ``owl:FunctionalProperty`` or the shapes constrain with ``sh:maxCount 1`` (or
+mark ``pcmsh:laterValuesReplace``) are single-valued, a shape's only for the subjects its target reaches (``sh:targetClass
+schema:Person``: people, not every subject), and only the same subject is looked at: nothing else is touched (Graphiti
 invalidated 41% of its facts by searching the whole graph for contradictions; mem0 lost both facts on a
 contradiction). The older statement is deleted from the graph that held it and recorded in the history graph as an
 ``rdf:Statement`` (never as the triple itself, since queries see the union of graphs) with ``pcm:supersededAt``
@@ -14,10 +15,11 @@ incoming value is the stale one and goes straight to history, superseded by the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyoxigraph as ox
@@ -26,7 +28,7 @@ from pcm.extraction.queries import render
 from pcm.namespaces import DCTERMS, GRAPH_HISTORY, PCM, PROV, RDF, SH
 from pcm.naming import digest
 from pcm.provenance import dt_literal
-from pcm.sparql import iri_term
+from pcm.sparql import iri_term, values_clause
 
 if TYPE_CHECKING:
     from pcm.memory import Memory
@@ -50,35 +52,92 @@ class Supersessions:
 
 
 @dataclass(frozen=True)
-class _Stored:
+class StoredValue:
     triple: ox.Triple
     graph: str
     post: str | None
     time: datetime | None
 
 
-def single_valued_properties(ontology: Ontology) -> frozenset[str]:
-    """Functional properties plus properties some shape bounds with ``sh:maxCount 1``."""
+@dataclass(frozen=True)
+class SingleValued:
+    """Which statements hold one value at a time: per property, for every subject or for instances of some classes."""
+
+    everywhere: frozenset[str] = frozenset()
+    """Single-valued whatever the subject (functional properties, shapes targeting the subjects of the property)."""
+    by_class: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """Property -> the classes (subclasses included) whose instances hold one current value of it."""
+    strict: frozenset[str] = frozenset()
+    """Of ``everywhere``: the properties for which two values in one utterance are an error (not ``laterValuesReplace``)."""
+
+    @property
+    def properties(self) -> frozenset[str]:
+        """Every property that is single-valued for some subject."""
+        return self.everywhere | frozenset(self.by_class)
+
+    def __contains__(self, prop: object) -> bool:
+        return prop in self.everywhere or prop in self.by_class
+
+    def applies(self, prop: str, types: Iterable[str]) -> bool:
+        """Whether ``prop`` holds one value on a subject with these ``rdf:type`` values."""
+        if prop in self.everywhere:
+            return True
+        classes = self.by_class.get(prop)
+        return classes is not None and any(t in classes for t in types)
+
+
+def single_valued_properties(ontology: Ontology, shapes_dir: Path | None = None) -> SingleValued:
+    """Functional properties plus what the shapes bound with ``sh:maxCount 1`` or mark ``pcmsh:laterValuesReplace``."""
+    from pcm import resources
     from pcm.extraction.normalise import reserved_terms
 
-    return (ontology.functional_properties | _max_count_one()) - reserved_terms(ontology)
+    reserved = reserved_terms(ontology)
+    scopes = _shape_scopes(shapes_dir or resources.shapes_dir())
+    everywhere = {p for p, (_, anywhere, _) in scopes.items() if anywhere} | set(ontology.functional_properties)
+    strict = {p for p, (_, anywhere, limited) in scopes.items() if anywhere and limited}
+    strict |= set(ontology.functional_properties)
+    by_class = {
+        p: frozenset(sub for c in classes for sub in ontology.subclasses(c))
+        for p, (classes, _, _) in scopes.items()
+        if classes and p not in everywhere
+    }
+    return SingleValued(
+        frozenset(everywhere - reserved),
+        {p: c for p, c in by_class.items() if p not in reserved},
+        frozenset(strict - reserved),
+    )
 
 
 @cache
-def _max_count_one() -> frozenset[str]:
+def _shape_scopes(directory: Path) -> dict[str, tuple[frozenset[str], bool, bool]]:
+    """Property -> (target classes, single-valued for every subject, two values in one utterance are an error).
+
+    A property shape's targets are its own or those of the node shapes that hold it (``sh:property``). Only
+    ``sh:targetClass`` and ``sh:targetSubjectsOf`` the same property are understood; other targets (nodes, objects
+    of something) are ignored rather than read as "everywhere".
+    """
     import rdflib
 
-    from pcm import resources
+    from pcm.shapes import SHAPES_NS
 
     graph = rdflib.Graph()
-    for path in sorted(resources.shapes_dir().glob("*.ttl")):
+    for path in sorted(directory.glob("*.ttl")):
         graph.parse(path, format="turtle")
-    found = set()
-    for shape, count in graph.subject_objects(rdflib.URIRef(SH + "maxCount")):
-        path = graph.value(shape, rdflib.URIRef(SH + "path"))
-        if isinstance(path, rdflib.URIRef) and str(count) == "1":
-            found.add(str(path))
-    return frozenset(found)
+    sh = rdflib.Namespace(SH)
+    replace = rdflib.URIRef(SHAPES_NS + "laterValuesReplace")
+    found: dict[str, tuple[set[str], list[bool]]] = {}
+    for shape in set(graph.subjects(sh.path, None)):
+        path = graph.value(shape, sh.path)
+        limited = any(str(c) == "1" for c in graph.objects(shape, sh.maxCount))
+        if not isinstance(path, rdflib.URIRef) or not (limited or graph.value(shape, replace) == rdflib.Literal(True)):
+            continue
+        classes, flags = found.setdefault(str(path), (set(), [False, False]))
+        for owner in [shape, *graph.subjects(sh.property, shape)]:
+            classes.update(str(c) for c in graph.objects(owner, sh.targetClass))
+            if path in set(graph.objects(owner, sh.targetSubjectsOf)):
+                flags[0] = True
+                flags[1] = flags[1] or limited
+    return {p: (frozenset(c), f[0], f[1]) for p, (c, f) in found.items()}
 
 
 def plan_supersessions(
@@ -88,29 +147,30 @@ def plan_supersessions(
     graph: str,
     post: str,
     time: datetime | None,
-    single_valued: frozenset[str],
+    single_valued: SingleValued,
 ) -> Supersessions:
-    """Compare the delta's single-valued statements with the stored ones on the same subjects (one query)."""
+    """Compare the delta's single-valued statements with the stored ones on the same subjects (one or two queries)."""
     incoming: dict[tuple[str, str], set[ox.Triple]] = {}
     for t in triples:
         if t.predicate.value in single_valued and isinstance(t.subject, ox.NamedNode):
             incoming.setdefault((t.subject.value, t.predicate.value), set()).add(t)
+    incoming = _in_scope(memory, incoming, triples, single_valued)
     plan = Supersessions()
     if not incoming:
         return plan
-    for stored in _stored_values(memory, incoming.keys(), graph):
+    for stored in stored_values(memory, incoming.keys(), graph):
         key = (stored.triple.subject.value, stored.triple.predicate.value)
         news = incoming[key]
         if stored.triple in news:
             continue  # said again: nothing changes
-        if _later(stored.time, time):
+        if said_later(stored.time, time):
             for new in sorted(news, key=str):
                 plan.stale.add(new)
-                plan.history += _statement(memory, new, by=stored.post, at=stored.time, origin=post, source=graph)
+                plan.history += history_record(memory, new, by=stored.post, at=stored.time, origin=post, source=graph)
         else:
             s = stored.triple
             plan.delete.append(ox.Quad(s.subject, s.predicate, s.object, N(stored.graph)))
-            plan.history += _statement(
+            plan.history += history_record(
                 memory, stored.triple, by=post, at=time, origin=stored.post, source=stored.graph
             )
         plan.count += 1
@@ -118,17 +178,40 @@ def plan_supersessions(
     return plan
 
 
-def _stored_values(memory: Memory, keys: Iterable[tuple[str, str]], graph: str) -> list[_Stored]:
+def _in_scope(
+    memory: Memory,
+    incoming: dict[tuple[str, str], set[ox.Triple]],
+    triples: Sequence[ox.Triple],
+    single_valued: SingleValued,
+) -> dict[tuple[str, str], set[ox.Triple]]:
+    """Keep the pairs whose subject the property is single-valued for (its types: from the delta and the store)."""
+    scoped = {s for s, p in incoming if p not in single_valued.everywhere}
+    if not scoped:
+        return incoming
+    types: dict[str, set[str]] = {}
+    for t in triples:
+        if t.subject.value in scoped and t.predicate.value == RDF + "type":
+            types.setdefault(t.subject.value, set()).add(t.object.value)
+    q = render("entity_types", entities=values_clause("e", sorted(scoped)))
+    for row in memory.store.select(q).rows:
+        if row[0] is not None and row[1] is not None:
+            types.setdefault(row[0].value, set()).add(row[1].value)
+    return {
+        (s, p): news for (s, p), news in incoming.items() if single_valued.applies(p, types.get(s, ()))
+    }
+
+
+def stored_values(memory: Memory, keys: Iterable[tuple[str, str]], graph: str) -> list[StoredValue]:
     pairs = " ".join(f"({iri_term(s)} {iri_term(p)})" for s, p in sorted(keys))
     rows = memory.store.select(render("single_values", pairs=pairs, graph=iri_term(graph))).dicts()
     out = []
     for r in rows:
         triple = ox.Triple(r["s"], r["p"], r["o"])  # type: ignore[arg-type]
-        out.append(_Stored(triple, r["g"].value, r["post"].value if "post" in r else None, _time(r.get("time"))))
+        out.append(StoredValue(triple, r["g"].value, r["post"].value if "post" in r else None, parse_time(r.get("time"))))
     return sorted(out, key=lambda s: (str(s.triple), s.graph))
 
 
-def _time(term: object) -> datetime | None:
+def parse_time(term: object) -> datetime | None:
     value = getattr(term, "value", None)
     if not value:
         return None
@@ -138,7 +221,7 @@ def _time(term: object) -> datetime | None:
         return None
 
 
-def _later(stored: datetime | None, incoming: datetime | None) -> bool:
+def said_later(stored: datetime | None, incoming: datetime | None) -> bool:
     """True when the stored statement was said after the incoming one (unknown times never win)."""
     if stored is None or incoming is None:
         return False
@@ -147,7 +230,7 @@ def _later(stored: datetime | None, incoming: datetime | None) -> bool:
     return stored > incoming
 
 
-def _statement(
+def history_record(
     memory: Memory, triple: ox.Triple, *, by: str | None, at: datetime | None, origin: str | None, source: str
 ) -> list[ox.Quad]:
     """The ``rdf:Statement`` record of a superseded triple (its IRI is stable, so re-runs add nothing)."""

@@ -24,7 +24,7 @@ from pcm.extraction.context import entity_cards
 from pcm.extraction.extractor import EXTRACTED, Extraction
 from pcm.extraction.queries import render
 from pcm.extraction.resolve import resolve_entities
-from pcm.extraction.supersede import plan_supersessions
+from pcm.extraction.supersede import SingleValued, plan_supersessions
 from pcm.namespaces import GRAPH_PROVENANCE, PCM, PROV
 from pcm.provenance import Activity, activity_quads, entity_derivation_quads
 from pcm.sparql import iri_term, values_clause
@@ -60,7 +60,7 @@ def write_extraction(
     *,
     ontology: Ontology,
     prompt_version: str,
-    single_valued: frozenset[str],
+    single_valued: SingleValued,
 ) -> Written:
     """Apply one extraction to the store (see the module docstring); returns what changed."""
     if extraction.status != EXTRACTED:
