@@ -3,6 +3,7 @@ recall beating each of its legs on a small labelled conversation written for thi
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from datetime import datetime
@@ -53,6 +54,34 @@ def test_vectors_are_unit_float32_and_match_sentence_transformers(embedder: Embe
     assert embedder.encode([]).shape == (0, 384)
     assert get_embedder() is get_embedder()
     assert (embedder.name, embedder.dim) == ("sentence-transformers/all-MiniLM-L6-v2", 384)
+
+
+def test_single_texts_take_the_traced_path_with_the_same_vectors(embedder: Embedder) -> None:
+    texts = ["Biscuit", "my sister's violin teacher", "What did Caroline paint last summer?", "x", "hello there"]
+    reference = embedder._model.encode(texts, normalize_embeddings=True)
+    singles = np.stack([embedder.encode([t])[0] for t in texts * 2])  # enough calls to trace the encoder
+    pairs = embedder.encode(texts[:2])
+    assert embedder._small is not None or embedder._small_calls < 0  # traced, or tracing failed and was given up
+    assert np.all(np.sum(singles * np.concatenate([reference, reference]), axis=1) > 0.9999)
+    assert np.all(np.sum(pairs * reference[:2], axis=1) > 0.9999)
+
+
+def test_the_openmp_wait_policy_comes_from_settings(tmp_path: Path) -> None:
+    from pcm.settings import Settings
+
+    assert Settings().omp_wait_policy == "PASSIVE"
+    assert Settings.from_env({"OMP_WAIT_POLICY": "ACTIVE"}).omp_wait_policy == "ACTIVE"
+    code = (
+        "import os, sys; sys.path.insert(0, sys.argv[1]);"
+        "from pcm.index.embedder import get_embedder; from pcm.settings import Settings;"
+        "get_embedder(Settings(omp_wait_policy='PASSIVE'))._ensure_loaded();"
+        "print(os.environ.get('OMP_WAIT_POLICY'))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    out = subprocess.run(
+        [sys.executable, "-c", code, PKG_ROOT], capture_output=True, text=True, timeout=120, check=True, env=env
+    )
+    assert out.stdout.split()[-1] == "PASSIVE"  # applied before torch loaded its OpenMP runtime
 
 
 # A conversation written for this test. Half the questions share rare words with their answer (full text wins,

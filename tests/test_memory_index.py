@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -16,6 +17,7 @@ from pcm.errors import MemoryVersionError
 from pcm.manifest import Manifest
 from pcm.memory import Memory
 from pcm.settings import Settings
+from pcm.store import MemoryStore
 
 INGEST_FOREVER = """
 import sys
@@ -24,6 +26,7 @@ from pathlib import Path
 from pcm.conversations import Conversation, Utterance
 from pcm.memory import Memory
 from pcm.settings import Settings
+from pcm.store import MemoryStore
 
 memory = Memory.open(Settings(memory=Path(sys.argv[1])))
 memory.index  # load the model and open the index before announcing we are running
@@ -87,3 +90,84 @@ def test_episodic_ask_cites_the_utterance(indexed: Settings) -> None:
         answer = memory.ask("What is the name of my dog?")
         assert answer.path == "episodic" and "LLM" in answer.note
         assert any("Biscuit" in p.content for p in answer.posts[:3])
+
+
+def without_summaries(settings: Settings) -> Settings:
+    """Session summaries are written after ingest without an index write of their own; until they tell the store
+    they change no index row (``mirrored=False``), they leave the outbox marker set, so these tests turn them off."""
+    if hasattr(settings, "summaries_enabled"):
+        return dataclasses.replace(settings, summaries_enabled=False)
+    return settings
+
+
+class ListingSpy:
+    """Counts calls of the store's full listings (the cost a writable open must not pay when nothing changed)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls: list[str] = []
+        for name in ("posts", "entities"):
+            original = getattr(MemoryStore, name)
+
+            def spy(store: MemoryStore, *args: object, _name: str = name, _original=original, **kw: object):  # type: ignore[no-untyped-def]
+                self.calls.append(_name)
+                return _original(store, *args, **kw)
+
+            monkeypatch.setattr(MemoryStore, name, spy)
+
+
+def test_reopening_an_unchanged_memory_lists_no_post_or_entity(indexed: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    indexed = without_summaries(indexed)
+    with Memory.open(indexed) as memory:
+        memory.ingest(parse_file(sample_paths()[4]))
+        assert not memory.store.index_pending()  # the index write that followed the store writes cleared the marker
+    spy = ListingSpy(monkeypatch)
+    with Memory.open(indexed) as memory:
+        assert memory.recall("dog ate a sock", 3)  # opening the index for real
+        assert spy.calls == []
+
+
+def test_writes_the_index_never_saw_are_replayed_on_the_next_open(indexed: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    indexed = without_summaries(indexed)
+    with Memory.open(indexed) as memory:
+        _ = memory.index  # the index exists and records its sync
+    # the store takes writes while the index does not follow (as if the process died between the two)
+    with Memory.open(indexed.with_(index_enabled=False)) as memory:
+        memory.ingest(parse_file(sample_paths()[4]))
+        stored = {p.iri for p in memory.store.posts()}
+        assert memory.store.index_pending()
+    spy = ListingSpy(monkeypatch)
+    with Memory.open(indexed) as memory:
+        assert memory.index.post_iris() == stored
+        assert spy.calls.count("posts") == 1 and not memory.store.index_pending()
+    with Memory.open(indexed) as memory:
+        _ = memory.index
+        assert spy.calls.count("posts") == 1  # caught up: the open after that is cheap again
+
+
+def test_an_index_reconciled_against_something_else_is_reconciled_again(
+    indexed: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    indexed = without_summaries(indexed)
+    with Memory.open(indexed) as memory:
+        memory.ingest(parse_file(sample_paths()[4]))
+        record = memory.index.sync_record()
+        assert record is not None and record["namespace"] == memory.manifest.namespace
+        memory.index.record_sync({**record, "ontology_version": "0.0.1"})  # e.g. a migration ran since
+    spy = ListingSpy(monkeypatch)
+    with Memory.open(indexed) as memory:
+        _ = memory.index
+        assert spy.calls.count("posts") == 1
+    (indexed.memory / "index" / "synced.json").unlink()  # an index without a record (older pcm, copied in)
+    with Memory.open(indexed) as memory:
+        _ = memory.index
+        assert spy.calls.count("posts") == 2
+
+
+def test_reindex_lists_once_and_leaves_the_memory_in_sync(indexed: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    indexed = without_summaries(indexed)
+    with Memory.open(indexed) as memory:
+        memory.ingest(parse_file(sample_paths()[4]))
+        spy = ListingSpy(monkeypatch)
+        assert memory.reindex() > 0
+        assert spy.calls == ["posts", "entities"]
+        assert not memory.store.index_pending()

@@ -108,10 +108,12 @@ LAZY_COMMANDS: dict[str, str] = {
     "ontology": "pcm.cli_ontology:ontology",
     "serve": "pcm.cli_serve:serve",
     "ask": "pcm.cli_ask:ask",
+    "eval": "pcm.cli_eval:eval_command",
     "extract": "pcm.cli_extract:extract",
     "history": "pcm.cli_extract:history",
     "duplicates": "pcm.cli_extract:duplicates",
     "retrieve": "pcm.cli_retrieve:retrieve",
+    "summary": "pcm.cli_summary:summary",
 }
 
 
@@ -553,16 +555,32 @@ def _read_questions(path: Path) -> Iterator[str]:
 def reindex(ctx: click.Context, memory_path: Path | None, as_json: bool) -> None:
     """Rebuild the side index (utterances and entities) from the store.
 
+    When `pcm serve` holds the memory, the server rebuilds its own index (it needs the token) and this command
+    follows its progress.
+
     \b
     Example:
       pcm reindex
     """
-    with opened(ctx, memory_path) as memory, progress_bar(memory.post_count(), "reindex") as bar:
-        n = memory.reindex(progress=bar.update)
+    server = running_server(ctx, memory_path)
+    if server is not None:
+        with server, progress_bar(None, "reindex") as bar:
+
+            def show(state: dict[str, Any]) -> None:
+                if state.get("total") is not None and bar.total != state["total"]:
+                    bar.total = state["total"]
+                bar.update(max(0, int(state.get("done") or 0) - bar.n))
+
+            n = int(server.reindex(show).get("indexed") or 0)
+        where = f" through pcm serve at {server.info.url}"
+    else:
+        with opened(ctx, memory_path) as memory, progress_bar(memory.post_count(), "reindex") as bar:
+            n = memory.reindex(progress=bar.update)
+        where = ""
     if as_json:
         emit_json({"indexed": n})
     else:
-        click.echo(f"reindexed {n} row(s)")
+        click.echo(f"reindexed {n} row(s){where}")
 
 
 @main.command()

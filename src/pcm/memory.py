@@ -187,13 +187,31 @@ class Memory:
 
     @property
     def index(self) -> SideIndex:
-        """The LanceDB side index, opened on first use and brought up to date with the store (the outbox replay)."""
+        """The LanceDB side index, opened on first use and brought up to date with the store (the outbox replay).
+
+        A writable open reconciles only when the store's outbox marker is set or the index's sync record does not
+        match this memory (see :mod:`pcm.index.outbox`): when nothing changed, opening lists no post or entity.
+        """
+        if self._index is None:
+            index = self._open_index()
+            if not self.read_only:
+                from pcm.index.outbox import OutboxWatcher
+
+                pending = index.sync_record() != self._sync_stamp() or self.store.index_pending()
+                index.watcher = OutboxWatcher(self.store, pending=pending)
+                if pending:
+                    self.sync_index()
+        assert self._index is not None
+        return self._index
+
+    def _open_index(self) -> SideIndex:
+        """Open the side index without bringing it up to date (callers reconcile, or only read)."""
         if self._index is None:
             if not self.settings.index_enabled:
                 raise PcmError("the side index is turned off (PCM_INDEX=off)")
             from pcm.index import SideIndex, get_embedder
 
-            embedder = get_embedder()
+            embedder = get_embedder(self.settings)
             if (self.manifest.embedding_model, self.manifest.embedding_dim) != (embedder.name, embedder.dim):
                 raise MemoryVersionError(
                     f"memory {self.settings.memory} was indexed with {self.manifest.embedding_model} "
@@ -201,16 +219,40 @@ class Memory:
                     "run `pcm reindex`"
                 )
             self._index = SideIndex.open(self.settings.memory / INDEX_DIR, embedder=embedder)
-            if not self.read_only:
-                self.sync_index()
         return self._index
 
+    def _sync_stamp(self) -> dict[str, object]:
+        from pcm.index.outbox import sync_stamp
+
+        return sync_stamp(
+            namespace=self.manifest.namespace,
+            ontology_version=self.manifest.ontology_version,
+            model=self.manifest.embedding_model,
+            dim=self.manifest.embedding_dim,
+        )
+
     def sync_index(self, progress: Progress | None = None) -> tuple[int, int]:
-        """Replay what the store has and the index lacks (or holds stale), and drop what the store forgot."""
-        index = self._index if self._index is not None else self.index
+        """Replay what the store has and the index lacks (or holds stale), and drop what the store forgot.
+
+        Always a full reconcile (it lists every post and entity). On a writable memory the index then records what
+        it was reconciled against and the store's outbox marker is cleared, unless a store write raced the listing.
+        """
+        from pcm.index.outbox import OutboxWatcher
+
+        index = self._open_index()
+        if self.read_only:
+            posts = list(self.store.posts())
+            return index.reconcile(posts, [entity_record(*e) for e in self.store.entities()], progress=progress)
+        watcher = index.watcher if isinstance(index.watcher, OutboxWatcher) else OutboxWatcher(self.store, pending=True)
+        index.watcher = watcher
+        before = watcher.begin()
         posts = list(self.store.posts())
         entities = [entity_record(*e) for e in self.store.entities()]
-        return index.reconcile(posts, entities, progress=progress)
+        result = index.reconcile(posts, entities, progress=progress)
+        if self.store.index_writes == before:
+            index.record_sync(self._sync_stamp())
+            watcher.clear(before)
+        return result
 
     def reindex(self, progress: Progress | None = None) -> int:
         """Rebuild the side index from the store (after a model change or a corrupt index)."""
@@ -220,7 +262,7 @@ class Memory:
         shutil.rmtree(self.settings.memory / INDEX_DIR, ignore_errors=True)
         from pcm.index import get_embedder
 
-        embedder = get_embedder()
+        embedder = get_embedder(self.settings)
         self.manifest.embedding_model, self.manifest.embedding_dim = embedder.name, embedder.dim
         self.manifest.save(self.settings.memory)
         added, _ = self.sync_index(progress)
@@ -272,6 +314,10 @@ class Memory:
         self._index_posts(to_index)
         if self.settings.llm.enabled and report.posts:
             self._extract(report, progress)
+        if self.settings.summaries_enabled and report.posts:
+            from pcm.summaries import summarise_posts
+
+            summarise_posts(self, report.posts, self._client)  # once per touched session per batch
         return report
 
     def _extract(self, report: IngestReport, progress: Progress | None) -> None:
@@ -353,6 +399,7 @@ class Memory:
         else:
             before = set(self.backend.named_graphs())
             spool = self.settings.memory / ".restore.nq"
+            self.store.mark_index_pending()  # a crash between the bulk load and the index sync replays on open
             try:
                 if direct:  # the checked file itself, byte for byte
                     self.backend.bulk_load(str(path), ox.RdfFormat.N_QUADS)
@@ -434,9 +481,15 @@ class Memory:
                 raise InputError(f"no session {session!r} in this memory")
             posts = self.store.session_posts(session_iri)
         self.store.forget_posts(posts, session_iri)
+        from pcm.extraction.history import restore_after_forget
+
+        restore_after_forget(self, posts)  # values the forgotten posts had superseded hold again
         if self.settings.index_enabled and (self.settings.memory / INDEX_DIR).exists():
             self.index.delete_posts(posts)
             self.sync_index()
+        from pcm.summaries import after_forget
+
+        after_forget(self, posts)  # no summary may keep claiming a forgotten post
         return posts
 
     # -- reading -------------------------------------------------------------------------------------------------
@@ -478,7 +531,9 @@ class Memory:
     def recall(self, text: str, k: int = 10, **filters: object) -> list[RecallHit]:
         return self.index.recall(text, k, **filters)  # type: ignore[arg-type]
 
-    def ask(self, question: str, *, k: int = 5, as_of: datetime | None = None, explain: bool = False) -> AskResult:
+    def ask(
+        self, question: str, *, k: int = 5, as_of: datetime | None = None, explain: bool = False, plan: bool | None = None
+    ) -> AskResult:
         """Answer from memory (grounded NL→SPARQL with repair; traversal and episodic recall as fallbacks).
 
         Without an LLM: the utterances that best match, and the answer says so.
@@ -488,7 +543,7 @@ class Memory:
 
         if self._client is None and self.settings.llm.enabled:
             self._client = make_client(self.settings)
-        return ask(self, question, client=self._client, as_of=as_of, explain=explain, k=k)
+        return ask(self, question, client=self._client, as_of=as_of, explain=explain, k=k, plan=plan)
 
     def post_count(self) -> int:
         q = f"SELECT (COUNT(?p) AS ?n) WHERE {{ GRAPH <{GRAPH_CONVERSATION}> {{ ?p a <{SIOC}Post> }} }}"

@@ -21,7 +21,7 @@ def default_memory_path() -> Path:
 
 @dataclass(frozen=True)
 class LLMSpec:
-    """Which model to call. ``provider`` is ``none`` (episodic mode), ``anthropic``, ``openai`` or ``scripted``."""
+    """Which model to call: ``none`` (episodic mode), ``anthropic``, ``openai``, ``scripted`` or ``replay`` (recorded)."""
 
     provider: str = "none"
     model: str = ""
@@ -43,7 +43,11 @@ class LLMSpec:
             return cls("openai", model, base)
         if provider == "scripted":
             return cls("scripted", rest)
-        raise UsageError(f"PCM_LLM={text!r}: expected none, anthropic:MODEL or openai:BASE_URL#MODEL")
+        if provider == "replay":
+            if not rest:
+                raise UsageError(f"PCM_LLM={text!r}: expected replay:DIR (a directory written by pcm eval --record)")
+            return cls("replay", rest)
+        raise UsageError(f"PCM_LLM={text!r}: expected none, anthropic:MODEL, openai:BASE_URL#MODEL or replay:DIR")
 
     @property
     def enabled(self) -> bool:
@@ -85,6 +89,11 @@ class Settings:
     index_enabled: bool = True
     #: Traversal algorithm `ask` falls back to first: wc, bs, astar, wc+bs, bs+astar, astar+wc or all.
     traversal_algorithm: str = "wc"
+    #: OpenMP wait policy of the embedding model's threads, applied before torch is first imported. PASSIVE lets
+    #: idle workers sleep: spinning ones stall each other on a shared two-core machine. ``OMP_WAIT_POLICY`` wins.
+    omp_wait_policy: str = "PASSIVE"
+    #: Keep a summary per session, updated at ingest (off: PCM_SUMMARIES=off).
+    summaries_enabled: bool = True
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
@@ -118,6 +127,10 @@ class Settings:
             kwargs["traversal_algorithm"] = env["PCM_TRAVERSAL"]
         if env.get("PCM_INDEX", "").lower() in {"0", "off", "false", "no"}:
             kwargs["index_enabled"] = False
+        if env.get("OMP_WAIT_POLICY"):
+            kwargs["omp_wait_policy"] = env["OMP_WAIT_POLICY"]
+        if env.get("PCM_SUMMARIES", "").lower() in {"0", "off", "false", "no"}:
+            kwargs["summaries_enabled"] = False
         kwargs.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**kwargs)  # type: ignore[arg-type]
 

@@ -14,7 +14,7 @@ import pyoxigraph as ox
 
 from pcm.backend import Backend, Solutions
 from pcm.index.records import PostRecord
-from pcm.namespaces import GRAPH_ONTOLOGY, GRAPH_PROVENANCE, PCM, RDF, SIOC
+from pcm.namespaces import GRAPH_ONTOLOGY, GRAPH_PROVENANCE, PCM, RDF, RDFS, SIOC
 from pcm.naming import Naming
 from pcm.resources import render_query
 from pcm.sparql import iri_term, literal_term, values_clause
@@ -65,6 +65,17 @@ class Source:
         return {k: v for k, v in self.__dict__.items()}
 
 
+INDEX_PENDING = ox.Quad(
+    ox.NamedNode("urn:pcm:side-index"),
+    ox.NamedNode(RDFS + "comment"),
+    ox.Literal("the side index may lag the store: it is reconciled on the next writable open"),
+    ox.NamedNode(GRAPH_PROVENANCE),
+)
+"""The store's half of the index outbox (DESIGN.md §5): inserted by every write that changes what the side index
+mirrors (posts, extraction and import graphs), in that same atomic write, and removed once the index has caught
+up. Inserting it again is a no-op, so a write pays one quad; ``rdfs:comment`` keeps dumps importable."""
+
+
 def _value(term: object) -> str | None:
     return None if term is None else term.value  # type: ignore[attr-defined]
 
@@ -83,6 +94,8 @@ class MemoryStore:
     def __init__(self, backend: Backend, naming: Naming) -> None:
         self.backend = backend
         self.naming = naming
+        self.index_writes = 0
+        """Writes in this process that set :data:`INDEX_PENDING`: lets the index tell whether one raced its own."""
 
     # -- reading -------------------------------------------------------------------------------------------------
 
@@ -213,25 +226,43 @@ class MemoryStore:
 
     # -- writing -------------------------------------------------------------------------------------------------
 
-    def write(self, quads: Sequence[ox.Quad]) -> None:
-        """Insert quads in one atomic write."""
+    def write(self, quads: Sequence[ox.Quad], *, mirrored: bool | None = None) -> None:
+        """Insert quads in one atomic write, with the index outbox marker when they change what the side index
+        mirrors. ``mirrored`` says so explicitly (``False`` for data no index row is built from, e.g. summaries);
+        by default any quad outside the provenance graph counts."""
         if quads:
+            if _touches_index(quads) if mirrored is None else mirrored:
+                self.index_writes += 1
+                quads = [*quads, INDEX_PENDING]
             self.backend.extend(quads)
 
-    def apply(self, *, delete: Sequence[ox.Quad] = (), insert: Sequence[ox.Quad] = (), extra: Sequence[str] = ()) -> None:
+    def apply(
+        self,
+        *,
+        delete: Sequence[ox.Quad] = (),
+        insert: Sequence[ox.Quad] = (),
+        extra: Sequence[str] = (),
+        mirrored: bool | None = None,
+    ) -> None:
         """Delete and insert quads (plus optional extra update operations) in ONE atomic SPARQL update.
 
         Used where a write must also remove something: an extraction that replaces an earlier one, a statement
-        that moves to the history graph.
+        that moves to the history graph. ``mirrored`` as in :meth:`write` (by default, update text that names a graph
+        other than the provenance graph also counts).
         """
         from pcm.backend import quads_to_delete_data, quads_to_insert_data
 
         if not delete and not extra:
-            self.write(insert)
+            self.write(insert, mirrored=mirrored)
             return
         parts = list(extra)
         if delete:
             parts.append(quads_to_delete_data(delete))
+        if mirrored is None:
+            mirrored = _touches_index(delete) or _touches_index(insert) or any(map(_update_touches_index, extra))
+        if mirrored:
+            self.index_writes += 1
+            insert = [*insert, INDEX_PENDING]
         if insert:
             parts.append(quads_to_insert_data(insert))
         self.backend.update(" ;\n".join(parts))
@@ -253,9 +284,31 @@ class MemoryStore:
                 "DELETE WHERE { GRAPH <urn:pcm:graph:conversation> { " + iri_term(session_iri) + " ?p ?o } }"
             )
         if parts:
+            from pcm.backend import quads_to_insert_data
+
+            self.index_writes += 1
+            parts.append(quads_to_insert_data([INDEX_PENDING]))
             # PREFIX lines must come first in an update request, so strip the repeated ones and add them once.
             body = " ;\n".join(_strip_prologue(p) for p in parts)
             self.backend.update("PREFIX prov: <http://www.w3.org/ns/prov#>\n" + body)
+
+    # -- the index outbox marker -------------------------------------------------------------------------------------
+
+    def index_pending(self) -> bool:
+        """Whether some write since the side index last caught up may be missing from it (one ASK)."""
+        result = self.backend.query(f"ASK {{ GRAPH <{GRAPH_PROVENANCE}> {{ {_quad_pattern(INDEX_PENDING)} }} }}")
+        return bool(result)
+
+    def mark_index_pending(self) -> None:
+        """Set the marker by itself: before a write that cannot carry it (a bulk load), so a crash still replays."""
+        self.index_writes += 1
+        self.backend.extend([INDEX_PENDING])
+
+    def clear_index_pending(self) -> None:
+        """Remove the marker: call only once the index holds every write that set it."""
+        from pcm.backend import quads_to_delete_data
+
+        self.backend.update(quads_to_delete_data([INDEX_PENDING]))
 
     def set_status(self, post_iri: str, status: str, report: str = "") -> list[str]:
         """Update text that replaces a post's extraction status (to be joined into a larger atomic update)."""
@@ -269,6 +322,21 @@ class MemoryStore:
         if report:
             text.append(f"INSERT DATA {{ GRAPH {g} {{ {p} <{PCM}extractionReport> {literal_term(report)} }} }}")
         return text
+
+
+def _touches_index(quads: Sequence[ox.Quad]) -> bool:
+    """Whether quads reach beyond the provenance graph (extraction status and reports alone change no index row)."""
+    return any(q.graph_name != INDEX_PENDING.graph_name for q in quads)
+
+
+def _update_touches_index(update: str) -> bool:
+    """Whether update text may change more than the provenance graph: it names another graph or drops/clears one."""
+    rest = update.replace(f"GRAPH <{GRAPH_PROVENANCE}>", "").upper()
+    return any(word in rest for word in ("GRAPH", "DROP", "CLEAR", "LOAD", "COPY", "MOVE", " ADD "))
+
+
+def _quad_pattern(quad: ox.Quad) -> str:
+    return f"{quad.subject} {quad.predicate} {quad.object}"
 
 
 def _strip_prologue(update: str) -> str:

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -27,6 +27,7 @@ from pcm.index.mirror import EntityMirror, PostMirror
 from pcm.index.records import EntityMatch, EntityRecord, PostRecord, RecallHit
 from pcm.index.tables import (
     KEY_SEPARATOR,
+    SYNC_FILE,
     EntityRow,
     Meta,
     PostRow,
@@ -35,8 +36,10 @@ from pcm.index.tables import (
     entity_rows_table,
     parse_time,
     post_rows_table,
+    read_json,
     read_meta,
     wipe,
+    write_json,
     write_meta,
 )
 from pcm.index.text import (
@@ -58,6 +61,19 @@ from pcm.index.text import (
 
 Progress = Callable[[int], None]
 """Called with the number of records just written (e.g. ``tqdm.update``)."""
+
+
+class WriteWatcher(Protocol):
+    """Told about every completed write, so the owner of the store can clear its half of the outbox marker.
+
+    ``begin`` is called before a write starts and returns a token; ``done(token)`` after it has committed. A write
+    that fails calls nothing more, so whatever the store marked stays marked.
+    """
+
+    def begin(self) -> object: ...
+
+    def done(self, token: object) -> None: ...
+
 
 _WRITE_CHUNK = 2048
 """Records embedded and committed together: bounds memory and gives ``reindex`` its progress steps."""
@@ -82,6 +98,8 @@ class SideIndex:
         self._entity_mirror: EntityMirror | None = None
         self._writes = 0
         self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self.watcher: WriteWatcher | None = None
+        """Set by the memory facade that writes the store; ``None`` for a bare index."""
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
     @classmethod
@@ -123,6 +141,7 @@ class SideIndex:
         """Delete every row of both tables and record the current model (``pcm reindex`` then reconciles)."""
         with self._lock:
             tables = self._open_tables()
+            (self.directory / SYNC_FILE).unlink(missing_ok=True)
             tables.drop_all()
             write_meta(self.directory, Meta(self.embedder.name, self.embedder.dim))
             self._tables = Tables(self.directory, self.embedder.dim)
@@ -136,6 +155,19 @@ class SideIndex:
             self._open_tables().optimize(self.version_retention)
             self._writes = 0
 
+    # -- the record of the last full reconcile ----------------------------------------------------------------------
+    def sync_record(self) -> dict[str, Any] | None:
+        """What :meth:`record_sync` last wrote (``None`` for a new or cleared index, or an unreadable record)."""
+        return read_json(self.directory / SYNC_FILE)
+
+    def record_sync(self, stamp: dict[str, Any]) -> None:
+        """Note (atomically) that the index equals the store described by ``stamp`` after a full reconcile.
+
+        The caller compares it with its own stamp on the next open: equal stamps plus a store with no pending
+        write let it skip the reconcile, and with it the listing of every post and entity.
+        """
+        write_json(self.directory / SYNC_FILE, stamp)
+
     # -- what is indexed ------------------------------------------------------------------------------------------
     def post_iris(self) -> set[str]:
         with self._lock:
@@ -148,26 +180,26 @@ class SideIndex:
     # -- writes ---------------------------------------------------------------------------------------------------
     def upsert_posts(self, records: Sequence[PostRecord]) -> None:
         """Insert or replace posts (unchanged ones are skipped; a new text is embedded, a moved post is not)."""
-        with self._lock:
+        with self._lock, self._watched():
             latest = {r.iri: r for r in records}
             changed = [r for r in latest.values() if self._posts.digest(r.iri) != post_digest(r)]
             self._write_posts(changed, set())
 
     def delete_posts(self, iris: Iterable[str]) -> None:
         """Remove posts (the store forgot them); their words also leave the context of the turn after them."""
-        with self._lock:
+        with self._lock, self._watched():
             gone = {iri for iri in iris if iri in self._posts}
             self._write_posts([], gone)
 
     def upsert_entities(self, records: Sequence[EntityRecord]) -> None:
         """Insert or replace entities (unchanged ones are skipped)."""
-        with self._lock:
+        with self._lock, self._watched():
             latest = {r.iri: r for r in records}
             changed = [r for r in latest.values() if self._entities.digest(r.iri) != entity_digest(r)]
             self._write_entities(changed, set())
 
     def delete_entities(self, iris: Iterable[str]) -> None:
-        with self._lock:
+        with self._lock, self._watched():
             gone = {iri for iri in iris if iri in self._entities}
             self._write_entities([], gone)
 
@@ -183,7 +215,7 @@ class SideIndex:
 
         Run on open with the store's posts and entities: what a crash kept from the index is replayed here.
         """
-        with self._lock:
+        with self._lock, self._watched():
             store_posts = {r.iri: r for r in posts}
             store_entities = {r.iri: r for r in entities}
             changed_posts = [r for r in store_posts.values() if self._posts.digest(r.iri) != post_digest(r)]
@@ -404,6 +436,15 @@ class SideIndex:
             encoded = self.embedder.encode([entity_embed_text(r) for r in todo])
             out.update({r.iri: encoded[i] for i, r in enumerate(todo)})
         return out
+
+    @contextmanager
+    def _watched(self) -> Iterator[None]:
+        """Tell the watcher a write began and, once it has committed without error, that it is done."""
+        watcher = self.watcher
+        token = watcher.begin() if watcher is not None else None
+        yield
+        if watcher is not None:
+            watcher.done(token)
 
     def _after_write(self) -> None:
         self._writes += 1

@@ -31,6 +31,8 @@ FORMAT_VERSION = 1
 POSTS_TABLE = "utterances"
 ENTITIES_TABLE = "entities"
 META_FILE = "meta.json"
+SYNC_FILE = "synced.json"
+"""What the index was last fully reconciled against (see ``SideIndex.record_sync``)."""
 _DELETE_CHUNK = 500
 KEY_SEPARATOR = "\x1f"
 """Joins an entity's label keys in one string column: flat strings load several times faster than lists."""
@@ -59,10 +61,24 @@ def read_meta(directory: Path) -> Meta | None:
 
 def write_meta(directory: Path, meta: Meta) -> None:
     """Write the model record atomically (temporary file, then rename)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / f".{META_FILE}.tmp"
-    tmp.write_text(json.dumps(meta.as_json(), indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, directory / META_FILE)
+    write_json(directory / META_FILE, meta.as_json())
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write a small JSON record atomically (temporary file, then rename), so a crash leaves old or new."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """A small JSON record, or ``None`` when it is missing or unreadable (the caller then redoes the work)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def check_meta(directory: Path, found: Meta, model: str, dim: int) -> None:
