@@ -35,6 +35,9 @@ import pcm.extraction.pipeline as pipeline_module
 from pcm.conversations import Conversation, Utterance
 from pcm.extraction import extract_posts
 from pcm.extraction.context import ContextBuilder
+from pcm.index import SideIndex
+from pcm.index.embedder import Embedder
+from pcm.index.tables import Tables
 from pcm.llm import Message, ScriptedClient
 from pcm.memory import Memory
 from pcm.settings import Settings
@@ -143,6 +146,7 @@ class Stages:
 
     def wrap(self, owner: Any, name: str, stage: str) -> None:
         original = getattr(owner, name)
+        self.times[stage] = []  # printed in the order wrapped, so sub-stages follow their stage
 
         def timed(*args: Any, **kwargs: Any) -> Any:
             t = time.perf_counter()
@@ -190,6 +194,11 @@ def main() -> None:
         stages.wrap(extractor_module.Extractor, "check", "parse + normalise + SHACL")
         stages.wrap(pipeline_module, "write_extraction", "resolve + supersede + store write")
         stages.wrap(pipeline_module, "update_index", "index update")
+        if args.index:  # what the index update and the entity matching spend their time on
+            stages.wrap(SideIndex, "upsert_entities", "  of which: entity rows (embed + write)")
+            stages.wrap(Embedder, "encode", "  model forward passes (any stage)")
+            stages.wrap(Tables, "upsert", "  LanceDB update-or-insert")
+            stages.wrap(Tables, "append", "  LanceDB plain append")
         per_utterance: list[float] = []
         cpu_per_utterance: list[float] = []
         totals = {"calls": 0, "repairs": 0, "failed": 0, "merges": 0, "supersessions": 0, "prompt_tokens": 0}
@@ -233,6 +242,8 @@ def main() -> None:
         print(f"  cpu:  median {1000 * statistics.median(cpu_per_utterance):.1f} ms (process time, all threads; "
               "robust to other load on the machine)")
         for stage, times in stages.times.items():
+            if not times:
+                continue
             print(f"  {stage:45} median {1000 * statistics.median(times):6.2f} ms  ({len(times)} calls)")
         print(f"LLM calls per utterance: {totals['calls'] / n:.3f} (target 1 on the happy path); "
               f"repairs {totals['repairs']}, failed {totals['failed']}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -15,7 +16,6 @@ from click.testing import CliRunner
 from pcm.llm import ScriptedClient
 from pcm.llm.base import Message
 from pcm.memory import Memory
-from pcm.retrieval import ask as ask_module
 from pcm.retrieval.ask import CachingClient, ask
 from pcm.retrieval.plan import (
     Bounds,
@@ -26,7 +26,14 @@ from pcm.retrieval.plan import (
     parse_decomposition,
     step_question,
 )
-from test_ask_support import GOLD_MODEL_QUESTIONS, build_sample_memory, cited_ids, sparql_reply
+from test_ask_support import (
+    GOLD_MODEL_QUESTIONS,
+    build_sample_memory,
+    cited_ids,
+    fresh_reply_cache,
+    sparql_reply,
+    without_traversal,
+)
 
 AS_OF = datetime(2025, 10, 1, 12, 0, tzinfo=UTC)
 BREED = "What kind of dog is Biscuit?"
@@ -100,16 +107,13 @@ def sample(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped
 
 @pytest.fixture(autouse=True)
 def no_traversal(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The traversal fallback finds nothing here: it has its own tests, and its first call loads the embedding
-    model (~15 s), which these tests do not need."""
-    monkeypatch.setattr(ask_module, "_traversal_context", lambda *args, **kwargs: [])
+    without_traversal(monkeypatch)
 
 
 @pytest.fixture(autouse=True)
-def no_cached_replies(sample: Memory):  # type: ignore[no-untyped-def]
-    CachingClient.forget(sample)
-    yield
-    CachingClient.forget(sample)
+def no_cached_replies(sample: Memory) -> Iterator[None]:
+    with fresh_reply_cache(sample):
+        yield
 
 
 def asked(messages: list[Message]) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
@@ -23,6 +24,7 @@ from pcm.retrieval.answer import posts_of
 from pcm.retrieval.ask import NO_LLM_NOTE, CachingClient, ask
 from pcm.retrieval.plan import route
 from pcm.settings import Settings
+from test_ask_support import fresh_reply_cache, without_traversal
 
 AS_OF = datetime(2025, 4, 1, 12, 0, tzinfo=UTC)
 CAR = [
@@ -70,16 +72,13 @@ def memory(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped
 
 @pytest.fixture(autouse=True)
 def no_traversal(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The traversal fallback finds nothing here: it has its own tests, and its first call loads the embedding
-    model (~15 s), which these tests do not need."""
-    monkeypatch.setattr(ask_module, "_traversal_context", lambda *args, **kwargs: [])
+    without_traversal(monkeypatch)
 
 
 @pytest.fixture(autouse=True)
-def no_cached_replies(memory: Memory):  # type: ignore[no-untyped-def]
-    CachingClient.forget(memory)
-    yield
-    CachingClient.forget(memory)
+def no_cached_replies(memory: Memory) -> Iterator[None]:
+    with fresh_reply_cache(memory):
+        yield
 
 
 def post_of(memory: Memory, source_id: str) -> Any:

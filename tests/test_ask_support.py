@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,8 @@ from pcm.conversations import parse_file, sample_paths
 from pcm.llm import ScriptedClient
 from pcm.llm.base import Message
 from pcm.memory import Memory
+from pcm.retrieval import ask as ask_module
+from pcm.retrieval.ask import CachingClient
 from pcm.settings import Settings
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "ask"
@@ -63,6 +66,22 @@ def build_sample_memory(path: Path, *, index: bool) -> Memory:
     if report.failed:
         raise AssertionError(f"fixture extraction failed: {report.failures}")
     return memory
+
+
+def without_traversal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the traversal fallback find nothing: it has its own tests, and its first call loads the embedding
+    model (~15 s), which tests of the other routes do not need."""
+    monkeypatch.setattr(ask_module, "_traversal_context", lambda *args, **kwargs: [])
+
+
+@contextmanager
+def fresh_reply_cache(memory: Memory) -> Iterator[None]:
+    """No model reply cached for ``memory`` leaks into the block or out of it (tests script different replies)."""
+    CachingClient.forget(memory)
+    try:
+        yield
+    finally:
+        CachingClient.forget(memory)
 
 
 def cited_ids(result: object) -> set[str]:

@@ -8,7 +8,6 @@ what landed in which graph, what was refused, what moved to history, and that ev
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -17,6 +16,7 @@ import pyoxigraph as ox
 import pytest
 
 from llm_wire import FakeLLMServer, Reply
+from memory_template import init_template, memory_copy
 from pcm.conversations import Conversation, Utterance
 from pcm.errors import LLMError
 from pcm.extraction import extract_posts, fact_history, find_duplicates, select_posts
@@ -25,7 +25,6 @@ from pcm.llm import Completion, Message, OpenAICompatibleClient, ScriptedClient,
 from pcm.memory import Memory
 from pcm.namespaces import GRAPH_HISTORY, GRAPH_PROVENANCE, PCM, PROV, RDF
 from pcm.ontology import load_ontology
-from pcm.settings import Settings
 
 T0 = datetime.fromisoformat("2025-03-03T17:10:00-08:00")
 
@@ -54,18 +53,13 @@ Let me know if you need anything else."""
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One freshly initialised memory per module; each test gets a copy (init writes the ontology: ~0.4 s)."""
-    path = tmp_path_factory.mktemp("template") / "memory"
-    Memory.init(Settings(memory=path, index_enabled=False), owner="Dana Whitfield").close()
-    return path
+    return init_template(tmp_path_factory)
 
 
 @pytest.fixture
 def memory(template: Path, tmp_path: Path) -> Iterator[Memory]:
-    path = tmp_path / "memory"
-    shutil.copytree(template, path)
-    opened = Memory.open(Settings(memory=path, index_enabled=False))
-    yield opened
-    opened.close()
+    with memory_copy(template, tmp_path) as opened:
+        yield opened
 
 
 def ingest(memory: Memory, *texts: str, session: str = "s1", role: str = "user", start: datetime = T0,

@@ -87,7 +87,7 @@ def materialise(result: object, *, deadline: float | None, limit: int | None) ->
                 raise QueryError("query stopped: it ran past the time limit")
             if limit is not None and len(rows) >= limit:
                 break
-            rows.append(tuple(solution[v] for v in variables))
+            rows.append(tuple(solution))  # positional, in ``variables`` order, None when unbound: no name lookups
         return Solutions(variables, rows)
     triples: list[ox.Triple] = []
     for i, triple in enumerate(result):  # type: ignore[attr-defined]

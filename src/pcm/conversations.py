@@ -161,7 +161,7 @@ def parse_file(path: Path, fmt: str | None = None) -> list[Conversation]:
     if fmt == "json":
         return _parse_json(path, data)
     if fmt == "locomo":
-        return _parse_locomo(path, data)
+        return parse_locomo(path, data)
     return _parse_longmemeval(path, data)
 
 
@@ -368,8 +368,11 @@ def _message(obj: Any, where: str, session: str, position: int) -> Utterance:
 # -- LoCoMo ------------------------------------------------------------------------------------------------------------
 
 
-def _parse_locomo(path: Path, data: Any) -> list[Conversation]:
+def parse_locomo(path: Path, data: Any) -> list[Conversation]:
     """One Conversation per session, ``<sample_id>:session_N``, in session-number order.
+
+    Public so the evaluation loader can parse one already-decoded sample (``data`` is a sample object or a list
+    of them; ``path`` only labels errors) and keep its ``qa`` next to the conversations.
 
     Every turn carries the session's date-time unchanged: LoCoMo gives no per-turn time, and inventing seconds
     would put made-up data into ``dcterms:created``; order lives in ``position``. Sessions listed only by date
@@ -463,17 +466,22 @@ def _parse_longmemeval(path: Path, data: Any) -> list[Conversation]:
             raise InputError(f"{path}: question #{index}: expected an object, found {_kind(question)}")
         qid = question.get("question_id")
         where = f"{path}: question {qid!r}" if isinstance(qid, str) else f"{path}: question #{index}"
-        for conversation in _longmemeval_sessions(where, question):
+        for conversation in longmemeval_sessions(where, question):
             earlier = seen.setdefault(conversation.id, conversation)
             if _turns(earlier) != _turns(conversation):
                 raise InputError(f"{where}: session {conversation.id!r} differs from an earlier copy of it")
     return list(seen.values())
 
 
-def _longmemeval_sessions(where: str, question: dict[str, Any]) -> list[Conversation]:
-    ids = _list_field(question, "haystack_session_ids", where)
-    dates = _list_field(question, "haystack_dates", where)
-    sessions = _list_field(question, "haystack_sessions", where)
+def longmemeval_sessions(where: str, question: dict[str, Any]) -> list[Conversation]:
+    """The haystack sessions of one decoded LongMemEval question, in listed order; ``where`` labels errors.
+
+    Public so the evaluation loader builds conversations exactly as ``parse_file`` does; unlike
+    ``parse_file`` it does not deduplicate sessions shared between questions.
+    """
+    ids = list_field(question, "haystack_session_ids", where)
+    dates = list_field(question, "haystack_dates", where)
+    sessions = list_field(question, "haystack_sessions", where)
     if not len(ids) == len(dates) == len(sessions):
         raise InputError(
             f"{where}: haystack_session_ids, haystack_dates and haystack_sessions differ in length "
@@ -507,8 +515,11 @@ def _longmemeval_turn(turn: Any, where: str, sid: str, position: int, started: d
     )
 
 
-def _list_field(obj: dict[str, Any], name: str, where: str) -> list[Any]:
-    """A list field that some copies of the data store as its Python/JSON literal text; decoded safely."""
+def list_field(obj: dict[str, Any], name: str, where: str) -> list[Any]:
+    """``obj[name]`` as a list; some copies of the data store it as Python/JSON literal text, decoded safely.
+
+    Raises InputError naming ``where`` and ``name`` when the field is missing or not a list.
+    """
     value = obj.get(name)
     if isinstance(value, str):
         value = _literal(value, f"{where}, {name}")

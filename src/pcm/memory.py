@@ -480,10 +480,11 @@ class Memory:
             if not session_iri:
                 raise InputError(f"no session {session!r} in this memory")
             posts = self.store.session_posts(session_iri)
-        self.store.forget_posts(posts, session_iri)
-        from pcm.extraction.history import restore_after_forget
+        from pcm.extraction.history import forget_delta
 
-        restore_after_forget(self, posts)  # values the forgotten posts had superseded hold again
+        # values the forgotten posts had superseded hold again, in the forget's own atomic update
+        delta = forget_delta(self, posts)
+        self.store.forget_posts(posts, session_iri, delete=delta.delete, insert=delta.insert, extra=delta.extra)
         if self.settings.index_enabled and (self.settings.memory / INDEX_DIR).exists():
             self.index.delete_posts(posts)
             self.sync_index()

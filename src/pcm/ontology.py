@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyoxigraph
 import rdflib
@@ -23,6 +24,9 @@ from rdflib.collection import Collection
 from pcm import resources
 from pcm.errors import PcmError
 from pcm.namespaces import GRAPH_ONTOLOGY, PCM, PREFIXES, SCHEMA
+
+if TYPE_CHECKING:
+    from pcm.shapes import ValueLimit
 
 ONTOLOGY_IRI = "https://w3id.org/pcm/ontology"
 
@@ -151,7 +155,9 @@ class Ontology:
                 return f"{prefix}:{iri[len(namespace):]}"
         return f"<{iri}>"
 
-    def catalogue(self, areas: Iterable[str] | None = None, *, compact: bool = False) -> str:
+    def catalogue(
+        self, areas: Iterable[str] | None = None, *, compact: bool = False, shapes_dir: Path | None = None
+    ) -> str:
         """Text listing of the terms for a prompt, grouped under ``## area`` headers.
 
         Full (the default): one line per term with its parents, domain → range and the first sentence of its
@@ -159,7 +165,16 @@ class Ontology:
         properties grouped by domain, after a one-line legend of the notation; about a third of the size.
         Deterministic: areas in :data:`AREAS` order (others after, alphabetically), then classes, properties and
         individuals, each sorted by CURIE. ``areas`` restricts the listing (unknown names select nothing).
+
+        A full line marks a property that holds one value at a time, so the model knows before a repair round:
+        ``[functional]`` (the ontology), and from the shapes in ``shapes_dir`` (default: the bundled ones)
+        ``[single-valued]`` / ``[single-valued for C]`` (``sh:maxCount 1``) and ``[later values replace]`` /
+        ``[later values replace for C]`` (``pcmsh:laterValuesReplace``).
         """
+        # lazily: pcm.shapes needs pyshacl, and imports this module's types
+        from pcm.shapes import value_limits
+
+        limits = {} if compact else value_limits(shapes_dir)
         wanted = None if areas is None else set(areas)
         by_area: dict[str, list[Term]] = {}
         for term in self.terms.values():
@@ -169,7 +184,7 @@ class Ontology:
         blocks = []
         for area in order:
             terms = sorted(by_area[area], key=lambda t: (_KIND_ORDER.index(t.kind), self.curie(t.iri)))
-            lines = self._compact_lines(terms) if compact else [self._catalogue_line(t) for t in terms]
+            lines = self._compact_lines(terms) if compact else [self._catalogue_line(t, limits.get(t.iri)) for t in terms]
             blocks.append("\n".join([f"## {area}", *lines]))
         if compact and blocks:
             blocks.insert(0, COMPACT_LEGEND)
@@ -202,7 +217,7 @@ class Ontology:
         parents = "&".join(self.curie(p) for p in term.parents)
         return f"{self.curie(term.iri)}⊑{parents}" if parents else self.curie(term.iri)
 
-    def _catalogue_line(self, term: Term) -> str:
+    def _catalogue_line(self, term: Term, limit: ValueLimit | None = None) -> str:
         name = self.curie(term.iri)
         parents = ", ".join(self.curie(p) for p in term.parents)
         if term.kind == INDIVIDUAL:
@@ -216,8 +231,20 @@ class Ontology:
                     line += f" ({self._side(term.domain)} → {self._side(term.range)})"
                 if term.iri in self.functional_properties:
                     line += " [functional]"
+                elif limit is not None:
+                    line += self._limit_marks(limit)
         gloss = _gloss(term)
         return f"{line} — {gloss}" if gloss else line
+
+    def _limit_marks(self, limit: ValueLimit) -> str:
+        """`` [single-valued for schema:Person]`` and the like: what the shapes say about the property's values."""
+        if limit.anywhere:
+            return " [single-valued]" if limit.strict else " [later values replace]"
+        marks = ""
+        for label, classes in (("single-valued", limit.single_for), ("later values replace", limit.replace_for)):
+            if classes:
+                marks += f" [{label} for {'|'.join(sorted(self.curie(c) for c in classes))}]"
+        return marks
 
     def _side(self, iris: tuple[str, ...]) -> str:
         if not iris:

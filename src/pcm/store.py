@@ -96,6 +96,9 @@ class MemoryStore:
         self.naming = naming
         self.index_writes = 0
         """Writes in this process that set :data:`INDEX_PENDING`: lets the index tell whether one raced its own."""
+        self.index_dirty = False
+        """Set by :meth:`mark_index_pending`: the index is known to lack something that no later incremental index
+        write will bring, so only a full reconcile (which calls :meth:`clear_index_pending`) may clear the marker."""
 
     # -- reading -------------------------------------------------------------------------------------------------
 
@@ -273,8 +276,23 @@ class MemoryStore:
 
         self.backend.update(f"DROP SILENT GRAPH <{GRAPH_ONTOLOGY}> ;\n" + quads_to_insert_data(quads))
 
-    def forget_posts(self, post_iris: Sequence[str], session_iri: str | None = None) -> None:
-        """Drop posts with their extraction graphs and provenance, in one atomic update."""
+    def forget_posts(
+        self,
+        post_iris: Sequence[str],
+        session_iri: str | None = None,
+        *,
+        delete: Sequence[ox.Quad] = (),
+        insert: Sequence[ox.Quad] = (),
+        extra: Sequence[str] = (),
+    ) -> None:
+        """Drop posts with their extraction graphs and provenance, in one atomic update.
+
+        ``delete``, ``insert`` and ``extra`` (update operations, run after the drop, before ``delete``) join that
+        same update: the restore of what the posts had superseded (``pcm.extraction.history.forget_delta``), so a
+        crash cannot leave the posts gone and their history records stale.
+        """
+        from pcm.backend import quads_to_delete_data, quads_to_insert_data
+
         parts = [
             render_query("forget_post.ru", post=iri_term(p), graph=iri_term(self.naming.extraction_graph(p)))
             for p in post_iris
@@ -283,14 +301,18 @@ class MemoryStore:
             parts.append(
                 "DELETE WHERE { GRAPH <urn:pcm:graph:conversation> { " + iri_term(session_iri) + " ?p ?o } }"
             )
-        if parts:
-            from pcm.backend import quads_to_insert_data
-
-            self.index_writes += 1
-            parts.append(quads_to_insert_data([INDEX_PENDING]))
-            # PREFIX lines must come first in an update request, so strip the repeated ones and add them once.
-            body = " ;\n".join(_strip_prologue(p) for p in parts)
-            self.backend.update("PREFIX prov: <http://www.w3.org/ns/prov#>\n" + body)
+        if not parts:
+            if delete or insert or extra:
+                self.apply(delete=delete, insert=insert, extra=extra)
+            return
+        parts += extra
+        if delete:
+            parts.append(quads_to_delete_data(delete))
+        self.index_writes += 1
+        parts.append(quads_to_insert_data([*insert, INDEX_PENDING]))
+        # PREFIX lines must come first in an update request, so strip the repeated ones and add them once.
+        body = " ;\n".join(_strip_prologue(p) for p in parts)
+        self.backend.update("PREFIX prov: <http://www.w3.org/ns/prov#>\n" + body)
 
     # -- the index outbox marker -------------------------------------------------------------------------------------
 
@@ -300,8 +322,13 @@ class MemoryStore:
         return bool(result)
 
     def mark_index_pending(self) -> None:
-        """Set the marker by itself: before a write that cannot carry it (a bulk load), so a crash still replays."""
+        """Set the marker by itself and keep it until a full reconcile (:attr:`index_dirty`).
+
+        For a write that cannot carry it (a bulk load), so a crash still replays, and after an index write that
+        failed, so a later successful index write does not clear a marker that still covers the failed one.
+        """
         self.index_writes += 1
+        self.index_dirty = True
         self.backend.extend([INDEX_PENDING])
 
     def clear_index_pending(self) -> None:
@@ -309,6 +336,7 @@ class MemoryStore:
         from pcm.backend import quads_to_delete_data
 
         self.backend.update(quads_to_delete_data([INDEX_PENDING]))
+        self.index_dirty = False
 
     def set_status(self, post_iri: str, status: str, report: str = "") -> list[str]:
         """Update text that replaces a post's extraction status (to be joined into a larger atomic update)."""

@@ -16,10 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from pcm.conversations import Conversation, parse_timestamp
-from pcm.conversations import _list_field as list_field
-from pcm.conversations import _longmemeval_sessions as longmemeval_sessions
-from pcm.conversations import _parse_locomo as parse_locomo
+from pcm.conversations import Conversation, list_field, longmemeval_sessions, parse_locomo, parse_timestamp
 from pcm.errors import InputError, UsageError
 
 DATASETS = ("locomo", "longmemeval")

@@ -1,5 +1,5 @@
 """How facts changed: ``pcm history IRI`` (from the history graph and the current graphs), and undoing the knowledge
-updates of forgotten posts (:func:`restore_after_forget`, called by ``Memory.forget``)."""
+updates of forgotten posts (:func:`forget_delta`, applied by ``Memory.forget`` within the forget's own update)."""
 
 from __future__ import annotations
 
@@ -113,36 +113,65 @@ class _Record:
     superseded_by: str | None
 
 
-def restore_after_forget(memory: Memory, forgotten_post_iris: Sequence[str]) -> int:
-    """Undo the knowledge updates of forgotten posts; returns how many superseded statements came back.
+@dataclass
+class RestoreDelta:
+    """What undoing the knowledge updates of forgotten posts writes: to join the forget's own atomic update."""
 
-    Call it once the posts are forgotten (their extraction graphs dropped; posts still stored are ignored). Every
-    history record a forgotten post said or superseded is removed: what a forgotten post said must not survive in
-    history, and a record pointing to a forgotten post is stale. A value a forgotten post had superseded comes back
-    into its own extraction graph when that graph still exists and no value said later holds now; of several, the
-    newest post's values come back and the others stay in history, superseded by it. When a later value holds now,
-    they stay superseded by that one. One atomic update.
+    delete: list[ox.Quad] = field(default_factory=list)
+    """Values that held and step down because a value a forgotten post had superseded comes back."""
+    insert: list[ox.Quad] = field(default_factory=list)
+    """Values that come back, and the history records that stay, re-pointed at who supersedes them now."""
+    extra: list[str] = field(default_factory=list)
+    """Update operations that drop every history record a forgotten post said or superseded."""
+    restored: int = 0
+    """How many superseded statements hold again."""
+
+
+def forget_delta(memory: Memory, post_iris: Sequence[str]) -> RestoreDelta:
+    """The restore a forget of these posts needs, computed BEFORE the forget from the store as it is then.
+
+    The posts count as gone: their extraction graphs are neither restored into nor read as holding values, so
+    ``MemoryStore.forget_posts(..., delete=, insert=, extra=)`` can apply forget and restore in one atomic update
+    (a crash between two updates would leave stale history records). What comes back, and why, is described at
+    :func:`restore_after_forget`.
     """
-    forgotten = set(forgotten_post_iris)
-    forgotten -= memory.store.existing_posts(sorted(forgotten)) if forgotten else set()
+    forgotten = set(post_iris)
     if not forgotten:
-        return 0  # a post still in the store keeps its knowledge updates
+        return RestoreDelta()
     records = _touched_records(memory, forgotten)
     if not records:
-        return 0
+        return RestoreDelta()
+    gone = {memory.naming.extraction_graph(p) for p in forgotten}
     candidates = [r for r in records if r.superseded_by in forgotten and r.said_by not in forgotten]
-    live = _live_graphs(memory, {r.source for r in candidates if r.source})
+    live = _live_graphs(memory, {r.source for r in candidates if r.source} - gone)
     groups: dict[tuple[str, str], list[_Record]] = {}
     for record in candidates:
         if record.source in live:
             groups.setdefault((record.triple.subject.value, record.triple.predicate.value), []).append(record)
-    current = _current_values(memory, groups.keys())
+    current = _current_values(memory, groups.keys(), gone)
     change = _Change()
     for key, group in sorted(groups.items()):
         change.settle(memory, group, current.get(key, []))
     drop = [f"DELETE WHERE {{ GRAPH <{GRAPH_HISTORY}> {{ {iri_term(r.node)} ?p ?o }} }}" for r in records]
-    memory.store.apply(delete=change.delete, insert=list(dict.fromkeys(change.insert)), extra=drop)
-    return change.restored
+    return RestoreDelta(change.delete, list(dict.fromkeys(change.insert)), drop, change.restored)
+
+
+def restore_after_forget(memory: Memory, forgotten_post_iris: Sequence[str]) -> int:
+    """Undo the knowledge updates of posts already forgotten; returns how many superseded statements came back.
+
+    ``Memory.forget`` does not call this: it applies :func:`forget_delta` within the forget itself. Posts still
+    stored are ignored. Every history record a forgotten post said or superseded is removed: what a forgotten post
+    said must not survive in history, and a record pointing to a forgotten post is stale. A value a forgotten post
+    had superseded comes back into its own extraction graph when that graph still exists and no value said later
+    holds now; of several, the newest post's values come back and the others stay in history, superseded by it.
+    When a later value holds now, they stay superseded by that one. One atomic update.
+    """
+    forgotten = set(forgotten_post_iris)
+    forgotten -= memory.store.existing_posts(sorted(forgotten)) if forgotten else set()
+    delta = forget_delta(memory, sorted(forgotten))
+    if delta.extra or delta.delete or delta.insert:
+        memory.store.apply(delete=delta.delete, insert=delta.insert, extra=delta.extra)
+    return delta.restored
 
 
 @dataclass
@@ -203,12 +232,16 @@ def _live_graphs(memory: Memory, graphs: set[str]) -> set[str]:
     return {row[0].value for row in memory.store.select(q).rows if row[0] is not None}
 
 
-def _current_values(memory: Memory, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], list[StoredValue]]:
-    """What each (subject, property) holds now, in any extraction or import graph."""
+def _current_values(
+    memory: Memory, keys: Iterable[tuple[str, str]], gone: set[str]
+) -> dict[tuple[str, str], list[StoredValue]]:
+    """What each (subject, property) holds now, in any extraction or import graph but the ``gone`` ones."""
     found: dict[tuple[str, str], list[StoredValue]] = {}
     keys = list(keys)
     if keys:
         for stored in stored_values(memory, keys, graph=NO_GRAPH):
+            if stored.graph in gone:
+                continue
             found.setdefault((stored.triple.subject.value, stored.triple.predicate.value), []).append(stored)
     return found
 

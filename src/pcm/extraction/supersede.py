@@ -18,14 +18,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyoxigraph as ox
 
 from pcm.extraction.queries import render
-from pcm.namespaces import DCTERMS, GRAPH_HISTORY, PCM, PROV, RDF, SH
+from pcm.namespaces import DCTERMS, GRAPH_HISTORY, PCM, PROV, RDF
 from pcm.naming import digest
 from pcm.provenance import dt_literal
 from pcm.sparql import iri_term, values_clause
@@ -88,56 +87,23 @@ class SingleValued:
 
 def single_valued_properties(ontology: Ontology, shapes_dir: Path | None = None) -> SingleValued:
     """Functional properties plus what the shapes bound with ``sh:maxCount 1`` or mark ``pcmsh:laterValuesReplace``."""
-    from pcm import resources
     from pcm.extraction.normalise import reserved_terms
+    from pcm.shapes import value_limits
 
     reserved = reserved_terms(ontology)
-    scopes = _shape_scopes(shapes_dir or resources.shapes_dir())
-    everywhere = {p for p, (_, anywhere, _) in scopes.items() if anywhere} | set(ontology.functional_properties)
-    strict = {p for p, (_, anywhere, limited) in scopes.items() if anywhere and limited}
-    strict |= set(ontology.functional_properties)
+    limits = value_limits(shapes_dir)
+    everywhere = {p for p, limit in limits.items() if limit.anywhere} | set(ontology.functional_properties)
+    strict = {p for p, limit in limits.items() if limit.strict} | set(ontology.functional_properties)
     by_class = {
-        p: frozenset(sub for c in classes for sub in ontology.subclasses(c))
-        for p, (classes, _, _) in scopes.items()
-        if classes and p not in everywhere
+        p: frozenset(sub for c in limit.classes for sub in ontology.subclasses(c))
+        for p, limit in limits.items()
+        if limit.classes and p not in everywhere
     }
     return SingleValued(
         frozenset(everywhere - reserved),
         {p: c for p, c in by_class.items() if p not in reserved},
         frozenset(strict - reserved),
     )
-
-
-@cache
-def _shape_scopes(directory: Path) -> dict[str, tuple[frozenset[str], bool, bool]]:
-    """Property -> (target classes, single-valued for every subject, two values in one utterance are an error).
-
-    A property shape's targets are its own or those of the node shapes that hold it (``sh:property``). Only
-    ``sh:targetClass`` and ``sh:targetSubjectsOf`` the same property are understood; other targets (nodes, objects
-    of something) are ignored rather than read as "everywhere".
-    """
-    import rdflib
-
-    from pcm.shapes import SHAPES_NS
-
-    graph = rdflib.Graph()
-    for path in sorted(directory.glob("*.ttl")):
-        graph.parse(path, format="turtle")
-    sh = rdflib.Namespace(SH)
-    replace = rdflib.URIRef(SHAPES_NS + "laterValuesReplace")
-    found: dict[str, tuple[set[str], list[bool]]] = {}
-    for shape in set(graph.subjects(sh.path, None)):
-        path = graph.value(shape, sh.path)
-        limited = any(str(c) == "1" for c in graph.objects(shape, sh.maxCount))
-        if not isinstance(path, rdflib.URIRef) or not (limited or graph.value(shape, replace) == rdflib.Literal(True)):
-            continue
-        classes, flags = found.setdefault(str(path), (set(), [False, False]))
-        for owner in [shape, *graph.subjects(sh.property, shape)]:
-            classes.update(str(c) for c in graph.objects(owner, sh.targetClass))
-            if path in set(graph.objects(owner, sh.targetSubjectsOf)):
-                flags[0] = True
-                flags[1] = flags[1] or limited
-    return {p: (frozenset(c), f[0], f[1]) for p, (c, f) in found.items()}
 
 
 def plan_supersessions(

@@ -150,4 +150,5 @@ def update_index(memory: Memory, iris: Sequence[str]) -> None:
         if records:
             memory.index.upsert_entities(records)
     except (ImportError, AttributeError, PcmError) as error:
-        log.info("side index not updated after extraction: %s", error)
+        log.warning("side index not updated after extraction (reconciled on the next open): %s", error)
+        memory.store.mark_index_pending()  # sticky: a later index write must not clear it before a full reconcile

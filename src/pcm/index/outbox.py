@@ -28,8 +28,9 @@ class OutboxWatcher:
     Store writes and their index writes run one after the other on the writing thread, so when an index write
     completes, the store writes before it are in the index. ``begin`` notes how many marked writes the store has
     made; if another one lands while the index write runs (another thread), ``done`` leaves the marker set and the
-    next open reconciles. A marker an earlier process left (``pending``) is cleared only by a full reconcile,
-    which calls :meth:`clear` itself.
+    next open reconciles. A marker an earlier process left (``pending``), or one this process set by itself
+    because an index write failed (the store's ``index_dirty``), is cleared only by a full reconcile, which calls
+    :meth:`clear` itself.
     """
 
     def __init__(self, store: OutboxStore, *, pending: bool) -> None:
@@ -42,6 +43,8 @@ class OutboxWatcher:
     def done(self, token: object) -> None:
         if self._cleared_at is None or token != self._store.index_writes or token == self._cleared_at:
             return  # marked by an earlier process (needs a reconcile), raced by a write, or nothing to clear
+        if getattr(self._store, "index_dirty", False):
+            return  # an index write failed in this process: only a full reconcile covers it
         self.clear(int(token))  # type: ignore[call-overload]
 
     def clear(self, token: int) -> None:

@@ -269,6 +269,8 @@ class SideIndex:
             )
             named = named_speakers(query, self._posts.speaker_counts)
             factors = self._speaker_prior(named) if speaker is None else None
+            if speaker is None and role is None and not named and ranking.asks_about_owner(query):
+                factors = self._owner_prior()
             where = _post_filter(role, speaker, session, since_ts, until_ts)
             legs: list[ranking.Leg] = []
             if mode != "vector":
@@ -286,13 +288,28 @@ class SideIndex:
                 fused = dict(zip(legs[0].slots.tolist(), legs[0].scores.tolist(), strict=True))
             return self._hits(fused, k, recency)
 
-    def match_entities(self, mention: str, k: int = 10) -> list[EntityMatch]:
+    def post_vector(self, iri: str) -> np.ndarray | None:
+        """The stored vector of an indexed post (a copy), or ``None`` when the post is not indexed.
+
+        Extraction matches entities against the utterance it is extracting, which ingest embedded moments before:
+        reusing that vector saves a forward pass (~11 ms) per utterance.
+        """
+        with self._lock:
+            self._open_tables()
+            vector = self._posts.vector(iri)
+            return None if vector is None else vector.copy()
+
+    def match_entities(
+        self, mention: str, k: int = 10, *, vector: np.ndarray | None = None
+    ) -> list[EntityMatch]:
         """Candidate entity IRIs for a mention, best first: exact and normalised labels, label words, vectors.
 
         Everything runs on the in-memory mirror: the full-text leg (``how`` "fts") matches the words of labels,
         idf-weighted, because a LanceDB full-text query cost 5-10 ms here, most of the 15 ms budget at 100k
         entities. Vectors are consulted only when no label matches: a known name is the common case during
         extraction, the label tiers already rank it first, and embedding the mention is the slowest step.
+        ``vector`` (a unit vector of the mention, e.g. :meth:`post_vector` of the post it comes from) is used
+        instead of embedding ``mention`` when given.
         """
         with self._lock:
             self._open_tables()
@@ -304,17 +321,18 @@ class SideIndex:
             exact = mirror.exact.get(exact_label(mention), set())
             normalised = mirror.normal.get(normalise_label(mention), set())
             fts = mirror.word_hits(normalise_label(mention), depth)
-            vector: list[tuple[str, float]] = []
+            nearest: list[tuple[str, float]] = []
             if not exact and not normalised:
-                slots, scores = mirror.top_by_vector(self._query_vector(mention), depth)
-                vector = [
+                query = self._query_vector(mention) if vector is None else _unit(vector, self.embedder.dim)
+                slots, scores = mirror.top_by_vector(query, depth)
+                nearest = [
                     (mirror.record_at(s).iri, c) for s, c in zip(slots.tolist(), scores.tolist(), strict=True)
                 ]
             return entity_ranking.combine(
                 exact=exact,
                 normalised=normalised,
                 fts=fts,
-                vector=vector,
+                vector=nearest,
                 label_of=lambda iri: mirror.record_at(mirror.slot_of[iri]).label,
                 similarity=lambda iri: 0.0,
                 k=k,
@@ -351,7 +369,8 @@ class SideIndex:
                 rows.append(row)
                 written.add(follower.iri)
         if rows:
-            tables.upsert(tables.posts, post_rows_table(rows, self.embedder.dim))
+            iris = [row.record.iri for row in rows]
+            _store_rows(tables, tables.posts, post_rows_table(rows, self.embedder.dim), self._posts, iris)
         if removed:
             tables.delete(tables.posts, removed)
         for iri in removed:
@@ -412,7 +431,8 @@ class SideIndex:
             chunk = changed[start : start + _WRITE_CHUNK]
             vectors = self._entity_vectors(chunk)
             rows = [EntityRow(r, entity_search_text(r), entity_digest(r), vectors[r.iri]) for r in chunk]
-            tables.upsert(tables.entities, entity_rows_table(rows, self.embedder.dim))
+            data = entity_rows_table(rows, self.embedder.dim)
+            _store_rows(tables, tables.entities, data, self._entities, [r.iri for r in chunk])
             for row in rows:
                 self._entities.put(row.record, row.digest, row.search_hash, row.vector)
             if progress is not None:
@@ -518,6 +538,12 @@ class SideIndex:
             return None
         (name,) = named
         return ranking.speaker_factors(self._posts.capacity(), self._posts.speaker_mask(name))
+
+    def _owner_prior(self) -> np.ndarray:
+        """Per-slot factors favouring the owner's posts, for a first-person question that names no one."""
+        posts = self._posts
+        size = posts.capacity()
+        return ranking.role_factors(posts.role_code[:size] == posts.roles.lookup(ranking.OWNER_ROLE))
 
     def _query_vector(self, text: str) -> np.ndarray:
         """The vector of a query or mention; recent ones are cached (mentions recur during extraction)."""
@@ -634,6 +660,31 @@ def _gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+def _store_rows(
+    tables: Tables, table: Any, data: Any, mirror: PostMirror | EntityMirror, iris: list[str]
+) -> None:
+    """Write rows in one commit: a plain append when the mirror holds none of their IRIs (new posts at ingest,
+    new entities after extraction): one new entity next to 5,000 took 4.8 ms to append against 13.1 ms to
+    update-or-insert (median). Else an upsert.
+
+    The mirror is the table's exact copy (every write of the one writing process goes through it, and a crash is
+    reconciled on open), so "not in the mirror" means "not in the table" and the append cannot duplicate a row.
+    """
+    if any(iri in mirror for iri in iris):
+        tables.upsert(table, data)
+    else:
+        tables.append(table, data)
+
+
+def _unit(vector: np.ndarray, dim: int) -> np.ndarray:
+    """``vector`` as a float32 unit vector of the index's dimension (a caller's vector is checked, not trusted)."""
+    flat = np.asarray(vector, dtype=np.float32).reshape(-1)
+    if flat.shape[0] != dim:
+        raise UsageError(f"a mention vector must have {dim} dimensions, got {flat.shape[0]}")
+    norm = float(np.linalg.norm(flat))
+    return flat / norm if norm > 0 else flat
 
 
 def _split_keys(exact: str | None, normal: str | None) -> tuple[list[str], list[str]]:

@@ -259,6 +259,12 @@ class Tables:
             return
         table.merge_insert("iri").when_matched_update_all().when_not_matched_insert_all().execute(data)
 
+    def append(self, table: Any, data: pa.Table) -> None:
+        """Insert rows the caller knows are new, in one commit (no join against the existing IRIs)."""
+        if data.num_rows == 0:
+            return
+        table.add(data)
+
     def delete(self, table: Any, iris: Iterable[str]) -> None:
         chosen = list(iris)
         for start in range(0, len(chosen), _DELETE_CHUNK):

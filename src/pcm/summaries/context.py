@@ -11,14 +11,13 @@ posts of each matched session that recall alone missed.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pcm.summaries.store import SummaryRow, all_summaries, session_range
+from pcm.summaries.summarise import cached_vectors
 from pcm.summaries.text import tfidf_vectors
 
 if TYPE_CHECKING:
@@ -36,9 +35,6 @@ SESSION_WEIGHT = 0.03
 #: Matched sessions whose posts join the ranking in :func:`summary_posts`.
 SESSIONS = 3
 
-_VECTORS: dict[str, np.ndarray] = {}
-_LOCK = threading.Lock()
-
 
 @dataclass(frozen=True)
 class SessionMatch:
@@ -53,7 +49,7 @@ def match_sessions(memory: Memory, question: str, k: int = 3) -> list[SessionMat
         return []
     texts = [_summary_document(r) for r in rows]
     if memory.settings.index_enabled:
-        matrix = _embedded(texts)
+        matrix = cached_vectors(texts)
         from pcm.index import get_embedder
 
         query = get_embedder().encode([question])[0]
@@ -128,17 +124,6 @@ def _quotes(line: str, text: str) -> bool:
 
 def _summary_document(row: SummaryRow) -> str:
     return " ".join(x for x in (row.title, row.text) if x)
-
-
-def _embedded(texts: Sequence[str]) -> np.ndarray:
-    from pcm.index import get_embedder
-
-    with _LOCK:
-        missing = [t for t in dict.fromkeys(texts) if t not in _VECTORS]
-        if missing:
-            for text, vector in zip(missing, get_embedder().encode(missing), strict=True):
-                _VECTORS[text] = vector
-        return np.stack([_VECTORS[t] for t in texts])
 
 
 def _span(first: str | None, last: str | None) -> str:

@@ -110,20 +110,20 @@ def _clear(session: str, activity: str) -> str:
 
 def summaries_using(memory: Memory, posts: Sequence[str]) -> list[str]:
     """Sessions whose summary covers any of these posts."""
-    sessions: set[str] = set()
-    chosen = list(dict.fromkeys(posts))
-    for start in range(0, len(chosen), 400):
-        q = render_query("summaries/using_posts", posts=values_clause("post", chosen[start : start + 400]))
-        sessions.update(t.value for t in memory.store.select(q).values("session") if t is not None)
-    return sorted(sessions)
+    return _sessions_by_posts(memory, "summaries/using_posts", posts)
 
 
 def sessions_of_posts(memory: Memory, posts: Sequence[str]) -> list[str]:
     """The threads holding these posts (the sessions an ingest touched)."""
+    return _sessions_by_posts(memory, "summaries/sessions_of", posts)
+
+
+def _sessions_by_posts(memory: Memory, query: str, posts: Sequence[str]) -> list[str]:
+    """The ``?session`` values of ``query`` run with a VALUES clause on ``?post``, 400 posts a request."""
     sessions: set[str] = set()
     chosen = list(dict.fromkeys(posts))
     for start in range(0, len(chosen), 400):
-        q = render_query("summaries/sessions_of", posts=values_clause("post", chosen[start : start + 400]))
+        q = render_query(query, posts=values_clause("post", chosen[start : start + 400]))
         sessions.update(t.value for t in memory.store.select(q).values("session") if t is not None)
     return sorted(sessions)
 

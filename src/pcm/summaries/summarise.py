@@ -49,8 +49,8 @@ LLM_BATCH = 40
 MAX_WORDS = 150
 #: Characters of one turn sent to the model.
 MAX_TURN_CHARS = 1500
-#: Sentence vectors kept per process for extractive summaries.
-_SENTENCE_CACHE = 50_000
+#: Text vectors kept per process (sentences of extractive summaries, summaries matched to questions).
+_VECTOR_CACHE = 50_000
 _VECTORS: dict[str, np.ndarray] = {}
 _CACHE_LOCK = threading.Lock()
 
@@ -146,31 +146,29 @@ def _extractive(memory: Memory, session: str, turns: Sequence[Turn]) -> StoredSu
 
 
 def _encoder(memory: Memory) -> Encoder | None:
-    """MiniLM when the side index is on (its model is the one already loaded), else None (TF-IDF, no torch).
+    """MiniLM when the side index is on (its model is the one already loaded), else None (TF-IDF, no torch)."""
+    return cached_vectors if memory.settings.index_enabled else None
 
-    Sentence vectors are kept per process (``_SENTENCE_CACHE`` entries at most), so re-summarising a growing
-    session embeds only its new sentences.
+
+def cached_vectors(texts: Sequence[str]) -> np.ndarray:
+    """MiniLM vectors of ``texts``, one row each, kept per process (``_VECTOR_CACHE`` entries at most).
+
+    Re-summarising a growing session embeds only its new sentences, and matching questions to the same summaries
+    embeds each summary once. The model runs outside the lock, so concurrent callers do not wait on each other.
     """
-    if not memory.settings.index_enabled:
-        return None
     from pcm.index import get_embedder
 
-    embedder = get_embedder()
-
-    def encode(texts: Sequence[str]) -> np.ndarray:
+    with _CACHE_LOCK:
+        known = {t: _VECTORS[t] for t in texts if t in _VECTORS}
+    missing = [t for t in dict.fromkeys(texts) if t not in known]
+    if missing:
+        fresh = dict(zip(missing, get_embedder().encode(missing), strict=True))
+        known.update(fresh)
         with _CACHE_LOCK:
-            known = {t: _VECTORS[t] for t in texts if t in _VECTORS}
-        missing = [t for t in dict.fromkeys(texts) if t not in known]
-        if missing:
-            fresh = dict(zip(missing, embedder.encode(missing), strict=True))
-            known.update(fresh)
-            with _CACHE_LOCK:
-                if len(_VECTORS) + len(fresh) > _SENTENCE_CACHE:
-                    _VECTORS.clear()
-                _VECTORS.update(fresh)
-        return np.stack([known[t] for t in texts])
-
-    return encode
+            if len(_VECTORS) + len(fresh) > _VECTOR_CACHE:
+                _VECTORS.clear()
+            _VECTORS.update(fresh)
+    return np.stack([known[t] for t in texts])
 
 
 def _with_model(
