@@ -30,7 +30,8 @@ def test_committed_catalogue_equals_the_generated_one() -> None:
 
 def test_prompt_files_carry_their_version_in_name_and_header() -> None:
     assert extract_prompt().version == "extract.v1" and repair_prompt().version == "repair.v1"
-    assert prompt_version() == "extract.v1+repair.v1"
+    extract, repair = prompt_version().split("+")
+    assert extract.startswith("extract.v1@") and repair.startswith("repair.v1@")
     for name in ("extract.v1.md", "repair.v1.md"):
         assert (PROMPTS_DIR / name).read_text(encoding="utf-8").startswith(f"<!-- prompt: {name[:-3]} -->\n")
 
@@ -80,3 +81,17 @@ def test_user_part_has_every_section_the_extractor_fills() -> None:
     text = extract_prompt().render("user", **values)
     assert "{{" not in text and "<utterance>\nX\n</utterance>" in text
     assert "{{" not in repair_prompt().render("user", report="R")
+
+
+def test_the_recorded_version_changes_when_the_prompt_text_changes(tmp_path: Path) -> None:
+    """A regenerated catalogue keeps the file name: the digest is what tells a resumed run the prompt changed."""
+    original = (PROMPTS_DIR / "extract.v1.md").read_text(encoding="utf-8")
+    copy = tmp_path / "extract.v1.md"
+    copy.write_text(original, encoding="utf-8")
+    same = read_prompt(copy)
+    copy.write_text(original.replace("<!-- catalogue:end -->", "- pcm:Example a new term\n<!-- catalogue:end -->"),
+                    encoding="utf-8")
+    edited = read_prompt(copy)
+    assert same.digest == extract_prompt().digest
+    assert edited.version == same.version and edited.digest != same.digest
+    assert f"{extract_prompt().version}@{extract_prompt().digest}" in prompt_version()

@@ -94,6 +94,7 @@ class Embedder:
         import torch  # noqa: F401  (imported here on purpose: only code that embeds pays for it)
         from sentence_transformers import SentenceTransformer
 
+        _quiet_transformers()
         path = self._model_path or _default_model_path()
         model = SentenceTransformer(str(path), device="cpu")
         model.eval()
@@ -229,6 +230,15 @@ def _set_openmp_wait_policy(policy: str | None) -> None:
     """
     if policy and "torch" not in sys.modules:
         os.environ["OMP_WAIT_POLICY"] = policy
+
+
+def _quiet_transformers() -> None:
+    """Loading a local model is not news: without this, transformers prints a weight-loading progress bar and config
+    notes on stderr in the middle of `pcm recall` or `pcm ingest` output, where users read them as errors."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
 
 
 def _default_model_path() -> Path:

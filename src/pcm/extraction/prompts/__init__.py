@@ -10,6 +10,7 @@ the generated one. Each call sends only the catalogue areas relevant to the utte
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -33,6 +34,8 @@ class PromptFile:
     path: Path
     version: str
     parts: dict[str, str]
+    digest: str = ""
+    """First 8 hex digits of the file's SHA-256: changes with any edit, including a regenerated catalogue."""
 
     def render(self, part: str, **values: str) -> str:
         """Fill ``{{name}}`` placeholders of one part; a missing value is a programming error, so it raises."""
@@ -55,7 +58,7 @@ def read_prompt(path: Path) -> PromptFile:
         raise ValueError(f"{path.name}: header version {version!r} does not match the file name")
     pieces = _PART.split(rest)
     parts = {pieces[i]: pieces[i + 1].strip("\n") + "\n" for i in range(1, len(pieces) - 1, 2)}
-    return PromptFile(path, version, parts)
+    return PromptFile(path, version, parts, hashlib.sha256(text.encode("utf-8")).hexdigest()[:8])
 
 
 @cache
@@ -69,8 +72,12 @@ def repair_prompt() -> PromptFile:
 
 
 def prompt_version() -> str:
-    """What an extraction activity records as ``pcm:promptVersion``: both prompts that may shape its output."""
-    return f"{extract_prompt().version}+{repair_prompt().version}"
+    """What an extraction activity records as ``pcm:promptVersion``: both prompts that may shape its output.
+
+    Each name carries its file's digest (``extract.v1@1a2b3c4d``) because the catalogue inside the extraction prompt
+    is regenerated whenever the ontology or the shapes change, without anyone renaming the file: a resumed run must
+    then re-extract, not skip, the posts the older text produced."""
+    return "+".join(f"{p.version}@{p.digest}" for p in (extract_prompt(), repair_prompt()))
 
 
 def generated_catalogue() -> str:
