@@ -68,6 +68,10 @@ class Backend(Protocol):
 
     def dump(self, fmt: ox.RdfFormat, *, graph: str | None = None) -> bytes: ...
 
+    def compact(self) -> int:
+        """Rewrite the store's files so deleted data leaves the disk; returns the quads kept."""
+        ...
+
     def close(self) -> None: ...
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -23,6 +25,7 @@ class LocalBackend:
             elif read_only:
                 self._store = ox.Store.read_only(str(path))
             else:
+                finish_compaction(path)
                 self._store = ox.Store(str(path))
         except OSError as exc:
             text = str(exc)
@@ -76,7 +79,79 @@ class LocalBackend:
     def flush(self) -> None:
         self._store.flush()
 
+    def compact(self) -> int:
+        """Rewrite the store into fresh files holding only its current quads; returns how many it kept.
+
+        Oxigraph never deletes a string it has stored (its dictionary is append-only) and RocksDB keeps deleted
+        values in older files and the write-ahead log, so the text of a forgotten post stays on disk until the
+        store is rewritten. The copy is checked (same quad count) before it replaces the original; a crash at
+        any point leaves either the old store or the new one, completed by :func:`finish_compaction` on open.
+        """
+        if self.path is None:
+            return len(self._store)
+        if self.read_only:
+            raise QueryError("a read-only store cannot be compacted")
+        new, old, ready = compaction_paths(self.path)
+        shutil.rmtree(new, ignore_errors=True)
+        self._store.flush()
+        copy = ox.Store(str(new))
+        try:
+            copy.bulk_extend(self._store.quads_for_pattern(None, None, None, None))
+            copy.flush()
+            copy.optimize()
+            kept, expected = len(copy), len(self._store)
+        finally:
+            del copy
+        if kept != expected:
+            shutil.rmtree(new, ignore_errors=True)
+            raise QueryError(f"store compaction copied {kept} quads of {expected}; the store was left as it was")
+        _durable_touch(ready)
+        del self._store  # releases the RocksDB lock of the old files
+        finish_compaction(self.path)
+        self._store = ox.Store(str(self.path))
+        return kept
+
     def close(self) -> None:
         if not self.read_only:
             self._store.flush()
         del self._store
+
+
+def compaction_paths(path: Path) -> tuple[Path, Path, Path]:
+    """The copy being written, the original being retired, and the marker saying the copy is complete."""
+    return (
+        path.with_name(path.name + ".compact"),
+        path.with_name(path.name + ".retired"),
+        path.with_name(path.name + ".compact-ready"),
+    )
+
+
+def finish_compaction(path: Path) -> None:
+    """Complete a compaction whose copy was marked complete, or discard one that was not (run before opening).
+
+    The swap is two renames between the marker's creation and removal, so every crash point has one answer: with
+    the marker, the copy is the store; without it, the original is.
+    """
+    new, old, ready = compaction_paths(path)
+    if ready.exists():
+        if new.exists():
+            if path.exists():
+                shutil.rmtree(old, ignore_errors=True)
+                path.rename(old)
+            new.rename(path)
+        ready.unlink()
+    shutil.rmtree(new, ignore_errors=True)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _durable_touch(path: Path) -> None:
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

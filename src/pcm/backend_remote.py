@@ -332,6 +332,13 @@ class RemoteBackend:
             )
         return ox.serialize(ox.parse(data, answered), format=fmt) or b""
 
+    def compact(self) -> int:
+        """Refused: the server owns its files, so only it (or whoever runs it) can rewrite them."""
+        raise PcmError(
+            f"the store at {self.query_url} is a remote server: its files can only be purged where it runs "
+            "(stop `pcm serve`, then run `pcm purge` on the memory directory)"
+        )
+
     def close(self) -> None:
         self._client.close()
 

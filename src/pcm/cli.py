@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import click
 
-from pcm.errors import PcmError, UsageError
+from pcm.errors import MemoryLockedError, PcmError, UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -449,25 +449,72 @@ def why(ctx: click.Context, memory_path: Path | None, iri: str, as_json: bool) -
 @memory_option
 @click.option("--post", default=None, help="Post IRI or the source's message id.")
 @click.option("--session", default=None, help="Session id (as in the source) or thread IRI.")
+@click.option("--purge/--no-purge", default=True, show_default=True,
+              help="Also rewrite the files so the forgotten text leaves the disk (see `pcm purge`).")
 @json_option
 @click.pass_context
 @handle_errors
-def forget(ctx: click.Context, memory_path: Path | None, post: str | None, session: str | None, as_json: bool) -> None:
+def forget(ctx: click.Context, memory_path: Path | None, post: str | None, session: str | None, purge: bool,
+           as_json: bool) -> None:
     """Forget an utterance or a whole session, with the facts extracted from it.
 
-    Facts that another utterance also supports stay.
+    Facts that another utterance also supports stay; values the utterance had replaced hold again; session
+    summaries built from it are dropped in the same atomic update and rebuilt without it. Then the files are
+    rewritten (--no-purge skips that; through a running `pcm serve` it is skipped with a note).
 
     \b
     Example:
       pcm forget --post D1:3
-      pcm forget --session dana-2025-03-02
+      pcm forget --session dana-2025-03-02 --json
     """
+    from pcm.backend_local import LocalBackend
+
     with opened(ctx, memory_path) as memory:
         posts = memory.forget(post=post, session=session)
+        local = isinstance(memory.backend, LocalBackend)
+        kept = memory.purge() if purge and local else None
+    note = None
+    if purge and not local:
+        note = "files not purged: the memory is served; stop `pcm serve`, then run `pcm purge`"
+        click.echo(f"pcm: note: {note}", err=True)
     if as_json:
-        emit_json({"forgotten": posts})
+        emit_json({"forgotten": posts, "purged": kept is not None, "quads_kept": kept, "note": note})
     else:
-        click.echo(f"forgot {len(posts)} post(s)")
+        purged = f"; files rewritten ({kept} quads kept)" if kept is not None else ""
+        click.echo(f"forgot {len(posts)} post(s){purged}")
+
+
+@main.command()
+@memory_option
+@json_option
+@click.pass_context
+@handle_errors
+def purge(ctx: click.Context, memory_path: Path | None, as_json: bool) -> None:
+    """Rewrite the memory's files so forgotten text leaves the disk.
+
+    Forgetting removes data from every answer at once, but the store keeps old values in its files until they
+    are rewritten, the side index keeps older table versions, and the caches keep replies and embedded triples.
+    This rewrites the store (about 10 s per million quads), drops old index versions and empties the caches.
+    It needs the memory to itself: stop a running `pcm serve` first.
+
+    \b
+    Example:
+      pcm purge --json
+    """
+    from pcm.backend_local import LocalBackend
+
+    with opened(ctx, memory_path) as memory:
+        if not isinstance(memory.backend, LocalBackend):
+            raise MemoryLockedError(
+                "the memory is served: its server holds the files; stop `pcm serve`, then run `pcm purge`"
+            )
+        if not as_json:
+            click.echo("rewriting the store...", err=True)
+        kept = memory.purge()
+    if as_json:
+        emit_json({"purged": True, "quads_kept": kept})
+    else:
+        click.echo(f"purged: store rewritten with {kept} quads, old index versions and caches dropped")
 
 
 @main.command()

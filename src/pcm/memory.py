@@ -466,7 +466,13 @@ class Memory:
             self.sync_index()
 
     def forget(self, *, post: str | None = None, session: str | None = None) -> list[str]:
-        """Forget posts (by IRI or source id) or a whole session; returns the forgotten post IRIs."""
+        """Forget posts (by IRI or source id) or a whole session; returns the forgotten post IRIs.
+
+        One atomic update drops the posts, their extraction graphs and provenance, restores the values they had
+        superseded, and drops every session summary built from them (a crash cannot leave a summary repeating a
+        forgotten sentence). Summaries of sessions with posts left are then rebuilt. The text stays in the
+        store's files until :meth:`purge` rewrites them (``pcm forget`` does both).
+        """
         self._writable()
         if bool(post) == bool(session):
             raise UsageError("give exactly one of --post or --session")
@@ -481,17 +487,43 @@ class Memory:
                 raise InputError(f"no session {session!r} in this memory")
             posts = self.store.session_posts(session_iri)
         from pcm.extraction.history import forget_delta
+        from pcm.summaries import after_forget, summary_clearing
 
         # values the forgotten posts had superseded hold again, in the forget's own atomic update
         delta = forget_delta(self, posts)
-        self.store.forget_posts(posts, session_iri, delete=delta.delete, insert=delta.insert, extra=delta.extra)
+        summarised, clear = summary_clearing(self, posts)
+        self.store.forget_posts(
+            posts, session_iri, delete=delta.delete, insert=delta.insert, extra=[*delta.extra, *clear]
+        )
         if self.settings.index_enabled and (self.settings.memory / INDEX_DIR).exists():
             self.index.delete_posts(posts)
             self.sync_index()
-        from pcm.summaries import after_forget
-
-        after_forget(self, posts)  # no summary may keep claiming a forgotten post
+        after_forget(self, summarised)
         return posts
+
+    def purge(self) -> int:
+        """Rewrite the memory's files so what was forgotten leaves the disk, not only the answers.
+
+        A forget removes data from every query at once, but the store keeps old values in its files (Oxigraph's
+        string dictionary is append-only), the side index keeps old table versions, and the caches keep replies
+        and embedded triples built from forgotten facts. This rewrites the store, drops every old index version
+        and empties both caches. Returns the quads kept. Refused on a remote store: its server owns the files.
+        """
+        self._writable()
+        from pcm.retrieval.ask import CachingClient, release
+        from pcm.retrieval.grounding import CACHE_DIR
+        from pcm.retrieval.traversal.engine import VECTORS_DIR
+        from pcm.retrieval.traversal.service import drop_engine
+
+        release(self)  # the query worker reads the store's files: stop it before they are replaced
+        kept = self.backend.compact()
+        drop_engine(self)
+        shutil.rmtree(self.settings.memory.joinpath(*VECTORS_DIR), ignore_errors=True)
+        CachingClient.forget(self)
+        shutil.rmtree(self.settings.memory / CACHE_DIR, ignore_errors=True)
+        if self.settings.index_enabled and (self.settings.memory / INDEX_DIR).exists():
+            self.index.purge()
+        return kept
 
     # -- reading -------------------------------------------------------------------------------------------------
 

@@ -101,6 +101,10 @@ class GuardedBackend:
         with self.watchdog.request():
             return self.inner.dump(fmt, graph=graph)
 
+    def compact(self) -> int:
+        """Refused: the server's readers hold the files a compaction would replace."""
+        raise MemoryLockedError("a served memory is not purged while the server runs: stop `pcm serve`, then `pcm purge`")
+
     def close(self) -> None:
         self.inner.close()
 

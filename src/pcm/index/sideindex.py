@@ -155,6 +155,12 @@ class SideIndex:
             self._open_tables().optimize(self.version_retention)
             self._writes = 0
 
+    def purge(self) -> None:
+        """Compact and drop every older table version now, so deleted rows leave the files (``pcm purge``)."""
+        with self._lock:
+            self._open_tables().optimize(timedelta(0))
+            self._writes = 0
+
     # -- the record of the last full reconcile ----------------------------------------------------------------------
     def sync_record(self) -> dict[str, Any] | None:
         """What :meth:`record_sync` last wrote (``None`` for a new or cleared index, or an unreadable record)."""

@@ -7,7 +7,13 @@
 from __future__ import annotations
 
 from pcm.summaries.store import StoredSummary, all_summaries, read_summary
-from pcm.summaries.summarise import SummaryReport, after_forget, summarise_posts, update_summaries
+from pcm.summaries.summarise import (
+    SummaryReport,
+    after_forget,
+    summarise_posts,
+    summary_clearing,
+    update_summaries,
+)
 
 __all__ = [
     "StoredSummary",
@@ -16,5 +22,6 @@ __all__ = [
     "all_summaries",
     "read_summary",
     "summarise_posts",
+    "summary_clearing",
     "update_summaries",
 ]

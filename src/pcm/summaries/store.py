@@ -101,7 +101,12 @@ def write_summary(
 
 def drop_summary(memory: Memory, session: str) -> None:
     """Remove a session's summary and its activity (the session itself stays)."""
-    memory.backend.update(_clear(session, activity_iri(memory, session)))
+    memory.backend.update(clear_update(memory, session))
+
+
+def clear_update(memory: Memory, session: str) -> str:
+    """The update removing a session's summary and its activity (to run alone or inside a larger update)."""
+    return _clear(session, activity_iri(memory, session))
 
 
 def _clear(session: str, activity: str) -> str:

@@ -29,6 +29,7 @@ from pcm.sparql import iri_term
 from pcm.summaries.store import (
     EXTRACTIVE,
     StoredSummary,
+    clear_update,
     drop_summary,
     read_summary,
     sessions_of_posts,
@@ -120,13 +121,17 @@ def summarise_posts(memory: Memory, posts: Sequence[str], client: LLMClient | No
     return update_summaries(memory, sessions_of_posts(memory, posts), client)
 
 
-def after_forget(memory: Memory, posts: Sequence[str]) -> SummaryReport:
-    """Keep summaries honest after posts were forgotten: re-summarise (extractively) each session whose summary
-    covered one of them, or drop its summary when summaries are off or the session has no posts left."""
+def summary_clearing(memory: Memory, posts: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The sessions whose summary covers any of ``posts``, and the updates dropping those summaries (for the
+    forget's own atomic update: a summary never outlives a post it repeats)."""
     sessions = summaries_using(memory, posts)
+    return sessions, [clear_update(memory, session) for session in sessions]
+
+
+def after_forget(memory: Memory, sessions: Sequence[str]) -> SummaryReport:
+    """Rebuild (extractively) the summaries a forget dropped, for the sessions that still have posts; with
+    summaries off they stay dropped."""
     if not memory.settings.summaries_enabled:
-        for session in sessions:
-            drop_summary(memory, session)
         return SummaryReport(sessions=len(sessions), dropped=len(sessions))
     return update_summaries(memory, sessions, None, refresh=True)
 

@@ -87,6 +87,11 @@ class TraversalEngine:
             self._vectors = TextVectors(embedder, self._vectors_dir, read_only=self._vectors_read_only)
         return self._vectors
 
+    def discard(self) -> None:
+        """Drop the vectors embedded during this session unsaved (a purge emptied their cache: triples of
+        forgotten facts must not be written back by :meth:`close`)."""
+        self._vectors = None
+
     def close(self) -> None:
         """Keep the vectors embedded during this session for the next one."""
         if self._vectors is not None:

@@ -38,6 +38,14 @@ def engine_for(memory: Memory) -> TraversalEngine:
         return engine
 
 
+def drop_engine(memory: Memory) -> None:
+    """Forget the memory's engine and its warm caches (after a purge emptied the vector cache on disk)."""
+    with _LOCK:
+        engine = _ENGINES.pop(memory, None)
+    if engine is not None:
+        engine.discard()
+
+
 def configured_algorithm(memory: Memory) -> str:
     """``settings.traversal_algorithm`` when the settings carry one (PCM_TRAVERSAL), else WaterCircles."""
     return str(getattr(memory.settings, "traversal_algorithm", "") or DEFAULT_ALGORITHM)
