@@ -219,8 +219,10 @@ def main() -> None:
             cpu_per_utterance.append(time.process_time() - cpu)
             if done % 200 == 0:
                 window, cpu_window = per_utterance[-200:], cpu_per_utterance[-200:]
+                growth = ", ".join(f"{stage.split(' (')[0].strip()} {1000 * statistics.median(times[-200:]):.1f}"
+                                   for stage, times in stages.times.items() if len(times) >= 200)
                 print(f"  utterances {done - 199}-{done}: median wall {1000 * statistics.median(window):.1f} ms, "
-                      f"cpu {1000 * statistics.median(cpu_window):.1f} ms", flush=True)
+                      f"cpu {1000 * statistics.median(cpu_window):.1f} ms; stages (ms): {growth}", flush=True)
         for report in reports:
             totals["calls"] += report.calls
             totals["repairs"] += report.repairs

@@ -494,7 +494,7 @@ def purge(ctx: click.Context, memory_path: Path | None, as_json: bool) -> None:
 
     Forgetting removes data from every answer at once, but the store keeps old values in its files until they
     are rewritten, the side index keeps older table versions, and the caches keep replies and embedded triples.
-    This rewrites the store (about 10 s per million quads), drops old index versions and empties the caches.
+    This rewrites the store (about 17 s per million quads here), drops old index versions and empties the caches.
     It needs the memory to itself: stop a running `pcm serve` first.
 
     \b
