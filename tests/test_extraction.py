@@ -125,6 +125,22 @@ def test_valid_output_lands_in_the_posts_graph_with_provenance(memory: Memory) -
     assert [s.post for s in memory.why("m:biscuit")] == [post]
 
 
+def test_restating_the_owner_card_adds_nothing_but_new_owner_facts_stay(memory: Memory) -> None:
+    """The owner is mentioned by nearly every utterance: a restated type or label would be one more row to read
+    in every later lookup of the owner, so only what the memory does not already hold about the owner is kept."""
+    ns = memory.manifest.namespace
+    [post] = ingest(memory, "I'm Dana, by the way, and my birthday is May 4th 1990.")
+    report, _ = run(memory, [post], """m:owner a schema:Person , foaf:Person ; rdfs:label "Dana Whitfield" ;
+        foaf:nick "Dee" ; schema:birthDate "1990-05-04"^^xsd:date .""")
+    assert report.extracted == 1
+    triples = graph_triples(memory, memory.naming.extraction_graph(post))
+    assert (ns + "owner", "https://schema.org/birthDate", "1990-05-04") in triples
+    assert (ns + "owner", "http://xmlns.com/foaf/0.1/nick", "Dee") in triples
+    assert not [t for t in triples if t[1] in (RDF + "type", "http://www.w3.org/2000/01/rdf-schema#label")]
+    labels = rows(memory, f"SELECT ?l WHERE {{ <{ns}owner> <http://www.w3.org/2000/01/rdf-schema#label> ?l }}")
+    assert labels == [("Dana Whitfield",)]  # still labelled and typed, once, by the memory itself
+
+
 def test_output_is_normalised_before_it_is_checked(memory: Memory) -> None:
     """Undeclared prefixes, http://schema.org/, the model's own namespaces and untyped dates are fixed silently."""
     ns = memory.manifest.namespace
