@@ -486,14 +486,17 @@ class Memory:
             if not session_iri:
                 raise InputError(f"no session {session!r} in this memory")
             posts = self.store.session_posts(session_iri)
+        from pcm.extraction.cards import orphaned_cards
         from pcm.extraction.history import forget_delta
         from pcm.summaries import after_forget, summary_clearing
 
         # values the forgotten posts had superseded hold again, in the forget's own atomic update
         delta = forget_delta(self, posts)
+        # an entity other posts still mention keeps the type and label only forgotten graphs held
+        cards = orphaned_cards(self, [self.naming.extraction_graph(p) for p in posts])
         summarised, clear = summary_clearing(self, posts)
         self.store.forget_posts(
-            posts, session_iri, delete=delta.delete, insert=delta.insert, extra=[*delta.extra, *clear]
+            posts, session_iri, delete=delta.delete, insert=[*delta.insert, *cards], extra=[*delta.extra, *clear]
         )
         if self.settings.index_enabled and (self.settings.memory / INDEX_DIR).exists():
             self.index.delete_posts(posts)

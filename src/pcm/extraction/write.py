@@ -20,12 +20,13 @@ from typing import TYPE_CHECKING
 import pyoxigraph as ox
 
 from pcm.errors import PcmError
+from pcm.extraction.cards import orphaned_cards, restated
 from pcm.extraction.context import entity_cards
 from pcm.extraction.extractor import EXTRACTED, Extraction
 from pcm.extraction.queries import render
 from pcm.extraction.resolve import resolve_entities
 from pcm.extraction.supersede import SingleValued, plan_supersessions
-from pcm.namespaces import GRAPH_CONVERSATION, GRAPH_PROVENANCE, PCM, PROV
+from pcm.namespaces import GRAPH_PROVENANCE, PCM, PROV
 from pcm.provenance import Activity, activity_quads, entity_derivation_quads
 from pcm.sparql import iri_term, values_clause
 
@@ -72,14 +73,16 @@ def write_extraction(
     plan = plan_supersessions(
         memory, resolution.triples, graph=graph, post=post, time=extraction.post.time, single_valued=single_valued
     )
-    restated = _restated_agent_card(memory, resolution.triples)
-    kept = [t for t in resolution.triples if t not in plan.stale and t not in restated]
+    said = [t for t in resolution.triples if t not in plan.stale]
     subjects = sorted(
-        {t.subject.value for t in kept if isinstance(t.subject, ox.NamedNode) and memory.naming.is_individual(t.subject.value)}
+        {t.subject.value for t in said if isinstance(t.subject, ox.NamedNode) and memory.naming.is_individual(t.subject.value)}
         - {memory.naming.owner, memory.naming.assistant}
     )
+    repeated = restated(memory, said, graph=graph)  # cards other graphs hold: stored once (pcm.extraction.cards)
+    kept = [t for t in said if t not in repeated]
     insert = [ox.Quad(t.subject, t.predicate, t.object, g) for t in kept]
     insert += entity_derivation_quads(subjects, post, graph)
+    insert += orphaned_cards(memory, [graph], written=insert, derived=subjects)  # a re-extraction's old cards
     if extraction.speaker == memory.naming.assistant:
         insert += [ox.Quad(N(s), _ATTRIBUTED, N(memory.naming.assistant), g) for s in sorted(resolution.new_nodes)
                    if s in subjects]
@@ -94,26 +97,6 @@ def write_extraction(
     ]
     memory.store.apply(delete=plan.delete, insert=insert, extra=extra)
     return Written(EXTRACTED, len(kept), resolution.merged, resolution.renamed, plan.count, subjects)
-
-
-def _restated_agent_card(memory: Memory, triples: Sequence[ox.Triple]) -> set[ox.Triple]:
-    """Triples about the owner or the assistant that only repeat what the memory wrote about them at creation.
-
-    Those lie in the conversation graph and are never forgotten; repeated in the extraction graph of every
-    utterance that mentions the owner (nearly all of them), they would make each lookup of the owner's types and
-    label read one row per utterance ever extracted, so they are left out. A new fact about the owner, or another
-    name, is kept.
-    """
-    agents = {memory.naming.owner, memory.naming.assistant}
-    candidates = [
-        t for t in triples
-        if isinstance(t.subject, ox.NamedNode) and t.subject.value in agents and not isinstance(t.object, ox.BlankNode)
-    ]
-    if not candidates:
-        return set()
-    rows = " ".join(f"({t.subject} {t.predicate} {t.object})" for t in candidates)
-    q = f"SELECT ?s ?p ?o WHERE {{ VALUES (?s ?p ?o) {{ {rows} }} GRAPH <{GRAPH_CONVERSATION}> {{ ?s ?p ?o }} }}"
-    return {ox.Triple(*row) for row in memory.store.select(q).rows if None not in row}  # type: ignore[misc]
 
 
 def write_failure_status(memory: Memory, post: str, status: str, report: str) -> None:
