@@ -123,8 +123,10 @@ def test_migrate_moves_the_data_keeps_a_backup_and_bumps_the_version(
     filled: tuple[Memory, list[str]], target: Ontology, scripts: Path
 ) -> None:
     memory, posts = filled
+    memory.store.clear_index_pending()
     report = migrate(memory, ontology=target, migrations=scripts, reextract=True)
     assert report.applied
+    assert memory.store.index_pending()  # the side index is reconciled on the next open
     assert ask(memory, "?pet pcm:species 'dog'") and not ask(memory, "?pet pcm:petSpecies ?s")
     assert memory.manifest.ontology_version == "0.2.0"
     assert Manifest.load(memory.settings.memory).ontology_version == "0.2.0"

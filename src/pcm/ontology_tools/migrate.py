@@ -331,6 +331,9 @@ def _apply(
 
     data_touched = not isinstance(memory.backend, LocalBackend)  # a remote server may have applied part of it
     try:
+        # scripts rewrite types and values the side index holds: the next open reconciles it, even if this process
+        # dies before the manifest's new version (which the index's sync record also compares) is saved
+        memory.store.mark_index_pending()
         memory.backend.update(update)
         data_touched = True
         memory.manifest.ontology_version = version
