@@ -3,12 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-
-from memory_template import init_template, memory_copy
 from pcm.memory import Memory
 from pcm.namespaces import PCM, RDF, RDFS
 from test_extraction import BISCUIT, graph_triples, ingest, rows, run
@@ -20,17 +14,6 @@ m:walk-1 a schema:ExerciseAction ; rdfs:label "walking Biscuit" ; schema:agent m
 #: Another mention that restates the card only (and the walk-free collar fact).
 COLLAR = """m:biscuit a pcm:Pet ; rdfs:label "Biscuit" ; pcm:petBreed "beagle" ."""
 CARD = {RDF + "type", RDFS + "label"}
-
-
-@pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return init_template(tmp_path_factory)
-
-
-@pytest.fixture
-def memory(template: Path, tmp_path: Path) -> Iterator[Memory]:
-    with memory_copy(template, tmp_path) as opened:
-        yield opened
 
 
 def card_rows(memory: Memory, entity: str) -> list[tuple[str | None, ...]]:
