@@ -108,6 +108,13 @@ def test_commands_go_through_a_running_server(mem: Path, tmp_path: Path) -> None
         assert json.loads(stats.stdout)["posts"] == 1
         refused = _run_env(["forget", "--session", "s1"], mem, tmp_path, {})
         assert refused.returncode == 4 and "pcm serve" in refused.stderr
+        purge = _run_env(["purge"], mem, tmp_path, env_token)  # the server holds the files it would rewrite
+        assert purge.returncode == 4 and "stop `pcm serve`" in purge.stderr
+        forgot = _run_env(["forget", "--session", "s1", "--json"], mem, tmp_path, env_token)
+        assert forgot.returncode == 0, forgot.stderr
+        report = json.loads(forgot.stdout)
+        assert len(report["forgotten"]) == 1 and report["purged"] is False and "pcm purge" in report["note"]
+    assert json.loads(run(["purge", "--json"], mem, cwd=tmp_path).stdout)["purged"] is True  # once it stopped
 
 
 def _run_env(args: list[str], memory: Path, cwd: Path, extra: dict[str, str]) -> subprocess.CompletedProcess[str]:
