@@ -8,6 +8,7 @@ session) are kept as integer codes so a filter is one vectorised comparison.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -379,11 +380,24 @@ class EntityMirror(_Slots[EntityRecord]):
         idf = {w: math.log(1.0 + size / (len(self.words[w]) if w in self.words else 0.5)) for w in query}
         total = sum(idf.values())
         known = sorted((w for w in query if w in self.words), key=lambda w: len(self.words[w]))
-        seeds = [w for w in known if len(self.words[w]) <= _COMMON_WORD] or known[:1]
+        seeds = {w for w in known if len(self.words[w]) <= _COMMON_WORD} or set(known[:1])
         candidates: set[str] = set().union(*(self.words[w] for w in seeds))
-        scored = [(iri, sum(idf[w] for w in known if iri in self.words[w]) / total) for iri in candidates]
-        scored.sort(key=lambda item: (-item[1], item[0]))
-        return scored[:limit]
+        # summed word by word in ``known`` order, each word walking the smaller of its postings and the candidates:
+        # the cost follows the postings' lengths, not candidates times words (long utterances, common label words)
+        acc = dict.fromkeys(candidates, 0.0)
+        for w in known:
+            holders = self.words[w]
+            weight = idf[w]
+            if w in seeds or len(holders) <= len(acc):
+                for iri in holders:
+                    if iri in acc:
+                        acc[iri] += weight
+            else:
+                for iri in acc:
+                    if iri in holders:
+                        acc[iri] += weight
+        return heapq.nsmallest(limit, ((iri, score / total) for iri, score in acc.items()),
+                               key=lambda item: (-item[1], item[0]))
 
 
 def _widen(array: np.ndarray, size: int, fill: float | bool) -> np.ndarray:
