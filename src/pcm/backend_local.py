@@ -23,6 +23,11 @@ class LocalBackend:
             if path is None:
                 self._store = ox.Store()
             elif read_only:
+                if compaction_paths(path)[2].exists():
+                    raise MemoryLockedError(
+                        f"memory store {path} is in the middle of a purge that was interrupted; "
+                        "run `pcm purge` to finish it"
+                    )
                 self._store = ox.Store.read_only(str(path))
             else:
                 finish_compaction(path)
