@@ -133,7 +133,7 @@ def bench_import(work: Path, triples: int) -> None:
     store_dir = settings.memory / "oxigraph"
     before = sum(f.stat().st_size for f in store_dir.rglob("*") if f.is_file())
     t = time.perf_counter()
-    kept = memory.purge()
+    kept = memory.purge().quads
     dt = time.perf_counter() - t
     after = sum(f.stat().st_size for f in store_dir.rglob("*") if f.is_file())
     print(f"pcm purge (copy the store into fresh files, check, swap): {kept:,} quads in {dt:.1f} s = "

@@ -98,6 +98,22 @@ def test_no_purge_leaves_the_text_in_the_files_until_pcm_purge(indexed: Path, tm
     assert not (memory / "cache" / "ask").exists()
 
 
+def test_a_migration_backup_holding_a_forgotten_post_is_deleted_by_the_purge(tmp_path: Path) -> None:
+    from pcm.ontology_tools.migrate import make_backup
+
+    with Memory.init(Settings(memory=tmp_path / "m", index_enabled=False), owner="Dana") as memory:
+        memory.ingest([conversation()])
+        before = make_backup(memory, None, "before-forget")
+        memory.forget(post="garden:0")
+        after = make_backup(memory, None, "after-forget")
+        (tmp_path / "m" / "backups" / "junk").mkdir()  # not a backup pcm can read: reported, kept
+        (tmp_path / "m" / "backups" / "junk" / "dataset.nq").write_text("this is not N-Quads <")
+        report = memory.purge()
+        assert report.backups_removed == [before.path.name] and report.backups_unreadable == ["junk"]
+        assert not before.path.exists() and after.path.exists()
+        assert files_holding(tmp_path / "m", SECRET) == []
+
+
 def test_the_summary_drop_is_part_of_the_forget_update(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A crash right after the forget's update (before summaries are rebuilt) leaves no summary quoting the post."""
     with Memory.init(Settings(memory=tmp_path / "m", index_enabled=False), owner="Dana") as memory:

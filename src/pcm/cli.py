@@ -472,16 +472,30 @@ def forget(ctx: click.Context, memory_path: Path | None, post: str | None, sessi
     with opened(ctx, memory_path) as memory:
         posts = memory.forget(post=post, session=session)
         local = isinstance(memory.backend, LocalBackend)
-        kept = memory.purge() if purge and local else None
+        report = memory.purge() if purge and local else None
     note = None
     if purge and not local:
         note = "files not purged: the memory is served; stop `pcm serve`, then run `pcm purge`"
         click.echo(f"pcm: note: {note}", err=True)
+    if report is not None:
+        _warn_unreadable_backups(report.backups_unreadable)
     if as_json:
-        emit_json({"forgotten": posts, "purged": kept is not None, "quads_kept": kept, "note": note})
+        emit_json({"forgotten": posts, "purged": report is not None, "note": note,
+                   **(report.as_json() if report is not None else {"quads_kept": None})})
     else:
-        purged = f"; files rewritten ({kept} quads kept)" if kept is not None else ""
+        purged = f"; {_purge_summary(report)}" if report is not None else ""
         click.echo(f"forgot {len(posts)} post(s){purged}")
+
+
+def _purge_summary(report: Any) -> str:
+    removed = f", {len(report.backups_removed)} migration backup(s) holding it deleted" if report.backups_removed else ""
+    return f"files rewritten ({report.quads} quads kept){removed}"
+
+
+def _warn_unreadable_backups(names: list[str]) -> None:
+    if names:
+        click.echo(f"pcm: warning: could not read backup(s) {', '.join(names)} to check them for forgotten posts; "
+                   "delete them by hand if they may hold any", err=True)
 
 
 @main.command()
@@ -493,8 +507,10 @@ def purge(ctx: click.Context, memory_path: Path | None, as_json: bool) -> None:
     """Rewrite the memory's files so forgotten text leaves the disk.
 
     Forgetting removes data from every answer at once, but the store keeps old values in its files until they
-    are rewritten, the side index keeps older table versions, and the caches keep replies and embedded triples.
-    This rewrites the store (about 17 s per million quads here), drops old index versions and empties the caches.
+    are rewritten, the side index keeps older table versions, the caches keep replies and embedded triples, and a
+    migration backup keeps the store as it was. This rewrites the store (about 17 s per million quads here), drops
+    old index versions, empties the caches, deletes the migration backups that hold a forgotten post and rewrites
+    the others.
     It needs the memory to itself: stop a running `pcm serve` first.
 
     \b
@@ -510,11 +526,12 @@ def purge(ctx: click.Context, memory_path: Path | None, as_json: bool) -> None:
             )
         if not as_json:
             click.echo("rewriting the store...", err=True)
-        kept = memory.purge()
+        report = memory.purge()
+    _warn_unreadable_backups(report.backups_unreadable)
     if as_json:
-        emit_json({"purged": True, "quads_kept": kept})
+        emit_json({"purged": True, **report.as_json()})
     else:
-        click.echo(f"purged: store rewritten with {kept} quads, old index versions and caches dropped")
+        click.echo(f"purged: {_purge_summary(report)}; old index versions and caches dropped")
 
 
 @main.command()

@@ -95,6 +95,22 @@ def _open_backend(settings: Settings, *, read_only: bool) -> Backend:
     return LocalBackend(settings.memory / STORE_DIR, read_only=read_only)
 
 
+@dataclass
+class PurgeReport:
+    """What :meth:`Memory.purge` did."""
+
+    quads: int
+    """Quads in the rewritten store."""
+    backups_removed: list[str] = field(default_factory=list)
+    """Migration backups deleted because they held a forgotten post."""
+    backups_unreadable: list[str] = field(default_factory=list)
+    """Backups that could not be read to tell (kept; check or delete them by hand)."""
+
+    def as_json(self) -> dict[str, object]:
+        return {"quads_kept": self.quads, "backups_removed": self.backups_removed,
+                "backups_unreadable": self.backups_unreadable}
+
+
 class Memory:
     """One person's memory: manifest, store and side index, opened together and refused together."""
 
@@ -504,15 +520,19 @@ class Memory:
         after_forget(self, summarised)
         return posts
 
-    def purge(self) -> int:
+    def purge(self) -> PurgeReport:
         """Rewrite the memory's files so what was forgotten leaves the disk, not only the answers.
 
         A forget removes data from every query at once, but the store keeps old values in its files (Oxigraph's
-        string dictionary is append-only), the side index keeps old table versions, and the caches keep replies
-        and embedded triples built from forgotten facts. This rewrites the store, drops every old index version
-        and empties both caches. Returns the quads kept. Refused on a remote store: its server owns the files.
+        string dictionary is append-only), the side index keeps old table versions, the caches keep replies and
+        embedded triples built from forgotten facts, and a migration backup keeps the whole store as it was. This
+        rewrites the store, drops every old index version, empties both caches, deletes the backups that hold a
+        forgotten post and rewrites the others. Refused on a remote store: its server owns the files.
         """
         self._writable()
+        from pcm.ontology_tools.migrate import purge_backups
+
+        holding, unreadable = purge_backups(self)
         from pcm.retrieval.ask import CachingClient, release
         from pcm.retrieval.grounding import CACHE_DIR
         from pcm.retrieval.traversal.engine import VECTORS_DIR
@@ -526,7 +546,7 @@ class Memory:
         shutil.rmtree(self.settings.memory / CACHE_DIR, ignore_errors=True)
         if self.settings.index_enabled and (self.settings.memory / INDEX_DIR).exists():
             self.index.purge()
-        return kept
+        return PurgeReport(kept, [b.name for b in holding], [b.name for b in unreadable])
 
     # -- reading -------------------------------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ name order); see ``pcm_ontology/migrations/README.md``.
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -37,6 +38,7 @@ from pcm.namespaces import (
     PCM,
     PROV,
     RDF,
+    SIOC,
 )
 from pcm.ontology import Ontology, load_ontology
 from pcm.resources import render_query
@@ -451,6 +453,48 @@ def restore_backup(memory: Memory, backup: Backup, *, data: bool = True) -> None
         memory.backend.extend(chunk)
     (memory.settings.memory / MANIFEST).write_bytes(backup.manifest)
     memory.manifest = Manifest.load(memory.settings.memory)
+
+
+def purge_backups(memory: Memory) -> tuple[list[Path], list[Path]]:
+    """Make the migration backups forget too: delete those holding a post this memory no longer has, and rewrite
+    the other store copies into fresh files (a copy of the store's files keeps what had been deleted before it was
+    taken, whatever posts it holds). Returns the backups deleted and those that could not be read (kept)."""
+    from pcm.backend_local import LocalBackend
+
+    root = memory.settings.memory / BACKUPS_DIR
+    deleted: list[Path] = []
+    unreadable: list[Path] = []
+    for backup in sorted(root.iterdir()) if root.is_dir() else []:
+        try:
+            posts = sorted(_backup_posts(backup))
+            if set(posts) - memory.store.existing_posts(posts):
+                shutil.rmtree(backup)
+                deleted.append(backup)
+            elif (backup / "oxigraph").is_dir():
+                copy = LocalBackend(backup / "oxigraph")
+                try:
+                    copy.compact()
+                finally:
+                    copy.close()
+        except (OSError, SyntaxError, ValueError):
+            unreadable.append(backup)
+    return deleted, unreadable
+
+
+def _backup_posts(backup: Path) -> set[str]:
+    post_type = ox.NamedNode(SIOC + "Post")
+    if (backup / "oxigraph").is_dir():
+        store = ox.Store.read_only(str(backup / "oxigraph"))
+        try:
+            return {q.subject.value for q in store.quads_for_pattern(None, ox.NamedNode(RDF + "type"), post_type, None)}
+        finally:
+            del store
+    if (backup / "dataset.nq").is_file():
+        return {
+            q.subject.value for q in ox.parse(path=str(backup / "dataset.nq"), format=ox.RdfFormat.N_QUADS)
+            if q.predicate.value == RDF + "type" and q.object == post_type
+        }
+    return set()
 
 
 def mark_pending(memory: Memory, posts: Sequence[str]) -> int:
