@@ -218,3 +218,41 @@ def test_a_remote_store_cannot_be_purged_from_here() -> None:
     backend = RemoteBackend("http://127.0.0.1:9/query")
     with pytest.raises(PcmError, match="pcm purge"):
         backend.compact()
+
+
+KILLED_PURGE = """
+import sys
+from pathlib import Path
+from pcm.memory import Memory
+from pcm.settings import Settings
+memory = Memory.open(Settings(memory=Path(sys.argv[1]), index_enabled=False))
+print("purging", flush=True)
+memory.purge()
+print("done", flush=True)
+"""
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.05, 0.2, 0.5, 0.8])
+def test_a_purge_killed_at_any_moment_loses_nothing(tmp_path: Path, delay: float) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    path = tmp_path / "m"
+    with Memory.init(Settings(memory=path, index_enabled=False), owner="Dana") as memory:
+        g = ox.NamedNode("urn:pcm:graph:import:bulk")
+        memory.backend.extend([ox.Quad(ox.NamedNode(f"urn:x:{i}"), ox.NamedNode("urn:p"),
+                                       ox.Literal(f"a value long enough to be stored as a string {i}"), g)
+                               for i in range(60_000)])
+        memory.backend.update("DELETE WHERE { GRAPH <urn:pcm:graph:import:bulk> { <urn:x:7> ?p ?o } }")
+        before = set(memory.backend.quads())
+    child = subprocess.Popen([sys.executable, "-c", KILLED_PURGE, str(path)], stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None and child.stdout.readline().strip() == "purging"
+    time.sleep(delay)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    with Memory.open(Settings(memory=path, index_enabled=False)) as memory:
+        assert set(memory.backend.quads()) == before
+    new, old, ready = compaction_paths(path / "oxigraph")
+    assert not new.exists() and not old.exists() and not ready.exists()
