@@ -84,6 +84,23 @@ def test_forget_removes_the_text_from_every_file(indexed: Path, tmp_path: Path) 
     assert summary.exit_code == 0 and SECRET not in summary.stdout and "tomatoes" in summary.stdout
 
 
+def test_a_failed_purge_after_a_forget_says_the_forget_holds(
+    indexed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory = copy_of(indexed, tmp_path)
+
+    def disk_full(self: LocalBackend) -> int:
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(LocalBackend, "compact", disk_full)
+    done = pcm(memory, "forget", "--post", "garden:0", "--json")
+    assert done.exit_code == 1  # a script sees that not everything asked for was done
+    report = json.loads(done.stdout)
+    assert len(report["forgotten"]) == 1 and report["purged"] is False and "pcm purge" in report["note"]
+    assert "No space left" in done.stderr
+    assert SECRET not in pcm(memory, "recall", SECRET, "--json").stdout  # yet the forget itself holds
+
+
 def test_no_purge_leaves_the_text_in_the_files_until_pcm_purge(indexed: Path, tmp_path: Path) -> None:
     memory = copy_of(indexed, tmp_path)
     done = pcm(memory, "forget", "--post", "garden:0", "--no-purge", "--json")

@@ -469,14 +469,21 @@ def forget(ctx: click.Context, memory_path: Path | None, post: str | None, sessi
     """
     from pcm.backend_local import LocalBackend
 
+    failed: PcmError | None = None
     with opened(ctx, memory_path) as memory:
         posts = memory.forget(post=post, session=session)
         local = isinstance(memory.backend, LocalBackend)
-        report = memory.purge() if purge and local else None
+        report = None
+        try:
+            report = memory.purge() if purge and local else None
+        except (PcmError, OSError) as error:  # the forget itself holds: say so, and that the files still hold it
+            failed = error if isinstance(error, PcmError) else PcmError(str(error))
     note = None
     if purge and not local:
         note = "files not purged: the memory is served; stop `pcm serve`, then run `pcm purge`"
         click.echo(f"pcm: note: {note}", err=True)
+    if failed is not None:
+        note = f"forgotten, but the purge failed ({failed}); the files still hold the text until `pcm purge` succeeds"
     if report is not None:
         _warn_unreadable_backups(report.backups_unreadable)
     if as_json:
@@ -485,6 +492,8 @@ def forget(ctx: click.Context, memory_path: Path | None, post: str | None, sessi
     else:
         purged = f"; {_purge_summary(report)}" if report is not None else ""
         click.echo(f"forgot {len(posts)} post(s){purged}")
+    if failed is not None:
+        _fail(note or str(failed), failed.exit_code)
 
 
 def _purge_summary(report: Any) -> str:

@@ -531,15 +531,14 @@ class Memory:
         """
         self._writable()
         from pcm.ontology_tools.migrate import purge_backups
-
-        holding, unreadable = purge_backups(self)
         from pcm.retrieval.ask import CachingClient, release
         from pcm.retrieval.grounding import CACHE_DIR
         from pcm.retrieval.traversal.engine import VECTORS_DIR
         from pcm.retrieval.traversal.service import drop_engine
 
         release(self)  # the query worker reads the store's files: stop it before they are replaced
-        kept = self.backend.compact()
+        kept = self.backend.compact()  # first: a remote store refuses before anything else is touched
+        holding, unreadable = purge_backups(self)
         drop_engine(self)
         shutil.rmtree(self.settings.memory.joinpath(*VECTORS_DIR), ignore_errors=True)
         CachingClient.forget(self)
