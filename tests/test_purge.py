@@ -273,3 +273,16 @@ def test_a_purge_killed_at_any_moment_loses_nothing(tmp_path: Path, delay: float
         assert set(memory.backend.quads()) == before
     new, old, ready = compaction_paths(path / "oxigraph")
     assert not new.exists() and not old.exists() and not ready.exists()
+
+
+def test_replace_with_a_backup_swaps_in_exactly_its_quads(tmp_path: Path) -> None:
+    """The migration rollback: one swap to the backup's files (not CLEAR ALL and a reload that a crash could cut)."""
+    _store_with(tmp_path / "backup", "as it was")
+    backend = LocalBackend(tmp_path / "oxigraph")
+    backend.extend([ox.Quad(ox.NamedNode("urn:y"), ox.NamedNode("urn:p"), ox.Literal("migrated"), ox.NamedNode("urn:g"))])
+    assert backend.replace_with(tmp_path / "backup") == 1
+    assert _labels(backend) == {"as it was"}
+    assert (tmp_path / "backup").is_dir()  # the backup itself is kept
+    backend.extend([ox.Quad(ox.NamedNode("urn:z"), ox.NamedNode("urn:p"), ox.Literal("after"), ox.NamedNode("urn:g"))])
+    assert _labels(backend) == {"as it was", "after"}
+    backend.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pyoxigraph as ox
@@ -94,27 +94,53 @@ class LocalBackend:
         """
         if self.path is None:
             return len(self._store)
-        if self.read_only:
-            raise QueryError("a read-only store cannot be compacted")
-        new, old, ready = compaction_paths(self.path)
+
+        def copy_live_quads(new: Path) -> int:
+            self._store.flush()
+            copy = ox.Store(str(new))
+            try:
+                copy.bulk_extend(self._store.quads_for_pattern(None, None, None, None))
+                copy.flush()
+                copy.optimize()
+                kept, expected = len(copy), len(self._store)
+            finally:
+                del copy
+            if kept != expected:
+                raise QueryError(f"store compaction copied {kept} quads of {expected}; the store was left as it was")
+            return kept
+
+        return self._swap_in(copy_live_quads)
+
+    def replace_with(self, source: Path) -> int:
+        """Make the store a copy of the store directory ``source`` (a backup), with the same crash-safe swap as
+        :meth:`compact`: a crash leaves either the store as it was or the copy, never a half-restored one."""
+
+        def copy_backup(new: Path) -> int:
+            shutil.copytree(source, new)
+            copy = ox.Store(str(new))
+            try:
+                return len(copy)
+            finally:
+                del copy
+
+        return self._swap_in(copy_backup)
+
+    def _swap_in(self, prepare: Callable[[Path], int]) -> int:
+        """Build a store at the copy path with ``prepare``, mark it complete, swap it in and reopen it."""
+        if self.path is None or self.read_only:
+            raise QueryError("only a writable store on disk can be rewritten")
+        new, _, ready = compaction_paths(self.path)
         shutil.rmtree(new, ignore_errors=True)
-        self._store.flush()
-        copy = ox.Store(str(new))
         try:
-            copy.bulk_extend(self._store.quads_for_pattern(None, None, None, None))
-            copy.flush()
-            copy.optimize()
-            kept, expected = len(copy), len(self._store)
-        finally:
-            del copy
-        if kept != expected:
+            quads = prepare(new)
+        except BaseException:
             shutil.rmtree(new, ignore_errors=True)
-            raise QueryError(f"store compaction copied {kept} quads of {expected}; the store was left as it was")
+            raise
         _durable_touch(ready)
         del self._store  # releases the RocksDB lock of the old files
         finish_compaction(self.path)
         self._store = ox.Store(str(self.path))
-        return kept
+        return quads
 
     def close(self) -> None:
         if not self.read_only:

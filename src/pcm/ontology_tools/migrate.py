@@ -437,7 +437,11 @@ def make_backup(memory: Memory, manifest_bytes: bytes | None, label: str) -> Bac
 
 def restore_backup(memory: Memory, backup: Backup, *, data: bool = True) -> None:
     """Put the dataset (when ``data``) and the manifest back as the backup holds them."""
-    if data:
+    from pcm.backend_local import LocalBackend
+
+    if data and backup.kind == "store" and isinstance(memory.backend, LocalBackend) and memory.backend.path:
+        memory.backend.replace_with(backup.path / "oxigraph")  # one crash-safe swap, not CLEAR ALL and reload
+    elif data:
         if backup.kind == "store":
             source = ox.Store.read_only(str(backup.path / "oxigraph"))
             quads: Iterable[ox.Quad] = source
