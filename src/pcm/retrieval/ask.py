@@ -430,8 +430,13 @@ def _episodic_without_llm(memory: Memory, question: str, as_of: datetime, k: int
         summaries = _summary_context(memory, question, 1)
         if summaries:
             line, posts = summaries[0]
+            # the session's turns that best match the question back the summary, best first: a question about a
+            # past chat often asks for one detail of it, which a few representative turns miss
+            sessions = sorted({p.session for p in posts})
+            best = [e for s in sessions for e in answers.posts_from_hits(_recall(memory, question, k, session=s))]
+            cited = list({e.post: e for e in [*best, *posts]}.values())
             note = NO_LLM_NOTE + " The question is about the conversations: the answer is the best matching session summary."
-            return AskResult(question, line, "summary", as_of, note=note, posts=_ordered(posts))
+            return AskResult(question, line, "summary", as_of, note=note, posts=cited)
     hits = _recall(memory, question, k)
     if not hits:
         return AskResult(question, answers.NOT_IN_MEMORY, "none", as_of, note=NO_LLM_NOTE)
@@ -477,9 +482,9 @@ def _event_context(
     return list(lines.items())[:k]
 
 
-def _recall(memory: Memory, question: str, k: int) -> list[Any]:
+def _recall(memory: Memory, question: str, k: int, *, session: str | None = None) -> list[Any]:
     try:
-        return list(memory.recall(question, k))
+        return list(memory.recall(question, k, session=session))
     except (ImportError, PcmError, OSError) as error:
         log.info("episodic recall unavailable: %s", error)
         return []
