@@ -27,7 +27,7 @@ import httpx
 import pyoxigraph as ox
 
 from pcm.backend import QueryResult, materialise, quads_to_insert_data
-from pcm.errors import InputError, PcmError, QueryError, UsageError
+from pcm.errors import InputError, MemoryLockedError, PcmError, QueryError, UsageError
 
 #: What Oxigraph writes into a response body when its ``--timeout-s`` cancels a running query.
 CANCELLED_MARKER = "The SPARQL operation has been cancelled"
@@ -334,9 +334,9 @@ class RemoteBackend:
 
     def compact(self) -> int:
         """Refused: the server owns its files, so only it (or whoever runs it) can rewrite them."""
-        raise PcmError(
-            f"the store at {self.query_url} is a remote server: its files can only be purged where it runs "
-            "(stop `pcm serve`, then run `pcm purge` on the memory directory)"
+        raise MemoryLockedError(
+            f"the store at {self.query_url} is a server's: its files can only be purged where it runs "
+            "(for a served memory: stop `pcm serve`, then run `pcm purge`)"
         )
 
     def close(self) -> None:

@@ -15,11 +15,14 @@ from contextlib import contextmanager
 from datetime import datetime
 from functools import wraps
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from pcm.errors import MemoryLockedError, PcmError, UsageError
+
+if TYPE_CHECKING:
+    from pcm.memory import PurgeReport
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -467,23 +470,19 @@ def forget(ctx: click.Context, memory_path: Path | None, post: str | None, sessi
       pcm forget --post D1:3
       pcm forget --session dana-2025-03-02 --json
     """
-    from pcm.backend_local import LocalBackend
-
     failed: PcmError | None = None
+    note = None
+    report = None
     with opened(ctx, memory_path) as memory:
         posts = memory.forget(post=post, session=session)
-        local = isinstance(memory.backend, LocalBackend)
-        report = None
         try:
-            report = memory.purge() if purge and local else None
+            report = memory.purge() if purge else None
+        except MemoryLockedError as error:  # a served memory: its server holds the files
+            note = f"files not purged: {error}"
+            click.echo(f"pcm: note: {note}", err=True)
         except (PcmError, OSError) as error:  # the forget itself holds: say so, and that the files still hold it
             failed = error if isinstance(error, PcmError) else PcmError(str(error))
-    note = None
-    if purge and not local:
-        note = "files not purged: the memory is served; stop `pcm serve`, then run `pcm purge`"
-        click.echo(f"pcm: note: {note}", err=True)
-    if failed is not None:
-        note = f"forgotten, but the purge failed ({failed}); the files still hold the text until `pcm purge` succeeds"
+            note = f"forgotten, but the purge failed ({failed}); the files still hold the text until `pcm purge` succeeds"
     if report is not None:
         _warn_unreadable_backups(report.backups_unreadable)
     if as_json:
@@ -496,7 +495,7 @@ def forget(ctx: click.Context, memory_path: Path | None, post: str | None, sessi
         _fail(note or str(failed), failed.exit_code)
 
 
-def _purge_summary(report: Any) -> str:
+def _purge_summary(report: PurgeReport) -> str:
     removed = f", {len(report.backups_removed)} migration backup(s) holding it deleted" if report.backups_removed else ""
     return f"files rewritten ({report.quads} quads kept){removed}"
 
@@ -526,13 +525,7 @@ def purge(ctx: click.Context, memory_path: Path | None, as_json: bool) -> None:
     Example:
       pcm purge --json
     """
-    from pcm.backend_local import LocalBackend
-
     with opened(ctx, memory_path) as memory:
-        if not isinstance(memory.backend, LocalBackend):
-            raise MemoryLockedError(
-                "the memory is served: its server holds the files; stop `pcm serve`, then run `pcm purge`"
-            )
         if not as_json:
             click.echo("rewriting the store...", err=True)
         report = memory.purge()

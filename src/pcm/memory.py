@@ -9,7 +9,7 @@ import hashlib
 import shutil
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -541,10 +541,10 @@ class Memory:
         holding, unreadable = purge_backups(self)
         drop_engine(self)
         shutil.rmtree(self.settings.memory.joinpath(*VECTORS_DIR), ignore_errors=True)
-        CachingClient.forget(self)
+        CachingClient.forget()  # the replies kept in this process; the disk cache goes with CACHE_DIR
         shutil.rmtree(self.settings.memory / CACHE_DIR, ignore_errors=True)
         if self.settings.index_enabled and (self.settings.memory / INDEX_DIR).exists():
-            self.index.purge()
+            self.index.optimize(timedelta(0))
         return PurgeReport(kept, [b.name for b in holding], [b.name for b in unreadable])
 
     # -- reading -------------------------------------------------------------------------------------------------

@@ -149,16 +149,12 @@ class SideIndex:
             self._entity_mirror = EntityMirror(self.embedder.dim)
             self._writes = 0
 
-    def optimize(self) -> None:
-        """Compact the tables, fold new rows into the full-text indexes and drop old table versions."""
+    def optimize(self, retain: timedelta | None = None) -> None:
+        """Compact the tables, fold new rows into the full-text indexes and drop table versions older than
+        ``retain`` (default :attr:`version_retention`; ``timedelta(0)`` for ``pcm purge``: deleted rows leave the
+        files)."""
         with self._lock:
-            self._open_tables().optimize(self.version_retention)
-            self._writes = 0
-
-    def purge(self) -> None:
-        """Compact and drop every older table version now, so deleted rows leave the files (``pcm purge``)."""
-        with self._lock:
-            self._open_tables().optimize(timedelta(0))
+            self._open_tables().optimize(self.version_retention if retain is None else retain)
             self._writes = 0
 
     # -- the record of the last full reconcile ----------------------------------------------------------------------

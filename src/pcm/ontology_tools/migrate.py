@@ -470,35 +470,35 @@ def purge_backups(memory: Memory) -> tuple[list[Path], list[Path]]:
     unreadable: list[Path] = []
     for backup in sorted(root.iterdir()) if root.is_dir() else []:
         try:
-            posts = sorted(_backup_posts(backup))
-            if set(posts) - memory.store.existing_posts(posts):
-                shutil.rmtree(backup)
-                deleted.append(backup)
-            elif (backup / "oxigraph").is_dir():
-                copy = LocalBackend(backup / "oxigraph")
-                try:
+            copy = LocalBackend(backup / "oxigraph") if (backup / "oxigraph").is_dir() else None
+            try:
+                posts = _posts_in(copy.quads() if copy is not None else _dump_quads(backup))
+                if set(posts) - memory.store.existing_posts(posts):
+                    deleted.append(backup)
+                elif copy is not None:
                     copy.compact()
-                finally:
+            finally:
+                if copy is not None:
                     copy.close()
         except (OSError, SyntaxError, ValueError):
             unreadable.append(backup)
+    for backup in deleted:
+        shutil.rmtree(backup)
     return deleted, unreadable
 
 
-def _backup_posts(backup: Path) -> set[str]:
-    post_type = ox.NamedNode(SIOC + "Post")
-    if (backup / "oxigraph").is_dir():
-        store = ox.Store.read_only(str(backup / "oxigraph"))
-        try:
-            return {q.subject.value for q in store.quads_for_pattern(None, ox.NamedNode(RDF + "type"), post_type, None)}
-        finally:
-            del store
-    if (backup / "dataset.nq").is_file():
-        return {
-            q.subject.value for q in ox.parse(path=str(backup / "dataset.nq"), format=ox.RdfFormat.N_QUADS)
-            if q.predicate.value == RDF + "type" and q.object == post_type
-        }
-    return set()
+_TYPE = ox.NamedNode(RDF + "type")
+_POST = ox.NamedNode(SIOC + "Post")
+
+
+def _posts_in(quads: Iterable[ox.Quad]) -> list[str]:
+    """The posts a backup holds (a function of its own, so the store's iterator is gone before a compaction)."""
+    return sorted({q.subject.value for q in quads if q.predicate == _TYPE and q.object == _POST})
+
+
+def _dump_quads(backup: Path) -> Iterable[ox.Quad]:
+    dump = backup / "dataset.nq"
+    return ox.parse(path=str(dump), format=ox.RdfFormat.N_QUADS) if dump.is_file() else ()  # type: ignore[return-value]
 
 
 def mark_pending(memory: Memory, posts: Sequence[str]) -> int:
