@@ -1,7 +1,9 @@
 """The ``pcm`` command line. Each command is a thin shell over :class:`pcm.memory.Memory`.
 
-Exit codes scripts can trust: 0 ok, 1 generic failure, 2 usage, 3 bad input, 4 memory locked, 5 version or model
-mismatch, 6 no memory, 7 validation failed, 8 query refused or failed, 9 LLM error.
+Exit codes scripts can trust, one meaning each across commands (the table in README.md): 0 ok, 1 generic failure,
+2 usage, 3 bad input, 4 memory locked (a write while `pcm serve` holds the memory, without its token, included),
+5 version or model mismatch, 6 no memory, 7 validation failed, 8 query refused or failed, 9 LLM error.
+Human output goes through :func:`pcm.terminal.echo`, which escapes control characters in stored text.
 """
 
 from __future__ import annotations
