@@ -8,6 +8,7 @@ import click
 
 from pcm.cli import emit_json, handle_errors, json_option, memory_option, opened, running_server
 from pcm.errors import UsageError
+from pcm.terminal import echo
 
 
 @click.command()
@@ -56,7 +57,7 @@ def ask(ctx: click.Context, memory_path: Path | None, question: str, k: int, exp
         if as_json:
             emit_json(data)
         else:
-            click.echo(f"{data.get('answer')}\n(path: {data.get('path')}; answered by pcm serve at {server.info.url})")
+            echo(f"{data.get('answer')}\n(path: {data.get('path')}; answered by pcm serve at {server.info.url})", newlines=True)
         return
     with opened(ctx, memory_path, read_only=True) as memory:
         client = make_client(memory.settings)
@@ -64,7 +65,7 @@ def ask(ctx: click.Context, memory_path: Path | None, question: str, k: int, exp
     if as_json:
         emit_json(result.as_json(stats=explain))
         return
-    click.echo(result.render(explain))
+    echo(result.render(explain), newlines=True)
 
 
 __all__ = ["ask"]

@@ -14,6 +14,7 @@ import click
 
 from pcm.cli import emit_json, handle_errors, json_option, memory_option, opened, settings_for
 from pcm.errors import UsageError
+from pcm.terminal import echo
 
 _DIR = click.Path(path_type=Path, file_okay=False, exists=True)
 _FILE = click.Path(path_type=Path, dir_okay=False, exists=True)
@@ -67,7 +68,7 @@ def check(ontology_dir: Path | None, shapes_dir: Path | None, queries_dir: Path 
         vocab_dir=vocab_dir if vocab_dir is not None else DEFAULT_VOCAB,
         reasoner=not no_reasoner,
     )
-    emit_json(report.as_json()) if as_json else click.echo(report.text())
+    emit_json(report.as_json()) if as_json else echo(report.text(), newlines=True)
     if not report.ok:
         sys.exit(1)
 
@@ -102,17 +103,17 @@ def catalog(areas: str | None, compact: bool, write: bool, check_only: bool, pro
     if write:
         changed = cat.write_prompts(onto, files)
         result = {"prompts": [str(p) for p in files], "changed": [str(p) for p in changed]}
-        emit_json(result) if as_json else click.echo(
-            f"refreshed {len(changed)} of {len(files)} prompt file(s)" + "".join(f"\n  {p}" for p in changed))
+        emit_json(result) if as_json else echo(
+            f"refreshed {len(changed)} of {len(files)} prompt file(s)" + "".join(f"\n  {p}" for p in changed), newlines=True)
         return
     if check_only:
         stale = cat.stale_prompts(onto, files)
         if as_json:
             emit_json({"prompts": [str(p) for p in files], "stale": [str(p) for p in stale]})
         elif stale:
-            click.echo("stale catalogue (run `pcm ontology catalog --write`):" + "".join(f"\n  {p}" for p in stale))
+            echo("stale catalogue (run `pcm ontology catalog --write`):" + "".join(f"\n  {p}" for p in stale), newlines=True)
         else:
-            click.echo(f"catalogue up to date in {len(files)} prompt file(s)")
+            echo(f"catalogue up to date in {len(files)} prompt file(s)")
         if stale:
             sys.exit(1)
         return
@@ -125,7 +126,7 @@ def catalog(areas: str | None, compact: bool, write: bool, check_only: bool, pro
         emit_json({"areas": chosen or list(AREAS), "compact": compact, "chars": len(text),
                    "approx_tokens": cat.approx_tokens(text), "text": text})
     else:
-        click.echo(text, nl=False)
+        echo(text, nl=False, newlines=True)
 
 
 @ontology.command()
@@ -145,7 +146,7 @@ def docs(out_dir: Path, fmt: str, ontology_dir: Path | None) -> None:
 
     formats = ("html", "md") if fmt == "both" else (fmt,)
     for path in write_docs(_load(ontology_dir), out_dir, formats=formats):
-        click.echo(str(path))
+        echo(str(path))
 
 
 @ontology.command(name="test")
@@ -164,7 +165,7 @@ def test_(directory: Path | None, names: tuple[str, ...], no_validate: bool, as_
     from pcm.ontology_tools.competency import run_competency
 
     report = run_competency(directory, names=names or None, validate=not no_validate)
-    emit_json(report.as_json()) if as_json else click.echo(report.text())
+    emit_json(report.as_json()) if as_json else echo(report.text(), newlines=True)
     if not report.ok:
         sys.exit(1)
 
@@ -203,7 +204,7 @@ def diff(ctx: click.Context, old: Path, new: Path, memory_path: Path | None, dat
         else:
             with opened(ctx, memory_path, read_only=True) as memory:
                 result = diff_ontologies(before, after, data=memory.store.select)
-    emit_json(result.as_json()) if as_json else click.echo(result.text())
+    emit_json(result.as_json()) if as_json else echo(result.text(), newlines=True)
     if result.breaking:
         sys.exit(1)
 
@@ -239,7 +240,7 @@ def migrate(ctx: click.Context, memory_path: Path | None, dry_run: bool, reextra
             report = mig.migrate(memory, dry_run=True, **options)  # type: ignore[arg-type]
     else:
         report = mig.migrate_memory(settings_for(ctx, memory_path), **options)
-    emit_json(report.as_json()) if as_json else click.echo(report.text())
+    emit_json(report.as_json()) if as_json else echo(report.text(), newlines=True)
 
 
 @ontology.command()
@@ -260,4 +261,4 @@ def propose(ctx: click.Context, memory_path: Path | None, examples: int, limit: 
 
     with opened(ctx, memory_path, read_only=True) as memory:
         found = proposals_for(memory, examples=examples)[:limit]
-    emit_json([p.as_json() for p in found]) if as_json else click.echo(render_text(found))
+    emit_json([p.as_json() for p in found]) if as_json else echo(render_text(found), newlines=True)

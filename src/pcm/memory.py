@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import pyoxigraph as ox
 
 from pcm.backend import Backend, QueryResult
-from pcm.conversations import Conversation
+from pcm.conversations import Conversation, check_conversations
 from pcm.errors import (
     InputError,
     MemoryLockedError,
@@ -42,6 +42,7 @@ from pcm.sparql import check_read_only
 from pcm.store import MemoryStore, PostInfo, Source, Stats
 
 if TYPE_CHECKING:
+    from pcm.endpoint.discovery import ServerInfo
     from pcm.index import RecallHit, SideIndex
     from pcm.llm import LLMClient
     from pcm.ontology import Ontology
@@ -160,6 +161,8 @@ class Memory:
         memory = cls(settings, manifest, backend, read_only=read_only)
         if not read_only and not migrating:
             memory._refresh_ontology()
+        if not read_only and not manifest.seal and not settings.store_url:
+            manifest.save(settings.memory)  # a memory made before the seal is sealed on its first writable open
         return memory
 
     def close(self) -> None:
@@ -294,12 +297,19 @@ class Memory:
     def ingest(self, conversations: Iterable[Conversation], progress: Progress | None = None) -> IngestReport:
         """Store every utterance as a post, one atomic write each; re-ingesting the same turns adds nothing."""
         self._writable()
+        conversations = list(conversations)
+        # Everything is checked before the first write, so a bad message anywhere leaves the memory untouched.
+        check_conversations(conversations, max_chars=self.settings.max_utterance_chars)
+        planned = [[post_quads(self.naming, u, None)[0] for u in conv.utterances] for conv in conversations]
+        for conv in conversations:
+            session_quads(self.naming, conv.id, conv.title, conv.started)
+        if self.settings.index_enabled and any(planned):
+            _ = self.index  # an index built with another embedding model is refused before a post is stored
         report = IngestReport()
         to_index: list[PostInfo] = []
-        for conv in conversations:
+        for conv, refs in zip(conversations, planned, strict=True):
             report.conversations += 1
             session_iri = self.naming.session(conv.id)
-            refs = [post_quads(self.naming, u, None)[0] for u in conv.utterances]
             existing = self.store.existing_posts([r.iri for r in refs])
             last = self.store.last_post_of_session(session_iri)
             previous = last[0] if last else None
@@ -649,12 +659,19 @@ def _through_running_server(settings: Settings, *, read_only: bool) -> Settings:
     info = discover(settings.memory)
     if info is None:
         return settings
-    if not read_only and not (info.token_required and settings.token):
+    if not read_only:
+        refuse_write_without_token(settings, info)
+    return settings.with_(store_url=info.query_url)
+
+
+def refuse_write_without_token(settings: Settings, info: ServerInfo) -> None:
+    """A write to a memory ``pcm serve`` holds goes through the server, with its token; without one it is refused
+    here, with the same error (exit 4) whichever command tried it."""
+    if not (info.token_required and settings.token):
         raise MemoryLockedError(
             f"memory {settings.memory} is held by `pcm serve` at {info.url}; writes through it need the token the "
             "server was started with (PCM_TOKEN), or stop the server"
         )
-    return settings.with_(store_url=info.query_url)
 
 
 def _refuse_pending_migrations(settings: Settings, manifest: Manifest) -> None:

@@ -94,6 +94,8 @@ class Settings:
     omp_wait_policy: str = "PASSIVE"
     #: Keep a summary per session, updated at ingest (off: PCM_SUMMARIES=off).
     summaries_enabled: bool = True
+    #: Longest utterance ingest accepts, in characters; a longer one is refused before anything is written.
+    max_utterance_chars: int = 50_000
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
@@ -112,6 +114,7 @@ class Settings:
             ("repair_rounds", int),
             ("query_timeout", float),
             ("query_limit", int),
+            ("max_utterance_chars", int),
         ):
             raw = env.get(f"PCM_{name.upper()}")
             if raw:
@@ -132,6 +135,8 @@ class Settings:
         if env.get("PCM_SUMMARIES", "").lower() in {"0", "off", "false", "no"}:
             kwargs["summaries_enabled"] = False
         kwargs.update({k: v for k, v in overrides.items() if v is not None})
+        if int(kwargs.get("max_utterance_chars", 1)) < 1:  # type: ignore[call-overload]
+            raise UsageError("PCM_MAX_UTTERANCE_CHARS must be at least 1")
         return cls(**kwargs)  # type: ignore[arg-type]
 
     def with_(self, **changes: object) -> Settings:

@@ -424,12 +424,13 @@ class App:
         at = parse_timestamp(data["at"]) if data.get("at") else datetime.now().astimezone().replace(microsecond=0)
         session = data.get("session") or f"cli-{at.date().isoformat()}"
         utterance = parse_text_utterance(
-            str(data["text"]), session=session, role=data.get("role") or "user", at=at, speaker=data.get("speaker")
+            data["text"], session=session, role=data.get("role") or "user", at=at, speaker=data.get("speaker"),
+            where="request body",
         )
         last = self.memory.store.last_post_of_session(self.memory.naming.session(utterance.session))
         if last:
             utterance = replace(utterance, position=last[1] + 1)
-        return Conversation(id=utterance.session, utterances=[utterance])
+        return Conversation(id=utterance.session, utterances=[utterance], source="request body")
 
     def api_ask(self, request: Request) -> Response:
         def ask() -> object:
@@ -589,6 +590,9 @@ def _parse_payload(payload: bytes, fmt: str | None, parse_file: Callable[..., li
         path = Path(tmp) / f"body{suffix}"
         path.write_bytes(payload)
         try:
-            return parse_file(path, fmt)
+            conversations = parse_file(path, fmt)
+            for conversation in conversations:
+                conversation.source = "request body"
+            return conversations
         except PcmError as exc:
             raise type(exc)(str(exc).replace(str(path), "request body")) from None
