@@ -1,7 +1,8 @@
 """The ``pcm`` command line. Each command is a thin shell over :class:`pcm.memory.Memory`.
 
 Exit codes scripts can trust: 0 ok, 1 generic failure, 2 usage, 3 bad input, 4 memory locked, 5 version or model
-mismatch, 6 no memory, 7 validation failed, 8 query refused or failed, 9 LLM error.
+mismatch (including a write to a memory whose ontology differs from this pcm's: run `pcm ontology migrate`),
+6 no memory, 7 validation failed, 8 query refused or failed, 9 LLM error.
 """
 
 from __future__ import annotations
@@ -81,6 +82,8 @@ def opened(ctx: click.Context, memory_path: Path | None, *, read_only: bool = Fa
     from pcm.memory import Memory
 
     memory = Memory.open(settings_for(ctx, memory_path, **overrides), read_only=read_only)
+    if memory.ontology_drift is not None:  # reads work on a memory waiting for `pcm ontology migrate`; say so once
+        click.echo(f"pcm: note: {memory.ontology_drift.note(memory.settings.memory)}", err=True)
     try:
         yield memory
     finally:
@@ -402,8 +405,9 @@ def stats(ctx: click.Context, memory_path: Path | None, as_json: bool) -> None:
     with opened(ctx, memory_path, read_only=True) as memory:
         s = memory.stats()
         curie = memory.ontology.curie
+        drift = memory.ontology_drift
     if as_json:
-        emit_json(s.as_json())
+        emit_json({**s.as_json(), "ontology_drift": drift.as_json() if drift else None})
         return
     click.echo(f"posts: {s.posts}   sessions: {s.sessions}   triples: {s.triples}")
     if s.status:

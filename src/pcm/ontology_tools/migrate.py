@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,7 +40,7 @@ from pcm.namespaces import (
     RDF,
     SIOC,
 )
-from pcm.ontology import Ontology, load_ontology
+from pcm.ontology import Ontology, load_ontology, ontology_digest
 from pcm.resources import render_query
 from pcm.sparql import values_clause
 
@@ -115,6 +115,72 @@ def pending_migrations(current: str, target: str, directory: Path | None = None)
     if not current or version_tuple(current) >= version_tuple(target):
         return []
     return plan_migrations(current, target, load_migrations(directory))
+
+
+# ---------------------------------------------------------------------- is a migration due?
+
+
+@dataclass(frozen=True)
+class OntologyDrift:
+    """How a memory's ontology differs from a target one (the one this pcm ships, when opening)."""
+
+    memory_version: str
+    target_version: str
+    reason: str
+    """``older`` or ``newer`` (the versions differ), or ``content`` (same version, different triples)."""
+    memory_digest: str
+    target_digest: str
+    scripts: tuple[str, ...] = ()
+    """Migration scripts waiting to run (``older`` only)."""
+
+    def describe(self, where: Path | str) -> str:
+        if self.reason == "newer":
+            return f"memory {where} uses ontology {self.memory_version}, newer than this pcm's {self.target_version}"
+        if self.reason == "older":
+            pending = f", {len(self.scripts)} migration script(s) pending" if self.scripts else ""
+            return f"memory {where} holds ontology {self.memory_version} data and this pcm ships {self.target_version}{pending}"
+        return (f"memory {where} was written against ontology {self.memory_version or '?'} with other content than "
+                f"this pcm's {self.target_version}")
+
+    def refusal(self, where: Path | str) -> str:
+        """The one line a writable open is refused with."""
+        if self.reason == "newer":
+            return f"{self.describe(where)}; upgrade pcm (reading still works)"
+        return (f"{self.describe(where)}: it is read-only until `pcm ontology migrate` runs "
+                "(preview with `pcm ontology migrate --dry-run`)")
+
+    def note(self, where: Path | str) -> str:
+        """The one line a read-only open prints: reads work, writes wait."""
+        if self.reason == "newer":
+            return f"{self.describe(where)}: reading only; upgrade pcm to write"
+        return f"{self.describe(where)}: reading only; run `pcm ontology migrate` before writing"
+
+    def as_json(self) -> dict[str, object]:
+        return {"memory_version": self.memory_version, "target_version": self.target_version, "reason": self.reason,
+                "memory_digest": self.memory_digest, "target_digest": self.target_digest,
+                "scripts": list(self.scripts), "migration_needed": self.reason != "newer"}
+
+
+def ontology_drift(
+    manifest: Manifest, target: Ontology, stored_digest: Callable[[], str], migrations: Path | None = None
+) -> OntologyDrift | None:
+    """``None`` when the memory's data was written against ``target``, else how it differs.
+
+    The version and digest recorded in ``memory.toml`` decide. A memory written before digests were recorded is
+    compared by the content of its stored ontology graph (``stored_digest``): pcm used to keep that graph equal to
+    the ontology it shipped, so it is what the data was last written against. Equal content needs no migration
+    (nothing can be stranded); any difference does, and the migration then backs up and validates first.
+    """
+    version = manifest.ontology_version
+    if version and version != target.version:
+        newer = version_tuple(version) > version_tuple(target.version)
+        scripts = () if newer else tuple(m.name for m in pending_migrations(version, target.version, migrations))
+        return OntologyDrift(version, target.version, "newer" if newer else "older",
+                             manifest.ontology_digest, target.digest, scripts)
+    digest = manifest.ontology_digest or stored_digest()
+    if digest != target.digest:
+        return OntologyDrift(version, target.version, "content", digest, target.digest)
+    return None
 
 
 # ---------------------------------------------------------------------- validation of stored facts
@@ -226,6 +292,8 @@ class MigrationReport:
     before: ValidationSummary | None = None
     after: ValidationSummary | None = None
     marked_pending: int = 0
+    drift: OntologyDrift | None = None
+    """How the memory's ontology differed from the target; ``None`` when it was already up to date."""
 
     @property
     def reextract(self) -> list[str]:
@@ -235,6 +303,11 @@ class MigrationReport:
     def text(self) -> str:
         mode = " (dry run: nothing written)" if self.dry_run else ""
         lines = [f"ontology migration {self.from_version or '?'} -> {self.to_version}{mode}"]
+        if self.drift is None:
+            lines.append("the memory's ontology is the target's (same version and content): nothing to migrate")
+        elif self.drift.reason == "content":
+            lines.append(f"same version, other content: digest {self.drift.memory_digest or '(none)'} -> "
+                         f"{self.drift.target_digest}")
         lines.append("scripts: " + (", ".join(self.scripts) if self.scripts else "none"))
         if self.backup:
             lines.append(f"backup: {self.backup}")
@@ -265,22 +338,18 @@ class MigrationReport:
             "after": self.after.as_json() if self.after else None,
             "reextract": self.reextract,
             "marked_pending": self.marked_pending,
+            "drift": self.drift.as_json() if self.drift else None,
         }
 
 
 def migrate_memory(settings: Settings, **options: object) -> MigrationReport:
-    """Open the memory writable (holding its lock) and :func:`migrate` it.
-
-    The manifest is read before opening: opening a memory writable refreshes its ontology graph and may bump the
-    recorded version, and the data's true version, and the manifest a rollback restores, are the ones from before.
-    """
+    """Open the memory writable (holding its lock, skipping the refusal of a memory whose ontology differs) and
+    :func:`migrate` it. ``memory.toml`` is kept as read before anything else: it is what a rollback restores."""
     from pcm.memory import Memory
 
-    manifest_path = settings.memory / MANIFEST
-    before = Manifest.load(settings.memory)
-    raw = manifest_path.read_bytes()
+    raw = (settings.memory / MANIFEST).read_bytes()
     with Memory.open(settings, migrating=True) as memory:
-        return migrate(memory, data_version=before.ontology_version, manifest_bytes=raw, **options)  # type: ignore[arg-type]
+        return migrate(memory, manifest_bytes=raw, **options)  # type: ignore[arg-type]
 
 
 def migrate(
@@ -307,11 +376,15 @@ def migrate(
     if current and version_tuple(current) > version_tuple(target.version):
         raise MemoryVersionError(f"memory holds ontology {current}, newer than the target {target.version}")
     plan = pending_migrations(current, target.version, migrations)
-    report = MigrationReport(current, target.version, [m.name for m in plan], dry_run=dry_run)
+    drift = ontology_drift(
+        replace(memory.manifest, ontology_version=current), target,
+        lambda: ontology_digest(memory.backend.quads(GRAPH_ONTOLOGY)), migrations,
+    )
+    report = MigrationReport(current, target.version, [m.name for m in plan], dry_run=dry_run, drift=drift)
     validator = Validator(target, shapes_dir) if validate else None
     if validator is not None:
         report.before = validate_memory(memory, validator)
-    if dry_run or (current == target.version and not plan):
+    if dry_run or drift is None:
         return report
     if memory.read_only:
         raise UsageError("migrating needs the memory opened writable")
@@ -319,14 +392,14 @@ def migrate(
     check_update_syntax(update)
     backup = make_backup(memory, manifest_bytes, f"{current or 'none'}-to-{target.version}")
     report.backup = backup.path
-    _apply(memory, update, backup, target.version, strict, validator, report)
+    _apply(memory, update, backup, target, strict, validator, report)
     if reextract and report.reextract:
         report.marked_pending = mark_pending(memory, report.reextract)
     return report
 
 
 def _apply(
-    memory: Memory, update: str, backup: Backup, version: str, strict: bool, validator: Validator | None,
+    memory: Memory, update: str, backup: Backup, target: Ontology, strict: bool, validator: Validator | None,
     report: MigrationReport,
 ) -> None:
     from pcm.backend_local import LocalBackend
@@ -338,7 +411,8 @@ def _apply(
         memory.store.mark_index_pending()
         memory.backend.update(update)
         data_touched = True
-        memory.manifest.ontology_version = version
+        memory.manifest.ontology_version = target.version
+        memory.manifest.ontology_digest = target.digest
         memory.manifest.save(memory.settings.memory)
         if validator is not None:
             report.after = validate_memory(memory, validator)
@@ -352,7 +426,7 @@ def _apply(
         message = " ".join(str(error).split()) or type(error).__name__
         if isinstance(error, ValidationError):
             raise ValidationError(f"{message}; rolled back from {backup.path}", error.report) from error
-        raise MigrationError(f"migration to ontology {version} failed and was rolled back from {backup.path}: {message}") from error
+        raise MigrationError(f"migration to ontology {target.version} failed and was rolled back from {backup.path}: {message}") from error
     report.applied = True
 
 
@@ -514,6 +588,7 @@ __all__ = [
     "Migration",
     "MigrationError",
     "MigrationReport",
+    "OntologyDrift",
     "RuleViolations",
     "ValidationSummary",
     "build_update",
@@ -522,6 +597,7 @@ __all__ = [
     "mark_pending",
     "migrate",
     "migrate_memory",
+    "ontology_drift",
     "pending_migrations",
     "plan_migrations",
     "restore_backup",
