@@ -169,3 +169,29 @@ def test_a_memory_from_a_newer_ontology_is_readable_but_not_writable(settings: S
         assert memory.ontology_drift is not None and memory.ontology_drift.reason == "newer"
         assert memory.post_count() == 0
     assert 'ontology_version = "9.0.0"' in path.read_text()
+
+
+def test_read_only_preflight_works_while_a_migration_is_pending(settings: Settings, tmp_path: Path, ship) -> None:
+    with Memory.init(settings, owner="Dana Whitfield") as memory:
+        fill(memory)
+    code = code_ontology(tmp_path / "code", version="0.2.0", rename=True)
+    (code / "migrations" / "0.1.0-to-0.2.0.ru").write_text(RENAME, encoding="utf-8")
+    ship(code)
+    where = str(settings.memory)
+    before = (settings.memory / "memory.toml").read_bytes()
+
+    dry = run("ontology", "migrate", "--dry-run", "--memory", where)
+    assert dry.exit_code == 0, dry.output
+    assert "(dry run: nothing written)" in dry.stdout and "0.1.0-to-0.2.0.ru" in dry.stdout
+    diff = run("ontology", "diff", str(SHIPPED), str(code), "--memory", where, "--json")
+    assert diff.exit_code == 1, diff.output  # exit 1 = a breaking change: petSpecies is removed and used
+    assert "petSpecies" in diff.stdout
+    propose = run("ontology", "propose", "--memory", where)
+    assert propose.exit_code == 0, propose.output
+    stats = run("stats", "--memory", where)
+    assert stats.exit_code == 0, stats.output
+    assert "posts: 2" in stats.stdout
+    for result in (dry, diff, propose, stats):
+        assert "1 migration script(s) pending" in result.stderr
+    assert (settings.memory / "memory.toml").read_bytes() == before
+    assert not (settings.memory / "backups").exists()
