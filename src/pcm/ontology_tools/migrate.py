@@ -196,22 +196,68 @@ class RuleViolations:
     graphs: set[str] = field(default_factory=set)
 
 
+@dataclass(frozen=True)
+class BrokenFact:
+    """One violation, located: the node and property it is about, the graphs holding it, and how to repair it."""
+
+    rule: str
+    focus: str
+    path: str | None
+    message: str
+    graphs: tuple[str, ...]
+    posts: tuple[str, ...]
+    """The posts whose extraction graphs hold the fact: re-extracting them rebuilds it with the new ontology."""
+
+    @property
+    def reextractable(self) -> bool:
+        """True when every graph holding the fact came from a post (an imported fact has no post to redo)."""
+        return bool(self.graphs) and len(self.posts) == len(self.graphs)
+
+    def line(self) -> str:
+        where = f" {self.path}" if self.path else ""
+        if self.reextractable:
+            fix = "re-extractable from " + ", ".join(self.posts)
+        else:
+            kept = [g for g in self.graphs if not g.startswith(GRAPH_EXTRACTION_PREFIX)] or ["(no graph found)"]
+            fix = "cannot be re-extracted (imported, no post): " + ", ".join(kept) + "; fix it by hand or re-import"
+        return f"[{self.rule}] <{self.focus}>{where}: {self.message} -- {fix}"
+
+    def as_json(self) -> dict[str, object]:
+        return {"rule": self.rule, "focus": self.focus, "path": self.path, "message": self.message,
+                "graphs": list(self.graphs), "posts": list(self.posts), "reextractable": self.reextractable}
+
+
 @dataclass
 class ValidationSummary:
     graphs_checked: int = 0
     rules: dict[str, RuleViolations] = field(default_factory=dict)
     posts: set[str] = field(default_factory=set)
     """Posts whose extraction graphs hold a violation: the candidates for re-extraction."""
+    facts: list[BrokenFact] = field(default_factory=list)
+    """Every violation, located (``lines`` shows the first ``FACTS_SHOWN``; the JSON has them all)."""
+
+    FACTS_SHOWN = 50
 
     @property
     def violations(self) -> int:
         return sum(r.count for r in self.rules.values())
+
+    @property
+    def not_reextractable(self) -> int:
+        return sum(not f.reextractable for f in self.facts)
 
     def lines(self) -> list[str]:
         out = [f"{self.graphs_checked} fact graph(s) checked, {self.violations} violation(s)"]
         for rule in sorted(self.rules.values(), key=lambda r: (-r.count, r.rule)):
             out.append(f"  {rule.rule}: {rule.count} in {len(rule.graphs)} graph(s)")
             out += [f"    e.g. {e}" for e in rule.examples]
+        return out
+
+    def fact_lines(self) -> list[str]:
+        """One line per broken fact, saying whether re-extraction can repair it."""
+        out = [f.line() for f in self.facts[: self.FACTS_SHOWN]]
+        if len(self.facts) > self.FACTS_SHOWN:
+            out.append(f"... and {len(self.facts) - self.FACTS_SHOWN} more (--json lists them all)")
         return out
 
     def as_json(self) -> dict[str, object]:
@@ -221,6 +267,7 @@ class ValidationSummary:
             "by_rule": {r.rule: {"count": r.count, "graphs": len(r.graphs), "examples": r.examples}
                         for r in self.rules.values()},
             "posts": sorted(self.posts),
+            "facts": [f.as_json() for f in self.facts],
         }
 
 
@@ -228,6 +275,8 @@ def validate_memory(memory: Memory, validator: Validator, *, examples: int = 3) 
     """Validate every extraction and import graph, in batches, with existing nodes' types and labels as context.
 
     ``prov:wasDerivedFrom`` links are left out: pcm adds them itself after an extraction has been validated.
+    Each violation is located in the graphs holding its focus node's statements with the violation's property
+    (any statement about or pointing to the node when the property is not known).
     """
     summary = ValidationSummary()
     graphs = [g for g in memory.backend.named_graphs() if g.startswith((GRAPH_EXTRACTION_PREFIX, GRAPH_IMPORT_PREFIX))]
@@ -237,10 +286,13 @@ def validate_memory(memory: Memory, validator: Validator, *, examples: int = 3) 
         batch = graphs[start : start + _BATCH]
         quads = [q for g in batch for q in memory.backend.quads(g) if q.predicate != derived]
         where: dict[str, set[str]] = {}
+        stated: dict[tuple[str, str], set[str]] = {}
         for q in quads:
+            graph = q.graph_name.value  # type: ignore[union-attr]
             for node in (q.subject, q.object):
                 if isinstance(node, ox.NamedNode | ox.BlankNode):
-                    where.setdefault(_node_id(node), set()).add(q.graph_name.value)  # type: ignore[union-attr]
+                    where.setdefault(_node_id(node), set()).add(graph)
+            stated.setdefault((_node_id(q.subject), q.predicate.value), set()).add(graph)  # type: ignore[arg-type]
         delta = _rdflib_graph(quads)
         context = _context(memory, quads)
         report = validator.validate(delta, memory_namespace=memory.manifest.namespace, context=context)
@@ -252,6 +304,9 @@ def validate_memory(memory: Memory, validator: Validator, *, examples: int = 3) 
             touched = where.get(v.focus, set())
             entry.graphs |= touched
             summary.posts |= {p for g in touched if (p := memory.naming.post_of_graph(g))}
+            holding = sorted(stated.get((v.focus, v.path or ""), touched))
+            posts = tuple(p for g in holding if (p := memory.naming.post_of_graph(g)))
+            summary.facts.append(BrokenFact(v.rule, v.focus, v.path, v.message, tuple(holding), posts))
     return summary
 
 
@@ -317,6 +372,9 @@ class MigrationReport:
         if self.after is not None:
             lines.append("after:")
             lines += ["  " + line for line in self.after.lines()]
+            if self.applied and self.after.facts:
+                lines.append("broken facts kept (--allow-violations):")
+                lines += ["  " + line for line in self.after.fact_lines()]
         if self.applied:
             lines.append(f"memory is now at ontology {self.to_version}")
         posts = self.reextract
@@ -362,12 +420,14 @@ def migrate(
     manifest_bytes: bytes | None = None,
     dry_run: bool = False,
     reextract: bool = False,
-    strict: bool = False,
+    allow_violations: bool = False,
     validate: bool = True,
 ) -> MigrationReport:
     """Migrate an open memory to ``ontology`` (default: the shipped one). See the module docstring for the steps.
 
-    ``strict`` rolls the migration back when facts still break a rule afterwards.
+    A migration that leaves facts breaking a rule is rolled back (:class:`ValidationError` listing each broken
+    fact and whether re-extraction can repair it) unless ``allow_violations``: a fact stranded by a renamed or
+    removed term is not silently kept.
     """
     from pcm.shapes import Validator
 
@@ -392,15 +452,15 @@ def migrate(
     check_update_syntax(update)
     backup = make_backup(memory, manifest_bytes, f"{current or 'none'}-to-{target.version}")
     report.backup = backup.path
-    _apply(memory, update, backup, target, strict, validator, report)
+    _apply(memory, update, backup, target, allow_violations, validator, report)
     if reextract and report.reextract:
         report.marked_pending = mark_pending(memory, report.reextract)
     return report
 
 
 def _apply(
-    memory: Memory, update: str, backup: Backup, target: Ontology, strict: bool, validator: Validator | None,
-    report: MigrationReport,
+    memory: Memory, update: str, backup: Backup, target: Ontology, allow_violations: bool,
+    validator: Validator | None, report: MigrationReport,
 ) -> None:
     from pcm.backend_local import LocalBackend
 
@@ -416,10 +476,14 @@ def _apply(
         memory.manifest.save(memory.settings.memory)
         if validator is not None:
             report.after = validate_memory(memory, validator)
-            if strict and report.after.violations:
+            after = report.after
+            if after.violations and not allow_violations:
+                stuck = after.not_reextractable
                 raise ValidationError(
-                    f"{report.after.violations} violation(s) remain after the migration (--strict)",
-                    "\n".join(report.after.lines()),
+                    f"{after.violations} violation(s) would remain after the migration ({stuck} in imported facts "
+                    "that cannot be re-extracted); fix the migration scripts, or keep them with --allow-violations "
+                    "(and --reextract to redo the posts)",
+                    "\n".join(["broken facts after the migration:", *after.fact_lines()]),
                 )
     except Exception as error:
         restore_backup(memory, backup, data=data_touched)
@@ -585,6 +649,7 @@ def mark_pending(memory: Memory, posts: Sequence[str]) -> int:
 
 __all__ = [
     "Backup",
+    "BrokenFact",
     "Migration",
     "MigrationError",
     "MigrationReport",
