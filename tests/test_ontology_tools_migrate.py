@@ -190,7 +190,7 @@ def test_a_script_that_does_not_parse_is_refused_before_any_backup(
 ) -> None:
     memory, _ = filled
     (scripts / "0.1.0-to-0.2.0.ru").write_text("DELET WHERE { ?s ?p ?o }", encoding="utf-8")
-    with pytest.raises(UsageError, match="do not parse"):
+    with pytest.raises(UsageError, match="does not parse"):
         migrate(memory, ontology=target, migrations=scripts)
     assert not (memory.settings.memory / "backups").exists()
 
@@ -238,3 +238,19 @@ def test_cli_migrate_dry_run_and_run(settings: Settings, target: Ontology, scrip
     assert done.exit_code == 0, done.output
     assert '"applied": true' in done.output and '"from_version": "0.1.0"' in done.output
     assert Manifest.load(settings.memory).ontology_version == "0.2.0"
+
+
+def test_a_script_syntax_error_names_the_file_line_and_column(
+    filled: tuple[Memory, list[str]], target: Ontology, scripts: Path
+) -> None:
+    memory, _ = filled
+    (scripts / "0.1.0-to-0.2.0.b-typo.ru").write_text(
+        "PREFIX pcm: <https://w3id.org/pcm/ontology#>\n# a second step\n\nDELETE { ?s pcm:x ?o }\nWHER { ?s pcm:x ?o }\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(UsageError) as caught:
+        migrate(memory, ontology=target, migrations=scripts)
+    message = str(caught.value)
+    assert message.startswith(f"{scripts / '0.1.0-to-0.2.0.b-typo.ru'}:5:"), message
+    assert "migration script 0.1.0-to-0.2.0.b-typo.ru does not parse" in message and "\n" not in message
+    assert not (memory.settings.memory / "backups").exists()

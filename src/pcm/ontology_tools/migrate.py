@@ -504,6 +504,7 @@ def build_update(plan: Sequence[Migration], target: Ontology, memory: Memory, cu
     bodies = []
     for step in plan:
         text = step.path.read_text(encoding="utf-8")
+        check_script_syntax(step.path, text)
         if _BASE_LINE.search(text):
             raise UsageError(f"migration {step.name}: BASE is not supported; write full IRIs or PREFIX lines")
         for name, iri in _PREFIX_LINE.findall(text):
@@ -532,6 +533,23 @@ def build_update(plan: Sequence[Migration], target: Ontology, memory: Memory, cu
     operations = [*bodies, f"DROP SILENT GRAPH <{GRAPH_ONTOLOGY}>", quads_to_insert_data(target.quads()),
                   quads_to_insert_data(record)]
     return prologue + " ;\n".join(operations)
+
+
+_SYNTAX_AT = re.compile(r"^error at (\d+):(\d+):\s*(.*)$", re.S)
+
+
+def check_script_syntax(path: Path, text: str) -> None:
+    """Parse one script on its own, so a syntax error points into that file (``file:line:col: message``), not
+    into the merged update the scripts become."""
+    try:
+        ox.Store().update(text)
+    except SyntaxError as error:
+        detail = " ".join(str(error).split())
+        found = _SYNTAX_AT.match(detail)
+        where = f"{path}:{found[1]}:{found[2]}" if found else str(path)
+        raise UsageError(f"{where}: {found[3] if found else detail} (migration script {path.name} does not parse)") from error
+    except (OSError, RuntimeError):
+        pass  # a runtime error on an empty store says nothing about the real one
 
 
 def check_update_syntax(update: str) -> None:
