@@ -46,10 +46,13 @@ def _load(ontology_dir: Path | None):  # type: ignore[no-untyped-def]
 @click.option("--vocab", "vocab_dir", type=_DIR, default=None,
               help="Published vocabularies as N-Quads (default: ../shared/vocab when present).")
 @click.option("--no-reasoner", is_flag=True, help="Skip HermiT (no consistency check).")
+@click.option("--catalog", "catalog_file", type=_FILE, default=None,
+              help="Catalog mapping owl:imports IRIs to local files (default: the ontology folder's "
+                   "catalog-v001.xml or catalog.toml). Imports are never downloaded.")
 @json_option
 @handle_errors
 def check(ontology_dir: Path | None, shapes_dir: Path | None, queries_dir: Path | None, prompts: tuple[Path, ...],
-          vocab_dir: Path | None, no_reasoner: bool, as_json: bool) -> None:
+          vocab_dir: Path | None, no_reasoner: bool, catalog_file: Path | None, as_json: bool) -> None:
     """Parse, reason (OWL 2 consistency, unsatisfiable classes), lint, and check every term shapes, queries and
     prompts use. Exits 1 with a report when anything is wrong.
 
@@ -66,6 +69,7 @@ def check(ontology_dir: Path | None, shapes_dir: Path | None, queries_dir: Path 
         prompts=list(prompts) if prompts else None,
         vocab_dir=vocab_dir if vocab_dir is not None else DEFAULT_VOCAB,
         reasoner=not no_reasoner,
+        catalog_file=catalog_file,
     )
     emit_json(report.as_json()) if as_json else click.echo(report.text())
     if not report.ok:
