@@ -21,6 +21,7 @@ from pcm.errors import (
     InputError,
     MemoryLockedError,
     MemoryVersionError,
+    OntologyMigrationNeeded,
     PcmError,
     UsageError,
     ValidationError,
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from pcm.index import RecallHit, SideIndex
     from pcm.llm import LLMClient
     from pcm.ontology import Ontology
+    from pcm.ontology_tools.migrate import OntologyDrift
     from pcm.retrieval.ask import AskResult
 
 STORE_DIR = "oxigraph"
@@ -124,6 +126,8 @@ class Memory:
         self.read_only = read_only
         self._index: SideIndex | None = None
         self._client: LLMClient | None = None
+        self.ontology_drift: OntologyDrift | None = None
+        """Set on a read-only open of a memory whose ontology differs from this pcm's (writes are refused)."""
 
     # -- lifecycle -----------------------------------------------------------------------------------------------
 
@@ -137,7 +141,7 @@ class Memory:
         from pcm.ontology import load_ontology
 
         ontology = load_ontology()
-        manifest = Manifest(owner=owner, ontology_version=ontology.version)
+        manifest = Manifest(owner=owner, ontology_version=ontology.version, ontology_digest=ontology.digest)
         if namespace:
             manifest.namespace = namespace if namespace.endswith(("/", "#")) else namespace + "/"
         path.mkdir(parents=True, exist_ok=True)
@@ -150,17 +154,24 @@ class Memory:
 
     @classmethod
     def open(cls, settings: Settings, *, read_only: bool = False, migrating: bool = False) -> Memory:
-        """Open an existing memory. ``migrating`` is for ``pcm ontology migrate`` alone: it skips the refusal of a
-        memory whose data needs migration scripts first."""
+        """Open an existing memory.
+
+        A memory whose ontology differs from this pcm's (version or content) opens read-only only: a writable open
+        is refused (:class:`OntologyMigrationNeeded`) and a read-only one says so in :attr:`ontology_drift`. Nothing
+        here replaces the stored ontology graph or the recorded version: only ``pcm ontology migrate`` does, after
+        a backup and a validation. ``migrating`` is for that command alone: it skips the check.
+        """
         manifest = Manifest.load(settings.memory)
-        if not migrating:
-            _refuse_pending_migrations(settings, manifest)
         if not settings.store_url:
             settings = _through_running_server(settings, read_only=read_only)
         backend = _open_backend(settings, read_only=read_only)
         memory = cls(settings, manifest, backend, read_only=read_only)
-        if not read_only and not migrating:
-            memory._refresh_ontology()
+        if not migrating:
+            try:
+                memory._check_ontology()
+            except BaseException:
+                backend.close()
+                raise
         if not read_only and not manifest.seal and not settings.store_url:
             manifest.save(settings.memory)  # a memory made before the seal is sealed on its first writable open
         return memory
@@ -180,21 +191,27 @@ class Memory:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _refresh_ontology(self) -> None:
-        """Keep the ontology graph equal to the ontology this pcm ships (the data model's declarations)."""
-        from pcm.ontology import load_ontology
+    def _check_ontology(self) -> None:
+        """Refuse a writable open of a memory whose ontology differs from this pcm's; note it on a read-only one.
 
-        ontology = load_ontology()
-        stored = self.store.ontology_version()
-        if stored == ontology.version:
+        A memory written before digests were recorded, whose stored ontology graph is this pcm's, gets the digest
+        recorded on its first writable open (its data and version are left as they are).
+        """
+        from pcm.ontology import load_ontology, ontology_digest
+        from pcm.ontology_tools.migrate import ontology_drift
+
+        shipped = load_ontology()
+        drift = ontology_drift(self.manifest, shipped, lambda: ontology_digest(self.backend.quads(GRAPH_ONTOLOGY)))
+        if drift is None:
+            if not self.read_only and not self.manifest.ontology_digest:
+                self.manifest.ontology_digest = shipped.digest
+                self.manifest.save(self.settings.memory)
             return
-        if stored and _version_tuple(stored) > _version_tuple(ontology.version):
-            raise MemoryVersionError(
-                f"memory {self.settings.memory} uses ontology {stored}, newer than this pcm's {ontology.version}; upgrade pcm"
-            )
-        self.store.replace_ontology(ontology.quads())
-        self.manifest.ontology_version = ontology.version
-        self.manifest.save(self.settings.memory)
+        if not self.read_only:
+            if drift.reason == "newer":
+                raise MemoryVersionError(drift.refusal(self.settings.memory))
+            raise OntologyMigrationNeeded(drift.refusal(self.settings.memory))
+        self.ontology_drift = drift
 
     @property
     def ontology(self) -> Ontology:
@@ -672,23 +689,6 @@ def refuse_write_without_token(settings: Settings, info: ServerInfo) -> None:
             f"memory {settings.memory} is held by `pcm serve` at {info.url}; writes through it need the token the "
             "server was started with (PCM_TOKEN), or stop the server"
         )
-
-
-def _refuse_pending_migrations(settings: Settings, manifest: Manifest) -> None:
-    from pcm.ontology import load_ontology
-    from pcm.ontology_tools.migrate import pending_migrations
-
-    shipped = load_ontology().version
-    pending = pending_migrations(manifest.ontology_version, shipped)
-    if pending:
-        raise MemoryVersionError(
-            f"memory {settings.memory} holds ontology {manifest.ontology_version} data and this pcm ships {shipped}: "
-            f"{len(pending)} migration script(s) must run first; run `pcm ontology migrate`"
-        )
-
-
-def _version_tuple(version: str) -> tuple[int, ...]:
-    return tuple(int(p) if p.isdigit() else 0 for p in version.split("."))
 
 
 def expand_iri(iri: str, namespace: str) -> str:
