@@ -402,7 +402,6 @@ def stats(ctx: click.Context, memory_path: Path | None, as_json: bool) -> None:
     """
     with opened(ctx, memory_path, read_only=True) as memory:
         s = memory.stats()
-        curie = memory.ontology.curie
     if as_json:
         emit_json(s.as_json())
         return
@@ -411,6 +410,9 @@ def stats(ctx: click.Context, memory_path: Path | None, as_json: bool) -> None:
         click.echo("extraction: " + ", ".join(f"{k} {v}" for k, v in sorted(s.status.items())))
     click.echo("graphs: " + ", ".join(f"{k} {v['graphs']} ({v['triples']} triples)" for k, v in s.graphs.items()))
     if s.entities_by_class:
+        from pcm.ontology import load_ontology  # parsed only to name the classes
+
+        curie = load_ontology().curie
         click.echo("entities by class:")
         for cls, n in s.entities_by_class[:30]:
             click.echo(f"  {curie(cls):40} {n}")

@@ -8,9 +8,11 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -190,9 +192,9 @@ class Memory:
         return memory
 
     def close(self) -> None:
-        from pcm.retrieval.ask import release
-
-        release(self)
+        ask = sys.modules.get("pcm.retrieval.ask")  # never imported: no query worker to stop, and no import to pay
+        if ask is not None:
+            ask.release(self)
         if self._index is not None:
             self._index.close()
             self._index = None
@@ -206,12 +208,12 @@ class Memory:
 
     def _refresh_ontology(self) -> None:
         """Keep the ontology graph equal to the ontology this pcm ships (the data model's declarations)."""
+        stored = self.store.ontology_version()
+        if stored == shipped_ontology_version():
+            return  # the common case, decided without parsing the ontology
         from pcm.ontology import load_ontology
 
         ontology = load_ontology()
-        stored = self.store.ontology_version()
-        if stored == ontology.version:
-            return
         if stored and _version_tuple(stored) > _version_tuple(ontology.version):
             raise MemoryVersionError(
                 f"memory {self.settings.memory} uses ontology {stored}, newer than this pcm's {ontology.version}; upgrade pcm"
@@ -734,16 +736,38 @@ def _through_running_server(settings: Settings, *, read_only: bool) -> Settings:
 
 
 def _refuse_pending_migrations(settings: Settings, manifest: Manifest) -> None:
-    from pcm.ontology import load_ontology
+    shipped = shipped_ontology_version()
+    if not manifest.ontology_version or _version_tuple(manifest.ontology_version) >= _version_tuple(shipped):
+        return  # nothing can be pending: every open but the first after an upgrade ends here
     from pcm.ontology_tools.migrate import pending_migrations
 
-    shipped = load_ontology().version
     pending = pending_migrations(manifest.ontology_version, shipped)
     if pending:
         raise MemoryVersionError(
             f"memory {settings.memory} holds ontology {manifest.ontology_version} data and this pcm ships {shipped}: "
             f"{len(pending)} migration script(s) must run first; run `pcm ontology migrate`"
         )
+
+
+@lru_cache(maxsize=1)
+def shipped_ontology_version() -> str:
+    """``owl:versionInfo`` of the shipped ontology, read with the store's parser (milliseconds).
+
+    Every open compares it with the memory's; :func:`pcm.ontology.load_ontology` would parse the whole ontology
+    with rdflib for it (most of a second), which a command such as ``pcm stats`` or ``pcm ask`` through a running
+    server never needs otherwise.
+    """
+    from pcm import resources
+    from pcm.namespaces import OWL, PCM
+
+    subject, predicate = ox.NamedNode(PCM.rstrip("#")), ox.NamedNode(OWL + "versionInfo")
+    for path in sorted(resources.ontology_dir().glob("*.ttl")):
+        for triple in ox.parse(path=str(path), format=ox.RdfFormat.TURTLE):
+            if triple.subject == subject and triple.predicate == predicate:
+                return str(triple.object.value)  # type: ignore[union-attr]
+    from pcm.ontology import load_ontology
+
+    return load_ontology().version  # no version found this way: let the full loader say what is wrong
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:
