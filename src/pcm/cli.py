@@ -123,6 +123,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "duplicates": "pcm.cli_extract:duplicates",
     "retrieve": "pcm.cli_retrieve:retrieve",
     "summary": "pcm.cli_summary:summary",
+    "mcp": "pcm.cli_mcp:mcp",
 }
 
 

@@ -6,10 +6,13 @@ Data flows one way: utterance → post (+ extraction when an LLM is configured) 
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -75,6 +78,21 @@ class IngestReport:
 
     def as_json(self) -> dict[str, object]:
         return {k: v for k, v in self.__dict__.items() if k != "posts"}
+
+
+@dataclass(frozen=True)
+class RememberReport:
+    """What :meth:`Memory.remember` did with one message."""
+
+    post: str
+    """The post IRI the message is stored as (the earlier one when nothing new was stored)."""
+    stored: bool
+    """False when the message was already stored (a retry with the same key): nothing new was written."""
+    session: str
+    """The session id the post belongs to."""
+
+    def as_json(self) -> dict[str, object]:
+        return {"post": self.post, "stored": self.stored, "session": self.session}
 
 
 @dataclass
@@ -153,14 +171,23 @@ class Memory:
         return memory
 
     @classmethod
-    def open(cls, settings: Settings, *, read_only: bool = False, migrating: bool = False) -> Memory:
-        """Open an existing memory.
+    def create(cls, path: str | os.PathLike[str], *, owner: str = "me", namespace: str | None = None) -> Memory:
+        """Create a memory in the directory ``path`` (other settings from ``PCM_*``) and return it open."""
+        return cls.init(Settings.from_env(memory=Path(path).expanduser()), owner=owner, namespace=namespace)
+
+    @classmethod
+    def open(
+        cls, settings: Settings | str | os.PathLike[str], *, read_only: bool = False, migrating: bool = False
+    ) -> Memory:
+        """Open an existing memory, given its settings or its directory (other settings from ``PCM_*``).
 
         A memory whose ontology differs from this pcm's (version or content) opens read-only only: a writable open
         is refused (:class:`OntologyMigrationNeeded`) and a read-only one says so in :attr:`ontology_drift`. Nothing
         here replaces the stored ontology graph or the recorded version: only ``pcm ontology migrate`` does, after
         a backup and a validation. ``migrating`` is for that command alone: it skips the check.
         """
+        if not isinstance(settings, Settings):
+            settings = Settings.from_env(memory=Path(settings).expanduser())
         manifest = Manifest.load(settings.memory)
         if not settings.store_url:
             settings = _through_running_server(settings, read_only=read_only)
@@ -177,9 +204,9 @@ class Memory:
         return memory
 
     def close(self) -> None:
-        from pcm.retrieval.ask import release
-
-        release(self)
+        ask = sys.modules.get("pcm.retrieval.ask")  # never imported: no query worker to stop, and no import to pay
+        if ask is not None:
+            ask.release(self)
         if self._index is not None:
             self._index.close()
             self._index = None
@@ -362,6 +389,55 @@ class Memory:
 
             summarise_posts(self, report.posts, self._client)  # once per touched session per batch
         return report
+
+    def remember(
+        self,
+        text: str,
+        *,
+        at: datetime | str | None = None,
+        speaker: str | None = None,
+        session: str | None = None,
+        role: str = "user",
+        key: str | None = None,
+    ) -> RememberReport:
+        """Store one message said at ``at`` (default: now), continuing ``session`` (default: one per day).
+
+        ``key`` is the client's id for the message (a message id or an idempotency key); it is kept as the post's
+        ``dcterms:identifier``. A message whose key is already stored is not stored again (a client retrying is
+        told ``stored=False``); the same key with different text is refused, since it would silently drop the new
+        text. Without a key every call stores a post, so two messages with the same text are two posts.
+        """
+        from dataclasses import replace
+
+        from pcm.conversations import parse_text_utterance, parse_timestamp
+
+        self._writable()
+        when = parse_timestamp(at) if isinstance(at, str) else at
+        if when is None:
+            when = datetime.now().astimezone().replace(microsecond=0)
+        sid = session if session is not None else f"cli-{when.date().isoformat()}"
+        utterance = parse_text_utterance(text, session=sid, role=role, at=when, speaker=speaker)
+        if key is not None:
+            key = key.strip()
+            if not key:
+                raise InputError("the message key (idempotency key) is empty")
+            earlier = self._post_with_key(key)
+            if earlier is not None:
+                if earlier.text != utterance.content:
+                    raise InputError(
+                        f"message key {key!r} was already used for a different message; use a new key per message"
+                    )
+                return RememberReport(earlier.iri, False, earlier.session)
+        last = self.store.last_post_of_session(self.naming.session(utterance.session))
+        utterance = replace(utterance, source_id=key, position=last[1] + 1 if last else 0)
+        report = self.ingest([Conversation(id=utterance.session, utterances=[utterance])])
+        iri = post_quads(self.naming, utterance, None)[0].iri
+        return RememberReport(iri, bool(report.added), utterance.session)
+
+    def _post_with_key(self, key: str) -> PostInfo | None:
+        """The stored post whose message id is ``key`` (the first, if a file reused the id across sessions)."""
+        iris = [i for i in self.store.find_post(key) if i.startswith(self.naming.post(""))]
+        return next(iter(self.store.posts(iris[:1])), None) if iris else None
 
     def _extract(self, report: IngestReport, progress: Progress | None) -> None:
         """Second write per post: its extraction graph, provenance and status (the post itself is already safe)."""
@@ -690,6 +766,30 @@ def refuse_write_without_token(settings: Settings, info: ServerInfo) -> None:
             "server was started with (PCM_TOKEN), or stop the server"
         )
 
+@lru_cache(maxsize=1)
+def shipped_ontology_version() -> str:
+    """``owl:versionInfo`` of the shipped ontology, read with the store's parser (milliseconds).
+
+    Every open compares it with the memory's; :func:`pcm.ontology.load_ontology` would parse the whole ontology
+    with rdflib for it (most of a second), which a command such as ``pcm stats`` or ``pcm ask`` through a running
+    server never needs otherwise.
+    """
+    from pcm import resources
+    from pcm.namespaces import OWL, PCM
+
+    subject, predicate = ox.NamedNode(PCM.rstrip("#")), ox.NamedNode(OWL + "versionInfo")
+    for path in sorted(resources.ontology_dir().glob("*.ttl")):
+        for triple in ox.parse(path=str(path), format=ox.RdfFormat.TURTLE):
+            if triple.subject == subject and triple.predicate == predicate:
+                return str(triple.object.value)  # type: ignore[union-attr]
+    from pcm.ontology import load_ontology
+
+    return load_ontology().version  # no version found this way: let the full loader say what is wrong
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(p) if p.isdigit() else 0 for p in version.split("."))
+
 
 def expand_iri(iri: str, namespace: str) -> str:
     """Accept a full IRI, ``<IRI>``, a CURIE with a known prefix, or ``m:slug`` for this memory's individuals."""
@@ -756,4 +856,4 @@ def entity_record(iri: str, label: str, types: tuple[str, ...], alts: tuple[str,
     return EntityRecord(iri, label, alts, types, f"{label} ({names})" if names else label)
 
 
-__all__ = ["ImportReport", "IngestReport", "Memory", "check_vocabulary"]
+__all__ = ["ImportReport", "IngestReport", "Memory", "RememberReport", "check_vocabulary"]
