@@ -108,7 +108,10 @@ def test_service_description(url: str) -> None:
     graph = rdflib.Graph().parse(data=response.text, format="turtle")
     sd = rdflib.Namespace("http://www.w3.org/ns/sparql-service-description#")
     assert (None, sd.endpoint, rdflib.URIRef(url + "/query")) in graph
-    assert (None, sd.supportedLanguage, sd.SPARQL11Update) in graph  # this server has a token
+    assert (None, sd.supportedLanguage, sd.SPARQL11Query) in graph
+    assert (None, sd.supportedLanguage, sd.SPARQL11Update) not in graph  # /query refuses updates: not offered
+    combined = rdflib.Graph().parse(data=httpx.get(url + "/sparql", headers={"Accept": "text/turtle"}).text, format="turtle")
+    assert (None, sd.supportedLanguage, sd.SPARQL11Update) in combined  # /sparql takes them (this server has a token)
 
 
 def test_syntax_error_is_a_one_line_protocol_error(url: str) -> None:
