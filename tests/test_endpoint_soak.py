@@ -37,8 +37,8 @@ def _counted_insert(round_no: int, client: str) -> str:
 
 @pytest.mark.timeout(300)
 def test_idle_gaps_longer_than_the_engine_keepalive_lose_nothing(tmp_path: Path) -> None:
-    from SPARQLWrapper import JSON, POST, SPARQLWrapper
     from rdflib.plugins.stores.sparqlstore import SPARQLUpdateStore
+    from SPARQLWrapper import JSON, POST, SPARQLWrapper
 
     settings = build_memory(tmp_path / "memory", facts=False)
     with serving(settings, query_timeout=ENGINE_IDLE_S) as server:
