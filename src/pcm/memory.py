@@ -204,9 +204,9 @@ class Memory:
         return memory
 
     def close(self) -> None:
-        ask = sys.modules.get("pcm.retrieval.ask")  # never imported: no query worker to stop, and no import to pay
-        if ask is not None:
-            ask.release(self)
+        safety = sys.modules.get("pcm.retrieval.safety")  # never imported: no query worker to stop, nor an import to pay
+        if safety is not None:
+            safety.release(self)
         if self._index is not None:
             self._index.close()
             self._index = None
@@ -634,8 +634,9 @@ class Memory:
         """
         self._writable()
         from pcm.ontology_tools.migrate import purge_backups
-        from pcm.retrieval.ask import CachingClient, release
+        from pcm.retrieval.ask import CachingClient
         from pcm.retrieval.grounding import CACHE_DIR
+        from pcm.retrieval.safety import release
         from pcm.retrieval.traversal.engine import VECTORS_DIR
         from pcm.retrieval.traversal.service import drop_engine
 
@@ -673,11 +674,15 @@ class Memory:
         return serialize(quads, fmt, prefixes=prefixes)
 
     def sparql(self, query: str, *, limit: int | None = None) -> QueryResult:
-        """A read-only query over the union of graphs, bounded in time and rows."""
+        """A read-only query over the union of graphs, bounded in time, rows and memory.
+
+        On a local store it runs in the killable query worker (:mod:`pcm.retrieval.safety`): the engine cannot be
+        interrupted inside one step, so only a separate process keeps ``PCM_QUERY_TIMEOUT`` for any query.
+        """
+        from pcm.retrieval.safety import runner_for
+
         check_read_only(query)
-        return self.backend.query(
-            query, timeout=self.settings.query_timeout, limit=limit or self.settings.query_limit
-        )
+        return runner_for(self).run(query, limit=limit or self.settings.query_limit)
 
     def stats(self) -> Stats:
         return self.store.stats()
@@ -765,6 +770,7 @@ def refuse_write_without_token(settings: Settings, info: ServerInfo) -> None:
             f"memory {settings.memory} is held by `pcm serve` at {info.url}; writes through it need the token the "
             "server was started with (PCM_TOKEN), or stop the server"
         )
+
 
 @lru_cache(maxsize=1)
 def shipped_ontology_version() -> str:

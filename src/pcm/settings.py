@@ -84,6 +84,8 @@ class Settings:
     query_timeout: float = 10.0
     #: Maximum rows returned by a user or generated SELECT.
     query_limit: int = 1000
+    #: Heap, in MB, a user or generated query may use before it is stopped (the query worker's RLIMIT_DATA).
+    query_memory_mb: int = 1024
     #: Remote SPARQL endpoint (query URL) instead of the embedded store; update/GSP URLs are derived from it.
     store_url: str = ""
     #: Bearer token for the remote endpoint, or the token ``pcm serve`` requires for writes.
@@ -119,6 +121,7 @@ class Settings:
             ("query_timeout", float),
             ("query_limit", int),
             ("max_utterance_chars", int),
+            ("query_memory_mb", int),
         ):
             raw = env.get(f"PCM_{name.upper()}")
             if raw:
