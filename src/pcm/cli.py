@@ -415,7 +415,6 @@ def stats(ctx: click.Context, memory_path: Path | None, as_json: bool) -> None:
     """
     with opened(ctx, memory_path, read_only=True) as memory:
         s = memory.stats()
-        curie = memory.ontology.curie
         drift = memory.ontology_drift
     if as_json:
         emit_json({**s.as_json(), "ontology_drift": drift.as_json() if drift else None})
@@ -425,6 +424,9 @@ def stats(ctx: click.Context, memory_path: Path | None, as_json: bool) -> None:
         echo("extraction: " + ", ".join(f"{k} {v}" for k, v in sorted(s.status.items())))
     echo("graphs: " + ", ".join(f"{k} {v['graphs']} ({v['triples']} triples)" for k, v in s.graphs.items()))
     if s.entities_by_class:
+        from pcm.ontology import load_ontology  # parsed only to name the classes
+
+        curie = load_ontology().curie
         echo("entities by class:")
         for cls, n in s.entities_by_class[:30]:
             echo(f"  {curie(cls):40} {n}")

@@ -12,7 +12,6 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -224,6 +223,10 @@ class Memory:
         A memory written before digests were recorded, whose stored ontology graph is this pcm's, gets the digest
         recorded on its first writable open (its data and version are left as they are).
         """
+        from pcm.ontology_files import file_facts
+
+        if (self.manifest.ontology_version, self.manifest.ontology_digest) == file_facts():
+            return  # the common case, decided without loading the ontology (rdflib) or the migration tools
         from pcm.ontology import load_ontology, ontology_digest
         from pcm.ontology_tools.migrate import ontology_drift
 
@@ -772,29 +775,17 @@ def refuse_write_without_token(settings: Settings, info: ServerInfo) -> None:
         )
 
 
-@lru_cache(maxsize=1)
 def shipped_ontology_version() -> str:
-    """``owl:versionInfo`` of the shipped ontology, read with the store's parser (milliseconds).
+    """``owl:versionInfo`` of the shipped ontology, read with the store's parser (milliseconds)."""
+    from pcm.ontology_files import file_facts
 
-    Every open compares it with the memory's; :func:`pcm.ontology.load_ontology` would parse the whole ontology
-    with rdflib for it (most of a second), which a command such as ``pcm stats`` or ``pcm ask`` through a running
-    server never needs otherwise.
-    """
-    from pcm import resources
-    from pcm.namespaces import OWL, PCM
+    version = file_facts()[0]
+    if version is None:
+        from pcm.ontology import load_ontology
 
-    subject, predicate = ox.NamedNode(PCM.rstrip("#")), ox.NamedNode(OWL + "versionInfo")
-    for path in sorted(resources.ontology_dir().glob("*.ttl")):
-        for triple in ox.parse(path=str(path), format=ox.RdfFormat.TURTLE):
-            if triple.subject == subject and triple.predicate == predicate:
-                return str(triple.object.value)  # type: ignore[union-attr]
-    from pcm.ontology import load_ontology
+        return load_ontology().version  # no version found this way: let the full loader say what is wrong
+    return version
 
-    return load_ontology().version  # no version found this way: let the full loader say what is wrong
-
-
-def _version_tuple(version: str) -> tuple[int, ...]:
-    return tuple(int(p) if p.isdigit() else 0 for p in version.split("."))
 
 
 def expand_iri(iri: str, namespace: str) -> str:

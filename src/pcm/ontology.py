@@ -8,7 +8,6 @@ graph in the store is small enough for ``rdfs:subClassOf*`` queries.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections import deque
 from collections.abc import Iterable, Mapping
@@ -25,6 +24,7 @@ from rdflib.collection import Collection
 from pcm import resources
 from pcm.errors import PcmError
 from pcm.namespaces import GRAPH_ONTOLOGY, PCM, PREFIXES, SCHEMA
+from pcm.ontology_files import ontology_digest
 
 if TYPE_CHECKING:
     from pcm.shapes import ValueLimit
@@ -275,38 +275,6 @@ class Ontology:
 
 
 # ---------------------------------------------------------------------- content digest
-
-
-def ontology_digest(quads: Iterable[pyoxigraph.Quad | pyoxigraph.Triple]) -> str:
-    """``sha256:<hex>`` of a set of triples (graph names ignored), the same for the same content however it is
-    written or stored.
-
-    Blank nodes (unionOf lists, restrictions) have no stable names, so each is named by a hash of what it says
-    (its outgoing triples, recursively). Two blank nodes saying the same thing then share a name, which can only
-    hide a duplicated axiom, never a changed one. The parsed files and the store's ontology graph give the same
-    digest, so a memory written before digests were recorded can be compared by reading its graph.
-    """
-    out: dict[pyoxigraph.BlankNode, list[tuple[str, object]]] = {}
-    triples = [(q.subject, q.predicate, q.object) for q in quads]
-    for s, p, o in triples:
-        if isinstance(s, pyoxigraph.BlankNode):
-            out.setdefault(s, []).append((str(p), o))
-    names: dict[pyoxigraph.BlankNode, str] = {}
-
-    def name(node: object, visiting: frozenset[pyoxigraph.BlankNode] = frozenset()) -> str:
-        if not isinstance(node, pyoxigraph.BlankNode):
-            return str(node)
-        if node in names:
-            return names[node]
-        if node in visiting:  # a cycle through blank nodes: no content name exists, keep it stable anyway
-            return "_:cycle"
-        inner = visiting | {node}
-        body = "\n".join(sorted(f"{p} {name(o, inner)}" for p, o in out.get(node, ())))
-        names[node] = "_:" + hashlib.sha256(body.encode("utf-8")).hexdigest()[:32]
-        return names[node]
-
-    lines = sorted({f"{name(s)} {p} {name(o)}" for s, p, o in triples})
-    return "sha256:" + hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
 
 
 # ---------------------------------------------------------------------- loading
