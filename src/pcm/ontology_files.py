@@ -51,23 +51,25 @@ def ontology_digest(quads: Iterable[pyoxigraph.Quad | pyoxigraph.Triple]) -> str
     return "sha256:" + hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
 
 
-def _files(folder: Path) -> list[Path]:
-    return sorted(folder.glob("*.ttl"))
-
-
-@lru_cache(maxsize=8)
 def file_facts(folder: Path | None = None) -> tuple[str | None, str]:
     """``(owl:versionInfo, content digest)`` of the ontology files in ``folder`` (default: the shipped ones).
 
-    The version is ``None`` when no file states it; a file pyoxigraph cannot parse raises its ``SyntaxError``,
-    which callers answer by loading the ontology the full way (that loader names the file and the error).
+    Remembered per set of files and their sizes and modification times, so an edited file is read again. The
+    version is ``None`` when no file states it; a file pyoxigraph cannot parse raises its ``SyntaxError``, which
+    callers answer by loading the ontology the full way (that loader names the file and the error).
     """
     folder = resources.ontology_dir() if folder is None else folder
+    files = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(folder.glob("*.ttl")))
+    return _facts(files)
+
+
+@lru_cache(maxsize=8)
+def _facts(files: tuple[tuple[str, int, int], ...]) -> tuple[str | None, str]:
     subject, predicate = pyoxigraph.NamedNode(PCM.rstrip("#")), pyoxigraph.NamedNode(OWL + "versionInfo")
     triples: list[pyoxigraph.Triple] = []
     version: str | None = None
-    for path in _files(folder):
-        for triple in pyoxigraph.parse(path=str(path), format=pyoxigraph.RdfFormat.TURTLE):
+    for path, _, _ in files:
+        for triple in pyoxigraph.parse(path=path, format=pyoxigraph.RdfFormat.TURTLE):
             triples.append(triple)
             if version is None and triple.subject == subject and triple.predicate == predicate:
                 version = str(triple.object.value)  # type: ignore[union-attr]
