@@ -31,6 +31,7 @@ EDITOR = "#sparql-query .yasqe .CodeMirror"
 
 try:
     from selenium import webdriver
+    from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support import expected_conditions as ec
@@ -97,9 +98,22 @@ def editor_text(browser: Any) -> str:
 
 
 def type_in_editor(browser: Any, keys: str) -> None:
-    """Type as a person would: keystrokes into CodeMirror's input at the cursor."""
-    browser.execute_script(f"document.querySelector({EDITOR!r}).CodeMirror.focus()")
-    browser.switch_to.active_element.send_keys(keys)
+    """Type as a person would: keystrokes to CodeMirror's input at the cursor (focused by a click on the editor)."""
+    if "CodeMirror" not in str(browser.execute_script("return document.activeElement.closest('.CodeMirror')?.className")):
+        browser.find_element(By.CSS_SELECTOR, EDITOR + " .CodeMirror-lines").click()
+        browser.execute_script(f"document.querySelector({EDITOR!r}).CodeMirror.execCommand('goDocEnd')")
+    ActionChains(browser).send_keys(keys).perform()
+
+
+def press_ctrl(browser: Any, key: str) -> None:
+    """Ctrl held down while ``key`` is pressed, in the focused editor."""
+    ActionChains(browser).key_down(Keys.CONTROL).send_keys(key).key_up(Keys.CONTROL).perform()
+
+
+def offered(browser: Any) -> list[str]:
+    """The completions the editor shows, once it shows some."""
+    hints = wait_for(browser, "#sparql-query .CodeMirror-hints")
+    return [li.text for li in hints.find_elements(By.CSS_SELECTOR, "li.CodeMirror-hint")]
 
 
 def test_query_entity_and_the_utterance_behind_a_fact(browser: Any, url: str) -> None:
@@ -151,28 +165,31 @@ def test_sparql_editor_highlights_and_completes_the_memory_prefixes(browser: Any
     # after PREFIX, typing the start of a name offers the memory's prefixes (and only those: no stock list)
     set_query(browser, "")
     type_in_editor(browser, "PREFIX s")
-    hints = wait_for(browser, "#sparql-query .CodeMirror-hints")
-    offered = [li.text for li in hints.find_elements(By.CSS_SELECTOR, "li.CodeMirror-hint")]
     known = {**PREFIXES, "m": httpx.get(url + "/api/info").json()["namespace"]}
-    assert offered == sorted(f"{p}: <{iri}>" for p, iri in known.items() if p.startswith("s"))
+    assert offered(browser) == sorted(f"{p}: <{iri}>" for p, iri in known.items() if p.startswith("s"))
     shot(browser, "06-sparql-prefix-completion")
     type_in_editor(browser, Keys.ENTER)  # take the first offer
     assert editor_text(browser) == f"PREFIX schema: <{PREFIXES['schema']}>"
 
-    # using an undeclared prefix of the memory declares it; Ctrl+Enter runs the query from the editor
+    # using an undeclared prefix declares it; classes and properties come from the memory's own ontology
     set_query(browser, "")
-    type_in_editor(browser, "SELECT ?pet ?name WHERE { ?pet a pcm:")
-    WebDriverWait(browser, WAIT_S).until(lambda b: "PREFIX pcm:" in editor_text(b))
-    type_in_editor(browser, Keys.ESCAPE)  # close any offer
-    browser.execute_script(f"document.querySelector({EDITOR!r}).CodeMirror.execCommand('goDocEnd')")
-    type_in_editor(browser, "Pet ; rdfs:label ?name }")
-    WebDriverWait(browser, WAIT_S).until(lambda b: "PREFIX rdfs:" in editor_text(b))
-    text = editor_text(browser)
-    assert f"PREFIX pcm: <{PREFIXES['pcm']}>" in text and f"PREFIX rdfs: <{PREFIXES['rdfs']}>" in text
-    type_in_editor(browser, Keys.CONTROL + Keys.ENTER)
-    wait_for(browser, "#results table.results", "Biscuit")
+    type_in_editor(browser, "SELECT ?pet ?breed WHERE { ?pet a pcm:")
+    WebDriverWait(browser, WAIT_S).until(lambda b: f"PREFIX pcm: <{PREFIXES['pcm']}>" in editor_text(b))
+    type_in_editor(browser, "Pe")
+    assert offered(browser) == ["pcm:Pet"]
+    shot(browser, "07-sparql-class-completion")
+    type_in_editor(browser, Keys.ENTER)
+    type_in_editor(browser, " ; pcm:petB")
+    assert offered(browser) == ["pcm:petBreed"]
+    type_in_editor(browser, Keys.ENTER)
+    type_in_editor(browser, " ?breed }")
+    assert editor_text(browser).endswith("SELECT ?pet ?breed WHERE { ?pet a pcm:Pet ; pcm:petBreed ?breed }")
+
+    # Ctrl+Enter runs the query from the editor
+    press_ctrl(browser, Keys.ENTER)
+    wait_for(browser, "#results table.results", "beagle")
     assert "1 row(s)" in browser.find_element(By.ID, "query-status").text
-    shot(browser, "07-sparql-editor-results")
+    shot(browser, "08-sparql-editor-results")
 
 
 def test_search_box(browser: Any, url: str) -> None:
@@ -190,8 +207,13 @@ def test_search_box(browser: Any, url: str) -> None:
 def test_no_errors_in_the_browser_console(browser: Any, url: str) -> None:
     browser.get(url + "/#/sparql")
     wait_for(browser, EDITOR)
-    type_in_editor(browser, Keys.CONTROL + " ")  # completion asks nothing of other origins (the CSP would refuse)
     browser.find_element(By.ID, "run-query").click()
     wait_for(browser, "#results table")
+    # completing a class and a property asks nothing of other origins (the CSP would refuse it, loudly)
+    set_query(browser, f"PREFIX pcm: <{PREFIXES['pcm']}>\nSELECT * WHERE {{ ?s a pcm:P")
+    type_in_editor(browser, "e")
+    assert "pcm:Pet" in offered(browser)
+    type_in_editor(browser, " ; pcm:has")
+    assert "pcm:hasPet" in offered(browser)
     severe = [e for e in browser.get_log("browser") if e.get("level") == "SEVERE"]
     assert severe == []

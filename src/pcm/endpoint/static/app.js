@@ -171,7 +171,7 @@ function sparqlPage(params) {
   show(
     el("h1", {}, "SPARQL"),
     el("p", { class: "muted" }, "Read-only queries over the whole memory (the default graph is the union of all graphs). " +
-      "Ctrl+Enter runs; Ctrl+Space completes; after PREFIX, or on typing a known prefix such as pcm:, the memory's prefixes are offered."),
+      "Ctrl+Enter runs; Ctrl+Space completes. Prefixes, classes and properties are offered from the memory's own vocabulary."),
     holder,
     el("div", { class: "toolbar" }, el("button", { id: "run-query", type: "button", onclick: run }, "Run"), status),
     results);
@@ -187,8 +187,21 @@ function prefixDeclarations() {
   return Object.entries(known).map(([prefix, iri]) => `${prefix}: <${iri}>`).sort();
 }
 
-// A SPARQL editor in `holder`: YASQE with highlighting, syntax checking and completion of the memory's prefixes
-// and the query's variables; nothing it offers is fetched from elsewhere. A plain textarea if YASQE did not load.
+const CLASS_KINDS = "owl:Class rdfs:Class";
+const PROPERTY_KINDS = "owl:ObjectProperty owl:DatatypeProperty owl:AnnotationProperty rdf:Property";
+
+// The IRIs the memory declares as one of `kinds` (its ontology and the vocabularies loaded with it), for completion.
+async function ontologyTerms(kinds) {
+  const answer = await sparql(`PREFIX owl: <http://www.w3.org/2002/07/owl#>
+PREFIX rdf: <http://www.w3.org/1999/02/22-rdf-syntax-ns#>
+PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#>
+SELECT DISTINCT ?term WHERE { VALUES ?kind { ${kinds} } ?term a ?kind FILTER isIRI(?term) } ORDER BY ?term`);
+  return answer.json.results.bindings.map((b) => b.term.value);
+}
+
+// A SPARQL editor in `holder`: YASQE with highlighting, syntax checking and completion of the memory's prefixes,
+// classes and properties and the query's variables; nothing it offers is fetched from elsewhere. A plain textarea
+// if YASQE did not load.
 function queryEditor(holder, text, run) {
   if (!window.Yasqe) {
     const area = el("textarea", { class: "plain-editor", spellcheck: "false", "aria-label": "SPARQL query" });
@@ -200,10 +213,21 @@ function queryEditor(holder, text, run) {
     return { getValue: () => area.value };
   }
   const Yasqe = window.Yasqe;
-  // A fresh list each time the page opens; stored nowhere (YASQE would otherwise keep it in localStorage for 30 days).
-  Yasqe.forkAutocompleter("prefixes", { name: "pcm-prefixes", get: prefixDeclarations(), persistenceId: null }, false);
-  // Only completers that need no network: the stock class and property ones ask lov.linkeddata.es.
-  Yasqe.defaults.autocompleters = ["variables", "pcm-prefixes"];
+  // Fresh lists each time the page opens, stored nowhere (YASQE would otherwise keep them in localStorage for 30 days).
+  // The stock class and property completers ask lov.linkeddata.es; these ask the memory's own ontology instead.
+  const own = { persistenceId: null, bulk: true, autoShow: true };
+  Yasqe.forkAutocompleter("prefixes", { ...own, name: "pcm-prefixes", get: prefixDeclarations() }, false);
+  for (const [stock, name, kinds] of [["class", "pcm-classes", CLASS_KINDS], ["property", "pcm-properties", PROPERTY_KINDS]]) {
+    const valid = Yasqe.Autocompleters[stock].isValidCompletionPosition;
+    Yasqe.forkAutocompleter(stock, {
+      ...own,
+      name,
+      get: () => ontologyTerms(kinds),
+      // Offered once a term is begun (as the stock ones do), not on every space after "a" or a subject.
+      isValidCompletionPosition: (yasqe) => yasqe.getCompleteToken().string.trim() !== "" && valid(yasqe),
+    }, false);
+  }
+  Yasqe.defaults.autocompleters = ["variables", "pcm-prefixes", "pcm-classes", "pcm-properties"];
   return new Yasqe(holder, {
     value: text,
     persistenceId: null, // the page keeps the last query in sessionStorage itself
