@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
+from pcm.endpoint.app import STATIC
 from pcm.endpoint.server import PcmServer
+from pcm.namespaces import PREFIXES
 
 try:
     from test_endpoint_support import BREED_POST, PET_POST, VET_POST, build_memory, serving
@@ -119,3 +122,19 @@ def test_no_cdn_anywhere_in_the_explorer(url: str) -> None:
         text = get(url, path).text
         for marker in ("cdn", "googleapis", "unpkg", "jsdelivr", "https://"):
             assert marker not in text.lower(), (path, marker)
+
+
+def test_the_sparql_editor_is_served_from_the_package(url: str) -> None:
+    """YASQE is vendored in the package (scripts/vendor_yasqe.sh): served by pcm itself, as recorded in VERSION."""
+    vendor = STATIC / "vendor" / "yasqe"
+    recorded = dict(
+        reversed(line.split()) for line in (vendor / "VERSION").read_text().splitlines() if line.startswith("  ")
+    )
+    assert set(recorded) == {"yasqe.min.js", "yasqe.min.css"} and (vendor / "LICENSE").is_file()
+    page = get(url, "/").text
+    for name, digest in recorded.items():
+        assert f'"/static/vendor/yasqe/{name}"' in page
+        served = get(url, "/static/vendor/yasqe/" + name)
+        assert served.status_code == 200 and hashlib.sha256(served.content).hexdigest() == digest
+    assert get(url, "/static/vendor/yasqe/yasqe.min.js").headers["content-type"].startswith("text/javascript")
+    assert get(url, "/api/info").json()["prefixes"] == PREFIXES  # what the editor offers to complete

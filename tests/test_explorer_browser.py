@@ -13,7 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+
+from pcm.namespaces import PREFIXES
 
 try:
     from test_endpoint_support import build_memory, serving
@@ -24,10 +27,13 @@ ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "explorer"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 WAIT_S = 20
+EDITOR = "#sparql-query .yasqe .CodeMirror"
 
 try:
     from selenium import webdriver
+    from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
 except ImportError:  # pragma: no cover - depends on the machine
@@ -81,6 +87,35 @@ def shot(browser: Any, name: str) -> None:
     assert browser.save_screenshot(str(ARTIFACTS / f"{name}.png"))
 
 
+def set_query(browser: Any, text: str) -> None:
+    """Replace the SPARQL editor's text (CodeMirror keeps its instance on its wrapper element)."""
+    wait_for(browser, EDITOR)
+    browser.execute_script(f"document.querySelector({EDITOR!r}).CodeMirror.setValue(arguments[0])", text)
+
+
+def editor_text(browser: Any) -> str:
+    return str(browser.execute_script(f"return document.querySelector({EDITOR!r}).CodeMirror.getValue()"))
+
+
+def type_in_editor(browser: Any, keys: str) -> None:
+    """Type as a person would: keystrokes to CodeMirror's input at the cursor (focused by a click on the editor)."""
+    if "CodeMirror" not in str(browser.execute_script("return document.activeElement.closest('.CodeMirror')?.className")):
+        browser.find_element(By.CSS_SELECTOR, EDITOR + " .CodeMirror-lines").click()
+        browser.execute_script(f"document.querySelector({EDITOR!r}).CodeMirror.execCommand('goDocEnd')")
+    ActionChains(browser).send_keys(keys).perform()
+
+
+def press_ctrl(browser: Any, key: str) -> None:
+    """Ctrl held down while ``key`` is pressed, in the focused editor."""
+    ActionChains(browser).key_down(Keys.CONTROL).send_keys(key).key_up(Keys.CONTROL).perform()
+
+
+def offered(browser: Any) -> list[str]:
+    """The completions the editor shows, once it shows some."""
+    hints = wait_for(browser, "#sparql-query .CodeMirror-hints")
+    return [li.text for li in hints.find_elements(By.CSS_SELECTOR, "li.CodeMirror-hint")]
+
+
 def test_query_entity_and_the_utterance_behind_a_fact(browser: Any, url: str) -> None:
     browser.get(url + "/")
     wait_for(browser, "#conversations", "Biscuit ate a sock")
@@ -88,12 +123,11 @@ def test_query_entity_and_the_utterance_behind_a_fact(browser: Any, url: str) ->
 
     # run a query in the SPARQL editor
     browser.find_element(By.CSS_SELECTOR, 'nav a[data-nav="sparql"]').click()
-    editor = wait_for(browser, "#sparql-query")
-    editor.clear()
-    editor.send_keys(
+    set_query(
+        browser,
         "PREFIX pcm: <https://w3id.org/pcm/ontology#>\n"
         "PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#>\n"
-        "SELECT ?pet ?name WHERE { ?pet a pcm:Pet ; rdfs:label ?name }"
+        "SELECT ?pet ?name WHERE { ?pet a pcm:Pet ; rdfs:label ?name }",
     )
     browser.find_element(By.ID, "run-query").click()
     table = wait_for(browser, "#results table.results", "Biscuit")
@@ -120,6 +154,44 @@ def test_query_entity_and_the_utterance_behind_a_fact(browser: Any, url: str) ->
     shot(browser, "04-conversation")
 
 
+def test_sparql_editor_highlights_and_completes_the_memory_prefixes(browser: Any, url: str) -> None:
+    browser.get(url + "/#/sparql")
+    set_query(browser, "PREFIX sioc: <http://rdfs.org/sioc/ns#>\nSELECT ?post WHERE { ?post a sioc:Post } LIMIT 5")
+    editor = wait_for(browser, EDITOR)
+    keywords = {span.text for span in editor.find_elements(By.CSS_SELECTOR, ".CodeMirror-code span.cm-keyword")}
+    assert {"PREFIX", "SELECT", "WHERE", "LIMIT"} <= keywords  # the SPARQL mode tokenised the text
+    assert "sioc:Post" in {span.text for span in editor.find_elements(By.CSS_SELECTOR, "span.cm-string-2")}
+
+    # after PREFIX, typing the start of a name offers the memory's prefixes (and only those: no stock list)
+    set_query(browser, "")
+    type_in_editor(browser, "PREFIX s")
+    known = {**PREFIXES, "m": httpx.get(url + "/api/info").json()["namespace"]}
+    assert offered(browser) == sorted(f"{p}: <{iri}>" for p, iri in known.items() if p.startswith("s"))
+    shot(browser, "06-sparql-prefix-completion")
+    type_in_editor(browser, Keys.ENTER)  # take the first offer
+    assert editor_text(browser) == f"PREFIX schema: <{PREFIXES['schema']}>"
+
+    # using an undeclared prefix declares it; classes and properties come from the memory's own ontology
+    set_query(browser, "")
+    type_in_editor(browser, "SELECT ?pet ?breed WHERE { ?pet a pcm:")
+    WebDriverWait(browser, WAIT_S).until(lambda b: f"PREFIX pcm: <{PREFIXES['pcm']}>" in editor_text(b))
+    type_in_editor(browser, "Pe")
+    assert offered(browser) == ["pcm:Pet"]
+    shot(browser, "07-sparql-class-completion")
+    type_in_editor(browser, Keys.ENTER)
+    type_in_editor(browser, " ; pcm:petB")
+    assert offered(browser) == ["pcm:petBreed"]
+    type_in_editor(browser, Keys.ENTER)
+    type_in_editor(browser, " ?breed }")
+    assert editor_text(browser).endswith("SELECT ?pet ?breed WHERE { ?pet a pcm:Pet ; pcm:petBreed ?breed }")
+
+    # Ctrl+Enter runs the query from the editor
+    press_ctrl(browser, Keys.ENTER)
+    wait_for(browser, "#results table.results", "beagle")
+    assert "1 row(s)" in browser.find_element(By.ID, "query-status").text
+    shot(browser, "08-sparql-editor-results")
+
+
 def test_search_box(browser: Any, url: str) -> None:
     browser.get(url + "/")
     box = wait_for(browser, "#search-box")
@@ -134,8 +206,14 @@ def test_search_box(browser: Any, url: str) -> None:
 
 def test_no_errors_in_the_browser_console(browser: Any, url: str) -> None:
     browser.get(url + "/#/sparql")
-    wait_for(browser, "#sparql-query")
+    wait_for(browser, EDITOR)
     browser.find_element(By.ID, "run-query").click()
     wait_for(browser, "#results table")
+    # completing a class and a property asks nothing of other origins (the CSP would refuse it, loudly)
+    set_query(browser, f"PREFIX pcm: <{PREFIXES['pcm']}>\nSELECT * WHERE {{ ?s a pcm:P")
+    type_in_editor(browser, "e")
+    assert "pcm:Pet" in offered(browser)
+    type_in_editor(browser, " ; pcm:has")
+    assert "pcm:hasPet" in offered(browser)
     severe = [e for e in browser.get_log("browser") if e.get("level") == "SEVERE"]
     assert severe == []

@@ -45,6 +45,7 @@ from pcm.endpoint.timing import Timings
 from pcm.endpoint.upstream import EngineUnavailable, TimeLimit, TooLarge, Upstream, WriteUnconfirmed
 from pcm.errors import InputError, PcmError, QueryError, UsageError, ValidationError
 from pcm.memory import Memory
+from pcm.namespaces import PREFIXES
 
 STATIC = Path(__file__).resolve().parent / "static"
 SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
@@ -381,6 +382,7 @@ class App:
                 "owner": m.owner,
                 "owner_iri": self.memory.naming.owner,
                 "namespace": m.namespace,
+                "prefixes": PREFIXES,  # what the explorer's SPARQL editor completes
                 "writable": self.config.writable,
                 "index": self.memory.settings.index_enabled,
                 "limits": {

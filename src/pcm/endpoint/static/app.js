@@ -1,5 +1,6 @@
 // pcm explorer: a small single-page app over pcm serve's JSON API and SPARQL endpoint.
 // No framework, no build step, nothing fetched from elsewhere. Memory text is only ever set with textContent.
+// The SPARQL editor is YASQE, vendored under /static/vendor/yasqe/ by scripts/vendor_yasqe.sh.
 "use strict";
 
 const view = document.getElementById("view");
@@ -147,17 +148,18 @@ async function homePage() {
 }
 
 function sparqlPage(params) {
-  const editor = el("textarea", { id: "sparql-query", spellcheck: "false", "aria-label": "SPARQL query" });
-  editor.value = params.get("q") || sessionStorage.getItem("pcm.query") || DEFAULT_QUERY;
+  const holder = el("div", { id: "sparql-query" });
   const results = el("div", { id: "results" });
   const status = el("span", { class: "muted", id: "query-status" });
+  let editor = null;
   const run = async () => {
-    sessionStorage.setItem("pcm.query", editor.value);
+    const text = editor.getValue();
+    sessionStorage.setItem("pcm.query", text);
     status.textContent = "running…";
     results.replaceChildren();
     const started = performance.now();
     try {
-      const answer = await sparql(editor.value);
+      const answer = await sparql(text);
       const ms = Math.round(performance.now() - started);
       results.replaceChildren(renderResults(answer));
       status.textContent = `${countOf(answer)} in ${ms} ms`;
@@ -166,16 +168,76 @@ function sparqlPage(params) {
       results.replaceChildren(errorBox(err.message));
     }
   };
-  editor.addEventListener("keydown", (event) => {
-    if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) run();
-  });
   show(
     el("h1", {}, "SPARQL"),
-    el("p", { class: "muted" }, "Read-only queries over the whole memory (the default graph is the union of all graphs). Ctrl+Enter runs."),
-    editor,
+    el("p", { class: "muted" }, "Read-only queries over the whole memory (the default graph is the union of all graphs). " +
+      "Ctrl+Enter runs; Ctrl+Space completes. Prefixes, classes and properties are offered from the memory's own vocabulary."),
+    holder,
     el("div", { class: "toolbar" }, el("button", { id: "run-query", type: "button", onclick: run }, "Run"), status),
     results);
+  // YASQE draws into the page, so the editor is made once its holder is attached.
+  editor = queryEditor(holder, params.get("q") || sessionStorage.getItem("pcm.query") || DEFAULT_QUERY, run);
   if (params.get("run")) run();
+}
+
+// The memory's prefixes as YASQE's prefix completer lists them ("pcm: <IRI>"):
+// the vocabularies pcm knows (from /api/info) and m: for this memory's own individuals.
+function prefixDeclarations() {
+  const known = Object.assign({}, info ? info.prefixes : {}, info ? { m: info.namespace } : {});
+  return Object.entries(known).map(([prefix, iri]) => `${prefix}: <${iri}>`).sort();
+}
+
+const CLASS_KINDS = "owl:Class rdfs:Class";
+const PROPERTY_KINDS = "owl:ObjectProperty owl:DatatypeProperty owl:AnnotationProperty rdf:Property";
+
+// The IRIs the memory declares as one of `kinds` (its ontology and the vocabularies loaded with it), for completion.
+async function ontologyTerms(kinds) {
+  const answer = await sparql(`PREFIX owl: <http://www.w3.org/2002/07/owl#>
+PREFIX rdf: <http://www.w3.org/1999/02/22-rdf-syntax-ns#>
+PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#>
+SELECT DISTINCT ?term WHERE { VALUES ?kind { ${kinds} } ?term a ?kind FILTER isIRI(?term) } ORDER BY ?term`);
+  return answer.json.results.bindings.map((b) => b.term.value);
+}
+
+// A SPARQL editor in `holder`: YASQE with highlighting, syntax checking and completion of the memory's prefixes,
+// classes and properties and the query's variables; nothing it offers is fetched from elsewhere. A plain textarea
+// if YASQE did not load.
+function queryEditor(holder, text, run) {
+  if (!window.Yasqe) {
+    const area = el("textarea", { class: "plain-editor", spellcheck: "false", "aria-label": "SPARQL query" });
+    area.value = text;
+    area.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) run();
+    });
+    holder.append(area);
+    return { getValue: () => area.value };
+  }
+  const Yasqe = window.Yasqe;
+  // Fresh lists each time the page opens, stored nowhere (YASQE would otherwise keep them in localStorage for 30 days).
+  // The stock class and property completers ask lov.linkeddata.es; these ask the memory's own ontology instead.
+  const own = { persistenceId: null, bulk: true, autoShow: true };
+  Yasqe.forkAutocompleter("prefixes", { ...own, name: "pcm-prefixes", get: prefixDeclarations() }, false);
+  for (const [stock, name, kinds] of [["class", "pcm-classes", CLASS_KINDS], ["property", "pcm-properties", PROPERTY_KINDS]]) {
+    const valid = Yasqe.Autocompleters[stock].isValidCompletionPosition;
+    Yasqe.forkAutocompleter(stock, {
+      ...own,
+      name,
+      get: () => ontologyTerms(kinds),
+      // Offered once a term is begun (as the stock ones do), not on every space after "a" or a subject.
+      isValidCompletionPosition: (yasqe) => yasqe.getCompleteToken().string.trim() !== "" && valid(yasqe),
+    }, false);
+  }
+  Yasqe.defaults.autocompleters = ["variables", "pcm-prefixes", "pcm-classes", "pcm-properties"];
+  return new Yasqe(holder, {
+    value: text,
+    persistenceId: null, // the page keeps the last query in sessionStorage itself
+    consumeShareLink: null, // the page's own #/sparql?q=... carries a query
+    createShareableLink: null,
+    showQueryButton: false, // the Run button below runs it through /query
+    resizeable: true,
+    editorHeight: "16rem",
+    extraKeys: { "Ctrl-Enter": () => run(), "Cmd-Enter": () => run() },
+  });
 }
 
 function countOf(answer) {
