@@ -202,7 +202,6 @@ class PcmServer:
         sock.set_inheritable(True)
         self._socket = sock
         assert self.app is not None
-        self.app.verbose = self.verbose
         self.asgi = create_app(self.app, mounted=self._mounted)
         config = uvicorn.Config(
             self.asgi,
