@@ -199,7 +199,6 @@ class PcmServer:
         except OSError as exc:
             sock.close()
             raise UsageError(f"cannot listen on {self.config.bind}: {exc.strerror or exc}") from exc
-        sock.set_inheritable(True)
         self._socket = sock
         assert self.app is not None
         self.asgi = create_app(self.app, mounted=self._mounted)

@@ -57,11 +57,15 @@ class Guard:
     def __init__(self, app: ASGIApp, front: App) -> None:
         self.app = app
         self.front = front
+        self.paths = {*front.protocol_routes(), *front.api_routes()}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        path = scope["path"]
+        if path.endswith("/") and path.rstrip("/") in self.paths:  # /query/ is /query
+            scope["path"] = path.rstrip("/")
         scope.setdefault("state", {})[_STARTED] = time.perf_counter_ns()
         headers = Headers(scope=scope)
         extra = {**SECURITY_HEADERS, **self.front.cors_headers(headers.get("origin") or "")}
