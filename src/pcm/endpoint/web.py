@@ -91,11 +91,10 @@ def starlette_response(response: Response) -> StarletteResponse:
     headers = dict(response.headers)
     if response.close:
         headers["Connection"] = "close"
-    if isinstance(response.body, bytes):
-        background = BackgroundTask(response.on_done) if response.on_done is not None else None
-        return StarletteResponse(response.body, response.status, headers, background=background)
-    # a streamed body: released once sent, or once the client went away
+    # on_done releases what the answer held (a streamed engine answer) once it was sent or the client went away
     background = BackgroundTask(response.on_done) if response.on_done is not None else None
+    if isinstance(response.body, bytes):
+        return StarletteResponse(response.body, response.status, headers, background=background)
     return StreamingResponse(response.body, response.status, headers, background=background)
 
 
