@@ -100,6 +100,9 @@ def starlette_response(response: Response) -> StarletteResponse:
 
 async def _read_body(request: StarletteRequest, front: App) -> bytes | Response:
     """The whole body, refused at the cap as it arrives (a chunked body has no Content-Length to check first)."""
+    headers = request.headers
+    if "content-length" not in headers and "transfer-encoding" not in headers:
+        return b""  # no body (a GET): nothing to wait for
     parts: list[bytes] = []
     size = 0
     async for piece in request.stream():
