@@ -195,3 +195,37 @@ def test_serve_client_ingests_files_and_text_through_the_server(tmp_path: Path, 
     assert ask(url, 'ASK { ?p <http://rdfs.org/sioc/ns#content> "The bike shop is on Alder St." }')
     with ServeClient(info) as anonymous, pytest.raises(MemoryLockedError, match="PCM_TOKEN"):
         anonymous.ingest_text("sneaky")
+
+
+def test_another_asgi_app_mounted_beside_the_front(tmp_path: Path) -> None:
+    """What the MCP endpoint uses: an ASGI app under a path, behind the same Host check, with its lifespan run."""
+    import contextlib
+
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    events: list[str] = []
+
+    async def hello(request: Request) -> JSONResponse:
+        return JSONResponse({"path": request.url.path, "running": events == ["started"]})
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette):  # type: ignore[no-untyped-def]
+        events.append("started")
+        yield
+        events.append("stopped")
+
+    extra = Starlette(routes=[Route("/", hello, methods=["GET", "POST"])])
+    server = PcmServer(build_memory(tmp_path / "m", facts=False), ServeConfig(bind="127.0.0.1:0", token=TOKEN))
+    server.mount("/mcp", extra, lifespan=lifespan)
+    with server:
+        answer = httpx.get(server.url + "/mcp/")
+        assert answer.status_code == 200 and answer.json()["running"] is True
+        assert answer.headers["x-content-type-options"] == "nosniff"
+        assert httpx.get(server.url + "/mcp/", headers={"Host": "evil.example"}).status_code == 403
+        assert httpx.get(server.url + "/api/health").status_code == 200
+        with pytest.raises(UsageError):
+            server.mount("/late", extra)
+    assert events == ["started", "stopped"]

@@ -39,6 +39,14 @@ def test_oversized_body_is_refused_and_writes_nothing(limited: PcmServer) -> Non
     assert not ask(url, f"ASK {{ <{EX}s1> ?p ?o }}")
     query = httpx.post(url + "/query", content="ASK {} #" + "x" * 70_000, headers={"Content-Type": "application/sparql-query"})
     assert query.status_code == 413
+
+    def pieces() -> Iterator[bytes]:  # no Content-Length: the cap is applied while the chunks arrive
+        yield big[: len(big) // 2].encode()
+        yield big[len(big) // 2 :].encode()
+
+    chunked = httpx.post(url + "/update", content=pieces(), headers={**AUTH, "Content-Type": "application/sparql-update"})
+    assert chunked.status_code == 413 and "too large" in chunked.json()["error"]
+    assert not ask(url, f"ASK {{ <{EX}s1> ?p ?o }}")
     assert ask(url, "ASK {}")  # the server still answers
 
 

@@ -139,7 +139,6 @@ class App:
         self.explorer = Explorer(memory.backend, memory.manifest.namespace, timeout=config.query_timeout)
         #: One writer at a time, and the side index (embedder, LanceDB) used by one request at a time.
         self.memory_lock = threading.RLock()
-        self.verbose = False
         self.timings = Timings()
         self.reindex_job = BackgroundJob("reindex")
 

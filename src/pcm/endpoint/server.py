@@ -199,10 +199,8 @@ class PcmServer:
         except OSError as exc:
             sock.close()
             raise UsageError(f"cannot listen on {self.config.bind}: {exc.strerror or exc}") from exc
-        sock.set_inheritable(True)
         self._socket = sock
         assert self.app is not None
-        self.app.verbose = self.verbose
         self.asgi = create_app(self.app, mounted=self._mounted)
         config = uvicorn.Config(
             self.asgi,

@@ -2,8 +2,9 @@
 
 Latency seen by a client mixes the engine, the network and the machine's load; the share spent in pcm's code is
 the part we control, so it is measured where it happens. Every request that reaches the engine records two
-durations: the engine's (request sent to last byte back) and the front's (everything else, from the request line
-read to the answer written). Clients see them per request in a ``Server-Timing`` header; ``GET /api/stats``
+durations: the engine's (from handing the request to the engine client to the last byte back, so the client's
+own work is counted there) and the front's (everything else, from the request entering the application, its
+head already parsed by uvicorn, to the answer handed back for writing). Clients see them per request in a ``Server-Timing`` header; ``GET /api/stats``
 summarises the most recent ones.
 """
 

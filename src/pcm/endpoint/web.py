@@ -57,11 +57,15 @@ class Guard:
     def __init__(self, app: ASGIApp, front: App) -> None:
         self.app = app
         self.front = front
+        self.paths = {*front.protocol_routes(), *front.api_routes()}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        path = scope["path"]
+        if path.endswith("/") and path.rstrip("/") in self.paths:  # /query/ is /query
+            scope["path"] = path.rstrip("/")
         scope.setdefault("state", {})[_STARTED] = time.perf_counter_ns()
         headers = Headers(scope=scope)
         extra = {**SECURITY_HEADERS, **self.front.cors_headers(headers.get("origin") or "")}
@@ -87,16 +91,18 @@ def starlette_response(response: Response) -> StarletteResponse:
     headers = dict(response.headers)
     if response.close:
         headers["Connection"] = "close"
-    if isinstance(response.body, bytes):
-        background = BackgroundTask(response.on_done) if response.on_done is not None else None
-        return StarletteResponse(response.body, response.status, headers, background=background)
-    # a streamed body: released once sent, or once the client went away
+    # on_done releases what the answer held (a streamed engine answer) once it was sent or the client went away
     background = BackgroundTask(response.on_done) if response.on_done is not None else None
+    if isinstance(response.body, bytes):
+        return StarletteResponse(response.body, response.status, headers, background=background)
     return StreamingResponse(response.body, response.status, headers, background=background)
 
 
 async def _read_body(request: StarletteRequest, front: App) -> bytes | Response:
     """The whole body, refused at the cap as it arrives (a chunked body has no Content-Length to check first)."""
+    headers = request.headers
+    if "content-length" not in headers and "transfer-encoding" not in headers:
+        return b""  # no body (a GET): nothing to wait for
     parts: list[bytes] = []
     size = 0
     async for piece in request.stream():
