@@ -84,6 +84,26 @@ def test_text_with_an_invalid_byte_is_one_line_and_exit_3(mem: Path, tmp_path: P
     assert posts(mem, tmp_path) == 0
 
 
+@pytest.mark.parametrize(("args", "named"), [
+    (["sparql", b"SELECT * WHERE { ?s ?p \"\xff\" }"], "QUERY"),
+    (["why", b"m:caf\xe9"], "IRI"),
+    (["forget", "--post", b"D1:\xff"], "--post"),
+    (["forget", "--session", b"s\xff"], "--session"),
+    (["ingest", "--text", "hello", "--speaker", b"Zo\xeb"], "--speaker"),
+])
+def test_an_invalid_byte_in_any_argument_is_one_line_and_exit_3(mem: Path, tmp_path: Path, args: list[str | bytes],
+                                                                 named: str) -> None:
+    out = pcm(args, mem, tmp_path)
+    assert out.returncode == 3 and named in one_line(out.stderr) and "not UTF-8" in out.stderr
+
+
+def test_a_query_file_that_is_not_utf8_is_one_line(mem: Path, tmp_path: Path) -> None:
+    query = tmp_path / "q.rq"
+    query.write_bytes(b"SELECT * WHERE { ?s ?p '\xff' }")
+    out = pcm(["sparql", "--file", str(query)], mem, tmp_path)
+    assert out.returncode == 3 and "q.rq" in one_line(out.stderr) and "0xFF" in out.stderr
+
+
 def test_a_file_with_an_invalid_byte_names_its_line(mem: Path, tmp_path: Path) -> None:
     path = tmp_path / "chats.jsonl"
     path.write_bytes(b'{"conversation_id": "a", "role": "user", "content": "ok"}\n'

@@ -41,6 +41,7 @@ def handle_errors(func: F) -> F:
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
+            _check_arguments(kwargs)
             return func(*args, **kwargs)
         except PcmError as exc:
             report = getattr(exc, "report", "")
@@ -51,6 +52,20 @@ def handle_errors(func: F) -> F:
             _fail("interrupted", 130)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _check_arguments(values: dict[str, Any]) -> None:
+    """Refuse an argument with a byte that is not UTF-8 (Python hands it over as a lone surrogate, which no store,
+    query or terminal takes) as one line naming the option, before the command does anything."""
+    from pcm.conversations import check_text
+
+    context = click.get_current_context(silent=True)
+    labels = {p.name: (p.opts[0] if isinstance(p, click.Option) else p.human_readable_name)
+              for p in (context.command.params if context is not None else [])}
+    for name, value in values.items():
+        for text in value if isinstance(value, tuple) else (value,):
+            if isinstance(text, str):
+                check_text(text, "the value", labels.get(name, name))
 
 
 def memory_option(func: F) -> F:
@@ -350,7 +365,9 @@ def sparql(ctx: click.Context, memory_path: Path | None, query: str | None, quer
 
     if bool(query) == bool(query_file):
         raise UsageError("give a QUERY or --file")
-    text = query_file.read_text(encoding="utf-8") if query_file else query or ""
+    from pcm.conversations import read_text
+
+    text = read_text(query_file) if query_file else query or ""
     if "PREFIX" not in text.upper():
         text = sparql_prefixes() + text
     with opened(ctx, memory_path, read_only=True) as memory:
@@ -608,16 +625,17 @@ def recall(ctx: click.Context, memory_path: Path | None, text: str | None, k: in
 
 
 def _read_questions(path: Path) -> Iterator[str]:
+    from pcm.conversations import read_text
     from pcm.errors import InputError
 
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(read_text(path).splitlines(), 1):
         line = line.strip()
         if not line:
             continue
         if line.startswith("{"):
             try:
                 yield str(json.loads(line)["question"])
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            except (json.JSONDecodeError, KeyError, TypeError, RecursionError) as exc:
                 raise InputError(f"{path.name}:{n}: expected a JSON object with a 'question' field") from exc
         else:
             yield line

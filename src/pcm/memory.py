@@ -295,7 +295,11 @@ class Memory:
             raise UsageError("this memory was opened read-only")
 
     def ingest(self, conversations: Iterable[Conversation], progress: Progress | None = None) -> IngestReport:
-        """Store every utterance as a post, one atomic write each; re-ingesting the same turns adds nothing."""
+        """Store every utterance as a post, one atomic write each; re-ingesting the same turns adds nothing.
+
+        The whole batch is checked first (:func:`~pcm.conversations.check_conversations`, the side index's model),
+        so a refusal (InputError, MemoryVersionError) leaves the memory as it was.
+        """
         self._writable()
         conversations = list(conversations)
         # Everything is checked before the first write, so a bad message anywhere leaves the memory untouched.
