@@ -2,7 +2,8 @@
 
 Exit codes scripts can trust, one meaning each across commands (the table in README.md): 0 ok, 1 generic failure,
 2 usage, 3 bad input, 4 memory locked (a write while `pcm serve` holds the memory, without its token, included),
-5 version or model mismatch, 6 no memory, 7 validation failed, 8 query refused or failed, 9 LLM error.
+5 version or model mismatch (a write to a memory whose ontology differs from this pcm's included: run
+`pcm ontology migrate`), 6 no memory, 7 validation failed, 8 query refused or failed, 9 LLM error.
 Human output goes through :func:`pcm.terminal.echo`, which escapes control characters in stored text.
 """
 
@@ -99,6 +100,8 @@ def opened(ctx: click.Context, memory_path: Path | None, *, read_only: bool = Fa
     from pcm.memory import Memory
 
     memory = Memory.open(settings_for(ctx, memory_path, **overrides), read_only=read_only)
+    if memory.ontology_drift is not None:  # reads work on a memory waiting for `pcm ontology migrate`; say so once
+        click.echo(f"pcm: note: {memory.ontology_drift.note(memory.settings.memory)}", err=True)
     try:
         yield memory
     finally:
@@ -135,6 +138,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "duplicates": "pcm.cli_extract:duplicates",
     "retrieve": "pcm.cli_retrieve:retrieve",
     "summary": "pcm.cli_summary:summary",
+    "mcp": "pcm.cli_mcp:mcp",
 }
 
 
@@ -429,8 +433,9 @@ def stats(ctx: click.Context, memory_path: Path | None, as_json: bool) -> None:
     with opened(ctx, memory_path, read_only=True) as memory:
         s = memory.stats()
         curie = memory.ontology.curie
+        drift = memory.ontology_drift
     if as_json:
-        emit_json(s.as_json())
+        emit_json({**s.as_json(), "ontology_drift": drift.as_json() if drift else None})
         return
     echo(f"posts: {s.posts}   sessions: {s.sessions}   triples: {s.triples}")
     if s.status:

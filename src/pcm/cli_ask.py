@@ -41,8 +41,6 @@ def ask(ctx: click.Context, memory_path: Path | None, question: str, k: int, exp
       pcm ask "Which shop fixed my car, and where did I fly after that?" --plan --explain
     """
     from pcm.conversations import parse_timestamp
-    from pcm.llm import make_client
-    from pcm.retrieval.ask import ask as run_ask
 
     when = None
     if as_of:
@@ -59,6 +57,9 @@ def ask(ctx: click.Context, memory_path: Path | None, question: str, k: int, exp
         else:
             echo(f"{data.get('answer')}\n(path: {data.get('path')}; answered by pcm serve at {server.info.url})", newlines=True)
         return
+    from pcm.llm import make_client  # after the server branch: a warm answer needs neither module
+    from pcm.retrieval.ask import ask as run_ask
+
     with opened(ctx, memory_path, read_only=True) as memory:
         client = make_client(memory.settings)
         result = run_ask(memory, question, client=client, as_of=when, explain=explain, k=k, plan=plan)

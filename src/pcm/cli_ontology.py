@@ -47,10 +47,13 @@ def _load(ontology_dir: Path | None):  # type: ignore[no-untyped-def]
 @click.option("--vocab", "vocab_dir", type=_DIR, default=None,
               help="Published vocabularies as N-Quads (default: ../shared/vocab when present).")
 @click.option("--no-reasoner", is_flag=True, help="Skip HermiT (no consistency check).")
+@click.option("--catalog", "catalog_file", type=_FILE, default=None,
+              help="Catalog mapping owl:imports IRIs to local files (default: the ontology folder's "
+                   "catalog-v001.xml or catalog.toml). Imports are never downloaded.")
 @json_option
 @handle_errors
 def check(ontology_dir: Path | None, shapes_dir: Path | None, queries_dir: Path | None, prompts: tuple[Path, ...],
-          vocab_dir: Path | None, no_reasoner: bool, as_json: bool) -> None:
+          vocab_dir: Path | None, no_reasoner: bool, catalog_file: Path | None, as_json: bool) -> None:
     """Parse, reason (OWL 2 consistency, unsatisfiable classes), lint, and check every term shapes, queries and
     prompts use. Exits 1 with a report when anything is wrong.
 
@@ -67,6 +70,7 @@ def check(ontology_dir: Path | None, shapes_dir: Path | None, queries_dir: Path 
         prompts=list(prompts) if prompts else None,
         vocab_dir=vocab_dir if vocab_dir is not None else DEFAULT_VOCAB,
         reasoner=not no_reasoner,
+        catalog_file=catalog_file,
     )
     emit_json(report.as_json()) if as_json else echo(report.text(), newlines=True)
     if not report.ok:
@@ -213,7 +217,9 @@ def diff(ctx: click.Context, old: Path, new: Path, memory_path: Path | None, dat
 @memory_option
 @click.option("--dry-run", is_flag=True, help="Only validate against the new shapes and list the scripts.")
 @click.option("--reextract", is_flag=True, help="Mark the posts whose facts break a rule as pending re-extraction.")
-@click.option("--strict", is_flag=True, help="Roll back when facts still break a rule after migrating.")
+@click.option("--allow-violations", is_flag=True,
+              help="Keep the migration even when facts still break a rule (by default it is rolled back, exit 7).")
+@click.option("--strict", is_flag=True, hidden=True, help="The default now: kept so older scripts still run.")
 @click.option("--ontology", "ontology_dir", type=_DIR, default=None, help="Target ontology (default: the shipped one).")
 @click.option("--shapes", "shapes_dir", type=_DIR, default=None, help="Target shapes (default: the shipped ones).")
 @click.option("--migrations", "migrations_dir", type=_DIR, default=None,
@@ -221,20 +227,25 @@ def diff(ctx: click.Context, old: Path, new: Path, memory_path: Path | None, dat
 @json_option
 @click.pass_context
 @handle_errors
-def migrate(ctx: click.Context, memory_path: Path | None, dry_run: bool, reextract: bool, strict: bool,
-            ontology_dir: Path | None, shapes_dir: Path | None, migrations_dir: Path | None, as_json: bool) -> None:
-    """Move the memory to a new ontology version: validate, back up, apply migration scripts atomically, bump
-    the version, and list (or mark for re-extraction) the posts whose facts break a rule.
+def migrate(ctx: click.Context, memory_path: Path | None, dry_run: bool, reextract: bool, allow_violations: bool,
+            strict: bool, ontology_dir: Path | None, shapes_dir: Path | None, migrations_dir: Path | None,
+            as_json: bool) -> None:
+    """Move the memory to a new ontology version (or content): validate, back up, apply migration scripts
+    atomically, record the new version and digest, validate again.
+
+    A migration that leaves facts breaking a rule is rolled back (exit 7), listing each broken fact and whether
+    re-extraction can repair it (a fact from a post) or not (an imported fact); --allow-violations keeps it.
+    Until it runs, a memory whose ontology differs from this pcm's is read-only.
 
     \b
     Example:
       pcm ontology migrate --dry-run
-      pcm ontology migrate --reextract
+      pcm ontology migrate --reextract --allow-violations
     """
     from pcm.ontology_tools import migrate as mig
 
     options = {"ontology": _load(ontology_dir) if ontology_dir else None, "shapes_dir": shapes_dir,
-               "migrations": migrations_dir, "reextract": reextract, "strict": strict}
+               "migrations": migrations_dir, "reextract": reextract, "allow_violations": allow_violations}
     if dry_run:
         with opened(ctx, memory_path, read_only=True) as memory:
             report = mig.migrate(memory, dry_run=True, **options)  # type: ignore[arg-type]

@@ -70,12 +70,10 @@ def serve(ctx: click.Context, memory_path: Path | None, bind: str, token: str | 
         max_body=int(max_body_mb * MB),
         max_result=int(max_result_mb * MB),
     )
-    server = PcmServer(settings, config)
+    server = PcmServer(settings, config, verbose=verbose)
     _stop_on_sigterm()
     try:
         server.start()
-        assert server.app is not None
-        server.app.verbose = verbose
         _announce(server.url, settings.memory, config, as_json)
         server.serve_forever()
     except KeyboardInterrupt:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import hashlib
 import json
 import re
 from collections.abc import Sequence
@@ -156,6 +157,25 @@ def parse_text_utterance(
         speaker=_optional_text(speaker, "speaker", where),
         timestamp=at,
     )
+
+
+def parse_messages(data: Any, *, key: str | None = None, where: str = "request body") -> Conversation:
+    """A chat as assistants' APIs send it: ``{"messages": [{"role": ..., "content": ...}, ...]}``.
+
+    ``conversation_id``, ``title`` and ``started`` are optional, as are each message's ``id``, ``speaker`` and
+    ``timestamp``. Without a conversation id the session is named from ``key`` (the client's idempotency key) or
+    else from a digest of the messages themselves, so sending the same body twice lands on the same posts and
+    stores nothing new, while two different chats (even with a turn of the same text) are two sessions.
+    """
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: expected an object with 'messages', found {_kind(data)}")
+    if data.get("conversation_id") is None:
+        if not isinstance(data.get("messages"), list):
+            raise InputError(f"{where}: 'messages' must be a list, found {_kind(data.get('messages'))}")
+        basis = key if key is not None else json.dumps(data["messages"], sort_keys=True, ensure_ascii=False)
+        digest = hashlib.sha256(basis.encode("utf-8")).hexdigest()[:16]
+        data = {**data, "conversation_id": f"chat-{digest}"}
+    return _conversation(data, where, "conversation")
 
 
 def detect_format(path: Path) -> str:

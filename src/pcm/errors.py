@@ -35,6 +35,11 @@ class MemoryVersionError(PcmError):
     exit_code = 5
 
 
+class OntologyMigrationNeeded(MemoryVersionError):
+    """The memory's ontology differs from this pcm's (version or content): it is read-only until
+    ``pcm ontology migrate`` runs. Same exit code as the other version mismatches."""
+
+
 class MemoryNotFoundError(PcmError):
     """No memory at the given path (run ``pcm init``)."""
 

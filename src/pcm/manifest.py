@@ -34,6 +34,9 @@ class Manifest:
     embedding_model: str = DEFAULT_EMBEDDING_MODEL
     embedding_dim: int = DEFAULT_EMBEDDING_DIM
     ontology_version: str = ""
+    ontology_digest: str = ""
+    """Content digest of the ontology the data was written against (:attr:`pcm.ontology.Ontology.digest`), so an
+    ontology changed without a version bump is noticed too. Empty in memories written before it was recorded."""
     schema_version: int = SCHEMA_VERSION
     created: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
     pcm_version: str = __version__

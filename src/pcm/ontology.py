@@ -8,6 +8,7 @@ graph in the store is small enough for ``rdfs:subClassOf*`` queries.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import deque
 from collections.abc import Iterable, Mapping
@@ -111,6 +112,7 @@ class Ontology:
         self._down = _reverse(self._up)
         self._prefixes = sorted(PREFIXES.items(), key=lambda item: -len(item[1]))
         self._quads: tuple[pyoxigraph.Quad, ...] | None = None
+        self._digest: str | None = None
 
     def _of_kind(self, kinds: Iterable[str]) -> frozenset[str]:
         wanted = set(kinds)
@@ -262,6 +264,49 @@ class Ontology:
                 for s, p, o in sorted(self.graph, key=lambda triple: tuple(t.n3() for t in triple))
             )
         return list(self._quads)
+
+    @property
+    def digest(self) -> str:
+        """A digest of the ontology's content (:func:`ontology_digest` of :meth:`quads`): it changes when any
+        triple does, whether or not ``owl:versionInfo`` was bumped, and not when only the files' layout does."""
+        if self._digest is None:
+            self._digest = ontology_digest(self.quads())
+        return self._digest
+
+
+# ---------------------------------------------------------------------- content digest
+
+
+def ontology_digest(quads: Iterable[pyoxigraph.Quad | pyoxigraph.Triple]) -> str:
+    """``sha256:<hex>`` of a set of triples (graph names ignored), the same for the same content however it is
+    written or stored.
+
+    Blank nodes (unionOf lists, restrictions) have no stable names, so each is named by a hash of what it says
+    (its outgoing triples, recursively). Two blank nodes saying the same thing then share a name, which can only
+    hide a duplicated axiom, never a changed one. The parsed files and the store's ontology graph give the same
+    digest, so a memory written before digests were recorded can be compared by reading its graph.
+    """
+    out: dict[pyoxigraph.BlankNode, list[tuple[str, object]]] = {}
+    triples = [(q.subject, q.predicate, q.object) for q in quads]
+    for s, p, o in triples:
+        if isinstance(s, pyoxigraph.BlankNode):
+            out.setdefault(s, []).append((str(p), o))
+    names: dict[pyoxigraph.BlankNode, str] = {}
+
+    def name(node: object, visiting: frozenset[pyoxigraph.BlankNode] = frozenset()) -> str:
+        if not isinstance(node, pyoxigraph.BlankNode):
+            return str(node)
+        if node in names:
+            return names[node]
+        if node in visiting:  # a cycle through blank nodes: no content name exists, keep it stable anyway
+            return "_:cycle"
+        inner = visiting | {node}
+        body = "\n".join(sorted(f"{p} {name(o, inner)}" for p, o in out.get(node, ())))
+        names[node] = "_:" + hashlib.sha256(body.encode("utf-8")).hexdigest()[:32]
+        return names[node]
+
+    lines = sorted({f"{name(s)} {p} {name(o)}" for s, p, o in triples})
+    return "sha256:" + hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
 
 
 # ---------------------------------------------------------------------- loading

@@ -69,9 +69,12 @@ class Settings:
     memory: Path = field(default_factory=default_memory_path)
     llm: LLMSpec = field(default_factory=LLMSpec)
     anthropic_api_key: str = ""
+    #: ``ANTHROPIC_BASE_URL``: a proxy or gateway in front of the Anthropic API (empty: the public API).
+    anthropic_base_url: str = ""
     openai_api_key: str = ""
-    #: Seconds one LLM call may take before it is abandoned (and retried).
-    llm_timeout: float = 120.0
+    #: Seconds of silence (no byte of the streamed reply) before an LLM call is abandoned; never re-sent then.
+    #: ``None``: 120 s for a hosted API, 900 s for a local server (loopback URL), whose prefill can take minutes.
+    llm_timeout: float | None = None
     llm_max_retries: int = 4
     #: Concurrent LLM calls during batch ingest.
     llm_concurrency: int = 4
@@ -81,6 +84,8 @@ class Settings:
     query_timeout: float = 10.0
     #: Maximum rows returned by a user or generated SELECT.
     query_limit: int = 1000
+    #: Heap, in MB, a user or generated query may use before it is stopped (the query worker's RLIMIT_DATA).
+    query_memory_mb: int = 1024
     #: Remote SPARQL endpoint (query URL) instead of the embedded store; update/GSP URLs are derived from it.
     store_url: str = ""
     #: Bearer token for the remote endpoint, or the token ``pcm serve`` requires for writes.
@@ -106,6 +111,7 @@ class Settings:
         if env.get("PCM_LLM"):
             kwargs["llm"] = LLMSpec.parse(env["PCM_LLM"])
         kwargs["anthropic_api_key"] = env.get("ANTHROPIC_API_KEY", "")
+        kwargs["anthropic_base_url"] = env.get("ANTHROPIC_BASE_URL", "")
         kwargs["openai_api_key"] = env.get("OPENAI_API_KEY", "") or env.get("PCM_OPENAI_API_KEY", "")
         for name, conv in (
             ("llm_timeout", float),
@@ -115,6 +121,7 @@ class Settings:
             ("query_timeout", float),
             ("query_limit", int),
             ("max_utterance_chars", int),
+            ("query_memory_mb", int),
         ):
             raw = env.get(f"PCM_{name.upper()}")
             if raw:

@@ -26,7 +26,6 @@ import json
 import logging
 import threading
 import time
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -55,7 +54,7 @@ from pcm.retrieval.plan import (
 )
 from pcm.retrieval.postprocess import Computed, ComputeError, apply
 from pcm.retrieval.repair import RepairLoop, RepairResult, TraceStep, around_entities
-from pcm.retrieval.safety import QueryRunner
+from pcm.retrieval.safety import release, runner_for
 
 if TYPE_CHECKING:
     from pcm.memory import Memory
@@ -515,28 +514,6 @@ def _traversal_context(memory: Memory, question: str, start: Sequence[str], k: i
 
 
 # ------------------------------------------------------------------------------------------------ runner and cache
-
-
-_RUNNERS: weakref.WeakKeyDictionary[Any, QueryRunner] = weakref.WeakKeyDictionary()
-_RUNNERS_LOCK = threading.Lock()
-
-
-def runner_for(memory: Memory) -> QueryRunner:
-    """One query runner (and so at most one worker process) per open memory."""
-    with _RUNNERS_LOCK:
-        runner = _RUNNERS.get(memory)
-        if runner is None or runner.backend is not memory.backend:
-            runner = QueryRunner(memory.backend, timeout=memory.settings.query_timeout, limit=memory.settings.query_limit)
-            _RUNNERS[memory] = runner
-        return runner
-
-
-def release(memory: Memory) -> None:
-    """Stop the memory's query worker (for ``Memory.close``; otherwise it stops when the memory is collected)."""
-    with _RUNNERS_LOCK:
-        runner = _RUNNERS.pop(memory, None)
-    if runner is not None:
-        runner.close()
 
 
 class CachingClient:

@@ -17,9 +17,11 @@ The time limit. pyoxigraph has no timeout of its own, and a query can block insi
 (:func:`pcm.backend.materialise`) cannot stop it, and neither can a thread. What we chose: generated queries on a
 local store run in a **worker process** holding a read-only handle on the same RocksDB directory; the worker is
 started once and kept (so a query costs one pipe round trip, not a process start), re-opens its handle when the
-store has changed on disk, and is killed when a query overruns: killing a process always works. Our own fixed
-queries, a remote store (whose server enforces its own timeout) and an in-memory store run in-process with the
-deadline between rows.
+store has changed on disk, and is killed when a query overruns: killing a process always works. A person's own
+queries (``pcm sparql``, :meth:`pcm.memory.Memory.sparql`) go through the same worker (:func:`runner_for`). The
+worker's heap is capped too (``RLIMIT_DATA``, ``PCM_QUERY_MEMORY_MB``), so a join that materialises gigabytes
+stops with a clear error instead of swapping. Our own fixed queries, a remote store (whose server enforces its
+own timeout) and an in-memory store run in-process with the deadline between rows.
 """
 
 from __future__ import annotations
@@ -29,10 +31,13 @@ import contextlib
 import json
 import os
 import re
+import resource
 import select
+import signal
 import subprocess
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -64,6 +69,15 @@ class QueryRefused(QueryError):
 
 class QueryTimeout(QueryError):
     """A query ran past its time limit and was stopped."""
+
+
+class QueryMemoryExceeded(QueryError):
+    """A query needed more memory than its bound and was stopped."""
+
+    def __init__(self, memory_mb: int) -> None:
+        super().__init__(
+            f"query stopped: it needed more than the {memory_mb} MB of memory a query may use (PCM_QUERY_MEMORY_MB)"
+        )
 
 
 # ---------------------------------------------------------------------------------------------------- tokens
@@ -859,12 +873,17 @@ def store_fingerprint(path: Path) -> str:
 
 
 class QueryRunner:
-    """Runs checked queries under a hard time limit (see the module docstring for how)."""
+    """Runs queries under a hard time limit and a memory bound (see the module docstring for how).
 
-    def __init__(self, backend: Any, *, timeout: float, limit: int) -> None:
+    ``memory_mb`` caps the worker's heap (``RLIMIT_DATA``): a query that needs more is stopped with
+    :class:`QueryMemoryExceeded` instead of growing until the machine swaps.
+    """
+
+    def __init__(self, backend: Any, *, timeout: float, limit: int, memory_mb: int = 1024) -> None:
         self.backend = backend
         self.timeout = timeout
         self.limit = limit
+        self.memory_mb = memory_mb
         path = getattr(backend, "path", None)
         self._path: Path | None = Path(path) if path is not None and type(backend).__name__ == "LocalBackend" else None
         self._worker: _Worker | None = None
@@ -876,15 +895,23 @@ class QueryRunner:
         """True when queries run in the killable worker process."""
         return self._path is not None
 
-    def run(self, query: SafeQuery, *, timeout: float | None = None) -> QueryResult:
-        limit = self.limit
+    def run(self, query: SafeQuery | str, *, timeout: float | None = None, limit: int | None = None) -> QueryResult:
+        """Run ``query`` (a checked query, or text the caller has checked) and return its materialised result.
+
+        The time limit counts from this call, so starting a worker (a fraction of a second) is inside it.
+        """
+        text = query.text if isinstance(query, SafeQuery) else query
+        limit = limit or self.limit
         seconds = timeout or self.timeout
         if self._path is None:
-            return self.backend.query(query.text, timeout=seconds, limit=limit)
+            return self.backend.query(text, timeout=seconds, limit=limit)
+        deadline = time.monotonic() + seconds
         with self._lock:
             if self._worker is None or not self._worker.alive:
-                self._worker = _Worker(self._path)
-            return self._worker.run(query.text, limit=limit, timeout=seconds, version=store_fingerprint(self._path))
+                self._worker = _Worker(self._path, self.memory_mb)
+            return self._worker.run(
+                text, limit=limit, timeout=seconds, deadline=deadline, version=store_fingerprint(self._path)
+            )
 
     def close(self) -> None:
         with self._lock:
@@ -897,16 +924,45 @@ def _stop_worker(runner: QueryRunner) -> None:  # pragma: no cover - called by t
     runner.close()
 
 
+_RUNNERS: weakref.WeakKeyDictionary[Any, QueryRunner] = weakref.WeakKeyDictionary()
+_RUNNERS_LOCK = threading.Lock()
+
+
+def runner_for(memory: Any) -> QueryRunner:
+    """One query runner (and so at most one worker process) per open memory (anything with ``backend`` and
+    ``settings``): ``ask``'s generated queries and a person's own ``sparql`` share it."""
+    with _RUNNERS_LOCK:
+        runner = _RUNNERS.get(memory)
+        if runner is None or runner.backend is not memory.backend:
+            settings = memory.settings
+            runner = QueryRunner(
+                memory.backend, timeout=settings.query_timeout, limit=settings.query_limit,
+                memory_mb=settings.query_memory_mb,
+            )
+            _RUNNERS[memory] = runner
+        return runner
+
+
+def release(memory: Any) -> None:
+    """Stop the memory's query worker (for ``Memory.close``; otherwise it stops when the memory is collected)."""
+    with _RUNNERS_LOCK:
+        runner = _RUNNERS.pop(memory, None)
+    if runner is not None:
+        runner.close()
+
+
 _LIVE: weakref.WeakSet[_Worker] = weakref.WeakSet()
 
 
 class _Worker:
     """One child process holding ``pyoxigraph.Store.read_only(path)``; JSON lines over pipes."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, memory_mb: int) -> None:
         self.path = path
+        self.memory_mb = memory_mb
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", "from pcm.retrieval.safety import _worker_main; _worker_main()", str(path)],
+            [sys.executable, "-c", "from pcm.retrieval.safety import _worker_main; _worker_main()", str(path),
+             str(memory_mb)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -917,7 +973,7 @@ class _Worker:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def run(self, text: str, *, limit: int, timeout: float, version: str) -> QueryResult:
+    def run(self, text: str, *, limit: int, timeout: float, deadline: float, version: str) -> QueryResult:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         request = json.dumps({"q": text, "limit": limit, "version": version}) + "\n"
         try:
@@ -926,15 +982,17 @@ class _Worker:
         except (BrokenPipeError, OSError) as exc:
             self.stop()
             raise QueryError("the query worker stopped unexpectedly; run the question again") from exc
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        ready, _, _ = select.select([self.proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
         if not ready:
             self.stop()
             raise QueryTimeout(f"query stopped: it ran past the time limit of {timeout:g} s")
         line = self.proc.stdout.readline()
         if not line:
             self.stop()
-            raise QueryError("the query worker stopped unexpectedly (out of memory?); run the question again")
-        return _decode_result(json.loads(line))
+            if self.proc.returncode in (-signal.SIGABRT, -signal.SIGKILL, -signal.SIGSEGV):
+                raise QueryMemoryExceeded(self.memory_mb)  # an allocation failed under RLIMIT_DATA: the engine aborts
+            raise QueryError("the query worker stopped unexpectedly; run the question again")
+        return _decode_result(json.loads(line), self.memory_mb)
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -953,10 +1011,12 @@ def _stop_all() -> None:  # pragma: no cover - interpreter exit
         worker.stop()
 
 
-def _decode_result(message: dict[str, Any]) -> QueryResult:
+def _decode_result(message: dict[str, Any], memory_mb: int) -> QueryResult:
     if "error" in message:
         kind = message["error"]
         text = message.get("message", "")
+        if kind == "memory":
+            raise QueryMemoryExceeded(memory_mb)
         if kind == "syntax":
             raise QueryError(f"SPARQL syntax error: {text}")
         raise QueryError(f"query failed: {text}")
@@ -1016,8 +1076,14 @@ def _evaluate(store: ox.Store, text: str, limit: int) -> dict[str, Any]:
 
 
 def _worker_main() -> None:  # pragma: no cover - runs in the child process (exercised through QueryRunner)
-    """The child: one read-only store handle, re-opened when the parent says the store changed."""
+    """The child: one read-only store handle, re-opened when the parent says the store changed.
+
+    Its heap is capped first (``RLIMIT_DATA``, which counts what the engine allocates and not the store's mapped
+    files); an allocation past it aborts this process, which the parent reports as :class:`QueryMemoryExceeded`.
+    """
     path = sys.argv[1]
+    cap = int(sys.argv[2]) * 2**20
+    resource.setrlimit(resource.RLIMIT_DATA, (cap, cap))
     store: ox.Store | None = None
     version: str | None = None
     for line in sys.stdin.buffer:
@@ -1028,6 +1094,8 @@ def _worker_main() -> None:  # pragma: no cover - runs in the child process (exe
                 store = ox.Store.read_only(path)
                 version = request["version"]
             reply = _evaluate(store, request["q"], int(request["limit"]))
+        except MemoryError:
+            reply = {"error": "memory"}
         except SyntaxError as exc:
             reply = {"error": "syntax", "message": str(exc).strip().splitlines()[0] if str(exc).strip() else "invalid"}
         except Exception as exc:
@@ -1040,6 +1108,7 @@ __all__ = [
     "FORMS",
     "MAX_QUERY_CHARS",
     "PathUse",
+    "QueryMemoryExceeded",
     "QueryRefused",
     "QueryRunner",
     "QueryShape",
@@ -1051,6 +1120,8 @@ __all__ = [
     "check_read_only",
     "expand_hierarchy",
     "query_shape",
+    "release",
+    "runner_for",
     "store_fingerprint",
     "tokenize",
 ]
