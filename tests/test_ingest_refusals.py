@@ -277,3 +277,12 @@ def test_api_ingest_refuses_bad_input_with_a_json_400_and_stores_nothing(served)
         assert answer.headers["content-type"].startswith("application/json") and answer.json()["error"]
         assert "/tmp" not in answer.json()["error"]
     assert count_posts(url) == 0
+
+
+def test_remember_refuses_a_bad_key_before_it_queries(template: Path, tmp_path: Path) -> None:
+    with memory_copy(template, tmp_path) as memory:
+        for key in ("\ud800", [1], " "):
+            with pytest.raises(InputError, match="message key"):
+                memory.remember("I adopted a beagle", key=key)  # type: ignore[arg-type]
+        assert memory.post_count() == 0
+        assert memory.remember("I adopted a beagle", key=7).stored

@@ -101,7 +101,7 @@ def opened(ctx: click.Context, memory_path: Path | None, *, read_only: bool = Fa
 
     memory = Memory.open(settings_for(ctx, memory_path, **overrides), read_only=read_only)
     if memory.ontology_drift is not None:  # reads work on a memory waiting for `pcm ontology migrate`; say so once
-        click.echo(f"pcm: note: {memory.ontology_drift.note(memory.settings.memory)}", err=True)
+        echo(f"pcm: note: {memory.ontology_drift.note(memory.settings.memory)}", err=True)
     try:
         yield memory
     finally:

@@ -694,6 +694,11 @@ def _optional_text(value: Any, name: str, where: str) -> str | None:
     return _checked(value.strip(), name, where, MAX_NAME_CHARS) or None
 
 
+def check_id(value: Any, name: str, where: str) -> str:
+    """An id as the parsers take it (text, or a whole number kept as text), or one InputError line."""
+    return _id(value, name, where)
+
+
 def check_text(text: str, name: str, where: str) -> str:
     """``text`` unchanged when it can be stored and printed; else one InputError line naming ``where`` and ``name``
     and the position of the first invalid character (a byte that is not UTF-8, or a lone surrogate)."""

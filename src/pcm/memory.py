@@ -413,7 +413,7 @@ class Memory:
         """
         from dataclasses import replace
 
-        from pcm.conversations import parse_text_utterance, parse_timestamp
+        from pcm.conversations import check_id, parse_text_utterance, parse_timestamp
 
         self._writable()
         when = parse_timestamp(at) if isinstance(at, str) else at
@@ -422,9 +422,7 @@ class Memory:
         sid = session if session is not None else f"cli-{when.date().isoformat()}"
         utterance = parse_text_utterance(text, session=sid, role=role, at=when, speaker=speaker)
         if key is not None:
-            key = key.strip()
-            if not key:
-                raise InputError("the message key (idempotency key) is empty")
+            key = check_id(key, "message key (idempotency key)", "utterance")
             earlier = self._post_with_key(key)
             if earlier is not None:
                 if earlier.text != utterance.content:
