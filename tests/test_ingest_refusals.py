@@ -206,6 +206,11 @@ def test_a_write_to_a_served_memory_without_the_token_exits_4_for_every_command(
             assert "pcm serve" in one_line(out.stderr), name
         with_token = pcm(["ingest", "--text", "hello", "--json"], mem, tmp_path, PCM_TOKEN=TOKEN)
         assert with_token.returncode == 0 and json.loads(with_token.stdout)["added"] == 1
+        other = tmp_path / "other.json"  # the same conversation with other turns, in a second file
+        other.write_text(json.dumps([conversation("n", "goodbye")]))
+        clash = pcm(["ingest", str(notes), str(other)], mem, tmp_path, PCM_TOKEN=TOKEN)
+        assert clash.returncode == 3 and "other.json" in one_line(clash.stderr)
+        assert posts(mem, tmp_path) == 1  # through the server: only the --text above
 
 
 def test_an_index_of_another_dimension_is_refused_before_the_post_is_stored(template: Path, tmp_path: Path) -> None:

@@ -249,7 +249,13 @@ def ingest(ctx: click.Context, memory_path: Path | None, files: tuple[Path, ...]
       pcm ingest locomo10.json --format locomo
       pcm ingest --text "I bought a blue Trek bike for 600 dollars" --at 2025-03-02T10:00
     """
-    from pcm.conversations import Conversation, parse_file, parse_text_utterance, parse_timestamp
+    from pcm.conversations import (
+        Conversation,
+        check_conversations,
+        parse_file,
+        parse_text_utterance,
+        parse_timestamp,
+    )
     from pcm.memory import Memory
 
     if bool(files) == bool(text):
@@ -263,6 +269,8 @@ def ingest(ctx: click.Context, memory_path: Path | None, files: tuple[Path, ...]
     for path in files:
         conversations.extend(parse_file(path, fmt))
     settings = settings_for(ctx, memory_path)
+    # all files together, before any is sent to a running server (which sees one file per request)
+    check_conversations(conversations, max_chars=settings.max_utterance_chars)
     server = None if create else running_server(ctx, memory_path, write=True)
     if server is not None:
         with server:
