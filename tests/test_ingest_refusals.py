@@ -127,6 +127,19 @@ def test_the_same_conversation_twice_with_other_turns_is_refused_whole(mem: Path
     assert json.loads(again.stdout)["added"] == 1
 
 
+def test_an_edited_message_is_refused_not_skipped(mem: Path, tmp_path: Path) -> None:
+    path = tmp_path / "trip.json"
+    path.write_text(json.dumps([conversation("trip", "We fly on Monday.", "Pack the tent.")]))
+    assert pcm(["ingest", str(path)], mem, tmp_path).returncode == 0
+    path.write_text(json.dumps([conversation("trip", "We fly on Tuesday.", "Pack the tent.", "And the stove.")]))
+    out = pcm(["ingest", str(path)], mem, tmp_path)
+    assert out.returncode == 3
+    assert "conversation 'trip', message 0: already stored with other text" in one_line(out.stderr)
+    assert posts(mem, tmp_path) == 2  # nothing of the edited file, not even its new third message
+    path.write_text(json.dumps([conversation("trip", "We fly on Monday.", "Pack the tent.", "And the stove.")]))
+    assert json.loads(pcm(["ingest", str(path), "--json"], mem, tmp_path).stdout)["added"] == 1
+
+
 def test_wrong_types_in_a_file_are_one_line(mem: Path, tmp_path: Path) -> None:
     path = tmp_path / "chats.json"
     path.write_text(json.dumps([conversation("ok", "hello"),
