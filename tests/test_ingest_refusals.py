@@ -84,6 +84,26 @@ def test_text_with_an_invalid_byte_is_one_line_and_exit_3(mem: Path, tmp_path: P
     assert posts(mem, tmp_path) == 0
 
 
+@pytest.mark.parametrize(("args", "named"), [
+    (["sparql", b"SELECT * WHERE { ?s ?p \"\xff\" }"], "QUERY"),
+    (["why", b"m:caf\xe9"], "IRI"),
+    (["forget", "--post", b"D1:\xff"], "--post"),
+    (["forget", "--session", b"s\xff"], "--session"),
+    (["ingest", "--text", "hello", "--speaker", b"Zo\xeb"], "--speaker"),
+])
+def test_an_invalid_byte_in_any_argument_is_one_line_and_exit_3(mem: Path, tmp_path: Path, args: list[str | bytes],
+                                                                 named: str) -> None:
+    out = pcm(args, mem, tmp_path)
+    assert out.returncode == 3 and named in one_line(out.stderr) and "not UTF-8" in out.stderr
+
+
+def test_a_query_file_that_is_not_utf8_is_one_line(mem: Path, tmp_path: Path) -> None:
+    query = tmp_path / "q.rq"
+    query.write_bytes(b"SELECT * WHERE { ?s ?p '\xff' }")
+    out = pcm(["sparql", "--file", str(query)], mem, tmp_path)
+    assert out.returncode == 3 and "q.rq" in one_line(out.stderr) and "0xFF" in out.stderr
+
+
 def test_a_file_with_an_invalid_byte_names_its_line(mem: Path, tmp_path: Path) -> None:
     path = tmp_path / "chats.jsonl"
     path.write_bytes(b'{"conversation_id": "a", "role": "user", "content": "ok"}\n'
@@ -105,6 +125,19 @@ def test_the_same_conversation_twice_with_other_turns_is_refused_whole(mem: Path
     again = pcm(["ingest", str(first), str(first), "--json"], mem, tmp_path)  # the same turns twice are fine
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["added"] == 1
+
+
+def test_an_edited_message_is_refused_not_skipped(mem: Path, tmp_path: Path) -> None:
+    path = tmp_path / "trip.json"
+    path.write_text(json.dumps([conversation("trip", "We fly on Monday.", "Pack the tent.")]))
+    assert pcm(["ingest", str(path)], mem, tmp_path).returncode == 0
+    path.write_text(json.dumps([conversation("trip", "We fly on Tuesday.", "Pack the tent.", "And the stove.")]))
+    out = pcm(["ingest", str(path)], mem, tmp_path)
+    assert out.returncode == 3
+    assert "conversation 'trip', message 0: already stored with other text" in one_line(out.stderr)
+    assert posts(mem, tmp_path) == 2  # nothing of the edited file, not even its new third message
+    path.write_text(json.dumps([conversation("trip", "We fly on Monday.", "Pack the tent.", "And the stove.")]))
+    assert json.loads(pcm(["ingest", str(path), "--json"], mem, tmp_path).stdout)["added"] == 1
 
 
 def test_wrong_types_in_a_file_are_one_line(mem: Path, tmp_path: Path) -> None:
@@ -186,6 +219,11 @@ def test_a_write_to_a_served_memory_without_the_token_exits_4_for_every_command(
             assert "pcm serve" in one_line(out.stderr), name
         with_token = pcm(["ingest", "--text", "hello", "--json"], mem, tmp_path, PCM_TOKEN=TOKEN)
         assert with_token.returncode == 0 and json.loads(with_token.stdout)["added"] == 1
+        other = tmp_path / "other.json"  # the same conversation with other turns, in a second file
+        other.write_text(json.dumps([conversation("n", "goodbye")]))
+        clash = pcm(["ingest", str(notes), str(other)], mem, tmp_path, PCM_TOKEN=TOKEN)
+        assert clash.returncode == 3 and "other.json" in one_line(clash.stderr)
+        assert posts(mem, tmp_path) == 1  # through the server: only the --text above
 
 
 def test_an_index_of_another_dimension_is_refused_before_the_post_is_stored(template: Path, tmp_path: Path) -> None:
@@ -257,3 +295,12 @@ def test_api_ingest_refuses_bad_input_with_a_json_400_and_stores_nothing(served)
         assert answer.headers["content-type"].startswith("application/json") and answer.json()["error"]
         assert "/tmp" not in answer.json()["error"]
     assert count_posts(url) == 0
+
+
+def test_remember_refuses_a_bad_key_before_it_queries(template: Path, tmp_path: Path) -> None:
+    with memory_copy(template, tmp_path) as memory:
+        for key in ("\ud800", [1], " "):
+            with pytest.raises(InputError, match="message key"):
+                memory.remember("I adopted a beagle", key=key)  # type: ignore[arg-type]
+        assert memory.post_count() == 0
+        assert memory.remember("I adopted a beagle", key=7).stored

@@ -42,6 +42,7 @@ def handle_errors(func: F) -> F:
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
+            _check_arguments(kwargs)
             return func(*args, **kwargs)
         except PcmError as exc:
             report = getattr(exc, "report", "")
@@ -52,6 +53,20 @@ def handle_errors(func: F) -> F:
             _fail("interrupted", 130)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _check_arguments(values: dict[str, Any]) -> None:
+    """Refuse an argument with a byte that is not UTF-8 (Python hands it over as a lone surrogate, which no store,
+    query or terminal takes) as one line naming the option, before the command does anything."""
+    from pcm.conversations import check_text
+
+    context = click.get_current_context(silent=True)
+    labels = {p.name: (p.opts[0] if isinstance(p, click.Option) else p.human_readable_name)
+              for p in (context.command.params if context is not None else [])}
+    for name, value in values.items():
+        for text in value if isinstance(value, tuple) else (value,):
+            if isinstance(text, str):
+                check_text(text, "the value", labels.get(name, name))
 
 
 def memory_option(func: F) -> F:
@@ -86,7 +101,7 @@ def opened(ctx: click.Context, memory_path: Path | None, *, read_only: bool = Fa
 
     memory = Memory.open(settings_for(ctx, memory_path, **overrides), read_only=read_only)
     if memory.ontology_drift is not None:  # reads work on a memory waiting for `pcm ontology migrate`; say so once
-        click.echo(f"pcm: note: {memory.ontology_drift.note(memory.settings.memory)}", err=True)
+        echo(f"pcm: note: {memory.ontology_drift.note(memory.settings.memory)}", err=True)
     try:
         yield memory
     finally:
@@ -234,7 +249,13 @@ def ingest(ctx: click.Context, memory_path: Path | None, files: tuple[Path, ...]
       pcm ingest locomo10.json --format locomo
       pcm ingest --text "I bought a blue Trek bike for 600 dollars" --at 2025-03-02T10:00
     """
-    from pcm.conversations import Conversation, parse_file, parse_text_utterance, parse_timestamp
+    from pcm.conversations import (
+        Conversation,
+        check_conversations,
+        parse_file,
+        parse_text_utterance,
+        parse_timestamp,
+    )
     from pcm.memory import Memory
 
     if bool(files) == bool(text):
@@ -248,6 +269,8 @@ def ingest(ctx: click.Context, memory_path: Path | None, files: tuple[Path, ...]
     for path in files:
         conversations.extend(parse_file(path, fmt))
     settings = settings_for(ctx, memory_path)
+    # all files together, before any is sent to a running server (which sees one file per request)
+    check_conversations(conversations, max_chars=settings.max_utterance_chars)
     server = None if create else running_server(ctx, memory_path, write=True)
     if server is not None:
         with server:
@@ -354,7 +377,9 @@ def sparql(ctx: click.Context, memory_path: Path | None, query: str | None, quer
 
     if bool(query) == bool(query_file):
         raise UsageError("give a QUERY or --file")
-    text = query_file.read_text(encoding="utf-8") if query_file else query or ""
+    from pcm.conversations import read_text
+
+    text = read_text(query_file) if query_file else query or ""
     if "PREFIX" not in text.upper():
         text = sparql_prefixes() + text
     with opened(ctx, memory_path, read_only=True) as memory:
@@ -615,16 +640,17 @@ def recall(ctx: click.Context, memory_path: Path | None, text: str | None, k: in
 
 
 def _read_questions(path: Path) -> Iterator[str]:
+    from pcm.conversations import read_text
     from pcm.errors import InputError
 
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(read_text(path).splitlines(), 1):
         line = line.strip()
         if not line:
             continue
         if line.startswith("{"):
             try:
                 yield str(json.loads(line)["question"])
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            except (json.JSONDecodeError, KeyError, TypeError, RecursionError) as exc:
                 raise InputError(f"{path.name}:{n}: expected a JSON object with a 'question' field") from exc
         else:
             yield line

@@ -290,6 +290,11 @@ def _month(name: str) -> int:
 # -- reading and detection ---------------------------------------------------------------------------------------------
 
 
+def read_text(path: Path) -> str:
+    """A UTF-8 text file given on the command line; a missing, unreadable or non-UTF-8 file is one InputError line."""
+    return _read_text(Path(path))
+
+
 def _read_text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8-sig")
@@ -687,6 +692,17 @@ def _optional_text(value: Any, name: str, where: str) -> str | None:
     if not isinstance(value, str):
         raise InputError(f"{where}: {name} must be text, found {_kind(value)}")
     return _checked(value.strip(), name, where, MAX_NAME_CHARS) or None
+
+
+def check_id(value: Any, name: str, where: str) -> str:
+    """An id as the parsers take it (text, or a whole number kept as text), or one InputError line."""
+    return _id(value, name, where)
+
+
+def check_text(text: str, name: str, where: str) -> str:
+    """``text`` unchanged when it can be stored and printed; else one InputError line naming ``where`` and ``name``
+    and the position of the first invalid character (a byte that is not UTF-8, or a lone surrogate)."""
+    return _checked(text, name, where)
 
 
 def _checked(text: str, name: str, where: str, limit: int | None = None) -> str:

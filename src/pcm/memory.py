@@ -38,7 +38,7 @@ from pcm.namespaces import (
     SIOC,
 )
 from pcm.naming import Naming
-from pcm.provenance import Activity, activity_quads, fixed_agent_quads, post_quads, session_quads
+from pcm.provenance import Activity, PostRef, activity_quads, fixed_agent_quads, post_quads, session_quads
 from pcm.rdfio import detect_rdf_format, load_staging, serialize
 from pcm.settings import Settings
 from pcm.sparql import check_read_only
@@ -342,7 +342,11 @@ class Memory:
             raise UsageError("this memory was opened read-only")
 
     def ingest(self, conversations: Iterable[Conversation], progress: Progress | None = None) -> IngestReport:
-        """Store every utterance as a post, one atomic write each; re-ingesting the same turns adds nothing."""
+        """Store every utterance as a post, one atomic write each; re-ingesting the same turns adds nothing.
+
+        The whole batch is checked first (:func:`~pcm.conversations.check_conversations`, the side index's model),
+        so a refusal (InputError, MemoryVersionError) leaves the memory as it was.
+        """
         self._writable()
         conversations = list(conversations)
         # Everything is checked before the first write, so a bad message anywhere leaves the memory untouched.
@@ -350,6 +354,7 @@ class Memory:
         planned = [[post_quads(self.naming, u, None)[0] for u in conv.utterances] for conv in conversations]
         for conv in conversations:
             session_quads(self.naming, conv.id, conv.title, conv.started)
+        self._refuse_changed_turns(conversations, planned)
         if self.settings.index_enabled and any(planned):
             _ = self.index  # an index built with another embedding model is refused before a post is stored
         report = IngestReport()
@@ -412,7 +417,7 @@ class Memory:
         """
         from dataclasses import replace
 
-        from pcm.conversations import parse_text_utterance, parse_timestamp
+        from pcm.conversations import check_id, parse_text_utterance, parse_timestamp
 
         self._writable()
         when = parse_timestamp(at) if isinstance(at, str) else at
@@ -421,9 +426,7 @@ class Memory:
         sid = session if session is not None else f"cli-{when.date().isoformat()}"
         utterance = parse_text_utterance(text, session=sid, role=role, at=when, speaker=speaker)
         if key is not None:
-            key = key.strip()
-            if not key:
-                raise InputError("the message key (idempotency key) is empty")
+            key = check_id(key, "message key (idempotency key)", "utterance")
             earlier = self._post_with_key(key)
             if earlier is not None:
                 if earlier.text != utterance.content:
@@ -441,6 +444,23 @@ class Memory:
         """The stored post whose message id is ``key`` (the first, if a file reused the id across sessions)."""
         iris = [i for i in self.store.find_post(key) if i.startswith(self.naming.post(""))]
         return next(iter(self.store.posts(iris[:1])), None) if iris else None
+
+    def _refuse_changed_turns(self, conversations: Sequence[Conversation], planned: Sequence[Sequence[PostRef]]) -> None:
+        """A message already stored with other text or role is refused, not skipped: re-ingesting the same turns
+        adds nothing, but skipping an edited one would drop the new text without a word."""
+        stored = sorted(self.store.existing_posts([ref.iri for refs in planned for ref in refs]))
+        said: dict[str, tuple[str, str]] = {}
+        for start in range(0, len(stored), 500):
+            said.update({p.iri: (p.role, p.text) for p in self.store.posts(stored[start : start + 500])})
+        for conv, refs in zip(conversations, planned, strict=True):
+            for u, ref in zip(conv.utterances, refs, strict=True):
+                if ref.iri in said and said[ref.iri] != (u.role, u.content):
+                    origin = f"{conv.source}: " if conv.source else ""
+                    message = repr(u.source_id) if u.source_id is not None else str(u.position)
+                    raise InputError(
+                        f"{origin}conversation {conv.id!r}, message {message}: already stored with other text or role; "
+                        f"to replace it, forget it first (`pcm forget --post {u.source_id or ref.iri}`)"
+                    )
 
     def _extract(self, report: IngestReport, progress: Progress | None) -> None:
         """Second write per post: its extraction graph, provenance and status (the post itself is already safe)."""
