@@ -181,3 +181,55 @@ def _forgettable(memory: Memory, scenario: str) -> set[str]:
     if scenario == "forget a session and purge":
         return set(memory.store.session_posts(memory.store.find_session("dana-01-work") or ""))
     return set()
+
+
+# ------------------------------------------------------------------------------------------------ single defects
+
+
+def test_recall_and_ask_after_a_crash_before_the_index_write_warn_and_still_find_the_posts(
+    template: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "memory"
+    shutil.copytree(template, path)
+    assert run(path, ["ingest", str(FAMILY)], "store:3").returncode == -9  # three posts stored, none indexed
+    with SideIndex.open(path / INDEX_DIR) as raw:
+        indexed = raw.post_iris()
+    with Memory.open(Settings(memory=path), read_only=True) as reader:
+        late = post_texts(reader, stored_posts(reader) - indexed)
+    assert len(late) == 3
+    text = sorted(late.values())[0]
+    recalled = run(path, ["recall", text, "--mode", "vector", "--k", "3", "--json"], "*:1000000")
+    assert recalled.returncode == 0, recalled.stderr
+    assert "pcm: warning: the side index lags the store: 3 post(s) not indexed yet" in recalled.stderr
+    assert text in [hit["text"] for hit in json.loads(recalled.stdout)]
+    asked = run(path, ["ask", "What did my family do?", "--json"], "*:1000000")
+    assert asked.returncode == 0, asked.stderr
+    (warning,) = json.loads(asked.stdout)["warnings"]
+    assert (warning["kind"], warning["missing_posts"], warning["forgotten_posts"]) == ("index_lag", 3, 0)
+
+
+def test_a_summary_an_interrupted_ingest_left_out_is_rebuilt_on_the_next_writable_open(
+    template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pcm.summaries
+
+    path = tmp_path / "memory"
+    shutil.copytree(template, path)
+    settings = Settings(memory=path)
+
+    def crash(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt  # the process stops between the posts and their summary
+
+    with Memory.open(settings) as memory:
+        monkeypatch.setattr(pcm.summaries, "summarise_posts", crash)
+        with pytest.raises(KeyboardInterrupt):
+            memory.ingest(parse_file(FAMILY))
+        monkeypatch.undo()
+        thread = memory.store.find_session("dana-02-family")
+        assert thread is not None and pcm.summaries.read_summary(memory, thread) is None
+    with Memory.open(settings, read_only=True) as reader:
+        assert pcm.summaries.read_summary(reader, thread) is None  # a reader does not write
+    with Memory.open(settings) as memory:
+        summary = pcm.summaries.read_summary(memory, thread)
+        assert summary is not None and summary.covered == frozenset(memory.store.session_posts(thread))
+        assert not memory.store.summaries_pending()
