@@ -12,6 +12,10 @@ order, one per request. ``Reply.ok(text)`` and ``Reply.error(...)`` are rendered
 used, so one script serves both providers. Every request is recorded in :attr:`FakeLLMServer.requests`.
 When the script runs out the server answers 400 ``script exhausted`` (not retried by clients), so a test that
 makes more calls than it planned fails loudly instead of hanging.
+
+A request with ``"stream": true`` gets a success as server-sent events in its dialect (``Reply.chunks`` pieces,
+``Reply.chunk_delay`` seconds apart), unless ``Reply.stream`` is False (a server that ignores the field). An
+Anthropic request that forces a tool (``tool_choice``) gets the reply's text as that tool's JSON input.
 """
 
 from __future__ import annotations
@@ -71,6 +75,9 @@ class Reply:
     content_type: str = "application/json"
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    chunks: int = 1
+    chunk_delay: float = 0.0
+    stream: bool | None = None
     input_tokens: int = 11
     output_tokens: int = 7
     stop_reason: str = "end_turn"
@@ -82,6 +89,47 @@ class Reply:
     @classmethod
     def error(cls, status: int, message: str = "boom", *, error_type: str | None = None, **kw: Any) -> Reply:
         return cls(status=status, error_type=error_type, error_message=message, **kw)
+
+    def streams(self, request: Received) -> bool:
+        """Whether this reply goes out as server-sent events (a success to a request that asked for a stream)."""
+        asked = isinstance(request.body, dict) and request.body.get("stream") is True
+        return self.text is not None and self.status < 400 and asked and self.stream is not False
+
+    def events(self, request: Received) -> list[bytes]:
+        """The server-sent events of a streamed success, one byte string per event."""
+        text = self.text or ""
+        size = max(1, -(-len(text) // max(1, self.chunks)))
+        pieces = [text[i : i + size] for i in range(0, len(text), size)] or [""]
+        body = request.body if isinstance(request.body, dict) else {}
+        model = body.get("model", "unknown")
+        if request.dialect == "anthropic":
+            tool = (body.get("tool_choice") or {}).get("name")
+            block = {"type": "tool_use", "id": "toolu_fake", "name": tool, "input": {}} if tool else {
+                "type": "text", "text": ""}
+            delta_type, key = ("input_json_delta", "partial_json") if tool else ("text_delta", "text")
+            stop = "tool_use" if tool and self.stop_reason == "end_turn" else self.stop_reason
+            events = [("message_start", {"type": "message_start", "message": {
+                "id": "msg_fake", "type": "message", "role": "assistant", "content": [], "model": model,
+                "stop_reason": None, "stop_sequence": None,
+                "usage": {"input_tokens": self.input_tokens, "output_tokens": 1}}}),
+                ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": block})]
+            events += [("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                                 "delta": {"type": delta_type, key: piece}}) for piece in pieces]
+            events += [("content_block_stop", {"type": "content_block_stop", "index": 0}),
+                       ("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop,
+                                          "stop_sequence": None}, "usage": {"output_tokens": self.output_tokens}}),
+                       ("message_stop", {"type": "message_stop"})]
+            return [f"event: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, data in events]
+        finish = "stop" if self.stop_reason == "end_turn" else self.stop_reason
+        chunks: list[Any] = [{"id": "c", "object": "chat.completion.chunk", "model": model,
+                              "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+                             for piece in pieces]
+        chunks[-1]["choices"][0]["finish_reason"] = finish
+        if (body.get("stream_options") or {}).get("include_usage"):
+            chunks.append({"id": "c", "object": "chat.completion.chunk", "model": model, "choices": [],
+                           "usage": {"prompt_tokens": self.input_tokens, "completion_tokens": self.output_tokens}})
+        out = [f"data: {json.dumps(chunk)}\n\n".encode() for chunk in chunks]
+        return [*out, b"data: [DONE]\n\n"]
 
     def render(self, request: Received) -> bytes:
         if self.text is not None:
@@ -206,6 +254,9 @@ class FakeLLMServer:
                 reply = server._next(request)
                 if reply.delay:
                     time.sleep(reply.delay)
+                if reply.streams(request):
+                    self._stream(reply, request)
+                    return
                 payload = reply.render(request)
                 try:
                     self.send_response(reply.status)
@@ -217,5 +268,19 @@ class FakeLLMServer:
                     self.wfile.write(payload)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout test): nothing to answer
+
+            def _stream(self, reply: Reply, request: Received) -> None:
+                try:
+                    self.send_response(reply.status)
+                    self.send_header("content-type", "text/event-stream")
+                    self.send_header("connection", "close")
+                    self.end_headers()
+                    for index, event in enumerate(reply.events(request)):
+                        if index and reply.chunk_delay:
+                            time.sleep(reply.chunk_delay)
+                        self.wfile.write(event)
+                        self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
 
         return Handler

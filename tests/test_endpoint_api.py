@@ -176,7 +176,7 @@ def test_serve_client_ingests_files_and_text_through_the_server(tmp_path: Path, 
     from pcm.conversations import sample_paths
     from pcm.endpoint.client import ServeClient
     from pcm.endpoint.discovery import ServerInfo
-    from pcm.errors import InputError, UsageError
+    from pcm.errors import InputError
 
     info = ServerInfo(url=url, pid=0, token_required=True, memory="", started="")
     lines = tmp_path / "notes.jsonl"
@@ -193,5 +193,5 @@ def test_serve_client_ingests_files_and_text_through_the_server(tmp_path: Path, 
         with pytest.raises(InputError):
             client.ask("")
     assert ask(url, 'ASK { ?p <http://rdfs.org/sioc/ns#content> "The bike shop is on Alder St." }')
-    with ServeClient(info) as anonymous, pytest.raises(UsageError, match="PCM_TOKEN"):
+    with ServeClient(info) as anonymous, pytest.raises(MemoryLockedError, match="PCM_TOKEN"):
         anonymous.ingest_text("sneaky")

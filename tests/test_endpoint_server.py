@@ -108,7 +108,10 @@ def test_service_description(url: str) -> None:
     graph = rdflib.Graph().parse(data=response.text, format="turtle")
     sd = rdflib.Namespace("http://www.w3.org/ns/sparql-service-description#")
     assert (None, sd.endpoint, rdflib.URIRef(url + "/query")) in graph
-    assert (None, sd.supportedLanguage, sd.SPARQL11Update) in graph  # this server has a token
+    assert (None, sd.supportedLanguage, sd.SPARQL11Query) in graph
+    assert (None, sd.supportedLanguage, sd.SPARQL11Update) not in graph  # /query refuses updates: not offered
+    combined = rdflib.Graph().parse(data=httpx.get(url + "/sparql", headers={"Accept": "text/turtle"}).text, format="turtle")
+    assert (None, sd.supportedLanguage, sd.SPARQL11Update) in combined  # /sparql takes them (this server has a token)
 
 
 def test_syntax_error_is_a_one_line_protocol_error(url: str) -> None:
@@ -331,3 +334,75 @@ def test_read_only_server_refuses_every_write(tmp_path: Path) -> None:
         assert ask(url, POSTS.replace("SELECT (COUNT(?p) AS ?n)", "ASK").replace("WHERE", ""))
         sd = httpx.get(url + "/query", headers={"Accept": "application/n-triples"}).text
         assert "SPARQL11Update" not in sd
+
+
+# ------------------------------------------------------------------------------------------------ HTTP details
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["SELEKT * WHERE { ?s ?p ?o }", "SELECT * WHERE { ?s ?p ?o \n FILTER(?o = ) }", "ASK { ?s ?p }"],
+)
+def test_syntax_error_positions_are_the_users(url: str, text: str) -> None:
+    """The front sends the text on with a BASE before it; the positions reported are still in the user's text."""
+    with pytest.raises(SyntaxError) as parsed:
+        ox.Store().query(text)
+    expected = str(parsed.value).split(":")[0:2]  # "error at L", "C"
+    response = httpx.get(url + "/query", params={"query": text})
+    assert response.status_code == 400
+    assert response.text.startswith(":".join(expected) + ":"), (response.text, parsed.value)
+
+
+def test_head_on_query_answers_like_get(url: str) -> None:
+    params = {"query": POSTS}
+    accept = {"Accept": "application/sparql-results+json"}
+    got, head = httpx.get(url + "/query", params=params, headers=accept), httpx.head(url + "/query", params=params, headers=accept)
+    assert head.status_code == 200 and head.content == b""
+    assert head.headers["content-type"] == got.headers["content-type"]
+    assert head.headers["content-length"] == str(len(got.content))
+    assert httpx.head(url + "/query").status_code == 200  # the service description
+
+
+def _raw_exchange(url: str, request: bytes) -> bytes:
+    """Send a request head and read the first answer (the body is never sent)."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(request)
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    return data
+
+
+def test_no_100_continue_before_the_body_is_accepted(url: str) -> None:
+    """A body over the cap, or a write without the token, is refused on its head: the client is never asked to
+    upload it (no ``100 Continue`` first)."""
+    too_big = _raw_exchange(
+        url, b"POST /update HTTP/1.1\r\nHost: localhost\r\nExpect: 100-continue\r\nAuthorization: Bearer %s\r\n"
+        b"Content-Type: application/sparql-update\r\nContent-Length: 20000000\r\n\r\n" % TOKEN.encode(),
+    )
+    assert too_big.startswith(b"HTTP/1.1 413 "), too_big[:80]
+    no_token = _raw_exchange(
+        url, b"PUT /store?graph=urn:x HTTP/1.1\r\nHost: localhost\r\nExpect: 100-continue\r\n"
+        b"Content-Type: text/turtle\r\nContent-Length: 1000\r\n\r\n",
+    )
+    assert no_token.startswith(b"HTTP/1.1 401 "), no_token[:80]
+
+
+def test_every_non_protocol_error_is_one_json_shape(url: str) -> None:
+    """401, 403, 404 and 413 answer ``{"error": ...}`` like the JSON API's own errors."""
+    answers = [
+        httpx.post(url + "/update", content="CLEAR ALL", headers={"Content-Type": "application/sparql-update"}),
+        httpx.post(url + "/api/ingest", json={"text": "x"}),
+        httpx.get(url + "/query", params={"query": POSTS}, headers={"Host": "evil.example"}),
+        httpx.get(url + "/no/such/page"),
+        httpx.delete(url + "/api/nothing"),
+        httpx.post(url + "/update", content=b"x" * (16 * 1024 * 1024 + 1), headers=AUTH),
+    ]
+    assert [a.status_code for a in answers] == [401, 401, 403, 404, 404, 413]
+    for answer in answers:
+        assert answer.headers["content-type"].startswith("application/json"), answer.headers
+        assert isinstance(answer.json()["error"], str) and answer.json()["error"]

@@ -23,7 +23,7 @@ from pcm.extraction import extract_posts, fact_history, find_duplicates, select_
 from pcm.extraction.prompts import prompt_version
 from pcm.llm import Completion, Message, OpenAICompatibleClient, ScriptedClient, Usage
 from pcm.memory import Memory
-from pcm.namespaces import GRAPH_HISTORY, GRAPH_PROVENANCE, PCM, PROV, RDF
+from pcm.namespaces import GRAPH_HISTORY, GRAPH_PROVENANCE, PCM, PROV, RDF, SCHEMA
 from pcm.ontology import load_ontology
 
 T0 = datetime.fromisoformat("2025-03-03T17:10:00-08:00")
@@ -249,7 +249,6 @@ m:owner pcm:hasPreference m:teal-preference ."""
 HOSTILE = {
     "trig-graph-block": "GRAPH <urn:pcm:graph:conversation> { m:owner rdfs:label \"pwned\" . }",
     "sparql-update": "DELETE WHERE { ?s ?p ?o } ;\nINSERT DATA { m:owner rdfs:label \"pwned\" }",
-    "prefix-redefinition": "@prefix pcm: <http://evil.example/> .\nm:x a pcm:Pet ; rdfs:label \"x\" . m:owner pcm:hasPet m:x .",
     "ontology-declaration": "pcm:Foo a owl:Class ; rdfs:subClassOf schema:Thing ; rdfs:label \"Foo\" .",
     "other-post": "<post/0123456789abcdef> schema:about m:owner .",
     "pcm-graph-name": "m:owner schema:sameAs <urn:pcm:graph:provenance> .",
@@ -270,6 +269,35 @@ def test_hostile_output_is_refused_and_writes_nothing(memory: Memory, kind: str)
     assert {q.graph_name.value for q in changed} <= {GRAPH_PROVENANCE}
     assert {q.subject.value for q in changed} == {post}
     assert not [q for q in snapshot(memory) if q.subject.value == PCM + "Foo"]
+
+
+def test_a_prefix_redefinition_is_bound_back_and_stays_in_the_posts_graph(memory: Memory) -> None:
+    [post] = ingest(memory, "I adopted a beagle called Biscuit yesterday.")
+    before = snapshot(memory)
+    reply = '@prefix pcm: <http://evil.example/> .\nm:x a pcm:Pet ; rdfs:label "x" . m:owner pcm:hasPet m:x .'
+    report, _ = run(memory, [post], reply)
+    assert (report.extracted, report.failed, report.calls) == (1, 0, 1)
+    added = snapshot(memory) - before
+    assert not [q for q in added if "evil.example" in str(q)]
+    assert {q.graph_name.value for q in added if q.predicate.value == PCM + "hasPet"} == {
+        memory.naming.extraction_graph(post)
+    }
+
+
+def test_a_paper_style_reply_is_stored_under_the_memory_namespace(memory: Memory) -> None:
+    [post] = ingest(memory, "I drive a silver Honda Civic.")
+    before = snapshot(memory)
+    reply = (
+        "@prefix pcm: <https://pcm.org/ontology/> .\n"
+        'pcm:silver-honda-civic a schema:Car ; rdfs:label "silver Honda Civic" .\n'
+        "pcm:user schema:owns pcm:silver-honda-civic .\n"
+    )
+    report, _ = run(memory, [post], reply)
+    assert (report.extracted, report.failed) == (1, 0)
+    ns = memory.manifest.namespace
+    added = {(q.subject.value, q.predicate.value, q.object.value) for q in snapshot(memory) - before}
+    assert (ns + "owner", SCHEMA + "owns", ns + "silver-honda-civic") in added
+    assert not [t for t in added if t[0].startswith(PCM)]
 
 
 def test_injection_in_the_utterance_stays_data_inside_its_fence(memory: Memory) -> None:

@@ -101,8 +101,6 @@ def test_unknown_terms_are_kept_and_reported_not_dropped() -> None:
         ("{ m:a a pcm:Pet . }", "named graphs"),
         ("INSERT DATA { m:a a pcm:Pet }", "SPARQL Update"),
         ("DROP GRAPH <urn:pcm:graph:conversation>", "SPARQL Update"),
-        ("@prefix pcm: <http://evil.example/> .\nm:a a pcm:Pet .", "redefines prefix pcm:"),
-        ("PREFIX schema: <http://evil.example/>\nm:a a schema:Person .", "redefines prefix schema:"),
         ("pcm:Foo a owl:Class .", "vocabulary term pcm:Foo"),
         ("m:a rdfs:subClassOf schema:Thing .", "declares ontology terms"),
         ("m:a a owl:Class .", "owl:Class"),
@@ -116,6 +114,61 @@ def test_unknown_terms_are_kept_and_reported_not_dropped() -> None:
 def test_hostile_or_reserved_output_is_refused(text: str, fragment: str) -> None:
     result = norm(text)
     assert result.problems and any(fragment in p for p in result.problems), result.problems
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "@prefix pcm: <https://pcm.org/ontology/> .\nm:a a pcm:Pet ; rdfs:label \"A\" .",
+        "PREFIX pcm: <http://evil.example/>\nm:a a pcm:Pet ; rdfs:label \"A\" .",
+    ],
+)
+def test_a_known_prefix_declared_with_a_wrong_iri_is_bound_back(text: str) -> None:
+    result = norm(text)
+    assert result.problems == []
+    assert (NS + "a", "http://www.w3.org/1999/02/22-rdf-syntax-ns#type", PCM + "Pet") in spo(result)
+    assert any("bound prefix pcm: back" in n for n in result.notes)
+    assert result.unknown_terms == set()
+
+
+def test_a_paper_style_reply_is_stored_under_the_memory_namespace() -> None:
+    # What the 0.5B model wrote, prefix and all: individuals in pcm:, the user as pcm:user.
+    result = norm(
+        "@prefix pcm: <https://pcm.org/ontology/> .\n"
+        "pcm:user schema:owns pcm:silver-honda-civic .\n"
+        'pcm:silver-honda-civic a pcm:Car ; rdfs:label "silver Honda Civic" .\n'
+        "pcm:me schema:knows schema:marcus-lee .\n"
+    )
+    assert result.problems == []
+    assert spo(result) == {
+        (NS + "owner", SCHEMA + "owns", NS + "silver-honda-civic"),
+        (NS + "silver-honda-civic", "http://www.w3.org/1999/02/22-rdf-syntax-ns#type", PCM + "Car"),
+        (NS + "silver-honda-civic", "http://www.w3.org/2000/01/rdf-schema#label", "silver Honda Civic"),
+        (NS + "owner", SCHEMA + "knows", NS + "marcus-lee"),
+    }
+
+
+def test_undefined_classes_and_capitalised_values_are_not_taken_for_individuals() -> None:
+    result = norm("m:a a pcm:Hovercraft ; schema:eventStatus schema:EventPostponedForever .")
+    assert (NS + "a", "http://www.w3.org/1999/02/22-rdf-syntax-ns#type", PCM + "Hovercraft") in spo(result)
+    assert (NS + "a", SCHEMA + "eventStatus", SCHEMA + "EventPostponedForever") in spo(result)
+    assert {PCM + "Hovercraft", SCHEMA + "EventPostponedForever"} <= result.unknown_terms
+
+
+def test_forbidden_triples_are_dropped_and_the_rest_kept() -> None:
+    result = norm(
+        'm:biscuit a pcm:Pet ; rdfs:label "Biscuit" .\n'
+        "pcm:Pet rdfs:subClassOf schema:Thing .\n"
+        'm:biscuit sioc:content "hi" .\n'
+        "m:biscuit schema:about <urn:pcm:graph:history> .\n"
+    )
+    assert result.problems == []
+    assert spo(result) == {
+        (NS + "biscuit", "http://www.w3.org/1999/02/22-rdf-syntax-ns#type", PCM + "Pet"),
+        (NS + "biscuit", "http://www.w3.org/2000/01/rdf-schema#label", "Biscuit"),
+    }
+    [note] = [n for n in result.notes if n.startswith("dropped")]
+    assert "dropped 3 triple(s)" in note and "bookkeeping" in note and "pcm's graphs" in note
 
 
 def test_http_schema_prefix_declaration_is_not_a_redefinition() -> None:

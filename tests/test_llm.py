@@ -214,13 +214,87 @@ def test_zero_retries_means_one_attempt(provider: str, server: FakeLLMServer, co
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
-def test_timeout_is_retried_then_reported(provider: str, server: FakeLLMServer, connect: Connect) -> None:
+def test_silence_past_the_deadline_is_reported_and_never_resent(
+    provider: str, server: FakeLLMServer, connect: Connect
+) -> None:
     server.push(Reply.ok("late", delay=1.0), Reply.ok("late", delay=1.0))
-    client, sleeps = connect(provider, timeout=0.2, max_retries=1)
-    with pytest.raises(LLMError, match=r"timed out after 0.2 s.*2 attempt"):
+    client, sleeps = connect(provider, timeout=0.2, max_retries=3)
+    with pytest.raises(LLMError, match=r"no reply for 0.2 s \(silence deadline\); not re-sent") as info:
         _call(client)
-    assert len(server.requests) == 2
-    assert len(sleeps) == 1
+    assert "\n" not in str(info.value)
+    assert len(server.requests) == 1  # the server may still be working on it: no second copy queued behind it
+    assert sleeps == []
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_the_deadline_measures_silence_not_total_time(
+    provider: str, server: FakeLLMServer, connect: Connect
+) -> None:
+    # 8 pieces 0.2 s apart: 1.4 s in all, never silent for the 1 s deadline.
+    server.push(Reply.ok("abcdefghijklmnop", chunks=8, chunk_delay=0.2))
+    client, _ = connect(provider, timeout=1.0, max_retries=0)
+    completion = _call(client)
+    assert completion.text == "abcdefghijklmnop"
+    assert (completion.input_tokens, completion.output_tokens) == (11, 7)
+    assert len(server.requests) == 1 and server.requests[0].body["stream"] is True
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_gateway_timeout_is_not_resent(provider: str, server: FakeLLMServer, connect: Connect) -> None:
+    server.push(Reply.error(504, "upstream timed out"), Reply.ok("never"))
+    client, sleeps = connect(provider)
+    with pytest.raises(LLMError, match="504.*not re-sent"):
+        _call(client)
+    assert len(server.requests) == 1 and sleeps == []
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_long_wait_prints_progress_lines(provider: str, server: FakeLLMServer, connect: Connect) -> None:
+    lines: list[str] = []
+    reported = threading.Event()
+
+    def write(line: str) -> None:
+        lines.append(line)
+        reported.set()
+
+    def slow(_: Received) -> Reply:
+        assert reported.wait(10), "no progress line while the server was silent"
+        return Reply.ok("done")
+
+    server.push(slow)
+    client, _ = connect(provider, progress=write, progress_after=0.05)
+    assert _call(client).text == "done"
+    assert lines and "waiting for the first token" in lines[0] and client.name in lines[0]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_one_request_at_a_time_to_a_local_server(provider: str, server: FakeLLMServer, connect: Connect) -> None:
+    first_in, second_in = threading.Event(), threading.Event()
+    overlapped: list[bool] = []
+
+    def first(_: Received) -> Reply:
+        first_in.set()
+        # Held open for up to 1 s: a second request arriving meanwhile would be a second one in flight.
+        overlapped.append(second_in.wait(1.0))
+        return Reply.ok("one")
+
+    def second(_: Received) -> Reply:
+        second_in.set()
+        return Reply.ok("two")
+
+    server.push(first, second)
+    client, _ = connect(provider)
+    assert client.local  # 127.0.0.1
+    results: list[str] = []
+    one = threading.Thread(target=lambda: results.append(_call(client).text))
+    one.start()
+    assert first_in.wait(10)
+    two = threading.Thread(target=lambda: results.append(_call(client).text))
+    two.start()
+    one.join()
+    two.join()
+    assert overlapped == [False]
+    assert sorted(results) == ["one", "two"] and len(server.requests) == 2
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -496,3 +570,51 @@ def test_make_client_scripted_needs_a_path() -> None:
 def test_make_client_unknown_provider() -> None:
     with pytest.raises(UsageError, match="unknown LLM provider 'gemini'"):
         make_client(Settings(llm=LLMSpec("gemini", "x")))
+
+
+# --- where the model runs ----------------------------------------------------------------------------------------
+
+
+def test_anthropic_base_url_comes_from_the_environment(server: FakeLLMServer) -> None:
+    server.push(Reply.ok("through the gateway"))
+    settings = Settings.from_env({"PCM_LLM": "anthropic:claude-x", "ANTHROPIC_API_KEY": KEY,
+                                  "ANTHROPIC_BASE_URL": server.url})
+    client = make_client(settings)
+    assert client is not None
+    assert _call(client).text == "through the gateway"
+    assert server.requests[0].path == "/v1/messages" and server.requests[0].headers["x-api-key"] == KEY
+
+
+@pytest.mark.parametrize(
+    ("url", "local"),
+    [("http://127.0.0.1:8080/v1", True), ("http://localhost:11434/v1", True), ("http://[::1]:8000/v1", True),
+     ("https://api.anthropic.com", False), ("http://192.168.1.5:11434/v1", False), ("https://llm.example.com", False)],
+)
+def test_local_servers_get_a_longer_silence_deadline(url: str, local: bool) -> None:
+    from pcm.llm.manners import HOSTED_IDLE_TIMEOUT, LOCAL_IDLE_TIMEOUT, is_local
+
+    assert is_local(url) is local
+    client = OpenAICompatibleClient(base_url=url, model="m", timeout=None, max_retries=0)
+    assert client.timeout == (LOCAL_IDLE_TIMEOUT if local else HOSTED_IDLE_TIMEOUT)
+    client.close()
+    configured = OpenAICompatibleClient(base_url=url, model="m", timeout=42.0, max_retries=0)
+    assert configured.timeout == 42.0
+    configured.close()
+
+
+def test_a_server_that_ignores_stream_is_read_as_one_body(server: FakeLLMServer, connect: Connect) -> None:
+    server.push(Reply.ok("whole", stream=False))
+    client, _ = connect("openai")
+    completion = _call(client)
+    assert (completion.text, completion.input_tokens, completion.stop_reason) == ("whole", 11, "stop")
+
+
+def test_a_server_refusing_stream_options_gets_none_after_one_refusal(
+    server: FakeLLMServer, connect: Connect
+) -> None:
+    server.push(Reply.error(400, "unrecognized field: stream_options"), Reply.ok("fine"), Reply.ok("again"))
+    client, _ = connect("openai")
+    assert _call(client).text == "fine"
+    assert _call(client).text == "again"
+    assert "stream_options" in server.requests[0].body
+    assert "stream_options" not in server.requests[1].body and "stream_options" not in server.requests[2].body

@@ -255,3 +255,61 @@ def test_cli_check_exits_non_zero_with_a_report_and_zero_when_clean(tmp_path: Pa
     clean = CliRunner().invoke(ontology_cli, [*args, "--shapes", str(tmp_path / "good-shapes"), "--json"])
     assert clean.exit_code == 0, clean.output
     assert '"ok": true' in clean.output
+
+
+# ---------------------------------------------------------------------- owl:imports, offline
+
+
+IMPORTING = SMALL.replace(
+    '<https://w3id.org/pcm/ontology> a owl:Ontology ; owl:versionInfo "9.0" .',
+    '<https://w3id.org/pcm/ontology> a owl:Ontology ; owl:versionInfo "9.0" ; owl:imports <http://www.w3.org/ns/prov-o> .',
+)
+
+
+@needs_java
+def test_imports_are_read_through_an_xml_catalog_from_local_files(tmp_path: Path) -> None:
+    if not (VOCAB / "skos.nq").is_file():
+        pytest.skip("../shared/vocab/skos.nq is not available")
+    project = small_project(tmp_path, IMPORTING.replace("http://www.w3.org/ns/prov-o", "http://www.w3.org/2004/02/skos/core"))
+    (tmp_path / "onto" / "catalog-v001.xml").write_text(
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        '<catalog prefer="public" xmlns="urn:oasis:names:tc:entity:xmlns:xml:catalog">\n'
+        f'  <uri name="http://www.w3.org/2004/02/skos/core" uri="{VOCAB / "skos.nq"}"/>\n'
+        "</catalog>\n", encoding="utf-8")
+    report = run_check(**project, reasoner=True)  # type: ignore[arg-type]
+    assert report.ok, report.text()
+    assert report.counts["imports"] == 1
+    given = (tmp_path / "hermit" / "ontology.nt").read_text(encoding="utf-8")
+    assert "<http://www.w3.org/2004/02/skos/core#broader>" in given  # the imported vocabulary reached the reasoner
+    assert "owl#imports" not in given  # and nothing was left for it to download
+
+
+@needs_java
+def test_the_reasoner_sees_the_imported_axioms_through_a_toml_catalog(tmp_path: Path) -> None:
+    vocab = tmp_path / "vocab" / "kinds.ttl"
+    vocab.parent.mkdir()
+    vocab.write_text("@prefix owl: <http://www.w3.org/2002/07/owl#> .\n"
+                     "<https://example.org/kinds> a owl:Ontology .\n"
+                     "<https://w3id.org/pcm/ontology#Pet> owl:disjointWith <https://w3id.org/pcm/ontology#Plant> .\n",
+                     encoding="utf-8")
+    both = IMPORTING.replace("<http://www.w3.org/ns/prov-o>", "<https://example.org/kinds>") + (
+        'pcm:Fern a owl:NamedIndividual, pcm:Pet, pcm:Plant ; rdfs:label "Fern" ; rdfs:comment "Fern." .\n')
+    project = small_project(tmp_path, both)
+    catalog = tmp_path / "catalog.toml"
+    catalog.write_text('[imports]\n"https://example.org/kinds" = "vocab/kinds.ttl"\n', encoding="utf-8")
+    alone = run_check(**project, reasoner=True)  # type: ignore[arg-type]
+    assert [f.code for f in alone.errors] == ["import"], alone.text()  # unresolved, and consistent without it
+    report = run_check(**project, reasoner=True, catalog_file=catalog)  # type: ignore[arg-type]
+    assert [f.code for f in report.errors] == ["inconsistent"], report.text()
+
+
+def test_an_unresolved_import_is_one_finding_not_a_traceback(tmp_path: Path) -> None:
+    project = small_project(tmp_path, IMPORTING)
+    args = ["check", "--ontology", str(project["ontology_dir"]), "--queries", str(project["queries_dir"]),
+            "--shapes", str(project["shapes_dir"])]
+    result = CliRunner().invoke(ontology_cli, args)
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    found = [line for line in result.stdout.splitlines() if line.startswith("[error import]")]
+    assert len(found) == 1 and "<http://www.w3.org/ns/prov-o>" in found[0] and "never downloads" in found[0]
+    assert "Traceback" not in result.output

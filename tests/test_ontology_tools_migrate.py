@@ -124,7 +124,7 @@ def test_migrate_moves_the_data_keeps_a_backup_and_bumps_the_version(
 ) -> None:
     memory, posts = filled
     memory.store.clear_index_pending()
-    report = migrate(memory, ontology=target, migrations=scripts, reextract=True)
+    report = migrate(memory, ontology=target, migrations=scripts, reextract=True, allow_violations=True)
     assert report.applied
     assert memory.store.index_pending()  # the side index is reconciled on the next open
     assert ask(memory, "?pet pcm:species 'dog'") and not ask(memory, "?pet pcm:petSpecies ?s")
@@ -142,6 +142,7 @@ def test_migrate_moves_the_data_keeps_a_backup_and_bumps_the_version(
     assert report.reextract == [posts[1]] and report.marked_pending == 1
     assert ask(memory, f"GRAPH <{GRAPH_PROVENANCE}> {{ <{posts[1]}> pcm:extractionStatus 'pending' }}")
     assert "marked 1 post(s) pending" in report.text()
+    assert "broken facts kept (--allow-violations):" in report.text() and "petBreed" in report.text()
 
 
 def test_a_failing_script_rolls_everything_back(
@@ -159,14 +160,26 @@ def test_a_failing_script_rolls_everything_back(
     assert len(list((memory.settings.memory / "backups").iterdir())) == 1  # the backup is kept
 
 
-def test_strict_mode_restores_the_backup_when_rules_still_break(
-    filled: tuple[Memory, list[str]], target: Ontology, scripts: Path
+def test_a_migration_leaving_violations_is_rolled_back_listing_each_broken_fact(
+    filled: tuple[Memory, list[str]], target: Ontology, scripts: Path, tmp_path: Path
 ) -> None:
-    memory, _ = filled
+    memory, posts = filled
+    dump = tmp_path / "pets.ttl"
+    dump.write_text(f"@prefix pcm: <{PCM}> .\n@prefix m: <{memory.manifest.namespace}> .\n"
+                    "m:bella a pcm:Pet ; <http://www.w3.org/2000/01/rdf-schema#label> \"Bella\" ; pcm:petBreed \"collie\" .\n"
+                    "<" + memory.naming.owner + "> pcm:hasPet m:bella .\n", encoding="utf-8")
+    imported = memory.import_rdf(dump).graphs[0]
     before = data_quads(memory)
     with pytest.raises(ValidationError, match="rolled back") as caught:
-        migrate(memory, ontology=target, migrations=scripts, strict=True)
-    assert "unknown-term" in caught.value.report
+        migrate(memory, ontology=target, migrations=scripts)
+    message = str(caught.value)
+    assert "2 violation(s) would remain" in message and "1 in imported facts" in message
+    assert "--allow-violations" in message and "\n" not in message
+    lines = caught.value.report.splitlines()
+    luna = next(line for line in lines if "/luna>" in line)
+    bella = next(line for line in lines if "/bella>" in line)
+    assert "[unknown-term]" in luna and f"re-extractable from {posts[1]}" in luna
+    assert "cannot be re-extracted (imported, no post)" in bella and imported in bella
     assert data_quads(memory) == before  # the update had succeeded: this is the restored backup
     assert memory.store.ontology_version() == "0.1.0"
     assert memory.manifest.ontology_version == "0.1.0"
@@ -177,7 +190,7 @@ def test_a_script_that_does_not_parse_is_refused_before_any_backup(
 ) -> None:
     memory, _ = filled
     (scripts / "0.1.0-to-0.2.0.ru").write_text("DELET WHERE { ?s ?p ?o }", encoding="utf-8")
-    with pytest.raises(UsageError, match="do not parse"):
+    with pytest.raises(UsageError, match="does not parse"):
         migrate(memory, ontology=target, migrations=scripts)
     assert not (memory.settings.memory / "backups").exists()
 
@@ -217,7 +230,27 @@ def test_cli_migrate_dry_run_and_run(settings: Settings, target: Ontology, scrip
     dry = runner.invoke(ontology_cli, ["migrate", "--dry-run", *base], env={"PCM_INDEX": "off"})
     assert dry.exit_code == 0, dry.output
     assert "(dry run: nothing written)" in dry.output and "unknown-term: 2" in dry.output
-    done = runner.invoke(ontology_cli, ["migrate", *base, "--json"], env={"PCM_INDEX": "off"})
+    refused = runner.invoke(ontology_cli, ["migrate", *base], env={"PCM_INDEX": "off"})
+    assert refused.exit_code == ValidationError.exit_code == 7, refused.output
+    assert "re-extractable from" in refused.stderr and "--allow-violations" in refused.stderr.splitlines()[-1]
+    assert Manifest.load(settings.memory).ontology_version == "0.1.0"
+    done = runner.invoke(ontology_cli, ["migrate", *base, "--json", "--allow-violations"], env={"PCM_INDEX": "off"})
     assert done.exit_code == 0, done.output
     assert '"applied": true' in done.output and '"from_version": "0.1.0"' in done.output
     assert Manifest.load(settings.memory).ontology_version == "0.2.0"
+
+
+def test_a_script_syntax_error_names_the_file_line_and_column(
+    filled: tuple[Memory, list[str]], target: Ontology, scripts: Path
+) -> None:
+    memory, _ = filled
+    (scripts / "0.1.0-to-0.2.0.b-typo.ru").write_text(
+        "PREFIX pcm: <https://w3id.org/pcm/ontology#>\n# a second step\n\nDELETE { ?s pcm:x ?o }\nWHER { ?s pcm:x ?o }\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(UsageError) as caught:
+        migrate(memory, ontology=target, migrations=scripts)
+    message = str(caught.value)
+    assert message.startswith(f"{scripts / '0.1.0-to-0.2.0.b-typo.ru'}:5:"), message
+    assert "migration script 0.1.0-to-0.2.0.b-typo.ru does not parse" in message and "\n" not in message
+    assert not (memory.settings.memory / "backups").exists()

@@ -24,7 +24,7 @@ def test_wheel_ships_resources_and_runs_from_elsewhere(tmp_path: Path) -> None:
     [wheel] = (tmp_path / "dist").glob("pcm-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     for required in ("pcm/_data/pcm_ontology/pcm.ttl", "pcm/_data/shapes/pcm-shapes.ttl", "pcm/_data/queries/why.rq",
-                     "pcm/samples/05-pets.json"):
+                     "pcm/samples/05-pets.json", "pcm/py.typed"):
         assert required in names, required
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)

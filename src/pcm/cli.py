@@ -1,7 +1,10 @@
 """The ``pcm`` command line. Each command is a thin shell over :class:`pcm.memory.Memory`.
 
-Exit codes scripts can trust: 0 ok, 1 generic failure, 2 usage, 3 bad input, 4 memory locked, 5 version or model
-mismatch, 6 no memory, 7 validation failed, 8 query refused or failed, 9 LLM error.
+Exit codes scripts can trust, one meaning each across commands (the table in README.md): 0 ok, 1 generic failure,
+2 usage, 3 bad input, 4 memory locked (a write while `pcm serve` holds the memory, without its token, included),
+5 version or model mismatch (a write to a memory whose ontology differs from this pcm's included: run
+`pcm ontology migrate`), 6 no memory, 7 validation failed, 8 query refused or failed, 9 LLM error.
+Human output goes through :func:`pcm.terminal.echo`, which escapes control characters in stored text.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from pcm.errors import MemoryLockedError, PcmError, UsageError
+from pcm.terminal import echo
 
 if TYPE_CHECKING:
     from pcm.memory import PurgeReport
@@ -28,7 +32,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _fail(message: str, code: int) -> None:
-    click.echo(f"pcm: error: {message}", err=True)
+    echo(f"pcm: error: {message}", err=True)
     sys.exit(code)
 
 
@@ -42,7 +46,7 @@ def handle_errors(func: F) -> F:
         except PcmError as exc:
             report = getattr(exc, "report", "")
             if report:
-                click.echo(report, err=True)
+                echo(report, err=True, newlines=True)
             _fail(str(exc), exc.exit_code)
         except KeyboardInterrupt:
             _fail("interrupted", 130)
@@ -81,6 +85,8 @@ def opened(ctx: click.Context, memory_path: Path | None, *, read_only: bool = Fa
     from pcm.memory import Memory
 
     memory = Memory.open(settings_for(ctx, memory_path, **overrides), read_only=read_only)
+    if memory.ontology_drift is not None:  # reads work on a memory waiting for `pcm ontology migrate`; say so once
+        click.echo(f"pcm: note: {memory.ontology_drift.note(memory.settings.memory)}", err=True)
     try:
         yield memory
     finally:
@@ -119,11 +125,15 @@ LAZY_COMMANDS: dict[str, str] = {
     "duplicates": "pcm.cli_extract:duplicates",
     "retrieve": "pcm.cli_retrieve:retrieve",
     "summary": "pcm.cli_summary:summary",
+    "mcp": "pcm.cli_mcp:mcp",
 }
 
 
-def running_server(ctx: click.Context, memory_path: Path | None):  # type: ignore[no-untyped-def]
-    """A ServeClient when `pcm serve` holds this memory (commands then go through it), else None."""
+def running_server(ctx: click.Context, memory_path: Path | None, *, write: bool = False):  # type: ignore[no-untyped-def]
+    """A ServeClient when `pcm serve` holds this memory (commands then go through it), else None.
+
+    ``write``: the command will write, so without the server's token it is refused now (MemoryLockedError, exit 4,
+    as when any other write finds the memory held)."""
     from pcm.endpoint.discovery import discover
 
     settings = settings_for(ctx, memory_path)
@@ -132,6 +142,10 @@ def running_server(ctx: click.Context, memory_path: Path | None):  # type: ignor
     info = discover(settings.memory)
     if info is None:
         return None
+    if write:
+        from pcm.memory import refuse_write_without_token
+
+        refuse_write_without_token(settings, info)
     from pcm.endpoint.client import ServeClient
 
     return ServeClient(info, token=settings.token)
@@ -192,7 +206,7 @@ def init(ctx: click.Context, memory_path: Path | None, owner: str, namespace: st
     if as_json:
         emit_json(info)
     else:
-        click.echo(f"created memory {info['memory']} for {owner} (namespace {info['namespace']})")
+        echo(f"created memory {info['memory']} for {owner} (namespace {info['namespace']})")
 
 
 @main.command()
@@ -231,12 +245,12 @@ def ingest(ctx: click.Context, memory_path: Path | None, files: tuple[Path, ...]
     if text is not None:
         when = parse_timestamp(at) if at else datetime.now().astimezone().replace(microsecond=0)
         sid = session or f"cli-{when.date().isoformat()}"
-        u = parse_text_utterance(text, session=sid, role=role, at=when, speaker=speaker)
-        conversations.append(Conversation(id=u.session, utterances=[u]))
+        u = parse_text_utterance(text, session=sid, role=role, at=when, speaker=speaker, where="--text")
+        conversations.append(Conversation(id=u.session, utterances=[u], source="--text"))
     for path in files:
         conversations.extend(parse_file(path, fmt))
     settings = settings_for(ctx, memory_path)
-    server = None if create else running_server(ctx, memory_path)
+    server = None if create else running_server(ctx, memory_path, write=True)
     if server is not None:
         with server:
             if text is not None:
@@ -248,7 +262,7 @@ def ingest(ctx: click.Context, memory_path: Path | None, files: tuple[Path, ...]
         if as_json:
             emit_json(result)
         else:
-            click.echo(f"ingested {result.get('added', 0)} new utterance(s) through pcm serve at {server.info.url}")
+            echo(f"ingested {result.get('added', 0)} new utterance(s) through pcm serve at {server.info.url}")
         return
     if create and not (settings.memory / "memory.toml").exists():
         Memory.init(settings).close()
@@ -266,12 +280,12 @@ def ingest(ctx: click.Context, memory_path: Path | None, files: tuple[Path, ...]
     if as_json:
         emit_json(report.as_json())
     else:
-        click.echo(
+        echo(
             f"ingested {report.added} new utterance(s) from {report.conversations} conversation(s)"
             f" ({report.skipped} already stored); mode: {report.mode}"
         )
         if not settings.llm.enabled:
-            click.echo("no LLM configured (PCM_LLM=none): facts are not extracted yet; recall and ask use the utterances")
+            echo("no LLM configured (PCM_LLM=none): facts are not extracted yet; recall and ask use the utterances")
 
 
 @main.command(name="import")
@@ -296,7 +310,7 @@ def import_(ctx: click.Context, memory_path: Path | None, file: Path, fmt: str |
     if as_json:
         emit_json(report.as_json())
     else:
-        click.echo(f"imported {report.quads} quad(s) from {report.file} ({report.mode}) into {len(report.graphs)} graph(s)")
+        echo(f"imported {report.quads} quad(s) from {report.file} ({report.mode}) into {len(report.graphs)} graph(s)")
 
 
 @main.command()
@@ -349,7 +363,7 @@ def sparql(ctx: click.Context, memory_path: Path | None, query: str | None, quer
         result = memory.sparql(text, limit=limit)
     fmt = "json" if as_json else out_format
     if isinstance(result, bool):
-        emit_json({"boolean": result}) if fmt == "json" else click.echo("yes" if result else "no")
+        emit_json({"boolean": result}) if fmt == "json" else echo("yes" if result else "no")
     elif isinstance(result, Solutions):
         rows = [{v: (t.value if t is not None else None) for v, t in zip(result.variables, r, strict=True)} for r in result.rows]
         if fmt == "json":
@@ -361,7 +375,7 @@ def sparql(ctx: click.Context, memory_path: Path | None, query: str | None, quer
             writer.writerows(rows)
             click.echo(buf.getvalue(), nl=False)
         else:
-            click.echo(_table(list(result.variables), rows))
+            echo(_table(list(result.variables), rows), newlines=True)
     else:
         import pyoxigraph as ox
 
@@ -403,18 +417,21 @@ def stats(ctx: click.Context, memory_path: Path | None, as_json: bool) -> None:
     """
     with opened(ctx, memory_path, read_only=True) as memory:
         s = memory.stats()
-        curie = memory.ontology.curie
+        drift = memory.ontology_drift
     if as_json:
-        emit_json(s.as_json())
+        emit_json({**s.as_json(), "ontology_drift": drift.as_json() if drift else None})
         return
-    click.echo(f"posts: {s.posts}   sessions: {s.sessions}   triples: {s.triples}")
+    echo(f"posts: {s.posts}   sessions: {s.sessions}   triples: {s.triples}")
     if s.status:
-        click.echo("extraction: " + ", ".join(f"{k} {v}" for k, v in sorted(s.status.items())))
-    click.echo("graphs: " + ", ".join(f"{k} {v['graphs']} ({v['triples']} triples)" for k, v in s.graphs.items()))
+        echo("extraction: " + ", ".join(f"{k} {v}" for k, v in sorted(s.status.items())))
+    echo("graphs: " + ", ".join(f"{k} {v['graphs']} ({v['triples']} triples)" for k, v in s.graphs.items()))
     if s.entities_by_class:
-        click.echo("entities by class:")
+        from pcm.ontology import load_ontology  # parsed only to name the classes
+
+        curie = load_ontology().curie
+        echo("entities by class:")
         for cls, n in s.entities_by_class[:30]:
-            click.echo(f"  {curie(cls):40} {n}")
+            echo(f"  {curie(cls):40} {n}")
 
 
 @main.command()
@@ -438,16 +455,16 @@ def why(ctx: click.Context, memory_path: Path | None, iri: str, as_json: bool) -
         emit_json([s.as_json() for s in sources])
         return
     if not sources:
-        click.echo("no source found: nothing in this memory mentions it")
+        echo("no source found: nothing in this memory mentions it")
         sys.exit(1)
     for s in sources:
         if s.content is not None:
             who = s.speaker or s.role or "?"
-            click.echo(f"[{s.session} {s.source_id or ''} {s.time or ''}] {who}: {s.content}")
+            echo(f"[{s.session} {s.source_id or ''} {s.time or ''}] {who}: {s.content}")
         elif s.file:
-            click.echo(f"[imported from {s.file}] graph {s.graph}")
+            echo(f"[imported from {s.file}] graph {s.graph}")
         else:
-            click.echo(f"[graph {s.graph}]")
+            echo(f"[graph {s.graph}]")
 
 
 @main.command()
@@ -481,7 +498,7 @@ def forget(ctx: click.Context, memory_path: Path | None, post: str | None, sessi
             report = memory.purge() if purge else None
         except MemoryLockedError as error:  # a served memory: its server holds the files
             note = f"files not purged: {error}"
-            click.echo(f"pcm: note: {note}", err=True)
+            echo(f"pcm: note: {note}", err=True)
         except (PcmError, OSError) as error:  # the forget itself holds: say so, and that the files still hold it
             failed = error if isinstance(error, PcmError) else PcmError(str(error))
             note = f"forgotten, but the purge failed ({failed}); the files still hold the text until `pcm purge` succeeds"
@@ -492,7 +509,7 @@ def forget(ctx: click.Context, memory_path: Path | None, post: str | None, sessi
                    **(report.as_json() if report is not None else {"quads_kept": None})})
     else:
         purged = f"; {_purge_summary(report)}" if report is not None else ""
-        click.echo(f"forgot {len(posts)} post(s){purged}")
+        echo(f"forgot {len(posts)} post(s){purged}")
     if failed is not None:
         _fail(note or str(failed), failed.exit_code)
 
@@ -504,7 +521,7 @@ def _purge_summary(report: PurgeReport) -> str:
 
 def _warn_unreadable_backups(names: list[str]) -> None:
     if names:
-        click.echo(f"pcm: warning: could not read backup(s) {', '.join(names)} to check them for forgotten posts; "
+        echo(f"pcm: warning: could not read backup(s) {', '.join(names)} to check them for forgotten posts; "
                    "delete them by hand if they may hold any", err=True)
 
 
@@ -529,13 +546,13 @@ def purge(ctx: click.Context, memory_path: Path | None, as_json: bool) -> None:
     """
     with opened(ctx, memory_path) as memory:
         if not as_json:
-            click.echo("rewriting the store...", err=True)
+            echo("rewriting the store...", err=True)
         report = memory.purge()
     _warn_unreadable_backups(report.backups_unreadable)
     if as_json:
         emit_json({"purged": True, **report.as_json()})
     else:
-        click.echo(f"purged: {_purge_summary(report)}; old index versions and caches dropped")
+        echo(f"purged: {_purge_summary(report)}; old index versions and caches dropped")
 
 
 @main.command()
@@ -581,7 +598,7 @@ def recall(ctx: click.Context, memory_path: Path | None, text: str | None, k: in
             emit_json(found)
         else:
             for h in found:
-                click.echo(f"{h['score']:.3f}  [{h['session']} {h.get('source_id') or ''} {h.get('time') or '?'}] "
+                echo(f"{h['score']:.3f}  [{h['session']} {h.get('source_id') or ''} {h.get('time') or '?'}] "
                            f"{h.get('speaker') or h.get('role')}: {h['text']}")
         return
     with opened(ctx, memory_path, read_only=True) as memory:
@@ -596,7 +613,7 @@ def recall(ctx: click.Context, memory_path: Path | None, text: str | None, k: in
         return
     for h in hits:
         when = h.time.isoformat(sep=" ") if h.time else "?"
-        click.echo(f"{h.score:.3f}  [{h.session} {h.source_id or ''} {when}] {h.speaker or h.role}: {h.text}")
+        echo(f"{h.score:.3f}  [{h.session} {h.source_id or ''} {when}] {h.speaker or h.role}: {h.text}")
 
 
 def _read_questions(path: Path) -> Iterator[str]:
@@ -630,7 +647,7 @@ def reindex(ctx: click.Context, memory_path: Path | None, as_json: bool) -> None
     Example:
       pcm reindex
     """
-    server = running_server(ctx, memory_path)
+    server = running_server(ctx, memory_path, write=True)
     if server is not None:
         with server, progress_bar(None, "reindex") as bar:
 
@@ -648,7 +665,7 @@ def reindex(ctx: click.Context, memory_path: Path | None, as_json: bool) -> None
     if as_json:
         emit_json({"indexed": n})
     else:
-        click.echo(f"reindexed {n} row(s){where}")
+        echo(f"reindexed {n} row(s){where}")
 
 
 @main.command()
@@ -670,20 +687,21 @@ def demo(ctx: click.Context, memory_path: Path | None, question: str) -> None:
     if not (settings.memory / "memory.toml").exists():
         Memory.init(settings, owner="Dana Whitfield").close()
     conversations = [c for path in sample_paths() for c in parse_file(path)]
-    click.echo(f"memory: {settings.memory}")
-    click.echo(f"LLM: {settings.llm}" + ("" if settings.llm.enabled else " -> episodic mode (utterances stored and searchable; no fact extraction)"))
+    echo(f"memory: {settings.memory}")
+    echo(f"LLM: {settings.llm}" + ("" if settings.llm.enabled else " -> episodic mode (utterances stored and searchable; no fact extraction)"))
     with Memory.open(settings) as memory:
         with progress_bar(sum(len(c.utterances) for c in conversations), "ingest") as bar:
             report = memory.ingest(conversations, progress=bar.update)
-        click.echo(f"ingested {report.added} utterance(s) from {report.conversations} sample conversation(s) ({report.skipped} already stored)")
+        echo(f"ingested {report.added} utterance(s) from {report.conversations} sample conversation(s) ({report.skipped} already stored)")
         s = memory.stats()
-        click.echo(f"stored: {s.posts} posts in {s.sessions} sessions, {s.triples} triples in {sum(g['graphs'] for g in s.graphs.values())} graphs")
+        echo(f"stored: {s.posts} posts in {s.sessions} sessions, {s.triples} triples in {sum(g['graphs'] for g in s.graphs.values())} graphs")
         answer = memory.ask(question, k=3)
-    click.echo(f"\nQ: {question}")
-    click.echo(f"A: {answer.answer}")
-    click.echo(f"   (path: {answer.path}{'; ' + answer.note if answer.note else ''})")
+    echo()
+    echo(f"Q: {question}")
+    echo(f"A: {answer.answer}")
+    echo(f"   (path: {answer.path}{'; ' + answer.note if answer.note else ''})")
     for p in answer.posts[:3]:
-        click.echo(f"   source: post {p.post} (message {p.source_id}, session {p.session}, {p.time}): {p.content}")
+        echo(f"   source: post {p.post} (message {p.source_id}, session {p.session}, {p.time}): {p.content}")
 
 
 if __name__ == "__main__":

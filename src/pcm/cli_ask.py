@@ -8,6 +8,7 @@ import click
 
 from pcm.cli import emit_json, handle_errors, json_option, memory_option, opened, running_server
 from pcm.errors import UsageError
+from pcm.terminal import echo
 
 
 @click.command()
@@ -40,8 +41,6 @@ def ask(ctx: click.Context, memory_path: Path | None, question: str, k: int, exp
       pcm ask "Which shop fixed my car, and where did I fly after that?" --plan --explain
     """
     from pcm.conversations import parse_timestamp
-    from pcm.llm import make_client
-    from pcm.retrieval.ask import ask as run_ask
 
     when = None
     if as_of:
@@ -56,8 +55,11 @@ def ask(ctx: click.Context, memory_path: Path | None, question: str, k: int, exp
         if as_json:
             emit_json(data)
         else:
-            click.echo(f"{data.get('answer')}\n(path: {data.get('path')}; answered by pcm serve at {server.info.url})")
+            echo(f"{data.get('answer')}\n(path: {data.get('path')}; answered by pcm serve at {server.info.url})", newlines=True)
         return
+    from pcm.llm import make_client  # after the server branch: a warm answer needs neither module
+    from pcm.retrieval.ask import ask as run_ask
+
     with opened(ctx, memory_path, read_only=True) as memory:
         client = make_client(memory.settings)
         result = run_ask(memory, question, client=client, as_of=when, explain=explain, k=k, plan=plan)
@@ -67,7 +69,7 @@ def ask(ctx: click.Context, memory_path: Path | None, question: str, k: int, exp
             data["warnings"] = [memory.index_lag.as_json()]
         emit_json(data)
         return
-    click.echo(result.render(explain))
+    echo(result.render(explain), newlines=True)
 
 
 __all__ = ["ask"]

@@ -14,6 +14,7 @@ import click
 from pcm.cli import emit_json, handle_errors, json_option, settings_for
 from pcm.errors import UsageError
 from pcm.evaluation.runner import Reporter
+from pcm.terminal import echo
 
 
 class _Bars(Reporter):
@@ -126,8 +127,8 @@ def eval_command(ctx: click.Context, dataset: str, file: Path, limit: int | None
     if as_json:
         emit_json(summary)
         return
-    click.echo((config.out / "summary.md").read_text(encoding="utf-8"))
-    click.echo(f"results: {config.out / 'results.jsonl'}")
+    echo((config.out / "summary.md").read_text(encoding="utf-8"), newlines=True)
+    echo(f"results: {config.out / 'results.jsonl'}")
 
 
 def _client(settings: Any, replay: Path | None) -> tuple[Any, str]:

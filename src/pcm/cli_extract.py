@@ -12,6 +12,7 @@ import click
 
 from pcm.cli import emit_json, handle_errors, json_option, memory_option, opened, progress_bar
 from pcm.errors import UsageError
+from pcm.terminal import echo
 
 
 @click.command(name="extract")
@@ -55,17 +56,17 @@ def extract(ctx: click.Context, memory_path: Path | None, pending: bool, failed:
     if as_json:
         emit_json(report.as_json())
         return
-    click.echo(
+    echo(
         f"extracted {report.extracted}, failed {report.failed}, skipped {report.skipped} of {report.posts} post(s); "
         f"{report.calls} LLM call(s), {report.repairs} repair(s), "
         f"{report.input_tokens} input / {report.output_tokens} output tokens; "
         f"{report.merges} merge(s), {report.supersessions} knowledge update(s)"
     )
     for post, reason in report.failures:
-        click.echo(f"  failed {post}: {reason}", err=True)
+        echo(f"  failed {post}: {reason}", err=True)
     if report.unknown_terms:
         terms = ", ".join(f"{t} ({n})" for t, n in report.unknown_terms.most_common(10))
-        click.echo(f"terms the model wanted but the ontology lacks: {terms}")
+        echo(f"terms the model wanted but the ontology lacks: {terms}")
 
 
 @click.command(name="history")
@@ -95,21 +96,21 @@ def history(ctx: click.Context, memory_path: Path | None, iri: str, as_json: boo
         emit_json(result.as_json())
         return
     if not result.versions:
-        click.echo(f"no recorded change for {show_iri(full, ns, ontology)}")
+        echo(f"no recorded change for {show_iri(full, ns, ontology)}")
         return
-    click.echo(show_iri(full, ns, ontology))
+    echo(show_iri(full, ns, ontology))
     last = None
     for v in result.versions:
         if v.predicate != last:
-            click.echo(f"  {show_iri(v.predicate, ns, ontology)}")
+            echo(f"  {show_iri(v.predicate, ns, ontology)}")
             last = v.predicate
         value = show_iri(v.value, ns, ontology) if "://" in v.value or v.value.startswith("urn:") else f'"{v.value}"'
         said = f"said {v.said_at or '?'}" + (f' ("{_short(v.said)}")' if v.said else "")
         if v.current:
-            click.echo(f"    {value}  {said}  — current")
+            echo(f"    {value}  {said}  — current")
         else:
             by = f' by "{_short(v.superseded_by_text)}"' if v.superseded_by_text else ""
-            click.echo(f"    {value}  {said}  — superseded {v.superseded_at or '?'}{by}")
+            echo(f"    {value}  {said}  — superseded {v.superseded_at or '?'}{by}")
 
 
 @click.command(name="duplicates")
@@ -134,10 +135,10 @@ def duplicates(ctx: click.Context, memory_path: Path | None, as_json: bool) -> N
         emit_json([p.as_json() for p in pairs])
         return
     if not pairs:
-        click.echo("no likely duplicates")
+        echo("no likely duplicates")
         return
     for p in pairs:
-        click.echo(
+        echo(
             f"{p.score:.2f}  {show_iri(p.a, ns, ontology)} \"{p.label_a}\"  ~  {show_iri(p.b, ns, ontology)} "
             f"\"{p.label_b}\"  ({p.reason})"
         )

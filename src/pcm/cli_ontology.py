@@ -14,6 +14,7 @@ import click
 
 from pcm.cli import emit_json, handle_errors, json_option, memory_option, opened, settings_for
 from pcm.errors import UsageError
+from pcm.terminal import echo
 
 _DIR = click.Path(path_type=Path, file_okay=False, exists=True)
 _FILE = click.Path(path_type=Path, dir_okay=False, exists=True)
@@ -46,10 +47,13 @@ def _load(ontology_dir: Path | None):  # type: ignore[no-untyped-def]
 @click.option("--vocab", "vocab_dir", type=_DIR, default=None,
               help="Published vocabularies as N-Quads (default: ../shared/vocab when present).")
 @click.option("--no-reasoner", is_flag=True, help="Skip HermiT (no consistency check).")
+@click.option("--catalog", "catalog_file", type=_FILE, default=None,
+              help="Catalog mapping owl:imports IRIs to local files (default: the ontology folder's "
+                   "catalog-v001.xml or catalog.toml). Imports are never downloaded.")
 @json_option
 @handle_errors
 def check(ontology_dir: Path | None, shapes_dir: Path | None, queries_dir: Path | None, prompts: tuple[Path, ...],
-          vocab_dir: Path | None, no_reasoner: bool, as_json: bool) -> None:
+          vocab_dir: Path | None, no_reasoner: bool, catalog_file: Path | None, as_json: bool) -> None:
     """Parse, reason (OWL 2 consistency, unsatisfiable classes), lint, and check every term shapes, queries and
     prompts use. Exits 1 with a report when anything is wrong.
 
@@ -66,8 +70,9 @@ def check(ontology_dir: Path | None, shapes_dir: Path | None, queries_dir: Path 
         prompts=list(prompts) if prompts else None,
         vocab_dir=vocab_dir if vocab_dir is not None else DEFAULT_VOCAB,
         reasoner=not no_reasoner,
+        catalog_file=catalog_file,
     )
-    emit_json(report.as_json()) if as_json else click.echo(report.text())
+    emit_json(report.as_json()) if as_json else echo(report.text(), newlines=True)
     if not report.ok:
         sys.exit(1)
 
@@ -102,17 +107,17 @@ def catalog(areas: str | None, compact: bool, write: bool, check_only: bool, pro
     if write:
         changed = cat.write_prompts(onto, files)
         result = {"prompts": [str(p) for p in files], "changed": [str(p) for p in changed]}
-        emit_json(result) if as_json else click.echo(
-            f"refreshed {len(changed)} of {len(files)} prompt file(s)" + "".join(f"\n  {p}" for p in changed))
+        emit_json(result) if as_json else echo(
+            f"refreshed {len(changed)} of {len(files)} prompt file(s)" + "".join(f"\n  {p}" for p in changed), newlines=True)
         return
     if check_only:
         stale = cat.stale_prompts(onto, files)
         if as_json:
             emit_json({"prompts": [str(p) for p in files], "stale": [str(p) for p in stale]})
         elif stale:
-            click.echo("stale catalogue (run `pcm ontology catalog --write`):" + "".join(f"\n  {p}" for p in stale))
+            echo("stale catalogue (run `pcm ontology catalog --write`):" + "".join(f"\n  {p}" for p in stale), newlines=True)
         else:
-            click.echo(f"catalogue up to date in {len(files)} prompt file(s)")
+            echo(f"catalogue up to date in {len(files)} prompt file(s)")
         if stale:
             sys.exit(1)
         return
@@ -125,7 +130,7 @@ def catalog(areas: str | None, compact: bool, write: bool, check_only: bool, pro
         emit_json({"areas": chosen or list(AREAS), "compact": compact, "chars": len(text),
                    "approx_tokens": cat.approx_tokens(text), "text": text})
     else:
-        click.echo(text, nl=False)
+        echo(text, nl=False, newlines=True)
 
 
 @ontology.command()
@@ -145,7 +150,7 @@ def docs(out_dir: Path, fmt: str, ontology_dir: Path | None) -> None:
 
     formats = ("html", "md") if fmt == "both" else (fmt,)
     for path in write_docs(_load(ontology_dir), out_dir, formats=formats):
-        click.echo(str(path))
+        echo(str(path))
 
 
 @ontology.command(name="test")
@@ -164,7 +169,7 @@ def test_(directory: Path | None, names: tuple[str, ...], no_validate: bool, as_
     from pcm.ontology_tools.competency import run_competency
 
     report = run_competency(directory, names=names or None, validate=not no_validate)
-    emit_json(report.as_json()) if as_json else click.echo(report.text())
+    emit_json(report.as_json()) if as_json else echo(report.text(), newlines=True)
     if not report.ok:
         sys.exit(1)
 
@@ -203,7 +208,7 @@ def diff(ctx: click.Context, old: Path, new: Path, memory_path: Path | None, dat
         else:
             with opened(ctx, memory_path, read_only=True) as memory:
                 result = diff_ontologies(before, after, data=memory.store.select)
-    emit_json(result.as_json()) if as_json else click.echo(result.text())
+    emit_json(result.as_json()) if as_json else echo(result.text(), newlines=True)
     if result.breaking:
         sys.exit(1)
 
@@ -212,7 +217,9 @@ def diff(ctx: click.Context, old: Path, new: Path, memory_path: Path | None, dat
 @memory_option
 @click.option("--dry-run", is_flag=True, help="Only validate against the new shapes and list the scripts.")
 @click.option("--reextract", is_flag=True, help="Mark the posts whose facts break a rule as pending re-extraction.")
-@click.option("--strict", is_flag=True, help="Roll back when facts still break a rule after migrating.")
+@click.option("--allow-violations", is_flag=True,
+              help="Keep the migration even when facts still break a rule (by default it is rolled back, exit 7).")
+@click.option("--strict", is_flag=True, hidden=True, help="The default now: kept so older scripts still run.")
 @click.option("--ontology", "ontology_dir", type=_DIR, default=None, help="Target ontology (default: the shipped one).")
 @click.option("--shapes", "shapes_dir", type=_DIR, default=None, help="Target shapes (default: the shipped ones).")
 @click.option("--migrations", "migrations_dir", type=_DIR, default=None,
@@ -220,26 +227,31 @@ def diff(ctx: click.Context, old: Path, new: Path, memory_path: Path | None, dat
 @json_option
 @click.pass_context
 @handle_errors
-def migrate(ctx: click.Context, memory_path: Path | None, dry_run: bool, reextract: bool, strict: bool,
-            ontology_dir: Path | None, shapes_dir: Path | None, migrations_dir: Path | None, as_json: bool) -> None:
-    """Move the memory to a new ontology version: validate, back up, apply migration scripts atomically, bump
-    the version, and list (or mark for re-extraction) the posts whose facts break a rule.
+def migrate(ctx: click.Context, memory_path: Path | None, dry_run: bool, reextract: bool, allow_violations: bool,
+            strict: bool, ontology_dir: Path | None, shapes_dir: Path | None, migrations_dir: Path | None,
+            as_json: bool) -> None:
+    """Move the memory to a new ontology version (or content): validate, back up, apply migration scripts
+    atomically, record the new version and digest, validate again.
+
+    A migration that leaves facts breaking a rule is rolled back (exit 7), listing each broken fact and whether
+    re-extraction can repair it (a fact from a post) or not (an imported fact); --allow-violations keeps it.
+    Until it runs, a memory whose ontology differs from this pcm's is read-only.
 
     \b
     Example:
       pcm ontology migrate --dry-run
-      pcm ontology migrate --reextract
+      pcm ontology migrate --reextract --allow-violations
     """
     from pcm.ontology_tools import migrate as mig
 
     options = {"ontology": _load(ontology_dir) if ontology_dir else None, "shapes_dir": shapes_dir,
-               "migrations": migrations_dir, "reextract": reextract, "strict": strict}
+               "migrations": migrations_dir, "reextract": reextract, "allow_violations": allow_violations}
     if dry_run:
         with opened(ctx, memory_path, read_only=True) as memory:
             report = mig.migrate(memory, dry_run=True, **options)  # type: ignore[arg-type]
     else:
         report = mig.migrate_memory(settings_for(ctx, memory_path), **options)
-    emit_json(report.as_json()) if as_json else click.echo(report.text())
+    emit_json(report.as_json()) if as_json else echo(report.text(), newlines=True)
 
 
 @ontology.command()
@@ -260,4 +272,4 @@ def propose(ctx: click.Context, memory_path: Path | None, examples: int, limit: 
 
     with opened(ctx, memory_path, read_only=True) as memory:
         found = proposals_for(memory, examples=examples)[:limit]
-    emit_json([p.as_json() for p in found]) if as_json else click.echo(render_text(found))
+    emit_json([p.as_json() for p in found]) if as_json else echo(render_text(found), newlines=True)

@@ -10,6 +10,7 @@ import click
 
 from pcm.cli import emit_json, handle_errors, json_option, memory_option, opened
 from pcm.errors import UsageError
+from pcm.terminal import echo
 
 ALGORITHM_CHOICES = ("wc", "bs", "astar", "wc+bs", "bs+astar", "astar+wc", "all", "events")
 DIRECTION_CHOICES = ("causes", "effects", "before", "after", "both")
@@ -92,27 +93,27 @@ def _print(result: Any, labels: Any) -> None:
     """Starts, then each triple with its path and sources, then notes (on stderr)."""
     if result.matches:
         for m in result.matches:
-            click.echo(f"start: {m.label} <{m.iri}>  (\"{m.mention}\", {m.how} {m.score:.2f})")
+            echo(f"start: {m.label} <{m.iri}>  (\"{m.mention}\", {m.how} {m.score:.2f})")
     elif result.starts:
         names = labels(result.starts)
         for s in result.starts:
-            click.echo(f"start: {names[s]} <{s.value}>")
+            echo(f"start: {names[s]} <{s.value}>")
     if not result.found:
-        click.echo("no triples found")
+        echo("no triples found")
     for n, item in enumerate(result.found, 1):
         how = "+".join(sorted(item.algorithms)) + f" {item.role}"
         similarity = f", similarity {item.similarity:.2f}" if item.similarity is not None else ""
-        click.echo(f"{n:3d}. {item.text}   [{how}{similarity}]")
+        echo(f"{n:3d}. {item.text}   [{how}{similarity}]")
         if item.path is not None and item.path.steps:
-            click.echo(f"     path: {_path_text(item.path, labels)}")
+            echo(f"     path: {_path_text(item.path, labels)}")
         for source in item.sources[:3]:
             where = ", ".join(x for x in (source.session, source.time, source.speaker) if x)
             said = f'"{source.text}"' if source.text else source.file or source.post
-            click.echo(f"     said: {said}" + (f" ({where})" if where else ""))
+            echo(f"     said: {said}" + (f" ({where})" if where else ""))
     for note in result.notes:
-        click.echo(f"note: {note}", err=True)
+        echo(f"note: {note}", err=True)
     s = result.stats
-    click.echo(f"({result.algorithm}: {s.queries} SPARQL queries, {s.ms:.0f} ms)", err=True)
+    echo(f"({result.algorithm}: {s.queries} SPARQL queries, {s.ms:.0f} ms)", err=True)
 
 
 def _path_text(path: Any, labels: Any) -> str:

@@ -11,6 +11,7 @@ import click
 
 from pcm.cli import emit_json, handle_errors, json_option, memory_option, settings_for
 from pcm.endpoint.config import DEFAULT_BIND, MB, ServeConfig
+from pcm.terminal import echo
 
 
 def _stop_on_sigterm() -> None:
@@ -69,12 +70,10 @@ def serve(ctx: click.Context, memory_path: Path | None, bind: str, token: str | 
         max_body=int(max_body_mb * MB),
         max_result=int(max_result_mb * MB),
     )
-    server = PcmServer(settings, config)
+    server = PcmServer(settings, config, verbose=verbose)
     _stop_on_sigterm()
     try:
         server.start()
-        assert server.app is not None
-        server.app.verbose = verbose
         _announce(server.url, settings.memory, config, as_json)
         server.serve_forever()
     except KeyboardInterrupt:
@@ -89,9 +88,9 @@ def _announce(url: str, memory: Path, config: ServeConfig, as_json: bool) -> Non
                    "update": url + "/update", "store": url + "/store", "explorer": url + "/"})
     else:
         mode = "writes need the token" if config.writable else "read-only (no token configured)"
-        click.echo(f"pcm serve: memory {memory} at {url}/ ({mode})")
-        click.echo(f"  SPARQL {url}/query  update {url}/update  graph store {url}/store  API {url}/api/")
+        echo(f"pcm serve: memory {memory} at {url}/ ({mode})")
+        echo(f"  SPARQL {url}/query  update {url}/update  graph store {url}/store  API {url}/api/")
     if not config.loopback:
-        click.echo(f"pcm serve: warning: listening on {config.host}, not loopback: anyone who can reach this "
+        echo(f"pcm serve: warning: listening on {config.host}, not loopback: anyone who can reach this "
                    "machine can read the memory", err=True)
     sys.stdout.flush()

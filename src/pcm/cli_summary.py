@@ -10,6 +10,7 @@ import click
 
 from pcm.cli import emit_json, handle_errors, json_option, memory_option, opened
 from pcm.errors import InputError, UsageError
+from pcm.terminal import echo
 
 
 @click.command()
@@ -47,10 +48,10 @@ def summary(ctx: click.Context, memory_path: Path | None, session: str | None, l
                 emit_json([r.as_json() for r in rows])
                 return
             if not rows:
-                click.echo("no session has a summary yet")
+                echo("no session has a summary yet")
             for r in rows:
                 first_line = r.text.splitlines()[0] if r.text else ""
-                click.echo(f"{r.session_id or r.session}  [{r.method}, {r.covered} posts]  {first_line[:100]}")
+                echo(f"{r.session_id or r.session}  [{r.method}, {r.covered} posts]  {first_line[:100]}")
             return
         thread = memory.store.find_session(session or "") or memory.store.find_session(
             expand_iri(session or "", memory.manifest.namespace)
@@ -67,8 +68,8 @@ def summary(ctx: click.Context, memory_path: Path | None, session: str | None, l
         if as_json:
             emit_json(stored.as_json() | {"session_posts": posts, "covered_first": first, "covered_last": last})
             return
-        click.echo(stored.text)
-        click.echo(f"-- {stored.method}"
+        echo(stored.text, newlines=True)
+        echo(f"-- {stored.method}"
                    + (f" ({stored.prompt_version})" if stored.prompt_version else "")
                    + f", covers {len(stored.covered)} of {posts} posts"
                    + (f", {first} to {last}" if first else ""), err=True)

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import hashlib
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -47,6 +49,8 @@ class Conversation:
     title: str | None = None
     started: datetime | None = None
     """The session's own date when the source gives one (LoCoMo / LongMemEval session dates)."""
+    source: str | None = None
+    """Where it was read from (a file, ``--text``, a request body), so a refusal at ingest can name it."""
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -58,6 +62,13 @@ FORMATS = ("json", "jsonl", "locomo", "longmemeval")
 
 ROLE_ALIASES = {"human": "user", "ai": "assistant", "bot": "assistant", "model": "assistant"}
 """Spellings other tools use for our roles; anything else is refused rather than guessed."""
+
+DEFAULT_MAX_UTTERANCE_CHARS = 50_000
+"""Longest utterance an ingest accepts (``PCM_MAX_UTTERANCE_CHARS``): about 12k tokens, ten times the longest turn
+in the LoCoMo and LongMemEval data, while a recall of ten posts stays well under a megabyte."""
+MAX_NAME_CHARS = 1_000
+"""Longest id, speaker name or title: these are labels, and a pasted paragraph in one is a mistake."""
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 _MONTHS = {
     name: number
@@ -116,20 +127,28 @@ def parse_timestamp(value: str) -> datetime:
 
 
 def parse_text_utterance(
-    text: str, *, session: str | None, role: str, at: datetime | None, speaker: str | None = None
+    text: Any,
+    *,
+    session: Any,
+    role: Any,
+    at: datetime | None,
+    speaker: Any = None,
+    where: str = "utterance",
 ) -> Utterance:
     """One utterance typed or piped in directly, outside any file.
 
     Without a session, notes said on the same day share a thread ``note:YYYY-MM-DD`` (``note`` when there is no
     time either), so a day's jottings read as one conversation. The position is 0: the caller, which knows how many
-    posts the session already has, replaces it (``dataclasses.replace``).
+    posts the session already has, replaces it (``dataclasses.replace``). Values may come straight from a JSON body,
+    so each is checked for its type as well; ``where`` names the source in errors (``--text``, a request body).
     """
-    where = "utterance"
     content = _content(text, where)
     if session is None:
         session = f"note:{at.date().isoformat()}" if at is not None else "note"
-    elif not session.strip():
-        raise InputError(f"{where}: session id is empty")
+    elif not isinstance(session, str) or not session.strip():
+        raise InputError(f"{where}: session id must be non-empty text, found {_show(session)}")
+    else:
+        session = _checked(session, "session id", where, MAX_NAME_CHARS)
     return Utterance(
         session=session,
         position=0,
@@ -138,6 +157,25 @@ def parse_text_utterance(
         speaker=_optional_text(speaker, "speaker", where),
         timestamp=at,
     )
+
+
+def parse_messages(data: Any, *, key: str | None = None, where: str = "request body") -> Conversation:
+    """A chat as assistants' APIs send it: ``{"messages": [{"role": ..., "content": ...}, ...]}``.
+
+    ``conversation_id``, ``title`` and ``started`` are optional, as are each message's ``id``, ``speaker`` and
+    ``timestamp``. Without a conversation id the session is named from ``key`` (the client's idempotency key) or
+    else from a digest of the messages themselves, so sending the same body twice lands on the same posts and
+    stores nothing new, while two different chats (even with a turn of the same text) are two sessions.
+    """
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: expected an object with 'messages', found {_kind(data)}")
+    if data.get("conversation_id") is None:
+        if not isinstance(data.get("messages"), list):
+            raise InputError(f"{where}: 'messages' must be a list, found {_kind(data.get('messages'))}")
+        basis = key if key is not None else json.dumps(data["messages"], sort_keys=True, ensure_ascii=False)
+        digest = hashlib.sha256(basis.encode("utf-8")).hexdigest()[:16]
+        data = {**data, "conversation_id": f"chat-{digest}"}
+    return _conversation(data, where, "conversation")
 
 
 def detect_format(path: Path) -> str:
@@ -157,12 +195,65 @@ def parse_file(path: Path, fmt: str | None = None) -> list[Conversation]:
     else:
         data = None if fmt == "jsonl" else _load_json(path, text)
     if fmt == "jsonl":
-        return _parse_jsonl(path, text)
-    if fmt == "json":
-        return _parse_json(path, data)
-    if fmt == "locomo":
-        return parse_locomo(path, data)
-    return _parse_longmemeval(path, data)
+        conversations = _parse_jsonl(path, text)
+    elif fmt == "json":
+        conversations = _parse_json(path, data)
+    elif fmt == "locomo":
+        conversations = parse_locomo(path, data)
+    else:
+        conversations = _parse_longmemeval(path, data)
+    for conversation in conversations:
+        conversation.source = str(path)
+    return conversations
+
+
+def check_conversations(conversations: Sequence[Conversation], *, max_chars: int) -> None:
+    """Refuse, before anything is written, what an ingest could not store whole.
+
+    The parsers already refuse what a file gets wrong; this is the same check for conversations built in code (the
+    Python API, a request body), plus what depends on settings (``max_chars``, the longest utterance) and on the
+    batch as a whole: the same conversation given twice with different turns (from two files, say) would otherwise
+    keep the first copy's turns and the second's extra ones. Raises :class:`InputError` naming the source,
+    conversation and message.
+    """
+    said: dict[tuple[str, str], tuple[str, str]] = {}
+    for conversation in conversations:
+        origin = f"{conversation.source}: " if conversation.source else ""
+        if not isinstance(conversation.id, str) or not conversation.id.strip():
+            raise InputError(f"{origin}conversation id must be non-empty text, found {_show(conversation.id)}")
+        where = f"{origin}conversation {conversation.id!r}"
+        _checked(conversation.id, "conversation id", origin + "conversation", MAX_NAME_CHARS)
+        if conversation.title is not None:
+            _optional_text(conversation.title, "title", where)
+        if conversation.started is not None and not isinstance(conversation.started, datetime):
+            raise InputError(f"{where}: started must be a date and time, found {_kind(conversation.started)}")
+        if not isinstance(conversation.utterances, list | tuple):
+            raise InputError(f"{where}: utterances must be a list, found {_kind(conversation.utterances)}")
+        for index, utterance in enumerate(conversation.utterances):
+            if not isinstance(utterance, Utterance):
+                raise InputError(f"{where}, message {index}: expected an utterance, found {_kind(utterance)}")
+            label = f"{where}, message {index}"
+            if utterance.source_id is not None:
+                label = f"{where}, message {_id(utterance.source_id, 'id', label)!r}"
+            if utterance.session != conversation.id:
+                raise InputError(f"{label}: belongs to session {_show(utterance.session)}, not to its conversation")
+            if not isinstance(utterance.position, int) or isinstance(utterance.position, bool) or utterance.position < 0:
+                raise InputError(f"{label}: position must be a whole number >= 0, found {_show(utterance.position)}")
+            if utterance.role not in ROLES:
+                raise InputError(f"{label}: unknown role {_show(utterance.role)} (allowed: {', '.join(ROLES)})")
+            content = _content(utterance.content, label)
+            if len(content) > max_chars:
+                raise InputError(
+                    f"{label}: the utterance is {len(content):,} characters long, over the limit of {max_chars:,} "
+                    "(PCM_MAX_UTTERANCE_CHARS); split it into several messages"
+                )
+            _optional_text(utterance.speaker, "speaker", label)
+            if utterance.timestamp is not None and not isinstance(utterance.timestamp, datetime):
+                raise InputError(f"{label}: timestamp must be a date and time, found {_kind(utterance.timestamp)}")
+            key = (conversation.id, utterance.source_id or f"#{utterance.position}")
+            turn = (utterance.role, content)
+            if said.setdefault(key, turn) != turn:
+                raise InputError(f"{label}: given twice in this ingest with different text or role")
 
 
 # -- timestamps --------------------------------------------------------------------------------------------------------
@@ -205,7 +296,10 @@ def _read_text(path: Path) -> str:
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except UnicodeDecodeError as err:
-        raise InputError(f"{path}: not UTF-8 text (byte {err.start})") from None
+        line = err.object[: err.start].count(b"\n") + 1
+        raise InputError(
+            f"{path}: not UTF-8 text: invalid byte 0x{err.object[err.start]:02X} at line {line} (byte offset {err.start})"
+        ) from None
     except OSError as err:
         raise InputError(f"{path}: cannot read ({err.strerror or err})") from None
 
@@ -217,6 +311,8 @@ def _load_json(path: Path, text: str) -> Any:
         raise InputError(
             f"{path}: malformed JSON at line {err.lineno}, column {err.colno}: {err.msg}"
         ) from None
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply to read") from None
 
 
 def _detect(path: Path, text: str) -> tuple[str, Any]:
@@ -233,6 +329,8 @@ def _detect(path: Path, text: str) -> tuple[str, Any]:
         raise InputError(
             f"{path}: malformed JSON at line {err.lineno}, column {err.colno}: {err.msg}"
         ) from None
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply to read") from None
     fmt = _shape(data)
     if fmt is None:
         raise InputError(
@@ -243,11 +341,17 @@ def _detect(path: Path, text: str) -> tuple[str, Any]:
 
 
 def _first_line_is_object(text: str) -> bool:
-    first = next(line for line in text.splitlines() if line.strip())
+    first = next(line for line in _lines(text) if line.strip())
     try:
         return isinstance(json.loads(first), dict)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return False
+
+
+def _lines(text: str) -> list[str]:
+    """JSON lines are split at line feeds only: ``str.splitlines`` would also split at U+2028, U+0085 and other
+    separators that JSON allows raw inside a string."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
 
 
 def _shape(data: Any) -> str | None:
@@ -285,7 +389,7 @@ def _parse_json(path: Path, data: Any) -> list[Conversation]:
 def _parse_jsonl(path: Path, text: str) -> list[Conversation]:
     """Lines are message objects (grouped by ``conversation_id``/``session``) or whole conversation objects."""
     built: dict[str, Conversation | list[tuple[str, dict[str, Any]]]] = {}
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    for lineno, line in enumerate(_lines(text), start=1):
         if not line.strip():
             continue
         where = f"{path}:{lineno}"
@@ -293,6 +397,8 @@ def _parse_jsonl(path: Path, text: str) -> list[Conversation]:
             obj = json.loads(line)
         except json.JSONDecodeError as err:
             raise InputError(f"{where}: malformed JSON at column {err.colno}: {err.msg}") from None
+        except RecursionError:
+            raise InputError(f"{where}: JSON nested too deeply to read") from None
         if not isinstance(obj, dict):
             raise InputError(f"{where}: expected a message or conversation object, found {_kind(obj)}")
         if "messages" in obj:
@@ -561,16 +667,18 @@ def _content(value: Any, where: str) -> str:
         raise InputError(f"{where}: content must be text, found {_kind(value)}")
     if not value.strip():
         raise InputError(f"{where}: content is empty")
-    return value.strip()
+    return _checked(value.strip(), "content", where)
 
 
 def _id(value: Any, name: str, where: str) -> str:
     """Ids may be written as numbers; they are compared and stored as text."""
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
-    if not isinstance(value, str) or not value.strip():
+    if value is None or (isinstance(value, str) and not value.strip()):
         raise InputError(f"{where}: missing or empty {name}")
-    return value.strip()
+    if not isinstance(value, str):
+        raise InputError(f"{where}: {name} must be text or a whole number, found {_kind(value)}")
+    return _checked(value.strip(), name, where, MAX_NAME_CHARS)
 
 
 def _optional_text(value: Any, name: str, where: str) -> str | None:
@@ -578,7 +686,26 @@ def _optional_text(value: Any, name: str, where: str) -> str | None:
         return None
     if not isinstance(value, str):
         raise InputError(f"{where}: {name} must be text, found {_kind(value)}")
-    return value.strip() or None
+    return _checked(value.strip(), name, where, MAX_NAME_CHARS) or None
+
+
+def _checked(text: str, name: str, where: str, limit: int | None = None) -> str:
+    """Text that can be stored: no lone surrogate, and no longer than ``limit`` characters.
+
+    A lone surrogate is what Python makes of an invalid byte in a command-line argument, or what a JSON file
+    spells ``"\\ud800"``; neither is a character, and no store can write it as UTF-8.
+    """
+    if bad := _SURROGATE.search(text):
+        code = ord(bad.group())
+        what = (
+            f"the byte 0x{code - 0xDC00:02X}, which is not UTF-8"
+            if 0xDC80 <= code <= 0xDCFF
+            else "a lone surrogate, which is not a character"
+        )
+        raise InputError(f"{where}: {name} has an invalid character at position {bad.start()} (U+{code:04X}: {what})")
+    if limit is not None and len(text) > limit:
+        raise InputError(f"{where}: {name} is {len(text):,} characters long, over the limit of {limit:,}")
+    return text
 
 
 def _timestamp(value: Any, where: str) -> datetime:

@@ -16,21 +16,28 @@ class UsageError(PcmError):
 
 
 class InputError(PcmError):
-    """An input file or utterance is malformed; nothing was written."""
+    """An input file, utterance or request body is malformed, too long, or names what the memory lacks; nothing
+    was written."""
 
     exit_code = 3
 
 
 class MemoryLockedError(PcmError):
-    """Another process holds the memory's store lock."""
+    """Another process holds the memory: its store lock, or a ``pcm serve`` that refuses a write without its token."""
 
     exit_code = 4
 
 
 class MemoryVersionError(PcmError):
-    """The memory was written by a newer pcm, or indexed with another embedding model."""
+    """The memory was written by a newer pcm, indexed with another embedding model, needs ontology migrations, or
+    its ``memory.toml`` was edited by hand."""
 
     exit_code = 5
+
+
+class OntologyMigrationNeeded(MemoryVersionError):
+    """The memory's ontology differs from this pcm's (version or content): it is read-only until
+    ``pcm ontology migrate`` runs. Same exit code as the other version mismatches."""
 
 
 class MemoryNotFoundError(PcmError):

@@ -6,6 +6,7 @@ embedding model, is refused before a single byte of it is touched.
 
 from __future__ import annotations
 
+import hashlib
 import tomllib
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -20,6 +21,9 @@ from pcm.errors import InputError, MemoryNotFoundError, MemoryVersionError
 MANIFEST = "memory.toml"
 DEFAULT_EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_EMBEDDING_DIM = 384
+#: Fields pcm alone writes: they say what the store and the index hold, so a value edited by hand would make pcm
+#: trust something the data is not. Each is sealed with a digest of the value pcm wrote.
+SEALED = ("memory_id", "namespace", "embedding_model", "embedding_dim", "ontology_version", "schema_version")
 
 
 @dataclass
@@ -30,9 +34,14 @@ class Manifest:
     embedding_model: str = DEFAULT_EMBEDDING_MODEL
     embedding_dim: int = DEFAULT_EMBEDDING_DIM
     ontology_version: str = ""
+    ontology_digest: str = ""
+    """Content digest of the ontology the data was written against (:attr:`pcm.ontology.Ontology.digest`), so an
+    ontology changed without a version bump is noticed too. Empty in memories written before it was recorded."""
     schema_version: int = SCHEMA_VERSION
     created: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
     pcm_version: str = __version__
+    seal: dict[str, str] = field(default_factory=dict)
+    """Digest of each :data:`SEALED` field as pcm last wrote it (empty in memories made before the seal)."""
 
     def __post_init__(self) -> None:
         if not self.namespace:
@@ -59,10 +68,29 @@ class Manifest:
             )
         if "owner" not in data:
             raise InputError(f"{path} has no owner")
-        return cls(**{k: v for k, v in data.items() if k not in unknown})
+        manifest = cls(**{k: v for k, v in data.items() if k not in unknown})
+        manifest._check_seal(path)
+        return manifest
+
+    def _check_seal(self, path: Path) -> None:
+        """Refuse a sealed field whose value is not the one pcm wrote (exit 5, like any version mismatch)."""
+        if not isinstance(self.seal, dict):
+            raise MemoryVersionError(f"{path}: 'seal' was changed outside pcm; restore the file pcm wrote")
+        edited = [name for name in SEALED if name in self.seal and self.seal[name] != _digest(getattr(self, name))]
+        if edited:
+            shown = ", ".join(f"{name} (now {getattr(self, name)!r})" for name in edited)
+            raise MemoryVersionError(
+                f"{path}: {shown} changed outside pcm; pcm records these itself to say what the store and the index "
+                "hold, so it will not open the memory on a value it did not write: restore the value pcm wrote"
+            )
 
     def save(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
+        self.seal = {name: _digest(getattr(self, name)) for name in SEALED}
         tmp = directory / (MANIFEST + ".tmp")
         tmp.write_text(tomli_w.dumps(asdict(self)), encoding="utf-8")
         tmp.replace(directory / MANIFEST)
+
+
+def _digest(value: object) -> str:
+    return hashlib.sha256(f"{type(value).__name__}:{value}".encode()).hexdigest()[:16]

@@ -6,7 +6,9 @@ Data flows one way: utterance → post (+ extraction when an LLM is configured) 
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -16,11 +18,12 @@ from typing import TYPE_CHECKING
 import pyoxigraph as ox
 
 from pcm.backend import Backend, QueryResult
-from pcm.conversations import Conversation
+from pcm.conversations import Conversation, check_conversations
 from pcm.errors import (
     InputError,
     MemoryLockedError,
     MemoryVersionError,
+    OntologyMigrationNeeded,
     PcmError,
     UsageError,
     ValidationError,
@@ -42,10 +45,12 @@ from pcm.sparql import check_read_only
 from pcm.store import SUMMARIES_PENDING, MemoryStore, PostInfo, Source, Stats
 
 if TYPE_CHECKING:
+    from pcm.endpoint.discovery import ServerInfo
     from pcm.index import RecallHit, SideIndex
     from pcm.index.outbox import IndexLag
     from pcm.llm import LLMClient
     from pcm.ontology import Ontology
+    from pcm.ontology_tools.migrate import OntologyDrift
     from pcm.retrieval.ask import AskResult
 
 STORE_DIR = "oxigraph"
@@ -76,6 +81,21 @@ class IngestReport:
 
     def as_json(self) -> dict[str, object]:
         return {k: v for k, v in self.__dict__.items() if k != "posts"}
+
+
+@dataclass(frozen=True)
+class RememberReport:
+    """What :meth:`Memory.remember` did with one message."""
+
+    post: str
+    """The post IRI the message is stored as (the earlier one when nothing new was stored)."""
+    stored: bool
+    """False when the message was already stored (a retry with the same key): nothing new was written."""
+    session: str
+    """The session id the post belongs to."""
+
+    def as_json(self) -> dict[str, object]:
+        return {"post": self.post, "stored": self.stored, "session": self.session}
 
 
 @dataclass
@@ -127,6 +147,8 @@ class Memory:
         self.read_only = read_only
         self._index: SideIndex | None = None
         self._client: LLMClient | None = None
+        self.ontology_drift: OntologyDrift | None = None
+        """Set on a read-only open of a memory whose ontology differs from this pcm's (writes are refused)."""
         self.index_lag: IndexLag | None = None
         """Set when a read-only open found the side index behind the store (see :meth:`_catch_up_read_only`)."""
 
@@ -142,7 +164,7 @@ class Memory:
         from pcm.ontology import load_ontology
 
         ontology = load_ontology()
-        manifest = Manifest(owner=owner, ontology_version=ontology.version)
+        manifest = Manifest(owner=owner, ontology_version=ontology.version, ontology_digest=ontology.digest)
         if namespace:
             manifest.namespace = namespace if namespace.endswith(("/", "#")) else namespace + "/"
         path.mkdir(parents=True, exist_ok=True)
@@ -154,25 +176,44 @@ class Memory:
         return memory
 
     @classmethod
-    def open(cls, settings: Settings, *, read_only: bool = False, migrating: bool = False) -> Memory:
-        """Open an existing memory. ``migrating`` is for ``pcm ontology migrate`` alone: it skips the refusal of a
-        memory whose data needs migration scripts first."""
+    def create(cls, path: str | os.PathLike[str], *, owner: str = "me", namespace: str | None = None) -> Memory:
+        """Create a memory in the directory ``path`` (other settings from ``PCM_*``) and return it open."""
+        return cls.init(Settings.from_env(memory=Path(path).expanduser()), owner=owner, namespace=namespace)
+
+    @classmethod
+    def open(
+        cls, settings: Settings | str | os.PathLike[str], *, read_only: bool = False, migrating: bool = False
+    ) -> Memory:
+        """Open an existing memory, given its settings or its directory (other settings from ``PCM_*``).
+
+        A memory whose ontology differs from this pcm's (version or content) opens read-only only: a writable open
+        is refused (:class:`OntologyMigrationNeeded`) and a read-only one says so in :attr:`ontology_drift`. Nothing
+        here replaces the stored ontology graph or the recorded version: only ``pcm ontology migrate`` does, after
+        a backup and a validation. ``migrating`` is for that command alone: it skips the check.
+        """
+        if not isinstance(settings, Settings):
+            settings = Settings.from_env(memory=Path(settings).expanduser())
         manifest = Manifest.load(settings.memory)
-        if not migrating:
-            _refuse_pending_migrations(settings, manifest)
         if not settings.store_url:
             settings = _through_running_server(settings, read_only=read_only)
         backend = _open_backend(settings, read_only=read_only)
         memory = cls(settings, manifest, backend, read_only=read_only)
+        if not migrating:
+            try:
+                memory._check_ontology()
+            except BaseException:
+                backend.close()
+                raise
+        if not read_only and not manifest.seal and not settings.store_url:
+            manifest.save(settings.memory)  # a memory made before the seal is sealed on its first writable open
         if not read_only and not migrating:
-            memory._refresh_ontology()
             memory._catch_up_summaries()
         return memory
 
     def close(self) -> None:
-        from pcm.retrieval.safety import release
-
-        release(self)
+        safety = sys.modules.get("pcm.retrieval.safety")  # never imported: no query worker to stop, nor an import to pay
+        if safety is not None:
+            safety.release(self)
         if self._index is not None:
             self._index.close()
             self._index = None
@@ -184,21 +225,31 @@ class Memory:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _refresh_ontology(self) -> None:
-        """Keep the ontology graph equal to the ontology this pcm ships (the data model's declarations)."""
-        from pcm.ontology import load_ontology
+    def _check_ontology(self) -> None:
+        """Refuse a writable open of a memory whose ontology differs from this pcm's; note it on a read-only one.
 
-        ontology = load_ontology()
-        stored = self.store.ontology_version()
-        if stored == ontology.version:
+        A memory written before digests were recorded, whose stored ontology graph is this pcm's, gets the digest
+        recorded on its first writable open (its data and version are left as they are).
+        """
+        from pcm.ontology_files import file_facts
+
+        if (self.manifest.ontology_version, self.manifest.ontology_digest) == file_facts():
+            return  # the common case, decided without loading the ontology (rdflib) or the migration tools
+        from pcm.ontology import load_ontology, ontology_digest
+        from pcm.ontology_tools.migrate import ontology_drift
+
+        shipped = load_ontology()
+        drift = ontology_drift(self.manifest, shipped, lambda: ontology_digest(self.backend.quads(GRAPH_ONTOLOGY)))
+        if drift is None:
+            if not self.read_only and not self.manifest.ontology_digest:
+                self.manifest.ontology_digest = shipped.digest
+                self.manifest.save(self.settings.memory)
             return
-        if stored and _version_tuple(stored) > _version_tuple(ontology.version):
-            raise MemoryVersionError(
-                f"memory {self.settings.memory} uses ontology {stored}, newer than this pcm's {ontology.version}; upgrade pcm"
-            )
-        self.store.replace_ontology(ontology.quads())
-        self.manifest.ontology_version = ontology.version
-        self.manifest.save(self.settings.memory)
+        if not self.read_only:
+            if drift.reason == "newer":
+                raise MemoryVersionError(drift.refusal(self.settings.memory))
+            raise OntologyMigrationNeeded(drift.refusal(self.settings.memory))
+        self.ontology_drift = drift
 
     def _catch_up_summaries(self) -> None:
         """Rebuild the session summaries a crash left behind their posts (the store's summaries marker is set).
@@ -338,12 +389,19 @@ class Memory:
     def ingest(self, conversations: Iterable[Conversation], progress: Progress | None = None) -> IngestReport:
         """Store every utterance as a post, one atomic write each; re-ingesting the same turns adds nothing."""
         self._writable()
+        conversations = list(conversations)
+        # Everything is checked before the first write, so a bad message anywhere leaves the memory untouched.
+        check_conversations(conversations, max_chars=self.settings.max_utterance_chars)
+        planned = [[post_quads(self.naming, u, None)[0] for u in conv.utterances] for conv in conversations]
+        for conv in conversations:
+            session_quads(self.naming, conv.id, conv.title, conv.started)
+        if self.settings.index_enabled and any(planned):
+            _ = self.index  # an index built with another embedding model is refused before a post is stored
         report = IngestReport()
         to_index: list[PostInfo] = []
-        for conv in conversations:
+        for conv, refs in zip(conversations, planned, strict=True):
             report.conversations += 1
             session_iri = self.naming.session(conv.id)
-            refs = [post_quads(self.naming, u, None)[0] for u in conv.utterances]
             existing = self.store.existing_posts([r.iri for r in refs])
             last = self.store.last_post_of_session(session_iri)
             previous = last[0] if last else None
@@ -382,6 +440,55 @@ class Memory:
             summarise_posts(self, report.posts, self._client)  # once per touched session per batch
             self.store.clear_summaries_pending()
         return report
+
+    def remember(
+        self,
+        text: str,
+        *,
+        at: datetime | str | None = None,
+        speaker: str | None = None,
+        session: str | None = None,
+        role: str = "user",
+        key: str | None = None,
+    ) -> RememberReport:
+        """Store one message said at ``at`` (default: now), continuing ``session`` (default: one per day).
+
+        ``key`` is the client's id for the message (a message id or an idempotency key); it is kept as the post's
+        ``dcterms:identifier``. A message whose key is already stored is not stored again (a client retrying is
+        told ``stored=False``); the same key with different text is refused, since it would silently drop the new
+        text. Without a key every call stores a post, so two messages with the same text are two posts.
+        """
+        from dataclasses import replace
+
+        from pcm.conversations import parse_text_utterance, parse_timestamp
+
+        self._writable()
+        when = parse_timestamp(at) if isinstance(at, str) else at
+        if when is None:
+            when = datetime.now().astimezone().replace(microsecond=0)
+        sid = session if session is not None else f"cli-{when.date().isoformat()}"
+        utterance = parse_text_utterance(text, session=sid, role=role, at=when, speaker=speaker)
+        if key is not None:
+            key = key.strip()
+            if not key:
+                raise InputError("the message key (idempotency key) is empty")
+            earlier = self._post_with_key(key)
+            if earlier is not None:
+                if earlier.text != utterance.content:
+                    raise InputError(
+                        f"message key {key!r} was already used for a different message; use a new key per message"
+                    )
+                return RememberReport(earlier.iri, False, earlier.session)
+        last = self.store.last_post_of_session(self.naming.session(utterance.session))
+        utterance = replace(utterance, source_id=key, position=last[1] + 1 if last else 0)
+        report = self.ingest([Conversation(id=utterance.session, utterances=[utterance])])
+        iri = post_quads(self.naming, utterance, None)[0].iri
+        return RememberReport(iri, bool(report.added), utterance.session)
+
+    def _post_with_key(self, key: str) -> PostInfo | None:
+        """The stored post whose message id is ``key`` (the first, if a file reused the id across sessions)."""
+        iris = [i for i in self.store.find_post(key) if i.startswith(self.naming.post(""))]
+        return next(iter(self.store.posts(iris[:1])), None) if iris else None
 
     def _extract(self, report: IngestReport, progress: Progress | None) -> None:
         """Second write per post: its extraction graph, provenance and status (the post itself is already safe)."""
@@ -705,29 +812,32 @@ def _through_running_server(settings: Settings, *, read_only: bool) -> Settings:
     info = discover(settings.memory)
     if info is None:
         return settings
-    if not read_only and not (info.token_required and settings.token):
+    if not read_only:
+        refuse_write_without_token(settings, info)
+    return settings.with_(store_url=info.query_url)
+
+
+def refuse_write_without_token(settings: Settings, info: ServerInfo) -> None:
+    """A write to a memory ``pcm serve`` holds goes through the server, with its token; without one it is refused
+    here, with the same error (exit 4) whichever command tried it."""
+    if not (info.token_required and settings.token):
         raise MemoryLockedError(
             f"memory {settings.memory} is held by `pcm serve` at {info.url}; writes through it need the token the "
             "server was started with (PCM_TOKEN), or stop the server"
         )
-    return settings.with_(store_url=info.query_url)
 
 
-def _refuse_pending_migrations(settings: Settings, manifest: Manifest) -> None:
-    from pcm.ontology import load_ontology
-    from pcm.ontology_tools.migrate import pending_migrations
+def shipped_ontology_version() -> str:
+    """``owl:versionInfo`` of the shipped ontology, read with the store's parser (milliseconds)."""
+    from pcm.ontology_files import file_facts
 
-    shipped = load_ontology().version
-    pending = pending_migrations(manifest.ontology_version, shipped)
-    if pending:
-        raise MemoryVersionError(
-            f"memory {settings.memory} holds ontology {manifest.ontology_version} data and this pcm ships {shipped}: "
-            f"{len(pending)} migration script(s) must run first; run `pcm ontology migrate`"
-        )
+    version = file_facts()[0]
+    if version is None:
+        from pcm.ontology import load_ontology
 
+        return load_ontology().version  # no version found this way: let the full loader say what is wrong
+    return version
 
-def _version_tuple(version: str) -> tuple[int, ...]:
-    return tuple(int(p) if p.isdigit() else 0 for p in version.split("."))
 
 
 def expand_iri(iri: str, namespace: str) -> str:
@@ -795,4 +905,4 @@ def entity_record(iri: str, label: str, types: tuple[str, ...], alts: tuple[str,
     return EntityRecord(iri, label, alts, types, f"{label} ({names})" if names else label)
 
 
-__all__ = ["ImportReport", "IngestReport", "Memory", "check_vocabulary"]
+__all__ = ["ImportReport", "IngestReport", "Memory", "RememberReport", "check_vocabulary"]

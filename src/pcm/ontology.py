@@ -24,6 +24,7 @@ from rdflib.collection import Collection
 from pcm import resources
 from pcm.errors import PcmError
 from pcm.namespaces import GRAPH_ONTOLOGY, PCM, PREFIXES, SCHEMA
+from pcm.ontology_files import ontology_digest
 
 if TYPE_CHECKING:
     from pcm.shapes import ValueLimit
@@ -111,6 +112,7 @@ class Ontology:
         self._down = _reverse(self._up)
         self._prefixes = sorted(PREFIXES.items(), key=lambda item: -len(item[1]))
         self._quads: tuple[pyoxigraph.Quad, ...] | None = None
+        self._digest: str | None = None
 
     def _of_kind(self, kinds: Iterable[str]) -> frozenset[str]:
         wanted = set(kinds)
@@ -262,6 +264,17 @@ class Ontology:
                 for s, p, o in sorted(self.graph, key=lambda triple: tuple(t.n3() for t in triple))
             )
         return list(self._quads)
+
+    @property
+    def digest(self) -> str:
+        """A digest of the ontology's content (:func:`ontology_digest` of :meth:`quads`): it changes when any
+        triple does, whether or not ``owl:versionInfo`` was bumped, and not when only the files' layout does."""
+        if self._digest is None:
+            self._digest = ontology_digest(self.quads())
+        return self._digest
+
+
+# ---------------------------------------------------------------------- content digest
 
 
 # ---------------------------------------------------------------------- loading

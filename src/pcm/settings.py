@@ -69,9 +69,12 @@ class Settings:
     memory: Path = field(default_factory=default_memory_path)
     llm: LLMSpec = field(default_factory=LLMSpec)
     anthropic_api_key: str = ""
+    #: ``ANTHROPIC_BASE_URL``: a proxy or gateway in front of the Anthropic API (empty: the public API).
+    anthropic_base_url: str = ""
     openai_api_key: str = ""
-    #: Seconds one LLM call may take before it is abandoned (and retried).
-    llm_timeout: float = 120.0
+    #: Seconds of silence (no byte of the streamed reply) before an LLM call is abandoned; never re-sent then.
+    #: ``None``: 120 s for a hosted API, 900 s for a local server (loopback URL), whose prefill can take minutes.
+    llm_timeout: float | None = None
     llm_max_retries: int = 4
     #: Concurrent LLM calls during batch ingest.
     llm_concurrency: int = 4
@@ -96,6 +99,8 @@ class Settings:
     omp_wait_policy: str = "PASSIVE"
     #: Keep a summary per session, updated at ingest (off: PCM_SUMMARIES=off).
     summaries_enabled: bool = True
+    #: Longest utterance ingest accepts, in characters; a longer one is refused before anything is written.
+    max_utterance_chars: int = 50_000
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
@@ -106,6 +111,7 @@ class Settings:
         if env.get("PCM_LLM"):
             kwargs["llm"] = LLMSpec.parse(env["PCM_LLM"])
         kwargs["anthropic_api_key"] = env.get("ANTHROPIC_API_KEY", "")
+        kwargs["anthropic_base_url"] = env.get("ANTHROPIC_BASE_URL", "")
         kwargs["openai_api_key"] = env.get("OPENAI_API_KEY", "") or env.get("PCM_OPENAI_API_KEY", "")
         for name, conv in (
             ("llm_timeout", float),
@@ -114,6 +120,7 @@ class Settings:
             ("repair_rounds", int),
             ("query_timeout", float),
             ("query_limit", int),
+            ("max_utterance_chars", int),
             ("query_memory_mb", int),
         ):
             raw = env.get(f"PCM_{name.upper()}")
@@ -135,6 +142,8 @@ class Settings:
         if env.get("PCM_SUMMARIES", "").lower() in {"0", "off", "false", "no"}:
             kwargs["summaries_enabled"] = False
         kwargs.update({k: v for k, v in overrides.items() if v is not None})
+        if int(kwargs.get("max_utterance_chars", 1)) < 1:  # type: ignore[call-overload]
+            raise UsageError("PCM_MAX_UTTERANCE_CHARS must be at least 1")
         return cls(**kwargs)  # type: ignore[arg-type]
 
     def with_(self, **changes: object) -> Settings:

@@ -1,9 +1,13 @@
 """The front of ``pcm serve``: routes, token, limits, and the JSON API over one open memory.
 
-It is written as ``handle(Request) -> Response`` so that the HTTP plumbing (:mod:`pcm.endpoint.server`) stays
-dumb and every rule lives here: which requests need the owner's token, how big a body or a result may be, how long
-a query may run, and how errors are answered (SPARQL Protocol errors as ``text/plain`` with a 4xx/5xx status;
-API errors as JSON).
+Every rule lives here, as handlers from :class:`Request` to :class:`Response`: which requests need the owner's
+token, how big a body or a result may be, how long a query may run, and how errors are answered. HTTP itself
+(framing, parsing, keep-alive, routing) is Starlette's and uvicorn's (:mod:`pcm.endpoint.web`).
+
+Errors have two shapes. SPARQL Protocol errors (a syntax error, an unsupported media type, a query stopped at the
+time limit) are ``text/plain`` with a 4xx/5xx status, as SPARQL clients expect; every other error, whatever the
+path (no token, foreign Host, body too large, no such resource, the JSON API's own), is one JSON shape:
+``{"error": "..."}``.
 """
 
 from __future__ import annotations
@@ -15,8 +19,7 @@ import os
 import sys
 import tempfile
 import threading
-import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -32,17 +35,19 @@ from pcm.endpoint.protocol import (
     UPDATE_TYPE,
     Operation,
     ProtocolError,
+    base_prefix,
     engine_accept,
     parse_operation,
     service_description,
+    user_positions,
 )
 from pcm.endpoint.timing import Timings
-from pcm.endpoint.upstream import EngineUnavailable, TimeLimit, TooLarge, Upstream
+from pcm.endpoint.upstream import EngineUnavailable, TimeLimit, TooLarge, Upstream, WriteUnconfirmed
 from pcm.errors import InputError, PcmError, QueryError, UsageError, ValidationError
 from pcm.memory import Memory
 
 STATIC = Path(__file__).resolve().parent / "static"
-_SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
+SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
 _HTML_HEADERS = {
     "Content-Security-Policy": (
         "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -52,6 +57,7 @@ _HTML_HEADERS = {
 }
 _GSP_PARAMS = ("graph", "default")
 _TEXT = "text/plain; charset=utf-8"
+METHODS = "GET, HEAD, POST, PUT, DELETE, OPTIONS"
 
 
 @dataclass
@@ -74,13 +80,19 @@ class Request:
 class Response:
     status: int
     headers: dict[str, str] = field(default_factory=dict)
-    body: bytes | Iterator[bytes] = b""
+    body: bytes | AsyncIterator[bytes] = b""
     #: Close the connection after answering (the request body was not read, or the client must not reuse it).
     close: bool = False
-    #: Called once the answer was sent or abandoned (releases a streamed engine answer).
-    on_done: Callable[[], None] | None = None
+    #: Awaited once the answer was sent or abandoned (releases a streamed engine answer).
+    on_done: Callable[[], Awaitable[None]] | None = None
     #: Nanoseconds this request spent waiting for the engine (0 when it did not reach the engine).
     engine_ns: int = 0
+
+
+#: A handler of the JSON API or the explorer: blocking work (the memory, the side index), run in a worker thread.
+Handler = Callable[[Request], Response]
+#: A handler of the SPARQL and Graph Store protocols: it waits on the engine, so it runs on the event loop.
+AsyncHandler = Callable[[Request], Awaitable[Response]]
 
 
 def text_error(status: int, message: str, **headers: str) -> Response:
@@ -93,8 +105,11 @@ def json_response(data: object, status: int = 200) -> Response:
     return Response(status, {"Content-Type": "application/json; charset=utf-8", "Cache-Control": "no-store"}, body)
 
 
-def json_error(status: int, message: str) -> Response:
-    return json_response({"error": message}, status)
+def json_error(status: int, message: str, **headers: str) -> Response:
+    """Every error that is not a SPARQL Protocol one: ``{"error": message}`` with the status."""
+    response = json_response({"error": message}, status)
+    response.headers.update(headers)
+    return response
 
 
 def _json_default(value: object) -> object:
@@ -110,7 +125,7 @@ def _json_default(value: object) -> object:
 
 
 class App:
-    """Everything the front does for one request, over one memory and one engine."""
+    """Everything the front decides for one request, over one memory and one engine."""
 
     def __init__(
         self, config: ServeConfig, memory: Memory, upstream: Upstream, watchdog: Watchdog, public_url: str
@@ -124,11 +139,21 @@ class App:
         #: One writer at a time, and the side index (embedder, LanceDB) used by one request at a time.
         self.memory_lock = threading.RLock()
         self.verbose = False
-        self._routes: dict[str, Callable[[Request], Response]] = {
+        self.timings = Timings()
+        self.reindex_job = BackgroundJob("reindex")
+
+    def protocol_routes(self) -> dict[str, AsyncHandler]:
+        """The SPARQL 1.1 Protocol and Graph Store Protocol paths (answered on the event loop)."""
+        return {
             "/query": lambda r: self.sparql(r, "query"),
             "/update": lambda r: self.sparql(r, "update"),
             "/sparql": lambda r: self.sparql(r, "sparql"),
             "/store": self.graph_store,
+        }
+
+    def api_routes(self) -> dict[str, Handler]:
+        """The JSON API (answered in worker threads: they use the memory and the side index)."""
+        return {
             "/api/health": self.api_health,
             "/api/info": self.api_info,
             "/api/ingest": self.api_ingest,
@@ -141,33 +166,34 @@ class App:
             "/api/reindex": self.api_reindex,
             "/api/stats": self.api_stats,
         }
-        self.timings = Timings()
-        self.reindex_job = BackgroundJob("reindex")
 
     # -- before the body is read ------------------------------------------------------------------------------
 
     def preflight(self, method: str, path: str, headers: Mapping[str, str]) -> Response | None:
         """Checks that need no body: Host, CORS preflight, body size, and the token where a write is certain.
 
-        Refusing here means a client without the token cannot make the server read a large body.
+        Refusing here, before the body is read, means no ``100 Continue`` is sent: a client without the token,
+        or with a body over the cap, is not asked to upload it.
         """
         if not self._host_allowed(headers.get("Host") or ""):
-            return text_error(403, "this server answers only on its loopback name (Host header refused)")
+            return json_error(403, "this server answers only on its loopback name (Host header refused)")
         if method == "OPTIONS":
-            return Response(204, {"Allow": "GET, HEAD, POST, PUT, DELETE, OPTIONS", "Content-Length": "0"})
+            return Response(204, {"Allow": METHODS})
         length = headers.get("Content-Length")
         try:
             size = int(length) if length else 0
         except ValueError:
-            return Response(400, {"Content-Type": _TEXT}, b"bad Content-Length\n", close=True)
+            return replace(json_error(400, "bad Content-Length"), close=True)
         if size > self.config.max_body:
-            response = text_error(413, f"request body too large: the limit is {self.config.max_body} bytes")
-            return replace(response, close=True)
+            return replace(self.too_large(), close=True)
         if self._certain_write(method, path.rstrip("/")):
             refused = self._check_token(headers)
             if refused is not None:
                 return replace(refused, close=True)
         return None
+
+    def too_large(self) -> Response:
+        return json_error(413, f"request body too large: the limit is {self.config.max_body} bytes")
 
     def _host_allowed(self, host_header: str) -> bool:
         """On loopback, only loopback Host names: a web page cannot reach the memory by DNS rebinding."""
@@ -185,31 +211,23 @@ class App:
 
     def _check_token(self, headers: Mapping[str, str]) -> Response | None:
         if not self.config.token:
-            return text_error(
+            return json_error(
                 403, "this server is read-only: start `pcm serve` with --token (or PCM_TOKEN) to allow writes"
             )
         scheme, _, given = (headers.get("Authorization") or "").partition(" ")
         if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.config.token.encode()):
-            return text_error(401, "a valid bearer token is required for writes", **{"WWW-Authenticate": "Bearer"})
+            return json_error(401, "a valid bearer token is required for writes", **{"WWW-Authenticate": "Bearer"})
         return None
 
-    # -- dispatch ---------------------------------------------------------------------------------------------
-
-    def handle(self, request: Request) -> Response:
-        try:
-            route = self._routes.get(request.path.rstrip("/") or "/")
-            if route is not None:
-                return route(request)
-            if request.method in ("GET", "HEAD"):
-                return self.static(request.path)
-            return text_error(404, f"no such resource: {request.path}")
-        except Exception as exc:  # the last line of defence: one request's bug must not kill the server
-            traceback.print_exc(file=sys.stderr)
-            return text_error(500, f"internal error: {type(exc).__name__}")
+    def not_found(self, request: Request) -> Response:
+        """Paths that are no route: the explorer's files for GET and HEAD, else 404."""
+        if request.method in ("GET", "HEAD"):
+            return self.static(request.path)
+        return json_error(404, f"no such resource: {request.path}")
 
     # -- SPARQL Protocol --------------------------------------------------------------------------------------------
 
-    def sparql(self, request: Request, endpoint: str) -> Response:
+    async def sparql(self, request: Request, endpoint: str) -> Response:
         try:
             operation = parse_operation(
                 endpoint, request.method, request.params, request.header("Content-Type"), request.body
@@ -219,23 +237,31 @@ class App:
             return text_error(exc.status, str(exc), **headers)
         if operation is None:
             media_type, body = service_description(
-                self.public_url + "/" + endpoint, writable=self.config.writable, accept=request.header("Accept")
+                self.public_url + "/" + endpoint,
+                writable=self.config.writable and endpoint != "query",  # /query refuses updates: never offer them
+                accept=request.header("Accept"),
             )
             return Response(200, {"Content-Type": media_type, "Vary": "Accept"}, body)
         if operation.kind == "update":
             refused = self._check_token(request.headers)
-            return refused if refused is not None else self._update(operation, endpoint)
-        return self._query(operation, endpoint, request.header("Accept"))
+            return refused if refused is not None else await self._update(operation, endpoint)
+        return await self._query(operation, endpoint, request.header("Accept"))
 
-    def _query(self, operation: Operation, endpoint: str, accept: str) -> Response:
-        body = operation.with_base(f"{self.public_url}/{endpoint}").encode("utf-8")
+    def _engine_error(self, answer_body: bytes, status: int, base: str, engine_ns: int) -> Response:
+        """The engine's refusal on one line, with positions in the user's text (not the text sent on)."""
+        message = user_positions(_one_line(answer_body), len(base_prefix(base)))
+        return replace(text_error(status, message), engine_ns=engine_ns)
+
+    async def _query(self, operation: Operation, endpoint: str, accept: str) -> Response:
+        base = f"{self.public_url}/{endpoint}"
+        body = operation.with_base(base).encode("utf-8")
         headers = {"Content-Type": QUERY_TYPE + "; charset=utf-8", "Accept": engine_accept(accept)}
         target = operation.engine_target("/query")
         limit = self.config.query_timeout
         for attempt in (0, 1):
             generation = self.watchdog.generation
             try:
-                answer = self.upstream.fetch(
+                answer = await self.upstream.fetch(
                     "POST", target, body=body, headers=headers, timeout=limit, max_bytes=self.config.max_result
                 )
                 break
@@ -249,65 +275,92 @@ class App:
                     continue  # the engine was restarted under this query: a read is safe to run again
                 return text_error(503, f"the SPARQL engine is unavailable: {exc}")
         if answer.status >= 400:
-            return replace(text_error(answer.status, _one_line(answer.body)), engine_ns=answer.engine_ns)
+            return self._engine_error(answer.body, answer.status, base, answer.engine_ns)
         if CANCELLED_MARKER.encode() in answer.body[-(len(CANCELLED_MARKER) + 64) :]:
             return text_error(503, f"query stopped: it ran past the time limit of {limit:g} s")
         headers = {"Content-Type": answer.content_type, "Vary": "Accept"}
         return Response(200, headers, answer.body, engine_ns=answer.engine_ns)
 
-    def _update(self, operation: Operation, endpoint: str) -> Response:
-        body = operation.with_base(f"{self.public_url}/{endpoint}").encode("utf-8")
+    async def _update(self, operation: Operation, endpoint: str) -> Response:
+        base = f"{self.public_url}/{endpoint}"
+        body = operation.with_base(base).encode("utf-8")
         limit = self.config.update_timeout
         try:
-            answer = self.upstream.fetch(
+            answer = await self.upstream.fetch(
                 "POST",
                 operation.engine_target("/update"),
                 body=body,
                 headers={"Content-Type": UPDATE_TYPE + "; charset=utf-8"},
                 timeout=limit,
+                write=True,
             )
         except TimeLimit:
-            return text_error(503, f"update stopped: it ran past the time limit of {limit:g} s")
-        except (TooLarge, EngineUnavailable) as exc:
-            return text_error(503, f"the SPARQL engine is unavailable: {exc}")
+            return text_error(503, f"update not confirmed: it ran past the time limit of {limit:g} s")
+        except WriteUnconfirmed as exc:
+            return text_error(503, str(exc))
+        except EngineUnavailable as exc:
+            return text_error(503, f"the SPARQL engine is unavailable, nothing was written: {exc}")
         if answer.status >= 400:
-            return replace(text_error(answer.status, _one_line(answer.body)), engine_ns=answer.engine_ns)
+            return self._engine_error(answer.body, answer.status, base, answer.engine_ns)
+        await self._after_write()
         return Response(204, engine_ns=answer.engine_ns)
+
+    async def _after_write(self) -> None:
+        """Bring the side index in step with a write that went straight to the engine (an update, a Graph Store
+        write), so ``recall`` finds what was inserted and forgets what was dropped."""
+        if self.memory.settings.index_enabled:
+            from starlette.concurrency import run_in_threadpool
+
+            await run_in_threadpool(self.sync_index)
+
+    def sync_index(self) -> None:
+        with self.memory_lock:
+            try:
+                self.memory.sync_index()
+            except PcmError as exc:  # the write holds; the index catches up at the next reconcile
+                print(f"pcm serve: the side index could not follow a write: {exc}", file=sys.stderr)
 
     # -- Graph Store Protocol ----------------------------------------------------------------------------------------
 
-    def graph_store(self, request: Request) -> Response:
+    async def graph_store(self, request: Request) -> Response:
         params = [(k, v) for k, v in request.params if k in _GSP_PARAMS]
         target = "/store" + ("?" + "&".join(f"{k}={_quote(v)}" if v else k for k, v in params) if params else "")
         if request.method in ("GET", "HEAD"):
-            return self._graph_store_read(request, target)
+            return await self._graph_store_read(request, target)
         if request.method not in ("PUT", "POST", "DELETE"):
             return text_error(405, f"{request.method} is not a Graph Store Protocol method", Allow="GET, HEAD, PUT, POST, DELETE")
         headers = {"Content-Type": request.header("Content-Type")} if request.header("Content-Type") else {}
         try:
-            answer = self.upstream.fetch(
-                request.method, target, body=request.body, headers=headers, timeout=self.config.update_timeout
+            answer = await self.upstream.fetch(
+                request.method, target, body=request.body, headers=headers, timeout=self.config.update_timeout,
+                write=True,
             )
-        except (TimeLimit, TooLarge, EngineUnavailable) as exc:
-            return text_error(503, f"the graph store write did not complete: {exc or type(exc).__name__}")
+        except TimeLimit:
+            limit = self.config.update_timeout
+            return text_error(503, f"graph store write not confirmed: it ran past the time limit of {limit:g} s")
+        except WriteUnconfirmed as exc:
+            return text_error(503, str(exc))
+        except (TooLarge, EngineUnavailable) as exc:
+            return text_error(503, f"the SPARQL engine is unavailable, nothing was written: {exc}")
         if answer.status >= 400:
             return text_error(answer.status, _one_line(answer.body))
-        return Response(answer.status, {"Content-Length": "0"} if not answer.body else {}, answer.body)
+        await self._after_write()
+        return Response(answer.status, {}, answer.body)
 
-    def _graph_store_read(self, request: Request, target: str) -> Response:
+    async def _graph_store_read(self, request: Request, target: str) -> Response:
         """Stream the graph (or dataset) through without buffering: a dump may be far larger than a result."""
         headers = {"Accept": request.header("Accept") or "application/n-quads"}
         try:
-            answer = self.upstream.stream(request.method, target, headers=headers)
+            answer = await self.upstream.stream(request.method, target, headers=headers)
         except (TimeLimit, EngineUnavailable) as exc:
             return text_error(503, f"the SPARQL engine is unavailable: {exc}")
         if answer.status >= 400:
-            return text_error(answer.status, _one_line(answer.read()))
+            return text_error(answer.status, _one_line(await answer.read()))
         content_type = {"Content-Type": answer.headers.get("content-type", "")}
         if request.method == "HEAD":
-            answer.read()
+            await answer.read()
             return Response(answer.status, content_type)
-        return Response(answer.status, content_type, answer.pieces(), on_done=answer.close)
+        return Response(answer.status, content_type, answer.pieces(), on_done=answer.aclose)
 
     # -- the JSON API ---------------------------------------------------------------------------------------------
 
@@ -424,12 +477,13 @@ class App:
         at = parse_timestamp(data["at"]) if data.get("at") else datetime.now().astimezone().replace(microsecond=0)
         session = data.get("session") or f"cli-{at.date().isoformat()}"
         utterance = parse_text_utterance(
-            str(data["text"]), session=session, role=data.get("role") or "user", at=at, speaker=data.get("speaker")
+            data["text"], session=session, role=data.get("role") or "user", at=at, speaker=data.get("speaker"),
+            where="request body",
         )
         last = self.memory.store.last_post_of_session(self.memory.naming.session(utterance.session))
         if last:
             utterance = replace(utterance, position=last[1] + 1)
-        return Conversation(id=utterance.session, utterances=[utterance])
+        return Conversation(id=utterance.session, utterances=[utterance], source="request body")
 
     def api_ask(self, request: Request) -> Response:
         def ask() -> object:
@@ -500,10 +554,10 @@ class App:
     def static(self, path: str) -> Response:
         name = "index.html" if path in ("/", "/index.html") else path.removeprefix("/static/")
         if name != "index.html" and not path.startswith("/static/"):
-            return text_error(404, f"no such resource: {path}")
+            return json_error(404, f"no such resource: {path}")
         file = (STATIC / name).resolve()
         if STATIC not in file.parents or not file.is_file():
-            return text_error(404, f"no such resource: {path}")
+            return json_error(404, f"no such resource: {path}")
         media_type = mimetypes.guess_type(file.name)[0] or "application/octet-stream"
         if media_type.startswith("text/") or media_type in ("application/javascript", "text/javascript"):
             media_type += "; charset=utf-8"
@@ -514,22 +568,17 @@ class App:
 
     # -- every answer ------------------------------------------------------------------------------------------
 
-    def decorate(self, request_headers: Mapping[str, str], response: Response) -> Response:
-        """Security headers always; CORS headers only when the owner allowed an origin."""
-        headers = {**_SECURITY_HEADERS, **response.headers}
-        origin = request_headers.get("Origin") or ""
+    def cors_headers(self, origin: str) -> dict[str, str]:
+        """CORS headers for a request from ``origin``: only when the owner allowed that origin (or any)."""
         allowed = self.config.cors
-        if allowed and origin and (allowed == "*" or origin == allowed):
-            headers.update(
-                {
-                    "Access-Control-Allow-Origin": allowed if allowed == "*" else origin,
-                    "Access-Control-Allow-Headers": "Authorization, Content-Type, Accept",
-                    "Access-Control-Allow-Methods": "GET, HEAD, POST, PUT, DELETE, OPTIONS",
-                    "Access-Control-Max-Age": "600",
-                    "Vary": ", ".join(v for v in (headers.get("Vary"), "Origin") if v),
-                }
-            )
-        return replace(response, headers=headers)
+        if not (allowed and origin and (allowed == "*" or origin == allowed)):
+            return {}
+        return {
+            "Access-Control-Allow-Origin": allowed if allowed == "*" else origin,
+            "Access-Control-Allow-Headers": "Authorization, Content-Type, Accept",
+            "Access-Control-Allow-Methods": METHODS,
+            "Access-Control-Max-Age": "600",
+        }
 
 
 def _one_line(body: bytes) -> str:
@@ -589,6 +638,9 @@ def _parse_payload(payload: bytes, fmt: str | None, parse_file: Callable[..., li
         path = Path(tmp) / f"body{suffix}"
         path.write_bytes(payload)
         try:
-            return parse_file(path, fmt)
+            conversations = parse_file(path, fmt)
+            for conversation in conversations:
+                conversation.source = "request body"
+            return conversations
         except PcmError as exc:
             raise type(exc)(str(exc).replace(str(path), "request body")) from None

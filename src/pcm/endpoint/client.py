@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from pcm.endpoint.discovery import ServerInfo
-from pcm.errors import InputError, PcmError, QueryError, UsageError
+from pcm.errors import InputError, MemoryLockedError, PcmError, QueryError, UsageError
 
 
 class ServeClient:
@@ -76,7 +76,8 @@ class ServeClient:
     def start_reindex(self) -> dict[str, Any]:
         """Ask the server to rebuild its side index in the background; returns the job's first state.
 
-        Raises :class:`~pcm.errors.UsageError` without the token, or when a reindex already runs there.
+        Raises :class:`~pcm.errors.MemoryLockedError` without the token, :class:`~pcm.errors.UsageError` when a
+        reindex already runs there.
         """
         return dict(self._call("POST", "/reindex"))
 
@@ -117,9 +118,9 @@ def _error(response: httpx.Response, info: ServerInfo) -> PcmError:
     except ValueError:
         message = response.text.strip()
     status = response.status_code
-    if status in (401, 403):
+    if status in (401, 403):  # the server holds the memory and refuses this write: "memory locked", as everywhere
         hint = "set PCM_TOKEN to the server's token" if info.token_required else "the server is read-only"
-        return UsageError(f"pcm serve at {info.url} refused the write ({hint}): {message}")
+        return MemoryLockedError(f"pcm serve at {info.url} refused the write ({hint}): {message}")
     if status == 400:
         return InputError(message)
     if status == 409:

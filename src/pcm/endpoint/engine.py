@@ -26,9 +26,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
+import anyio.to_thread
 import httpx
 
 from pcm.errors import MemoryLockedError, PcmError
@@ -74,6 +75,16 @@ class Engine:
     @property
     def query_url(self) -> str:
         return self.base_url + "/query"
+
+    @property
+    def idle_timeout_s(self) -> float | None:
+        """Seconds after which the engine drops an idle keep-alive connection (None: not known).
+
+        Oxigraph's server applies ``--timeout-s`` to idle connections too: when it runs out it writes an unasked
+        ``500 Resource temporarily unavailable`` on the connection and closes it, so a client reusing that
+        connection later reads the 500 as its own answer. Pools to the engine must expire connections sooner.
+        """
+        return float(max(1, math.ceil(self.timeout_s))) if self.timeout_s > 0 else None
 
     @property
     def pid(self) -> int | None:
@@ -235,6 +246,20 @@ class Watchdog:
     def request(self) -> Iterator[int]:
         """Count one request to the engine while it runs; yields the engine generation it runs against."""
         self._open.wait(timeout=30)
+        with self._lock:
+            self._inflight += 1
+            generation = self.generation
+        try:
+            yield generation
+        finally:
+            with self._lock:
+                self._inflight -= 1
+
+    @contextlib.asynccontextmanager
+    async def arequest(self) -> AsyncIterator[int]:
+        """:meth:`request` for the event loop: waiting at the gate during a restart does not block the loop."""
+        if not self._open.is_set():
+            await anyio.to_thread.run_sync(self._open.wait, 30)
         with self._lock:
             self._inflight += 1
             generation = self.generation

@@ -71,9 +71,32 @@ class Operation:
     def with_base(self, base: str) -> str:
         """The text with the front's address as base IRI (a later ``BASE`` in the text still wins).
 
-        It goes on the first line, so error positions the engine reports keep their line numbers.
+        It goes on the first line, so error positions the engine reports keep their line numbers; the columns of
+        the first line are put back with :func:`user_positions`.
         """
-        return f"BASE <{base}> {self.text}"
+        return base_prefix(base) + self.text
+
+
+def base_prefix(base: str) -> str:
+    """What :meth:`Operation.with_base` puts before the user's text."""
+    return f"BASE <{base}> "
+
+
+#: A position in an engine error message: ``line:column`` after "at" or in a ``from-to`` range.
+_POSITION = re.compile(r"(?<=\bat )(\d+):(\d+)|(?<=-)(\d+):(\d+)")
+
+
+def user_positions(message: str, shift: int) -> str:
+    """The engine's error message with first-line columns moved back by ``shift`` (the prepended ``BASE``), so
+    ``SELEKT`` at column 1 of the user's text is reported at 1:1."""
+
+    def fix(match: re.Match[str]) -> str:
+        line, column = (match.group(1), match.group(2)) if match.group(1) else (match.group(3), match.group(4))
+        if line != "1":
+            return match.group(0)
+        return f"1:{max(1, int(column) - shift)}"
+
+    return _POSITION.sub(fix, message)
 
 
 def _quote(value: str) -> str:
@@ -102,12 +125,12 @@ def parse_operation(
 ) -> Operation | None:
     """Read one operation from a request to ``/query``, ``/update`` or ``/sparql``.
 
-    Returns None for a plain GET of ``/query`` or ``/sparql`` (the client wants the service description).
+    Returns None for a plain GET (or HEAD) of ``/query`` or ``/sparql`` (the client wants the service description).
     """
-    if method not in ("GET", "POST"):
-        raise ProtocolError(405, f"{method} is not a SPARQL Protocol method: use GET or POST", allow="GET, POST")
+    if method not in ("GET", "HEAD", "POST"):
+        raise ProtocolError(405, f"{method} is not a SPARQL Protocol method: use GET or POST", allow="GET, HEAD, POST")
     params = list(url_params)
-    if method == "GET":
+    if method in ("GET", "HEAD"):  # HEAD answers what GET would, without the body
         if _names(params) & {"update"}:
             raise ProtocolError(400, "an update cannot be sent with GET: POST it")
         if "query" not in _names(params):

@@ -1,60 +1,44 @@
 """``pcm serve``: one process that owns the memory: the engine (a child), the front (HTTP), the open Memory.
 
 Start-up order matters: the engine takes the store lock first (so a second server, or a CLI command holding the
-store, is reported as a lock, not as a half-started server), then the Memory opens over it, then the front binds,
-and only then is ``serve.json`` written, so a command that finds the file finds a server that answers.
+store, is reported as a lock, not as a half-started server), then the Memory opens over it, then the front binds
+its socket, and only then is ``serve.json`` written, so a command that finds the file finds a server that answers
+(connections made before uvicorn runs wait in the socket's backlog).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import socket
-import sys
 import threading
-import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
-from email.utils import formatdate
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
-from urllib.parse import parse_qsl, urlsplit
 
+import httpx
 import pyoxigraph as ox
+import uvicorn
+from starlette.types import ASGIApp
 
 from pcm.backend import Backend, QueryResult
-from pcm.endpoint.app import App, Request, Response, text_error
+from pcm.backend_remote import RemoteBackend
+from pcm.endpoint.app import App
 from pcm.endpoint.config import ServeConfig
 from pcm.endpoint.discovery import ServerInfo, discover, remove_info, write_info
 from pcm.endpoint.engine import Engine, Watchdog
-from pcm.endpoint.timing import server_timing
-from pcm.endpoint.upstream import Upstream
+from pcm.endpoint.upstream import Upstream, keepalive_expiry
+from pcm.endpoint.web import Lifespan, Mounted, create_app
 from pcm.errors import MemoryLockedError, QueryError, UsageError
 from pcm.manifest import Manifest
 from pcm.memory import STORE_DIR, Memory
 from pcm.settings import Settings
 
-#: Longest header line and most header fields accepted (the stdlib's limits).
-_MAX_LINE, _MAX_HEADERS = 65536, 100
-_PHRASES = {status.value: status.phrase for status in HTTPStatus}
-#: Headers the handler writes itself (framing is decided by how the body is sent, not by the app).
-_FRAMING = ("content-length", "transfer-encoding", "connection")
-_date_cache: tuple[int, str] = (0, "")
-
-
-def _http_date() -> str:
-    """The ``Date`` header, formatted once per second rather than per request."""
-    global _date_cache
-    now = int(time.time())
-    if _date_cache[0] != now:
-        _date_cache = (now, formatdate(now, usegmt=True))
-    return _date_cache[1]
-
-
-#: Seconds a client connection may sit idle (or trickle its request) before the front closes it.
+#: Seconds a client connection may sit idle between requests before the front closes it.
 CLIENT_IDLE_S = 60
+#: Seconds a stopping server waits for requests in flight before closing their connections.
+SHUTDOWN_GRACE_S = 5
 
 
 class GuardedBackend:
@@ -109,201 +93,6 @@ class GuardedBackend:
         self.inner.close()
 
 
-class _Handler(BaseHTTPRequestHandler):
-    """HTTP/1.1 with keep-alive; everything but framing is decided by :class:`App`."""
-
-    protocol_version = "HTTP/1.1"
-    server_version = "pcm"
-    sys_version = ""
-    timeout = CLIENT_IDLE_S
-    #: Headers and body go out in separate writes; with Nagle on, a client's delayed ACK adds 40 ms to each answer.
-    disable_nagle_algorithm = True
-    server: _FrontServer
-
-    def do_GET(self) -> None:
-        self._serve()
-
-    do_POST = do_PUT = do_DELETE = do_HEAD = do_OPTIONS = do_PATCH = do_GET
-
-    def parse_request(self) -> bool:
-        """Read the request line and headers; the clock starts here (from now on the time is the front's).
-
-        An ordinary HTTP/1.x request line takes a lean path that reads the header lines into a
-        :class:`_CaseInsensitive` dict: the stdlib parses them with the email package, which cost more than the
-        rest of the front's work on a query. Anything unusual goes to the stdlib parser unchanged.
-        """
-        self._started_ns = time.perf_counter_ns()
-        words = self.raw_requestline.split()
-        if len(words) != 3 or words[2] not in (b"HTTP/1.1", b"HTTP/1.0"):
-            return super().parse_request()
-        self.requestline = str(self.raw_requestline, "iso-8859-1").rstrip("\r\n")
-        self.command, self.path, self.request_version = (str(w, "iso-8859-1") for w in words)
-        if self.path.startswith("//"):
-            self.path = "/" + self.path.lstrip("/")  # as the stdlib does (gh-87389: no open redirect)
-        pairs = self._header_lines()
-        if pairs is None:
-            return False
-        self.headers = _CaseInsensitive(pairs)  # type: ignore[assignment]
-        connection = (self.headers.get("Connection") or "").lower()
-        self.close_connection = connection == "close" or (self.request_version == "HTTP/1.0" and connection != "keep-alive")
-        expect = (self.headers.get("Expect") or "").lower()
-        if expect == "100-continue" and self.request_version == "HTTP/1.1":
-            return self.handle_expect_100()
-        return True
-
-    def _header_lines(self) -> list[tuple[str, str]] | None:
-        """The header fields as (name, value); folded lines continue the previous value. None: refused (431)."""
-        pairs: list[tuple[str, str]] = []
-        while True:
-            line = self.rfile.readline(_MAX_LINE + 1)
-            if len(line) > _MAX_LINE:
-                self.send_error(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "Line too long")
-                return None
-            if line in (b"\r\n", b"\n", b""):
-                return pairs
-            if len(pairs) >= _MAX_HEADERS:
-                self.send_error(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "Too many headers")
-                return None
-            text = str(line, "iso-8859-1")
-            if text[0] in " \t" and pairs:
-                name, value = pairs[-1]
-                pairs[-1] = (name, f"{value} {text.strip()}".strip())
-                continue
-            name, _, value = text.partition(":")
-            pairs.append((name.strip(), value.strip()))
-
-    def _serve(self) -> None:
-        app = self.server.app
-        split = urlsplit(self.path)
-        headers_ci = self.headers if isinstance(self.headers, _CaseInsensitive) else _CaseInsensitive(self.headers.items())
-        response = app.preflight(self.command, split.path, headers_ci)
-        if response is None:
-            body = self._read_body(app.config.max_body)
-            if isinstance(body, Response):
-                response = body
-            else:
-                params = parse_qsl(split.query, keep_blank_values=True)
-                response = app.handle(Request(self.command, split.path, params, headers_ci, body))
-        response = app.decorate(headers_ci, response)
-        if response.engine_ns:
-            front_ns = time.perf_counter_ns() - self._started_ns - response.engine_ns
-            response.headers["Server-Timing"] = server_timing(front_ns, response.engine_ns)
-        self._send(response)
-        if response.engine_ns:
-            app.timings.record(time.perf_counter_ns() - self._started_ns - response.engine_ns, response.engine_ns)
-
-    def _read_body(self, limit: int) -> bytes | Response:
-        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-            return self._read_chunked(limit)
-        length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length else b""
-
-    def _read_chunked(self, limit: int) -> bytes | Response:
-        parts: list[bytes] = []
-        size = 0
-        while True:
-            line = self.rfile.readline(1024)
-            try:
-                n = int(line.split(b";")[0].strip(), 16)
-            except ValueError:
-                return Response(400, {"Content-Type": "text/plain"}, b"malformed chunked body\n", close=True)
-            if n == 0:
-                while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
-                    pass
-                return b"".join(parts)
-            size += n
-            if size > limit:
-                return replace_close(text_error(413, f"request body too large: the limit is {limit} bytes"))
-            parts.append(self.rfile.read(n))
-            self.rfile.readline(1024)
-
-    def _send(self, response: Response) -> None:
-        """Write the status line, headers and a complete body in one ``sendall``.
-
-        ``send_response``/``send_header`` would cost a write for the head and another for the body, and every
-        socket call gives up the GIL that the other handler threads are waiting for.
-        """
-        try:
-            body = response.body
-            streamed = not isinstance(body, bytes)
-            lines = [
-                f"HTTP/1.1 {response.status} {_PHRASES.get(response.status, '')}",
-                f"Server: {self.server_version}",
-                f"Date: {_http_date()}",
-            ]
-            lines += [f"{k}: {v}" for k, v in response.headers.items() if k.lower() not in _FRAMING]
-            if response.close:
-                lines.append("Connection: close")
-                self.close_connection = True
-            if streamed:
-                lines.append("Transfer-Encoding: chunked")
-            else:
-                length = len(body) if self.command != "HEAD" or body else 0  # type: ignore[arg-type]
-                lines.append(f"Content-Length: {length}")
-            head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "strict")
-            if self.server.app.verbose:
-                self.log_request(response.status, "-" if streamed else len(body))  # type: ignore[arg-type]
-            if self.command == "HEAD" or (not streamed and not body):
-                self.wfile.write(head)
-            elif streamed:
-                self.wfile.write(head)
-                self._send_chunked(body)  # type: ignore[arg-type]
-            else:
-                self.wfile.write(head + body)  # type: ignore[operator]
-        except (BrokenPipeError, ConnectionResetError, TimeoutError):
-            self.close_connection = True
-        finally:
-            if response.on_done is not None:
-                response.on_done()
-
-    def _send_chunked(self, pieces: Iterator[bytes]) -> None:
-        try:
-            for piece in pieces:
-                if piece:
-                    self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
-            self.wfile.write(b"0\r\n\r\n")
-        except Exception:
-            self.close_connection = True  # the answer is cut: the client must not read it as complete
-            raise
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the stdlib's name)
-        if self.server.app.verbose:
-            sys.stderr.write(f"pcm serve: {self.address_string()} {format % args}\n")
-
-
-def replace_close(response: Response) -> Response:
-    response.close = True
-    return response
-
-
-class _CaseInsensitive(dict[str, str]):
-    """Header lookup by any case (``Content-Type`` / ``content-type``); a repeated header keeps its last value."""
-
-    def __init__(self, headers: Iterable[tuple[str, str]]) -> None:
-        super().__init__((k.lower(), v) for k, v in headers)
-
-    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
-        return super().get(key.lower(), default)
-
-    def __getitem__(self, key: str) -> str:
-        return super().__getitem__(key.lower())
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and super().__contains__(key.lower())
-
-
-class _FrontServer(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 128
-
-    def __init__(self, address: tuple[str, int], app: App | None) -> None:
-        if ":" in address[0]:
-            self.address_family = socket.AF_INET6
-        super().__init__(address, _Handler)
-        self.app: App = app  # type: ignore[assignment]
-
-
 class PcmServer:
     """The engine, the open memory and the front, started and stopped together.
 
@@ -314,23 +103,40 @@ class PcmServer:
             httpx.get(server.url + "/api/info")
     """
 
-    def __init__(self, settings: Settings, config: ServeConfig) -> None:
+    def __init__(
+        self, settings: Settings, config: ServeConfig, *, mounted: Sequence[Mounted] = (), verbose: bool = False
+    ) -> None:
         if settings.store_url:
             raise UsageError("pcm serve serves a local memory: unset PCM_STORE_URL")
         self.settings = settings
         self.config = config
+        self.verbose = verbose
         self.engine: Engine | None = None
         self.watchdog: Watchdog | None = None
         self.memory: Memory | None = None
         self.app: App | None = None
-        self._httpd: _FrontServer | None = None
+        self.asgi: ASGIApp | None = None
+        self._mounted: list[Mounted] = list(mounted)
+        self._socket: socket.socket | None = None
+        self._uvicorn: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.info: ServerInfo | None = None
 
+    def mount(self, path: str, app: ASGIApp, *, lifespan: Lifespan | None = None) -> None:
+        """Serve another ASGI application under ``path`` (e.g. the MCP server at ``/mcp``); call before start.
+
+        It sits behind the same Host check, body cap and CORS rule as the front; ``lifespan`` (a function of the
+        Starlette app returning an async context manager) runs while the server runs, for applications that
+        need one (a session manager, a task group).
+        """
+        if self.asgi is not None:
+            raise UsageError("mount other applications before the server starts")
+        self._mounted.append(Mounted(path.rstrip("/") or "/", app, lifespan))
+
     @property
     def url(self) -> str:
-        assert self._httpd is not None, "the server is not started"
-        host, port = self._httpd.server_address[:2]
+        assert self._socket is not None, "the server is not started"
+        host, port = self._socket.getsockname()[:2]
         shown = f"[{host}]" if ":" in str(host) else str(host)
         return f"http://{shown}:{port}"
 
@@ -372,8 +178,8 @@ class PcmServer:
         engine = self.engine
         watchdog = Watchdog(engine, grace=self.config.grace)
         upstream = Upstream(engine, watchdog)
-        watchdog.on_restart = upstream.reset
         memory = Memory.open(self.settings.with_(store_url=engine.query_url, token=""))
+        _expire_before_the_engine(memory.backend, engine)
         guarded = GuardedBackend(memory.backend, watchdog)
         memory.backend = guarded  # type: ignore[assignment]
         memory.store.backend = guarded  # type: ignore[assignment]
@@ -381,10 +187,35 @@ class PcmServer:
         self.app = App(self.config, memory, upstream, watchdog, public_url="http://" + self.config.bind)
 
     def _bind(self) -> None:
+        """Bind the socket here rather than in uvicorn: a taken port is a clear error before anything is announced,
+        and port 0 is known at once."""
+        host, port = self.config.host, self.config.port
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
         try:
-            self._httpd = _FrontServer((self.config.host, self.config.port), self.app)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+            sock.listen(128)
         except OSError as exc:
+            sock.close()
             raise UsageError(f"cannot listen on {self.config.bind}: {exc.strerror or exc}") from exc
+        sock.set_inheritable(True)
+        self._socket = sock
+        assert self.app is not None
+        self.app.verbose = self.verbose
+        self.asgi = create_app(self.app, mounted=self._mounted)
+        config = uvicorn.Config(
+            self.asgi,
+            log_config=None,
+            log_level=logging.INFO if self.verbose else logging.WARNING,
+            access_log=self.verbose,
+            proxy_headers=False,
+            server_header=False,
+            timeout_keep_alive=CLIENT_IDLE_S,
+            timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+            lifespan="on",
+        )
+        self._uvicorn = uvicorn.Server(config)
 
     def _warm_index(self) -> None:
         """Open the side index in the background (model load, outbox replay) so the first search is fast."""
@@ -393,13 +224,16 @@ class PcmServer:
             _ = self.memory.index
 
     def serve_forever(self) -> None:
-        assert self._httpd is not None
-        self._httpd.serve_forever(poll_interval=0.2)
+        """Serve until :meth:`shutdown` (or, in the main thread, SIGINT/SIGTERM, which uvicorn handles)."""
+        assert self._uvicorn is not None and self._socket is not None
+        if self.verbose:
+            _log_to_stderr()
+        self._uvicorn.run(sockets=[self._socket])
 
     def shutdown(self) -> None:
-        """Stop serving (callable from another thread or a signal handler's thread)."""
-        if self._httpd is not None:
-            self._httpd.shutdown()
+        """Stop serving (callable from another thread)."""
+        if self._uvicorn is not None:
+            self._uvicorn.should_exit = True
 
     def close(self) -> None:
         """Stop everything this server started, newest first; safe to call more than once."""
@@ -407,9 +241,10 @@ class PcmServer:
             self.shutdown()
             self._thread.join(timeout=10)
             self._thread = None
-        if self._httpd is not None:
-            self._httpd.server_close()
-            self._httpd = None
+        self._uvicorn = None
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
         if self.info is not None:
             remove_info(self.settings.memory, self.info.pid)
             self.info = None
@@ -431,3 +266,25 @@ class PcmServer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _expire_before_the_engine(backend: Backend | RemoteBackend, engine: Engine) -> None:
+    """Give the memory's own client to the engine the same keep-alive rule as the front's (see
+    :mod:`pcm.endpoint.upstream`): a connection idle for the engine's timeout gets an unasked 500 and is closed."""
+    if isinstance(backend, RemoteBackend):
+        old = backend._client
+        backend._client = httpx.Client(
+            headers=old.headers, timeout=old.timeout, limits=httpx.Limits(keepalive_expiry=keepalive_expiry(engine))
+        )
+        old.close()
+
+
+def _log_to_stderr() -> None:
+    """``--verbose``: uvicorn's access log, one line per request, on stderr."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("pcm serve: %(message)s"))
+    for name in ("uvicorn.access", "uvicorn.error"):
+        logger = logging.getLogger(name)
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False

@@ -1,15 +1,20 @@
 """From what a model wrote to triples pcm can check: strip prose, complete prefixes, parse, re-home, refuse.
 
 Models wrap Turtle in fences and chatter, forget @prefix lines, write ``http://schema.org/``, and invent their own
-namespaces for individuals (``ex:biscuit``, ``:biscuit``, ``<http://example.org/dana>``). All of that is fixed here,
-deterministically, so that a repair round is spent only on what needs the model's judgement.
+namespaces for individuals (``ex:biscuit``, ``:biscuit``, ``<http://example.org/dana>``). Small models also write
+individuals in the ontology's own namespace, as the seed paper's examples do (``pcm:user``,
+``pcm:silver-honda-civic``), and redeclare a known prefix with a wrong IRI (``@prefix pcm:
+<https://pcm.org/ontology/>``). All of that is fixed here, deterministically, so that a repair round is spent only
+on what needs the model's judgement: a known prefix is bound back to its namespace, undefined vocabulary IRIs used
+as individuals move into the memory's namespace, and "the user" / "me" become the owner.
 
-What is never fixed, only refused (the message goes back to the model in the repair round, and the output is never
-stored): named-graph blocks and SPARQL keywords (an utterance cannot write outside its own extraction graph), a
-redefinition of one of pcm's prefixes, declarations of ontology terms, IRIs of posts, sessions, activities or pcm
-graphs, pcm's own bookkeeping terms, and output larger than the size cap. Vocabulary terms the ontology does not
-define are kept in the triples so that validation reports them (with "did you mean" hints) and so that they are
-counted for the ontology workflow; they are never silently dropped.
+A reply is refused only for what it really breaks. Named-graph blocks and SPARQL keywords (an utterance cannot
+write outside its own extraction graph) and output larger than the size cap refuse the whole reply. Triples that
+declare ontology terms, name posts, sessions, activities or pcm graphs, or use pcm's own bookkeeping terms are
+dropped (never stored) and the rest of the reply is kept; only a reply made of nothing else is refused, so that the
+model hears why in its repair round. Vocabulary terms the ontology does not define are kept in the triples so that
+validation reports them (with "did you mean" hints) and so that they are counted for the ontology workflow; they
+are never silently dropped.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from functools import cache
 import pyoxigraph as ox
 
 from pcm.extraction.areas import RESERVED_AREAS
-from pcm.namespaces import OWL, PREFIXES, RDF, RDFS, SCHEMA, SCHEMA_HTTP, SH, VOCABULARY_NAMESPACES, XSD
+from pcm.namespaces import OWL, PCM, PREFIXES, RDF, RDFS, SCHEMA, SCHEMA_HTTP, SH, VOCABULARY_NAMESPACES, XSD
 from pcm.naming import slugify
 from pcm.ontology import Ontology
 
@@ -34,6 +39,8 @@ MAX_TRIPLES = 300
 RESERVED_PATHS = ("post/", "session/", "activity/", "history/")
 #: Where undeclared, unknown prefixes are parked while parsing; such IRIs are individuals and get re-homed.
 PLACEHOLDER_NS = "https://pcm.invalid/llm-prefix/"
+#: Local names by which models mean the memory's owner (``pcm:user``, ``ex:me``, ``:I``): they become ``m:owner``.
+OWNER_ALIASES = frozenset({"user", "me", "i", "myself", "owner", "theuser", "the-user", "currentuser", "self"})
 
 Term = ox.NamedNode | ox.BlankNode | ox.Literal
 
@@ -104,6 +111,7 @@ def normalise_output(text: str, *, namespace: str, ontology: Ontology) -> Normal
     problems = _forbidden_syntax(text)
     if problems:
         return Normalised([], problems=problems)
+    body = _rebind_prefixes(body, notes)
     header, problems = _prefix_header(body, namespace, notes)
     if problems:
         return Normalised([], problems=problems)
@@ -114,8 +122,9 @@ def normalise_output(text: str, *, namespace: str, ontology: Ontology) -> Normal
             fatal=True,
         )
     triples = _rehome([_https_schema(t) for t in triples], namespace, ontology, notes)
+    triples, refused = _drop_refused(triples, namespace, ontology, notes)
     result = Normalised(triples, notes=notes)
-    result.problems = _refusals(triples, namespace, ontology)
+    result.problems = refused if refused and not triples else []
     result.triples = _canonical(_type_dates(triples, notes))
     result.unknown_terms = unknown_terms(result.triples, ontology)
     return result
@@ -173,6 +182,26 @@ def _forbidden_syntax(text: str) -> list[str]:
     if "{" in code or "}" in code:
         problems.append("the output contains a '{ ... }' block: named graphs (TriG) are not allowed, write plain Turtle triples")
     return problems
+
+
+def _rebind_prefixes(body: str, notes: list[str]) -> str:
+    """A known prefix declared with a wrong IRI (``@prefix pcm: <https://pcm.org/ontology/>``) is bound back.
+
+    The model means pcm's namespace whatever IRI it invents for it; parsing its terms into that invented namespace
+    would only turn every one of them into an unknown term.
+    """
+    masked = mask(body, keep_iris=True)
+    out, last = [], 0
+    for match in _PREFIX_DECL.finditer(masked):
+        name, iri = match.group(1) or "", match.group(2)
+        expected = PREFIXES.get(name)
+        if expected is None or iri == expected or (name == "schema" and iri == SCHEMA_HTTP):
+            continue
+        start, end = match.span(2)
+        out.append(body[last:start] + expected)
+        last = end
+        notes.append(f"bound prefix {name}: back to <{expected}> (the output declared <{iri}>)")
+    return "".join(out) + body[last:] if out else body
 
 
 def _prefix_header(body: str, namespace: str, notes: list[str]) -> tuple[str, list[str]]:
@@ -234,12 +263,19 @@ def _rehome(triples: list[ox.Triple], namespace: str, ontology: Ontology, notes:
         for t in triples
         if isinstance(t.object, ox.NamedNode) and t.predicate.value not in _link_properties(ontology)
     }
+    declared = {t.subject.value for t in triples if isinstance(t.subject, ox.NamedNode) and _declares(t)}
+    classes = {t.object.value for t in triples if t.predicate.value == _RDF_TYPE and isinstance(t.object, ox.NamedNode)}
     foreign = sorted(
-        iri for iri in subjects | entity_objects if _is_foreign(iri, namespace) and not iri.startswith("urn:")
+        iri for iri in subjects | entity_objects
+        if (_is_foreign(iri, namespace) and not iri.startswith("urn:"))
+        or (iri not in declared | classes and _vocabulary_individual(iri, ontology))
     )
     taken: set[str] = set()
     renamed: dict[str, str] = {}
     for iri in foreign:
+        if _local_name(iri).lower() in OWNER_ALIASES:
+            renamed[iri] = namespace + "owner"
+            continue
         slug = slugify(_local_name(iri))
         candidate, n = slug, 2
         while candidate in taken:
@@ -265,6 +301,30 @@ def _https_schema(triple: ox.Triple) -> ox.Triple:
     return ox.Triple(s, p, o)  # type: ignore[arg-type]
 
 
+def _declares(t: ox.Triple) -> bool:
+    """Whether a triple declares a vocabulary term (its subject is then a term, not an individual)."""
+    p, o = t.predicate.value, t.object
+    if p in _DECLARING_PREDICATES or p.startswith(OWL):
+        return True
+    return p == _RDF_TYPE and isinstance(o, ox.NamedNode) and o.value.startswith((OWL, RDFS, RDF))
+
+
+def _vocabulary_individual(iri: str, ontology: Ontology) -> bool:
+    """An IRI in a vocabulary namespace that the ontology does not define, written where an individual goes.
+
+    In the ontology's own namespace any such subject or object is an individual (``pcm:user``,
+    ``pcm:silver-honda-civic``). In the other vocabularies only a lower-case name is (``schema:dana``): a
+    capitalised one may be an enumeration member the ontology lacks (``schema:EventCancelled``), which validation
+    reports as an unknown term instead.
+    """
+    if not iri.startswith(VOCABULARY_NAMESPACES) or ontology.defines(iri):
+        return False
+    if iri.startswith(PCM):
+        return True
+    name = _local_name(iri)
+    return bool(name) and (name[0].islower() or name[0].isdigit())
+
+
 def _is_foreign(iri: str, namespace: str) -> bool:
     return not iri.startswith(namespace) and not iri.startswith(_KNOWN_NAMESPACES) and not iri.startswith(SCHEMA_HTTP)
 
@@ -282,6 +342,23 @@ def _link_properties(ontology: Ontology) -> frozenset[str]:
     return frozenset(
         iri for iri, term in ontology.terms.items() if XSD + "anyURI" in term.range or SCHEMA + "URL" in term.range
     )
+
+
+def _drop_refused(
+    triples: list[ox.Triple], namespace: str, ontology: Ontology, notes: list[str]
+) -> tuple[list[ox.Triple], list[str]]:
+    """The triples an utterance may write, and why the others were dropped (one line of a report per reason)."""
+    kept: list[ox.Triple] = []
+    reasons: dict[str, None] = {}
+    for t in triples:
+        why = _refusals([t], namespace, ontology)
+        if why:
+            reasons.update(dict.fromkeys(why))
+        else:
+            kept.append(t)
+    if reasons and kept:
+        notes.append(f"dropped {len(triples) - len(kept)} triple(s) an extraction may not write: " + "; ".join(reasons))
+    return kept, list(reasons)
 
 
 def _refusals(triples: list[ox.Triple], namespace: str, ontology: Ontology) -> list[str]:

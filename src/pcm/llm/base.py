@@ -46,6 +46,20 @@ class Completion:
     stop_reason: str | None
 
 
+@dataclass(frozen=True)
+class JsonSchema:
+    """A JSON Schema the reply must satisfy (constrained decoding), with the name providers ask for.
+
+    A client that can constrain its model sends it natively (OpenAI-compatible ``response_format``, Anthropic
+    forced tool use, a llama.cpp grammar); the reply's ``text`` is then the JSON document. A client that cannot,
+    or a server that refused it, returns free-form text: callers check what they got.
+    """
+
+    name: str
+    schema: dict[str, object]
+    description: str = ""
+
+
 _COUNTERS = ("calls", "input_tokens", "output_tokens")
 
 
@@ -86,5 +100,11 @@ class LLMClient(Protocol):
     usage: Usage
 
     def complete(
-        self, *, system: str, messages: list[Message], operation: str, max_tokens: int = 4096
+        self,
+        *,
+        system: str,
+        messages: list[Message],
+        operation: str,
+        max_tokens: int = 4096,
+        schema: JsonSchema | None = None,
     ) -> Completion: ...

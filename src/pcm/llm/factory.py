@@ -21,7 +21,7 @@ def make_client(settings: Settings) -> LLMClient | None:
             model=spec.model or DEFAULT_ANTHROPIC_MODEL,
             timeout=settings.llm_timeout,
             max_retries=settings.llm_max_retries,
-            base_url=spec.base_url or None,
+            base_url=spec.base_url or settings.anthropic_base_url or None,
         )
     if spec.provider == "openai":
         return OpenAICompatibleClient(

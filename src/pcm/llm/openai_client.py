@@ -16,24 +16,38 @@ from typing import Any
 import httpx
 
 from pcm.errors import LLMError
-from pcm.llm.base import Completion, Message, Usage
+from pcm.llm.base import Completion, JsonSchema, Message, Usage
+from pcm.llm.manners import PROGRESS_AFTER, Wait, gate, idle_timeout, is_local, waiting
 from pcm.llm.retry import (
+    CONNECT_TIMEOUT,
     MAX_WAIT,
+    RequestRejected,
     Retryable,
     RetryPolicy,
     as_int,
-    mentions_temperature,
+    error_detail,
     one_line,
+    silence,
     triage_status,
 )
 
 log = logging.getLogger(__name__)
 
 _KEY_HINT = "OPENAI_API_KEY (or PCM_OPENAI_API_KEY)"
+#: Optional request fields a server may refuse, and words of its refusal that name each one.
+_OPTIONAL_FIELDS = (
+    ("stream_options", ("stream_options", "include_usage")),
+    ("response_format", ("response_format", "json_schema", "structured output", "grammar")),
+)
 
 
 class OpenAICompatibleClient:
-    """An :class:`pcm.llm.LLMClient` for a chat-completions server; thread-safe."""
+    """An :class:`pcm.llm.LLMClient` for a chat-completions server; thread-safe.
+
+    Replies are streamed, so ``timeout`` is a deadline on *silence* (see :mod:`pcm.llm.manners`); a server that
+    ignores ``stream`` and answers with one JSON body is read as such. ``timeout=None`` picks the default for where
+    the server runs (loopback: local).
+    """
 
     def __init__(
         self,
@@ -41,11 +55,13 @@ class OpenAICompatibleClient:
         base_url: str,
         model: str,
         api_key: str = "",
-        timeout: float,
+        timeout: float | None,
         max_retries: int,
         backoff: float = 1.0,
         max_wait: float = MAX_WAIT,
         sleep: Callable[[float], None] = time.sleep,
+        progress: Callable[[str], None] | None = None,
+        progress_after: float = PROGRESS_AFTER,
     ) -> None:
         if not base_url or not model:
             raise LLMError("an OpenAI-compatible server needs a base URL and a model: PCM_LLM=openai:BASE_URL#MODEL")
@@ -53,55 +69,157 @@ class OpenAICompatibleClient:
         self.model = model
         self.name = f"openai:{self.base_url}#{model}"
         self.usage = Usage()
-        self.timeout = timeout
+        self.local = is_local(self.base_url)
+        self.timeout = idle_timeout(timeout, local=self.local)
         self._url = f"{self.base_url}/chat/completions"
         #: The retry policy in use (public so callers and tests can see what settings produced).
         self.retry = RetryPolicy(max_retries=max_retries, backoff=backoff, max_wait=max_wait, sleep=sleep)
         self._send_temperature = True
+        #: Optional request fields this server refused once; never sent again by this client.
+        self._refused: set[str] = set()
+        self._gate = gate(self.base_url, local=self.local)
+        self._progress = progress
+        self._progress_after = progress_after
         headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = httpx.Client(timeout=timeout, headers=headers)
+        connect = min(self.timeout, CONNECT_TIMEOUT)
+        self._http = httpx.Client(timeout=httpx.Timeout(self.timeout, connect=connect), headers=headers)
 
     def complete(
-        self, *, system: str, messages: list[Message], operation: str, max_tokens: int = 4096
+        self,
+        *,
+        system: str,
+        messages: list[Message],
+        operation: str,
+        max_tokens: int = 4096,
+        schema: JsonSchema | None = None,
     ) -> Completion:
-        completion = self.retry.run(self.name, lambda: self._attempt(system, messages, max_tokens))
+        completion = self.retry.run(self.name, lambda: self._attempt(system, messages, max_tokens, schema))
         self.usage.record(operation, completion)
         return completion
 
     def close(self) -> None:
         self._http.close()
 
-    def _attempt(self, system: str, messages: list[Message], max_tokens: int) -> Completion:
-        try:
-            return self._send(system, messages, max_tokens)
-        except LLMError as exc:
-            if not (self._send_temperature and mentions_temperature(exc)):
-                raise
+    def _attempt(
+        self, system: str, messages: list[Message], max_tokens: int, schema: JsonSchema | None
+    ) -> Completion:
+        while True:
+            try:
+                return self._send(system, messages, max_tokens, schema)
+            except RequestRejected as exc:
+                if not self._drop_refused_field(exc, schema):
+                    raise
+
+    def _drop_refused_field(self, exc: RequestRejected, schema: JsonSchema | None) -> bool:
+        """A 400 naming an optional field (temperature, stream_options, response_format): drop it and re-send.
+
+        A rejection is an answer (the server is not working on the request), so sending again is safe.
+        """
+        detail = exc.detail.lower()
+        if self._send_temperature and "temperature" in detail:
             log.warning("%s refuses temperature; continuing without it (%s)", self.name, exc)
             self._send_temperature = False
-            return self._send(system, messages, max_tokens)
+            return True
+        for name, words in _OPTIONAL_FIELDS:
+            if name in self._refused or (name == "response_format" and schema is None):
+                continue
+            if any(word in detail for word in words):
+                self._refused.add(name)
+                if name == "response_format":
+                    log.warning("%s rejects constrained output (response_format json_schema); the model writes "
+                                "free-form output instead (%s)", self.name, exc)
+                else:
+                    log.info("%s refuses %s; continuing without it", self.name, name)
+                return True
+        return False
 
-    def _payload(self, system: str, messages: list[Message], max_tokens: int) -> dict[str, Any]:
+    @property
+    def constrained(self) -> bool:
+        """Whether this server still accepts ``response_format`` (False once it refused it)."""
+        return "response_format" not in self._refused
+
+    def _payload(
+        self, system: str, messages: list[Message], max_tokens: int, schema: JsonSchema | None
+    ) -> dict[str, Any]:
         chat = [{"role": "system", "content": system}] if system else []
         chat += [{"role": m.role, "content": m.content} for m in messages]
-        payload: dict[str, Any] = {"model": self.model, "messages": chat, "max_tokens": max_tokens, "stream": False}
+        payload: dict[str, Any] = {"model": self.model, "messages": chat, "max_tokens": max_tokens, "stream": True}
+        if "stream_options" not in self._refused:
+            payload["stream_options"] = {"include_usage": True}
         if self._send_temperature:
             payload["temperature"] = 0
+        if schema is not None and self.constrained:
+            payload["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": schema.name, "strict": True, "schema": schema.schema},
+            }
         return payload
 
-    def _send(self, system: str, messages: list[Message], max_tokens: int) -> Completion:
-        try:
-            response = self._http.post(self._url, json=self._payload(system, messages, max_tokens))
-        except httpx.TimeoutException as exc:
-            raise Retryable(f"timed out after {self.timeout:g} s") from exc
-        except httpx.TransportError as exc:
-            raise Retryable(f"cannot reach {self.base_url}: {one_line(exc) or type(exc).__name__}") from exc
-        if response.status_code >= 400:
-            raise triage_status(
-                self.name, response.status_code, response.content, response.headers,
-                model=self.model, key_hint=_KEY_HINT, not_found_hint=f" (or wrong base URL {self.base_url})",
-            )
-        return self._parse(response.content)
+    def _send(
+        self, system: str, messages: list[Message], max_tokens: int, schema: JsonSchema | None
+    ) -> Completion:
+        payload = self._payload(system, messages, max_tokens, schema)
+        with self._gate, waiting(self.name, write=self._progress, after=self._progress_after) as wait:
+            try:
+                with self._http.stream("POST", self._url, json=payload) as response:
+                    if response.status_code >= 400:
+                        response.read()
+                        raise triage_status(
+                            self.name, response.status_code, response.content, response.headers,
+                            model=self.model, key_hint=_KEY_HINT,
+                            not_found_hint=f" (or wrong base URL {self.base_url})",
+                        )
+                    if "text/event-stream" not in response.headers.get("content-type", ""):
+                        return self._parse(response.read())
+                    return self._parse_stream(response, wait)
+            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+                raise Retryable(f"cannot reach {self.base_url}: {one_line(exc) or type(exc).__name__}") from exc
+            except httpx.TimeoutException as exc:
+                raise LLMError(f"{self.name}: {silence(self.timeout)}") from exc
+            except httpx.TransportError as exc:
+                raise LLMError(f"{self.name}: the connection broke during the reply "
+                               f"({one_line(exc) or type(exc).__name__}); not re-sent") from exc
+
+    def _parse_stream(self, response: httpx.Response, wait: Wait) -> Completion:
+        """Server-sent chunks: ``data: {choices: [{delta: {content}}]}`` ... ``data: [DONE]``."""
+        parts: list[str] = []
+        finish: str | None = None
+        usage: dict[str, Any] = {}
+        model = self.model
+        for line in response.iter_lines():
+            if not line.startswith("data:"):
+                continue
+            data = line[5:].strip()
+            if data == "[DONE]":
+                break
+            try:
+                chunk = json.loads(data)
+            except ValueError as exc:
+                raise LLMError(f"{self.name}: malformed stream chunk, not JSON: {one_line(data[:120])}") from exc
+            if not isinstance(chunk, dict):
+                continue
+            if isinstance(chunk.get("error"), (dict, str)):
+                raise LLMError(f"{self.name}: the server failed mid-reply: {error_detail(chunk)[1]}")
+            wait.received()
+            model = str(chunk.get("model") or model)
+            if isinstance(chunk.get("usage"), dict):
+                usage = chunk["usage"]
+            choices = chunk.get("choices")
+            if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+                continue
+            delta = choices[0].get("delta")
+            content = delta.get("content") if isinstance(delta, dict) else None
+            if isinstance(content, str):
+                parts.append(content)
+            if choices[0].get("finish_reason") is not None:
+                finish = str(choices[0]["finish_reason"])
+        return Completion(
+            text="".join(parts),
+            model=model,
+            input_tokens=as_int(usage.get("prompt_tokens")),
+            output_tokens=as_int(usage.get("completion_tokens")),
+            stop_reason=finish,
+        )
 
     def _parse(self, body: bytes) -> Completion:
         try:

@@ -14,12 +14,18 @@ import threading
 from pathlib import Path
 
 from pcm.errors import LLMError
-from pcm.llm.base import Completion, LLMClient, Message, Usage
+from pcm.llm.base import Completion, JsonSchema, LLMClient, Message, Usage
 
 
-def exchange_key(operation: str, system: str, messages: list[Message]) -> str:
-    """The file name (without ``.json``) of one exchange: independent of the model and of max_tokens."""
-    payload = json.dumps([operation, system, [[m.role, m.content] for m in messages]], ensure_ascii=False)
+def exchange_key(operation: str, system: str, messages: list[Message], schema: JsonSchema | None = None) -> str:
+    """The file name (without ``.json``) of one exchange: independent of the model and of max_tokens.
+
+    A constrained call also keys on its schema, so a free-form and a constrained run never answer for each other.
+    """
+    parts: list[object] = [operation, system, [[m.role, m.content] for m in messages]]
+    if schema is not None:
+        parts.append(schema.schema)
+    payload = json.dumps(parts, ensure_ascii=False, sort_keys=True)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
@@ -36,10 +42,19 @@ class RecordingClient:
         self._lock = threading.Lock()
 
     def complete(
-        self, *, system: str, messages: list[Message], operation: str, max_tokens: int = 4096
+        self,
+        *,
+        system: str,
+        messages: list[Message],
+        operation: str,
+        max_tokens: int = 4096,
+        schema: JsonSchema | None = None,
     ) -> Completion:
-        completion = self.inner.complete(system=system, messages=messages, operation=operation, max_tokens=max_tokens)
-        key = exchange_key(operation, system, messages)
+        extra = {"schema": schema} if schema is not None else {}
+        completion = self.inner.complete(
+            system=system, messages=messages, operation=operation, max_tokens=max_tokens, **extra
+        )
+        key = exchange_key(operation, system, messages, schema)
         record = {
             "operation": operation,
             "system": system,
@@ -74,9 +89,15 @@ class ReplayClient:
         self._lock = threading.Lock()
 
     def complete(
-        self, *, system: str, messages: list[Message], operation: str, max_tokens: int = 4096
+        self,
+        *,
+        system: str,
+        messages: list[Message],
+        operation: str,
+        max_tokens: int = 4096,
+        schema: JsonSchema | None = None,
     ) -> Completion:
-        key = exchange_key(operation, system, messages)
+        key = exchange_key(operation, system, messages, schema)
         path = self.directory / f"{key}.json"
         try:
             data = json.loads(path.read_text(encoding="utf-8"))

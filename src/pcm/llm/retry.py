@@ -2,8 +2,10 @@
 
 Both providers go through the same loop so that a 429 from Claude and a 503 from a local vLLM behave identically
 (and one set of tests covers both). An attempt either returns, raises :class:`Retryable` (rate limit, overload,
-5xx, timeout, connection refused), or raises :class:`pcm.errors.LLMError` for problems that waiting cannot fix
-(bad key, unknown model, malformed reply).
+an explicit server error, connection refused), or raises :class:`pcm.errors.LLMError` for problems that waiting
+cannot fix (bad key, unknown model, malformed reply) and for a request the server may still be working on: a
+silence deadline that fired, a connection dropped mid-reply, a gateway timeout (504). Re-sending those would
+queue a second copy behind the first on a server that works through one request at a time.
 """
 
 from __future__ import annotations
@@ -28,6 +30,18 @@ _RETRY_STATUSES = frozenset({408, 409, 429})
 #: Provider error types that mean "try again later" whatever the status says.
 _RETRY_ERROR_TYPES = frozenset({"overloaded_error", "rate_limit_error", "api_error", "timeout_error"})
 _MAX_DETAIL = 200
+#: A gateway that gave up waiting: the model server behind it may still be working on the request.
+_STILL_WORKING_STATUSES = frozenset({504})
+#: Seconds to open a connection (a refused or unreachable server is retried; this is not the silence deadline).
+CONNECT_TIMEOUT = 30.0
+
+
+def silence(seconds: float) -> str:
+    """The one-line reason for a silence deadline that fired (never retried: the server may still be working)."""
+    return (
+        f"no reply for {seconds:g} s (silence deadline); not re-sent, the server may still be working on it. "
+        "A slow local model may need a larger PCM_LLM_TIMEOUT"
+    )
 
 
 class RequestRejected(LLMError):
@@ -149,6 +163,9 @@ def triage_status(
         return LLMError(f"{name}: the API key was refused (HTTP {status}: {message}); check {key_hint}")
     if status == 404 or kind == "not_found_error" or (status == 400 and mentions_unknown_model(message)):
         return LLMError(f"{name}: unknown model {model!r}{not_found_hint} (HTTP {status}: {message})")
+    if status in _STILL_WORKING_STATUSES:
+        return LLMError(f"{name}: HTTP {status} {kind or 'error'}: {message}; not re-sent, the model server may "
+                        "still be working on the request")
     if status in _RETRY_STATUSES or status >= 500 or kind in _RETRY_ERROR_TYPES:
         return Retryable(f"HTTP {status} {kind or 'error'}: {message}", parse_retry_after(headers))
     return RequestRejected(f"{name}: request rejected (HTTP {status}: {message})", message)

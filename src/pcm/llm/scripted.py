@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from pcm.errors import LLMError
-from pcm.llm.base import Completion, Message, Usage
+from pcm.llm.base import Completion, JsonSchema, Message, Usage
 
 #: A reply, or a function of ``(system, messages, operation)`` computing one.
 Response = str | Callable[[str, list[Message], str], str]
@@ -26,6 +26,8 @@ class ScriptedClient:
         self.name = name
         self.usage = Usage()
         self.requests: list[tuple[str, list[Message], str]] = []
+        #: The schema each request asked the reply to satisfy (``None``: free-form), in request order.
+        self.schemas: list[JsonSchema | None] = []
         self._responses: deque[Response] = deque(responses)
         self._lock = threading.Lock()
 
@@ -54,10 +56,17 @@ class ScriptedClient:
             self._responses.extend(responses)
 
     def complete(
-        self, *, system: str, messages: list[Message], operation: str, max_tokens: int = 4096
+        self,
+        *,
+        system: str,
+        messages: list[Message],
+        operation: str,
+        max_tokens: int = 4096,
+        schema: JsonSchema | None = None,
     ) -> Completion:
         with self._lock:
             self.requests.append((system, list(messages), operation))
+            self.schemas.append(schema)
             calls = len(self.requests)
             response = self._responses.popleft() if self._responses else None
         if response is None:

@@ -4,6 +4,7 @@ names its terms (shapes, queries, prompts) name terms that exist?
 Each problem is a :class:`Finding` with a stable code, so CI output can be grepped and tests can assert on it:
 
 ``parse``               a file is not valid Turtle, or the ontology has no version
+``import``              an ``owl:imports`` the catalog does not map to a readable local file (never downloaded)
 ``reasoner``            HermiT could not run (no Java) or was skipped
 ``inconsistent``        HermiT finds no model of the ontology
 ``unsatisfiable``       a named class can have no member (it is equivalent to owl:Nothing)
@@ -25,13 +26,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import rdflib
-from rdflib import RDF, RDFS, Literal, URIRef
+from rdflib import OWL, RDF, RDFS, Literal, URIRef
 
 from pcm import resources
 from pcm.errors import InputError, PcmError
 from pcm.namespaces import PCM, PREFIXES, SCHEMA_HTTP, VOCABULARY_NAMESPACES, XSD
 from pcm.ontology import AREAS, DATATYPE_PROPERTY, OBJECT_PROPERTY, Ontology
 from pcm.ontology_tools import catalog
+from pcm.ontology_tools.imports import find_catalog, load_catalog, resolve_imports, without_imports
 from pcm.ontology_tools.reasoner import run_hermit
 from pcm.ontology_tools.usage import (
     TermUse,
@@ -108,22 +110,27 @@ def run_check(
     vocab_dir: Path | None | object = DEFAULT_VOCAB,
     reasoner: bool = True,
     workdir: Path | None = None,
+    catalog_file: Path | None = None,
 ) -> CheckReport:
     """Run every check. Directories default to the shipped ones; ``vocab_dir`` to ``../shared/vocab`` when present.
 
     ``prompts`` defaults to every ``prompts/*.md`` of the package. ``workdir`` receives the reasoner's temporary
-    files (a fresh temporary directory otherwise).
+    files (a fresh temporary directory otherwise). ``owl:imports`` are read through ``catalog_file`` (default: the
+    ontology folder's ``catalog-v001.xml`` or ``catalog.toml``) and given to the reasoner with the ontology.
     """
     report = CheckReport()
     clock = _Clock(report)
-    ontology = _parse(ontology_dir or resources.ontology_dir(), report)
+    folder = Path(ontology_dir or resources.ontology_dir())
+    ontology = _parse(folder, report)
     clock.lap("parse")
     if ontology is None:
         return report
     report.version = ontology.version
     report.counts.update(terms=len(ontology.terms), classes=len(ontology.classes), properties=len(ontology.properties))
+    reasoned = _with_imports(ontology, catalog_file or find_catalog(folder), report)
+    clock.lap("imports")
     if reasoner:
-        report.findings += _reason(ontology, workdir)
+        report.findings += _reason(ontology, reasoned, workdir)
     else:
         report.findings.append(Finding("reasoner", "skipped (--no-reasoner): consistency not checked", severity=WARNING))
     clock.lap("reasoner")
@@ -185,9 +192,27 @@ def _first_line(error: Exception) -> str:
 # ---------------------------------------------------------------------- reasoner
 
 
-def _reason(ontology: Ontology, workdir: Path | None) -> list[Finding]:
+def _with_imports(ontology: Ontology, catalog_path: Path | None, report: CheckReport) -> rdflib.Graph:
+    """The graph the reasoner gets: the ontology without its ``owl:imports`` triples plus the imported files'
+    triples (so it reasons over the imports and has nothing to download). An unresolved import is one finding."""
+    graph = without_imports(ontology.graph)
+    if not any(True for _ in ontology.graph.triples((None, OWL.imports, None))):
+        return graph
     try:
-        result = run_hermit(ontology.graph, workdir)
+        catalog = load_catalog(catalog_path)
+    except InputError as error:
+        report.findings.append(Finding("import", str(error)))
+        return graph
+    resolved = resolve_imports(ontology.graph, catalog)
+    report.findings += [Finding("import", reason, where=f"<{iri}>") for iri, reason in resolved.problems]
+    report.counts["imports"] = len(resolved.resolved)
+    graph += resolved.graph
+    return graph
+
+
+def _reason(ontology: Ontology, graph: rdflib.Graph, workdir: Path | None) -> list[Finding]:
+    try:
+        result = run_hermit(graph, workdir)
     except PcmError as error:
         return [Finding("reasoner", str(error))]
     if not result.consistent:

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,7 +40,7 @@ from pcm.namespaces import (
     RDF,
     SIOC,
 )
-from pcm.ontology import Ontology, load_ontology
+from pcm.ontology import Ontology, load_ontology, ontology_digest
 from pcm.resources import render_query
 from pcm.sparql import values_clause
 
@@ -117,6 +117,72 @@ def pending_migrations(current: str, target: str, directory: Path | None = None)
     return plan_migrations(current, target, load_migrations(directory))
 
 
+# ---------------------------------------------------------------------- is a migration due?
+
+
+@dataclass(frozen=True)
+class OntologyDrift:
+    """How a memory's ontology differs from a target one (the one this pcm ships, when opening)."""
+
+    memory_version: str
+    target_version: str
+    reason: str
+    """``older`` or ``newer`` (the versions differ), or ``content`` (same version, different triples)."""
+    memory_digest: str
+    target_digest: str
+    scripts: tuple[str, ...] = ()
+    """Migration scripts waiting to run (``older`` only)."""
+
+    def describe(self, where: Path | str) -> str:
+        if self.reason == "newer":
+            return f"memory {where} uses ontology {self.memory_version}, newer than this pcm's {self.target_version}"
+        if self.reason == "older":
+            pending = f", {len(self.scripts)} migration script(s) pending" if self.scripts else ""
+            return f"memory {where} holds ontology {self.memory_version} data and this pcm ships {self.target_version}{pending}"
+        return (f"memory {where} was written against ontology {self.memory_version or '?'} with other content than "
+                f"this pcm's {self.target_version}")
+
+    def refusal(self, where: Path | str) -> str:
+        """The one line a writable open is refused with."""
+        if self.reason == "newer":
+            return f"{self.describe(where)}; upgrade pcm (reading still works)"
+        return (f"{self.describe(where)}: it is read-only until `pcm ontology migrate` runs "
+                "(preview with `pcm ontology migrate --dry-run`)")
+
+    def note(self, where: Path | str) -> str:
+        """The one line a read-only open prints: reads work, writes wait."""
+        if self.reason == "newer":
+            return f"{self.describe(where)}: reading only; upgrade pcm to write"
+        return f"{self.describe(where)}: reading only; run `pcm ontology migrate` before writing"
+
+    def as_json(self) -> dict[str, object]:
+        return {"memory_version": self.memory_version, "target_version": self.target_version, "reason": self.reason,
+                "memory_digest": self.memory_digest, "target_digest": self.target_digest,
+                "scripts": list(self.scripts), "migration_needed": self.reason != "newer"}
+
+
+def ontology_drift(
+    manifest: Manifest, target: Ontology, stored_digest: Callable[[], str], migrations: Path | None = None
+) -> OntologyDrift | None:
+    """``None`` when the memory's data was written against ``target``, else how it differs.
+
+    The version and digest recorded in ``memory.toml`` decide. A memory written before digests were recorded is
+    compared by the content of its stored ontology graph (``stored_digest``): pcm used to keep that graph equal to
+    the ontology it shipped, so it is what the data was last written against. Equal content needs no migration
+    (nothing can be stranded); any difference does, and the migration then backs up and validates first.
+    """
+    version = manifest.ontology_version
+    if version and version != target.version:
+        newer = version_tuple(version) > version_tuple(target.version)
+        scripts = () if newer else tuple(m.name for m in pending_migrations(version, target.version, migrations))
+        return OntologyDrift(version, target.version, "newer" if newer else "older",
+                             manifest.ontology_digest, target.digest, scripts)
+    digest = manifest.ontology_digest or stored_digest()
+    if digest != target.digest:
+        return OntologyDrift(version, target.version, "content", digest, target.digest)
+    return None
+
+
 # ---------------------------------------------------------------------- validation of stored facts
 
 
@@ -130,22 +196,68 @@ class RuleViolations:
     graphs: set[str] = field(default_factory=set)
 
 
+@dataclass(frozen=True)
+class BrokenFact:
+    """One violation, located: the node and property it is about, the graphs holding it, and how to repair it."""
+
+    rule: str
+    focus: str
+    path: str | None
+    message: str
+    graphs: tuple[str, ...]
+    posts: tuple[str, ...]
+    """The posts whose extraction graphs hold the fact: re-extracting them rebuilds it with the new ontology."""
+
+    @property
+    def reextractable(self) -> bool:
+        """True when every graph holding the fact came from a post (an imported fact has no post to redo)."""
+        return bool(self.graphs) and len(self.posts) == len(self.graphs)
+
+    def line(self) -> str:
+        where = f" {self.path}" if self.path else ""
+        if self.reextractable:
+            fix = "re-extractable from " + ", ".join(self.posts)
+        else:
+            kept = [g for g in self.graphs if not g.startswith(GRAPH_EXTRACTION_PREFIX)] or ["(no graph found)"]
+            fix = "cannot be re-extracted (imported, no post): " + ", ".join(kept) + "; fix it by hand or re-import"
+        return f"[{self.rule}] <{self.focus}>{where}: {self.message} -- {fix}"
+
+    def as_json(self) -> dict[str, object]:
+        return {"rule": self.rule, "focus": self.focus, "path": self.path, "message": self.message,
+                "graphs": list(self.graphs), "posts": list(self.posts), "reextractable": self.reextractable}
+
+
 @dataclass
 class ValidationSummary:
     graphs_checked: int = 0
     rules: dict[str, RuleViolations] = field(default_factory=dict)
     posts: set[str] = field(default_factory=set)
     """Posts whose extraction graphs hold a violation: the candidates for re-extraction."""
+    facts: list[BrokenFact] = field(default_factory=list)
+    """Every violation, located (``lines`` shows the first ``FACTS_SHOWN``; the JSON has them all)."""
+
+    FACTS_SHOWN = 50
 
     @property
     def violations(self) -> int:
         return sum(r.count for r in self.rules.values())
+
+    @property
+    def not_reextractable(self) -> int:
+        return sum(not f.reextractable for f in self.facts)
 
     def lines(self) -> list[str]:
         out = [f"{self.graphs_checked} fact graph(s) checked, {self.violations} violation(s)"]
         for rule in sorted(self.rules.values(), key=lambda r: (-r.count, r.rule)):
             out.append(f"  {rule.rule}: {rule.count} in {len(rule.graphs)} graph(s)")
             out += [f"    e.g. {e}" for e in rule.examples]
+        return out
+
+    def fact_lines(self) -> list[str]:
+        """One line per broken fact, saying whether re-extraction can repair it."""
+        out = [f.line() for f in self.facts[: self.FACTS_SHOWN]]
+        if len(self.facts) > self.FACTS_SHOWN:
+            out.append(f"... and {len(self.facts) - self.FACTS_SHOWN} more (--json lists them all)")
         return out
 
     def as_json(self) -> dict[str, object]:
@@ -155,6 +267,7 @@ class ValidationSummary:
             "by_rule": {r.rule: {"count": r.count, "graphs": len(r.graphs), "examples": r.examples}
                         for r in self.rules.values()},
             "posts": sorted(self.posts),
+            "facts": [f.as_json() for f in self.facts],
         }
 
 
@@ -162,6 +275,8 @@ def validate_memory(memory: Memory, validator: Validator, *, examples: int = 3) 
     """Validate every extraction and import graph, in batches, with existing nodes' types and labels as context.
 
     ``prov:wasDerivedFrom`` links are left out: pcm adds them itself after an extraction has been validated.
+    Each violation is located in the graphs holding its focus node's statements with the violation's property
+    (any statement about or pointing to the node when the property is not known).
     """
     summary = ValidationSummary()
     graphs = [g for g in memory.backend.named_graphs() if g.startswith((GRAPH_EXTRACTION_PREFIX, GRAPH_IMPORT_PREFIX))]
@@ -171,10 +286,13 @@ def validate_memory(memory: Memory, validator: Validator, *, examples: int = 3) 
         batch = graphs[start : start + _BATCH]
         quads = [q for g in batch for q in memory.backend.quads(g) if q.predicate != derived]
         where: dict[str, set[str]] = {}
+        stated: dict[tuple[str, str], set[str]] = {}
         for q in quads:
+            graph = q.graph_name.value  # type: ignore[union-attr]
             for node in (q.subject, q.object):
                 if isinstance(node, ox.NamedNode | ox.BlankNode):
-                    where.setdefault(_node_id(node), set()).add(q.graph_name.value)  # type: ignore[union-attr]
+                    where.setdefault(_node_id(node), set()).add(graph)
+            stated.setdefault((_node_id(q.subject), q.predicate.value), set()).add(graph)  # type: ignore[arg-type]
         delta = _rdflib_graph(quads)
         context = _context(memory, quads)
         report = validator.validate(delta, memory_namespace=memory.manifest.namespace, context=context)
@@ -186,6 +304,9 @@ def validate_memory(memory: Memory, validator: Validator, *, examples: int = 3) 
             touched = where.get(v.focus, set())
             entry.graphs |= touched
             summary.posts |= {p for g in touched if (p := memory.naming.post_of_graph(g))}
+            holding = sorted(stated.get((v.focus, v.path or ""), touched))
+            posts = tuple(p for g in holding if (p := memory.naming.post_of_graph(g)))
+            summary.facts.append(BrokenFact(v.rule, v.focus, v.path, v.message, tuple(holding), posts))
     return summary
 
 
@@ -226,6 +347,8 @@ class MigrationReport:
     before: ValidationSummary | None = None
     after: ValidationSummary | None = None
     marked_pending: int = 0
+    drift: OntologyDrift | None = None
+    """How the memory's ontology differed from the target; ``None`` when it was already up to date."""
 
     @property
     def reextract(self) -> list[str]:
@@ -235,6 +358,11 @@ class MigrationReport:
     def text(self) -> str:
         mode = " (dry run: nothing written)" if self.dry_run else ""
         lines = [f"ontology migration {self.from_version or '?'} -> {self.to_version}{mode}"]
+        if self.drift is None:
+            lines.append("the memory's ontology is the target's (same version and content): nothing to migrate")
+        elif self.drift.reason == "content":
+            lines.append(f"same version, other content: digest {self.drift.memory_digest or '(none)'} -> "
+                         f"{self.drift.target_digest}")
         lines.append("scripts: " + (", ".join(self.scripts) if self.scripts else "none"))
         if self.backup:
             lines.append(f"backup: {self.backup}")
@@ -244,6 +372,9 @@ class MigrationReport:
         if self.after is not None:
             lines.append("after:")
             lines += ["  " + line for line in self.after.lines()]
+            if self.applied and self.after.facts:
+                lines.append("broken facts kept (--allow-violations):")
+                lines += ["  " + line for line in self.after.fact_lines()]
         if self.applied:
             lines.append(f"memory is now at ontology {self.to_version}")
         posts = self.reextract
@@ -265,22 +396,18 @@ class MigrationReport:
             "after": self.after.as_json() if self.after else None,
             "reextract": self.reextract,
             "marked_pending": self.marked_pending,
+            "drift": self.drift.as_json() if self.drift else None,
         }
 
 
 def migrate_memory(settings: Settings, **options: object) -> MigrationReport:
-    """Open the memory writable (holding its lock) and :func:`migrate` it.
-
-    The manifest is read before opening: opening a memory writable refreshes its ontology graph and may bump the
-    recorded version, and the data's true version, and the manifest a rollback restores, are the ones from before.
-    """
+    """Open the memory writable (holding its lock, skipping the refusal of a memory whose ontology differs) and
+    :func:`migrate` it. ``memory.toml`` is kept as read before anything else: it is what a rollback restores."""
     from pcm.memory import Memory
 
-    manifest_path = settings.memory / MANIFEST
-    before = Manifest.load(settings.memory)
-    raw = manifest_path.read_bytes()
+    raw = (settings.memory / MANIFEST).read_bytes()
     with Memory.open(settings, migrating=True) as memory:
-        return migrate(memory, data_version=before.ontology_version, manifest_bytes=raw, **options)  # type: ignore[arg-type]
+        return migrate(memory, manifest_bytes=raw, **options)  # type: ignore[arg-type]
 
 
 def migrate(
@@ -293,12 +420,14 @@ def migrate(
     manifest_bytes: bytes | None = None,
     dry_run: bool = False,
     reextract: bool = False,
-    strict: bool = False,
+    allow_violations: bool = False,
     validate: bool = True,
 ) -> MigrationReport:
     """Migrate an open memory to ``ontology`` (default: the shipped one). See the module docstring for the steps.
 
-    ``strict`` rolls the migration back when facts still break a rule afterwards.
+    A migration that leaves facts breaking a rule is rolled back (:class:`ValidationError` listing each broken
+    fact and whether re-extraction can repair it) unless ``allow_violations``: a fact stranded by a renamed or
+    removed term is not silently kept.
     """
     from pcm.shapes import Validator
 
@@ -307,11 +436,15 @@ def migrate(
     if current and version_tuple(current) > version_tuple(target.version):
         raise MemoryVersionError(f"memory holds ontology {current}, newer than the target {target.version}")
     plan = pending_migrations(current, target.version, migrations)
-    report = MigrationReport(current, target.version, [m.name for m in plan], dry_run=dry_run)
+    drift = ontology_drift(
+        replace(memory.manifest, ontology_version=current), target,
+        lambda: ontology_digest(memory.backend.quads(GRAPH_ONTOLOGY)), migrations,
+    )
+    report = MigrationReport(current, target.version, [m.name for m in plan], dry_run=dry_run, drift=drift)
     validator = Validator(target, shapes_dir) if validate else None
     if validator is not None:
         report.before = validate_memory(memory, validator)
-    if dry_run or (current == target.version and not plan):
+    if dry_run or drift is None:
         return report
     if memory.read_only:
         raise UsageError("migrating needs the memory opened writable")
@@ -319,15 +452,15 @@ def migrate(
     check_update_syntax(update)
     backup = make_backup(memory, manifest_bytes, f"{current or 'none'}-to-{target.version}")
     report.backup = backup.path
-    _apply(memory, update, backup, target.version, strict, validator, report)
+    _apply(memory, update, backup, target, allow_violations, validator, report)
     if reextract and report.reextract:
         report.marked_pending = mark_pending(memory, report.reextract)
     return report
 
 
 def _apply(
-    memory: Memory, update: str, backup: Backup, version: str, strict: bool, validator: Validator | None,
-    report: MigrationReport,
+    memory: Memory, update: str, backup: Backup, target: Ontology, allow_violations: bool,
+    validator: Validator | None, report: MigrationReport,
 ) -> None:
     from pcm.backend_local import LocalBackend
 
@@ -338,21 +471,26 @@ def _apply(
         memory.store.mark_index_pending()
         memory.backend.update(update)
         data_touched = True
-        memory.manifest.ontology_version = version
+        memory.manifest.ontology_version = target.version
+        memory.manifest.ontology_digest = target.digest
         memory.manifest.save(memory.settings.memory)
         if validator is not None:
             report.after = validate_memory(memory, validator)
-            if strict and report.after.violations:
+            after = report.after
+            if after.violations and not allow_violations:
+                stuck = after.not_reextractable
                 raise ValidationError(
-                    f"{report.after.violations} violation(s) remain after the migration (--strict)",
-                    "\n".join(report.after.lines()),
+                    f"{after.violations} violation(s) would remain after the migration ({stuck} in imported facts "
+                    "that cannot be re-extracted); fix the migration scripts, or keep them with --allow-violations "
+                    "(and --reextract to redo the posts)",
+                    "\n".join(["broken facts after the migration:", *after.fact_lines()]),
                 )
     except Exception as error:
         restore_backup(memory, backup, data=data_touched)
         message = " ".join(str(error).split()) or type(error).__name__
         if isinstance(error, ValidationError):
             raise ValidationError(f"{message}; rolled back from {backup.path}", error.report) from error
-        raise MigrationError(f"migration to ontology {version} failed and was rolled back from {backup.path}: {message}") from error
+        raise MigrationError(f"migration to ontology {target.version} failed and was rolled back from {backup.path}: {message}") from error
     report.applied = True
 
 
@@ -366,6 +504,7 @@ def build_update(plan: Sequence[Migration], target: Ontology, memory: Memory, cu
     bodies = []
     for step in plan:
         text = step.path.read_text(encoding="utf-8")
+        check_script_syntax(step.path, text)
         if _BASE_LINE.search(text):
             raise UsageError(f"migration {step.name}: BASE is not supported; write full IRIs or PREFIX lines")
         for name, iri in _PREFIX_LINE.findall(text):
@@ -394,6 +533,23 @@ def build_update(plan: Sequence[Migration], target: Ontology, memory: Memory, cu
     operations = [*bodies, f"DROP SILENT GRAPH <{GRAPH_ONTOLOGY}>", quads_to_insert_data(target.quads()),
                   quads_to_insert_data(record)]
     return prologue + " ;\n".join(operations)
+
+
+_SYNTAX_AT = re.compile(r"^error at (\d+):(\d+):\s*(.*)$", re.S)
+
+
+def check_script_syntax(path: Path, text: str) -> None:
+    """Parse one script on its own, so a syntax error points into that file (``file:line:col: message``), not
+    into the merged update the scripts become."""
+    try:
+        ox.Store().update(text)
+    except SyntaxError as error:
+        detail = " ".join(str(error).split())
+        found = _SYNTAX_AT.match(detail)
+        where = f"{path}:{found[1]}:{found[2]}" if found else str(path)
+        raise UsageError(f"{where}: {found[3] if found else detail} (migration script {path.name} does not parse)") from error
+    except (OSError, RuntimeError):
+        pass  # a runtime error on an empty store says nothing about the real one
 
 
 def check_update_syntax(update: str) -> None:
@@ -511,9 +667,11 @@ def mark_pending(memory: Memory, posts: Sequence[str]) -> int:
 
 __all__ = [
     "Backup",
+    "BrokenFact",
     "Migration",
     "MigrationError",
     "MigrationReport",
+    "OntologyDrift",
     "RuleViolations",
     "ValidationSummary",
     "build_update",
@@ -522,6 +680,7 @@ __all__ = [
     "mark_pending",
     "migrate",
     "migrate_memory",
+    "ontology_drift",
     "pending_migrations",
     "plan_migrations",
     "restore_backup",

@@ -54,7 +54,12 @@ def run_hermit(graph: rdflib.Graph, workdir: Path | None = None) -> ReasonerResu
         graph.serialize(path, format="nt", encoding="utf-8")
         world = owlready2.World()
         try:
-            loaded = world.get_ontology(path.as_uri()).load()
+            try:
+                loaded = world.get_ontology(path.as_uri()).load()
+            except (TypeError, AttributeError, NameError, ValueError) as error:
+                # owlready2's loader trips over some published vocabularies (FOAF's punned terms, say): one
+                # finding, not a traceback
+                raise PcmError(f"owlready2 could not load the ontology for HermiT: {type(error).__name__}: {error}") from error
             classes = sum(1 for c in world.classes() if isinstance(c, owlready2.ThingClass))
             expected = sum(1 for s in set(graph.subjects(RDF.type, OWL.Class)) if isinstance(s, URIRef))
             if expected and not classes:
@@ -77,6 +82,10 @@ def _classify(owlready2: object, world: object, loaded: object, folder: Path) ->
         except owlready2.OwlReadyJavaError as error:  # type: ignore[attr-defined]
             lines = [line for line in str(error).splitlines() if line.strip()]
             raise PcmError(f"HermiT failed: {lines[-1] if lines else 'no message'}") from error
+        except (TypeError, AttributeError) as error:
+            # owlready2 writes HermiT's classification back into Python objects, and fails on some punned terms
+            # (PROV-O's properties typed as individuals): HermiT answered, owlready2 could not record the answer
+            raise PcmError(f"owlready2 could not apply HermiT's results (often a punned term in an import): {error}") from error
         finally:
             tempfile.tempdir = saved
     unsatisfiable = sorted(

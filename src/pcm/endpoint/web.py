@@ -1,0 +1,164 @@
+"""The front as an ASGI application: Starlette routes over :class:`pcm.endpoint.app.App`, served by uvicorn.
+
+HTTP framing, request parsing, keep-alive, chunked bodies and routing are Starlette's and uvicorn's; this module
+only connects them to the front's rules:
+
+* :class:`Guard` runs first on every request, before a byte of the body is read: the Host check (DNS rebinding),
+  CORS preflight, the body cap by ``Content-Length`` and the token where a write is certain. uvicorn sends
+  ``100 Continue`` only when the application first asks for the body, so a refusal here means the client is never
+  asked to upload it. It also adds the security and CORS headers to every answer, mounted applications included.
+* Each route reads the body (up to the cap, for chunked bodies too), calls its handler, and turns the
+  :class:`~pcm.endpoint.app.Response` into Starlette's, with ``Server-Timing`` when the engine was involved.
+
+Other ASGI applications (the MCP server's streamable HTTP endpoint, for one) are served beside the front with
+:class:`Mounted` entries given to :func:`create_app` (or ``PcmServer.mount``): they get the same Guard, and their
+lifespan, if they have one, runs with the server's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+
+from starlette.applications import Starlette
+from starlette.background import BackgroundTask
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.requests import Request as StarletteRequest
+from starlette.responses import Response as StarletteResponse
+from starlette.responses import StreamingResponse
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from pcm.endpoint.app import SECURITY_HEADERS, App, AsyncHandler, Handler, Request, Response, json_error
+from pcm.endpoint.timing import server_timing
+
+#: Every route takes every method: which ones a path accepts is the front's rule (its 405s say what to use).
+ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
+_STARTED = "pcm.started_ns"
+
+Lifespan = Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]]
+
+
+@dataclass(frozen=True)
+class Mounted:
+    """Another ASGI application served under ``path`` (e.g. ``/mcp``), with its lifespan if it needs one."""
+
+    path: str
+    app: ASGIApp
+    lifespan: Lifespan | None = None
+
+
+class Guard:
+    """The checks that need no body, and the headers every answer carries (see the module's docstring)."""
+
+    def __init__(self, app: ASGIApp, front: App) -> None:
+        self.app = app
+        self.front = front
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        scope.setdefault("state", {})[_STARTED] = time.perf_counter_ns()
+        headers = Headers(scope=scope)
+        extra = {**SECURITY_HEADERS, **self.front.cors_headers(headers.get("origin") or "")}
+
+        async def send_decorated(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                answer = MutableHeaders(scope=message)
+                for name, value in extra.items():
+                    if name.lower() not in answer:
+                        answer[name] = value
+                if "Access-Control-Allow-Origin" in extra:
+                    answer["Vary"] = ", ".join(v for v in (answer.get("vary"), "Origin") if v)
+            await send(message)
+
+        refused = self.front.preflight(scope["method"], scope["path"], headers)
+        if refused is not None:
+            await starlette_response(refused)(scope, receive, send_decorated)
+            return
+        await self.app(scope, receive, send_decorated)
+
+
+def starlette_response(response: Response) -> StarletteResponse:
+    headers = dict(response.headers)
+    if response.close:
+        headers["Connection"] = "close"
+    if isinstance(response.body, bytes):
+        background = BackgroundTask(response.on_done) if response.on_done is not None else None
+        return StarletteResponse(response.body, response.status, headers, background=background)
+    # a streamed body: released once sent, or once the client went away
+    background = BackgroundTask(response.on_done) if response.on_done is not None else None
+    return StreamingResponse(response.body, response.status, headers, background=background)
+
+
+async def _read_body(request: StarletteRequest, front: App) -> bytes | Response:
+    """The whole body, refused at the cap as it arrives (a chunked body has no Content-Length to check first)."""
+    parts: list[bytes] = []
+    size = 0
+    async for piece in request.stream():
+        size += len(piece)
+        if size > front.config.max_body:
+            response = front.too_large()
+            response.close = True
+            return response
+        parts.append(piece)
+    return b"".join(parts)
+
+
+def _route(path: str, front: App, handler: Handler | AsyncHandler, *, blocking: bool) -> Route:
+    async def endpoint(http: StarletteRequest) -> StarletteResponse:
+        body = await _read_body(http, front)
+        if isinstance(body, Response):
+            return starlette_response(body)
+        request = Request(http.method, http.url.path, http.query_params.multi_items(), http.headers, body)
+        if blocking:
+            response: Response = await run_in_threadpool(handler, request)  # type: ignore[arg-type]
+        else:
+            response = await handler(request)  # type: ignore[misc]
+        return _timed(front, http, response)
+
+    return Route(path, endpoint, methods=ALL_METHODS)
+
+
+def _timed(front: App, http: StarletteRequest, response: Response) -> StarletteResponse:
+    """``Server-Timing`` (front and engine shares) on answers that involved the engine, and the running stats."""
+    if response.engine_ns:
+        started = http.scope.get("state", {}).get(_STARTED)
+        if started is not None:
+            front_ns = time.perf_counter_ns() - started - response.engine_ns
+            response.headers["Server-Timing"] = server_timing(front_ns, response.engine_ns)
+            front.timings.record(front_ns, response.engine_ns)
+    return starlette_response(response)
+
+
+def create_app(front: App, *, mounted: Sequence[Mounted] = ()) -> Starlette:
+    """The ASGI application of one ``pcm serve``: the front's routes, then any mounted applications, then the
+    explorer's files (and 404) for every other path."""
+    routes: list[BaseRoute] = [_route(p, front, h, blocking=False) for p, h in front.protocol_routes().items()]
+    routes += [_route(p, front, h, blocking=True) for p, h in front.api_routes().items()]
+    routes += [Mount(m.path, app=m.app) for m in mounted]
+    routes.append(_route("/{path:path}", front, front.not_found, blocking=True))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with contextlib.AsyncExitStack() as stack:
+            for m in mounted:
+                if m.lifespan is not None:
+                    await stack.enter_async_context(m.lifespan(app))
+            try:
+                yield
+            finally:
+                await front.upstream.aclose()
+
+    async def internal_error(request: StarletteRequest, exc: Exception) -> StarletteResponse:
+        """One request's bug must not kill the server: a JSON 500 (uvicorn logs the traceback on stderr)."""
+        return starlette_response(json_error(500, f"internal error: {type(exc).__name__}"))
+
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={Exception: internal_error})
+    app.add_middleware(Guard, front=front)  # type: ignore[arg-type]
+    return app
+

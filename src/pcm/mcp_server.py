@@ -1,0 +1,330 @@
+"""pcm as an MCP server: the face an assistant uses (Model Context Protocol, with the official ``mcp`` SDK).
+
+Tools with typed arguments and results: ``remember``, ``recall``, ``ask``, ``why``, ``forget``, ``sparql``
+(read-only) and ``stats``. Resources: the ontology catalogue the answering prompts use, and the ontology's
+competency questions with their SPARQL. Two transports:
+
+- ``pcm mcp`` speaks MCP over stdio to the one client that started it (Claude Desktop, an IDE); that client is the
+  owner, so every tool is allowed.
+- :func:`streamable_http_app` returns the ASGI application for MCP over streamable HTTP, for a web front to mount
+  at ``/mcp``. Over HTTP anyone who can reach the port may call; writes (``remember``, ``forget``) need the
+  owner's token as ``Authorization: Bearer ...``, like the rest of the front.
+
+Every tool holds one lock while it uses the memory: the side index and the embedding model serve one caller at a
+time, and the SDK runs synchronous tools on worker threads.
+"""
+
+from __future__ import annotations
+
+import hmac
+import threading
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel, Field
+
+from pcm import __version__
+from pcm.errors import PcmError
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+    from pcm.memory import Memory
+
+T = TypeVar("T")
+
+INSTRUCTIONS = (
+    "pcm is the user's personal conversational memory. Call `remember` with what the user says that is worth "
+    "keeping (one message per call, with its time; pass `key` so a retry stores nothing twice). Call `ask` to answer "
+    "a question from memory: the answer cites the stored messages it rests on. `recall` lists the best-matching "
+    "stored messages; `why` shows where a fact or entity came from; `forget` removes a message or a whole session."
+)
+
+
+# -- typed results -------------------------------------------------------------------------------------------------
+
+
+class Message(BaseModel):
+    """A stored message (a ``sioc:Post``): what was said, by whom, when, in which session."""
+
+    post: str = Field(description="The post IRI; give it to `why` or `forget`.")
+    text: str
+    session: str
+    time: str | None = Field(None, description="When it was said (ISO 8601), if known.")
+    speaker: str | None = None
+    role: str
+    source_id: str | None = Field(None, description="The client's own message id (or idempotency key), if any.")
+
+
+class RecallHit(Message):
+    score: float
+
+
+class Remembered(BaseModel):
+    post: str = Field(description="The post IRI the message is stored as.")
+    stored: bool = Field(description="False when a message with this key was already stored: nothing new.")
+    session: str
+
+
+class Answer(BaseModel):
+    answer: str
+    path: str = Field(description="How it was answered: sparql, events, summary, traversal, episodic, plan or none.")
+    note: str = ""
+    citations: list[Message] = Field(description="The stored messages the answer rests on, best first.")
+    sparql: str | None = Field(None, description="The query that produced the answer, on the sparql path.")
+
+
+class Source(BaseModel):
+    """Where a fact or entity came from: a stored message, or an imported file."""
+
+    post: str | None
+    text: str | None
+    session: str | None
+    time: str | None
+    speaker: str | None
+    role: str | None
+    source_id: str | None
+    file: str | None
+
+
+class Forgotten(BaseModel):
+    posts: list[str] = Field(description="The post IRIs forgotten.")
+
+
+class SparqlResult(BaseModel):
+    """A SELECT gives ``variables`` and ``rows`` (IRIs and literal values as text), ASK gives ``boolean``,
+    CONSTRUCT / DESCRIBE give ``triples`` as N-Triples text."""
+
+    variables: list[str] | None = None
+    rows: list[dict[str, str | None]] | None = None
+    boolean: bool | None = None
+    triples: str | None = None
+
+
+class Stats(BaseModel):
+    posts: int
+    sessions: int
+    triples: int
+    entities: int
+    extraction_status: dict[str, int]
+    entities_by_class: dict[str, int]
+
+
+# -- the server ----------------------------------------------------------------------------------------------------
+
+
+def build_server(memory: Memory, *, token: str = "", lock: threading.RLock | None = None) -> MCPServer:
+    """The MCP server for one open memory.
+
+    ``token`` is what HTTP callers must present for writes (empty: no writes over HTTP). ``lock`` is shared with
+    whatever else uses ``memory`` in this process (the web front's memory lock), so calls do not interleave.
+    """
+    guard = lock or threading.RLock()
+    server = MCPServer(
+        name="pcm",
+        title="pcm: personal conversational memory",
+        instructions=INSTRUCTIONS,
+        version=__version__,
+        log_level="WARNING",  # the SDK configures the root logger when none is set; INFO would narrate every call
+    )
+
+    def run(action: Callable[[], T]) -> T:
+        """Our errors (bad input, no such post, refused query) go back to the assistant as one readable line."""
+        try:
+            with guard:
+                return action()
+        except PcmError as exc:
+            raise ToolError(str(exc)) from exc
+
+    def owner_only(ctx: Context, what: str) -> None:
+        refused = _write_refusal(ctx.headers, token, what)
+        if refused:
+            raise ToolError(refused)
+
+    read = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True,
+                                             openWorldHint=False))
+    def remember(
+        text: str,
+        ctx: Context,
+        time: str | None = None,
+        speaker: str | None = None,
+        session: str | None = None,
+        role: Literal["user", "assistant", "system", "other"] = "user",
+        key: str | None = None,
+    ) -> Remembered:
+        """Store one message in the memory.
+
+        `time` is when it was said (ISO 8601; default now). `session` groups messages into a conversation
+        (default: one per day). `key` is your id for this message: sending the same key again stores nothing new
+        (stored=false), so a retry is safe.
+        """
+        owner_only(ctx, "remember")
+        report = run(lambda: memory.remember(text, at=time, speaker=speaker, session=session, role=role, key=key))
+        return Remembered(**report.as_json())  # type: ignore[arg-type]
+
+    @server.tool(annotations=read)
+    def recall(
+        query: str,
+        k: int = Field(10, ge=1, le=100),
+        session: str | None = None,
+        speaker: str | None = None,
+        role: Literal["user", "assistant", "system", "other"] | None = None,
+        since: str | None = None,
+        until: str | None = None,
+    ) -> list[RecallHit]:
+        """The stored messages that best match `query` (hybrid vector and full-text search), best first.
+
+        Optional filters: `session`, `speaker`, `role`, and `since` / `until` (ISO 8601 times)."""
+
+        def hits() -> list[RecallHit]:
+            from pcm.conversations import parse_timestamp
+
+            filters: dict[str, object] = {"session": session, "speaker": speaker, "role": role,
+                                          "since": parse_timestamp(since) if since else None,
+                                          "until": parse_timestamp(until) if until else None}
+            return [RecallHit(**h.as_json()) for h in memory.recall(query, k, **filters)]
+
+        return run(hits)
+
+    @server.tool(annotations=read)
+    def ask(question: str, k: int = Field(5, ge=1, le=50), as_of: str | None = None) -> Answer:
+        """Answer a question from memory, citing the stored messages the answer rests on.
+
+        `as_of` is the question's date (ISO 8601) for relative times such as "last month"; default now."""
+
+        def answer() -> Answer:
+            from pcm.conversations import parse_timestamp
+
+            result = memory.ask(question, k=k, as_of=parse_timestamp(as_of) if as_of else None)
+            return Answer(answer=result.answer, path=result.path, note=result.note, sparql=result.sparql,
+                          citations=[_message(p.as_json()) for p in result.posts])
+
+        return run(answer)
+
+    @server.tool(annotations=read)
+    def why(iri: str) -> list[Source]:
+        """Where a fact, entity or message came from: the stored messages (or imported files) behind it.
+
+        `iri` is a full IRI, `m:slug` for an individual of this memory, or a CURIE such as `schema:Person`."""
+        return run(lambda: [_source(s.as_json()) for s in memory.why(iri)])
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True,
+                                             openWorldHint=False))
+    def forget(ctx: Context, post: str | None = None, session: str | None = None) -> Forgotten:
+        """Forget one message (`post`: its IRI or message id) or a whole `session`, with everything learnt from it
+        alone. Facts another message also supports stay."""
+        owner_only(ctx, "forget")
+        return Forgotten(posts=run(lambda: memory.forget(post=post, session=session)))
+
+    @server.tool(annotations=read)
+    def sparql(query: str, limit: int = Field(100, ge=1, le=10_000)) -> SparqlResult:
+        """Run a read-only SPARQL 1.1 query over the memory (the union of its graphs), bounded in time and rows.
+
+        Prefixes such as sioc:, schema:, pcm:, prov:, dcterms: are predeclared. Updates are refused."""
+        from pcm.namespaces import sparql_prefixes
+
+        text = query if "PREFIX" in query.upper() else sparql_prefixes() + query
+        return run(lambda: _sparql_result(memory.sparql(text, limit=limit)))
+
+    @server.tool(annotations=read)
+    def stats() -> Stats:
+        """How much the memory holds: messages, sessions, triples, entities by class, extraction status."""
+        data = run(lambda: memory.stats().as_json())
+        return Stats(**{name: data[name] for name in Stats.model_fields})  # type: ignore[arg-type]
+
+    @server.resource("pcm://ontology/catalogue", name="ontology-catalogue", mime_type="text/markdown",
+                     description="Every class and property of the PCM ontology, by area, as the answering prompts "
+                                 "list them: write SPARQL for the `sparql` tool with these terms.")
+    def catalogue() -> str:
+        return memory.ontology.catalogue()
+
+    @server.resource("pcm://ontology/competency-questions", name="competency-questions",
+                     mime_type="application/json",
+                     description="The questions the ontology is built to answer, each with its SPARQL query.")
+    def competency_questions() -> list[dict[str, str]]:
+        from pcm.ontology_tools.competency import load_questions
+
+        return [{"name": q.name, "question": q.question, "sparql": q.query} for q in load_questions()]
+
+    return server
+
+
+def streamable_http_app(
+    memory: Memory, token: str = "", *, lock: threading.RLock | None = None, path: str = "/mcp",
+    allowed_hosts: list[str] | None = None,
+) -> Starlette:
+    """The ASGI application for MCP over streamable HTTP, answering at ``path``.
+
+    The application's lifespan runs the SDK's session manager: a front that includes it must run that lifespan
+    in its own (``async with mcp_app.router.lifespan_context(mcp_app): ...``) and route ``path`` to it (e.g. a
+    final ``Mount("/", app=mcp_app)``). The SDK refuses Host and Origin headers other than loopback names (DNS
+    rebinding) unless ``allowed_hosts`` lists others (``"example.org:*"``).
+    """
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    security = None
+    if allowed_hosts:
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", *allowed_hosts],
+            allowed_origins=[f"{scheme}://{host}" for host in ["127.0.0.1:*", "localhost:*", "[::1]:*", *allowed_hosts]
+                             for scheme in ("http", "https")],
+        )
+    server = build_server(memory, token=token, lock=lock)
+    return server.streamable_http_app(streamable_http_path=path, transport_security=security)
+
+
+def run_stdio(memory: Memory) -> None:
+    """Serve ``memory`` over stdio until the client closes the pipe."""
+    build_server(memory).run("stdio")
+
+
+# -- helpers -------------------------------------------------------------------------------------------------------
+
+
+def _write_refusal(headers: Mapping[str, str] | None, token: str, what: str) -> str | None:
+    """Why an HTTP caller may not write, or None. Over stdio (no headers) the caller is the owner who started us."""
+    if headers is None:
+        return None
+    if not token:
+        return f"{what} is refused: this server takes no writes over HTTP (start it with a token to allow them)"
+    scheme, _, given = (headers.get("authorization") or "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
+        return f"{what} needs the owner's token: send 'Authorization: Bearer <token>'"
+    return None
+
+
+def _message(data: Mapping[str, Any]) -> Message:
+    return Message(post=data["post"], text=data["content"], session=data["session"], time=data.get("time"),
+                   speaker=data.get("speaker"), role=data["role"], source_id=data.get("source_id"))
+
+
+def _source(data: Mapping[str, Any]) -> Source:
+    return Source(text=data.get("content"), **{k: data.get(k) for k in Source.model_fields if k != "text"})
+
+
+def _sparql_result(result: Any) -> SparqlResult:
+    from pcm.backend import Solutions
+
+    if isinstance(result, bool):
+        return SparqlResult(boolean=result)
+    if isinstance(result, Solutions):
+        return SparqlResult(
+            variables=list(result.variables),
+            rows=[{v: None if t is None else t.value for v, t in zip(result.variables, row, strict=True)}
+                  for row in result.rows],
+        )
+    import pyoxigraph as ox
+
+    from pcm.rdfio import serialize
+
+    quads = [ox.Quad(t.subject, t.predicate, t.object) for t in result]
+    return SparqlResult(triples=serialize(quads, "ntriples").decode("utf-8"))
+
+
+__all__ = ["build_server", "run_stdio", "streamable_http_app"]

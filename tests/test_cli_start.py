@@ -1,0 +1,111 @@
+"""Fast starts: commands that need no model import none of the model or index libraries, and `pcm ask` / `pcm recall`
+as commands go through a running `pcm serve` (the warm path) without loading them either. Timings are printed by
+benchmarks/bench_cli_start.py; these tests check what each command imports, which is what the timings rest on."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pcm.memory import Memory, shipped_ontology_version
+from pcm.ontology import load_ontology
+from pcm.settings import Settings
+
+REPO = Path(__file__).resolve().parents[1]
+MODEL_LIBRARIES = ("torch", "sentence_transformers", "transformers", "lancedb")
+
+#: Runs one `pcm` command in this process, then prints (on stderr, last line) which heavy libraries it imported.
+RUNNER = """
+import sys
+from pcm.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exit:
+    code = exit.code
+heavy = [m for m in ("torch", "sentence_transformers", "transformers", "lancedb", "rdflib", "pyshacl") if m in sys.modules]
+print("IMPORTED " + " ".join(heavy), file=sys.stderr)
+sys.exit(code or 0)
+"""
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "PCM_LLM": "none", **extra}
+    for name in ("PCM_MEMORY", "PCM_STORE_URL", "PCM_TOKEN"):
+        env.pop(name, None)
+    return env
+
+
+def _run(memory: Path, *args: str, codes: tuple[int, ...] = (0,)) -> tuple[str, set[str]]:
+    out = subprocess.run([sys.executable, "-c", RUNNER, "--memory", str(memory), *args], capture_output=True,
+                         text=True, env=_env(), timeout=600)
+    assert out.returncode in codes, out.stderr
+    imported = out.stderr.strip().splitlines()[-1].removeprefix("IMPORTED").split()
+    return out.stdout, set(imported)
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("start") / "memory"
+    with Memory.init(Settings(memory=path, index_enabled=False), owner="Dana") as memory:
+        memory.remember("I adopted a beagle called Biscuit", at="2025-03-02T10:00", key="m-1")
+    return path
+
+
+def test_the_fast_version_read_agrees_with_the_ontology() -> None:
+    assert shipped_ontology_version() == load_ontology().version
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("stats", "--json"), ("sparql", "SELECT ?t WHERE { ?p sioc:content ?t }", "--json"), ("why", "m:biscuit")],
+)
+def test_commands_without_a_model_import_no_model_and_no_rdflib(stored: Path, args: tuple[str, ...]) -> None:
+    out, imported = _run(stored, *args, codes=(0, 1))  # why: 1 = nothing mentions it (no facts without an LLM)
+    assert out.strip()
+    assert not imported, f"pcm {args[0]} imported {sorted(imported)}"
+
+
+def test_stats_names_entity_classes_and_still_needs_no_model(stored: Path) -> None:
+    out, imported = _run(stored, "stats")
+    assert "posts: 1" in out
+    assert not imported & set(MODEL_LIBRARIES)
+
+
+@pytest.fixture(scope="module")
+def served(stored: Path) -> Iterator[str]:
+    """`pcm serve` for the memory, as a user starts it; ready once it has announced itself on stdout."""
+    proc = subprocess.Popen([sys.executable, "-m", "pcm.cli", "--memory", str(stored), "serve", "--bind",
+                             "127.0.0.1:0", "--json"], env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout is not None
+        lines: list[str] = []
+        while not lines or lines[-1].rstrip() != "}":
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read() if proc.stderr else "pcm serve printed nothing"
+            lines.append(line)
+        yield json.loads("".join(lines))["url"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_ask_and_recall_go_through_a_running_server_without_loading_the_model(stored: Path, served: str) -> None:
+    out, imported = _run(stored, "ask", "What is my dog called?")
+    assert "Biscuit" in out and f"answered by pcm serve at {served}" in out
+    assert not imported & set(MODEL_LIBRARIES), f"pcm ask imported {sorted(imported)}"
+    out, imported = _run(stored, "recall", "beagle", "--k", "1", "--json")
+    [hit] = json.loads(out)
+    assert hit["source_id"] == "m-1" and hit["text"] == "I adopted a beagle called Biscuit"
+    assert not imported & set(MODEL_LIBRARIES), f"pcm recall imported {sorted(imported)}"

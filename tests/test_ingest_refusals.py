@@ -1,0 +1,259 @@
+"""Bad input is refused in one line, with one exit code per meaning, before anything is written.
+
+Real processes and real memories on disk: a file whose second conversation holds a lone surrogate, ``--text`` with
+an invalid byte, the same conversation given twice with different turns, an utterance over the size limit, a write
+while ``pcm serve`` holds the memory, an index built with another model, and a ``memory.toml`` edited by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from pcm.conversations import Conversation, Utterance, parse_file
+from pcm.errors import InputError, MemoryVersionError
+from pcm.manifest import MANIFEST, Manifest
+from pcm.memory import Memory
+from pcm.settings import Settings
+
+try:
+    from memory_template import init_template, memory_copy
+    from test_endpoint_support import AUTH, POSTS, TOKEN, serving
+except ImportError:  # tests/ imported as a package
+    from tests.memory_template import init_template, memory_copy
+    from tests.test_endpoint_support import AUTH, POSTS, TOKEN, serving
+
+
+def pcm(args: list[str | bytes], memory: Path, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if k != "PCM_TOKEN"}
+    environ.update({"PCM_MEMORY": str(memory), "PCM_LLM": "none", "PCM_INDEX": "off", **env})
+    return subprocess.run([sys.executable, "-m", "pcm.cli", *args], capture_output=True, text=True, env=environ,
+                          cwd=cwd, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return init_template(tmp_path_factory)
+
+
+@pytest.fixture
+def mem(template: Path, tmp_path: Path) -> Path:
+    with memory_copy(template, tmp_path) as memory:
+        return memory.settings.memory
+
+
+def posts(memory: Path, cwd: Path) -> int:
+    out = pcm(["stats", "--json"], memory, cwd)
+    assert out.returncode == 0, out.stderr
+    return int(json.loads(out.stdout)["posts"])
+
+
+def one_line(stderr: str) -> str:
+    assert stderr.count("\n") == 1 and "Traceback" not in stderr, stderr
+    return stderr
+
+
+def conversation(cid: str, *contents: str) -> dict[str, object]:
+    return {"conversation_id": cid, "messages": [{"role": "user", "content": c} for c in contents]}
+
+
+# ------------------------------------------------------------------------------------------------ bad characters
+
+
+def test_a_lone_surrogate_in_the_second_conversation_stores_nothing(mem: Path, tmp_path: Path) -> None:
+    path = tmp_path / "chats.json"
+    path.write_text(json.dumps([conversation("first", "hello"), conversation("second", "fine", "bad \ud800 here")]))
+    out = pcm(["ingest", str(path)], mem, tmp_path)
+    assert out.returncode == 3
+    line = one_line(out.stderr)
+    assert "chats.json" in line and "conversation 'second'" in line and "message 1" in line and "U+D800" in line
+    assert posts(mem, tmp_path) == 0
+
+
+def test_text_with_an_invalid_byte_is_one_line_and_exit_3(mem: Path, tmp_path: Path) -> None:
+    out = pcm(["ingest", "--text", b"caf\xe9 au lait"], mem, tmp_path)
+    assert out.returncode == 3
+    line = one_line(out.stderr)
+    assert "--text" in line and "0xE9" in line and "position 3" in line
+    assert posts(mem, tmp_path) == 0
+
+
+def test_a_file_with_an_invalid_byte_names_its_line(mem: Path, tmp_path: Path) -> None:
+    path = tmp_path / "chats.jsonl"
+    path.write_bytes(b'{"conversation_id": "a", "role": "user", "content": "ok"}\n'
+                     b'{"conversation_id": "a", "role": "user", "content": "caf\xe9"}\n')
+    out = pcm(["ingest", str(path)], mem, tmp_path)
+    assert out.returncode == 3 and "line 2" in one_line(out.stderr) and "0xE9" in out.stderr
+    assert posts(mem, tmp_path) == 0
+
+
+def test_the_same_conversation_twice_with_other_turns_is_refused_whole(mem: Path, tmp_path: Path) -> None:
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    first.write_text(json.dumps([conversation("trip", "We fly on Monday.")]))
+    second.write_text(json.dumps([conversation("trip", "We fly on Tuesday.", "Pack the tent.")]))
+    out = pcm(["ingest", str(first), str(second)], mem, tmp_path)
+    assert out.returncode == 3
+    line = one_line(out.stderr)
+    assert "b.json" in line and "conversation 'trip'" in line and "message 0" in line
+    assert posts(mem, tmp_path) == 0
+    again = pcm(["ingest", str(first), str(first), "--json"], mem, tmp_path)  # the same turns twice are fine
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["added"] == 1
+
+
+def test_wrong_types_in_a_file_are_one_line(mem: Path, tmp_path: Path) -> None:
+    path = tmp_path / "chats.json"
+    path.write_text(json.dumps([conversation("ok", "hello"),
+                                {"conversation_id": "typed", "messages": [{"role": "user", "content": ["a list"]}]}]))
+    out = pcm(["ingest", str(path)], mem, tmp_path)
+    assert out.returncode == 3 and "conversation 'typed', message 0: content must be text" in one_line(out.stderr)
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    out = pcm(["ingest", str(deep)], mem, tmp_path)
+    assert out.returncode == 3 and "nested too deeply" in one_line(out.stderr)
+    assert posts(mem, tmp_path) == 0
+
+
+def test_jsonl_keeps_a_line_separator_inside_a_string(template: Path, tmp_path: Path) -> None:
+    """U+2028 is legal raw inside a JSON string: JSON lines are split at line feeds only."""
+    path = tmp_path / "notes.jsonl"
+    text = "first\u2028second\x85third"
+    path.write_text(json.dumps({"conversation_id": "n", "role": "user", "content": text}, ensure_ascii=False) + "\n",
+                    encoding="utf-8")
+    (parsed,) = parse_file(path)
+    assert parsed.utterances[0].content == text
+
+
+# ------------------------------------------------------------------------------------------------ size limit
+
+
+def test_an_utterance_over_the_limit_is_refused_before_any_write(template: Path, tmp_path: Path) -> None:
+    with memory_copy(template, tmp_path) as memory:
+        huge = "word " * 20_000  # 100,000 characters, over the default 50,000
+        convs = [
+            Conversation("fine", [Utterance("fine", 0, "user", "a short note")]),
+            Conversation("long", [Utterance("long", 0, "user", huge)], source="paste.json"),
+        ]
+        with pytest.raises(InputError, match=r"paste.json: conversation 'long', message 0: .*PCM_MAX_UTTERANCE_CHARS"):
+            memory.ingest(convs)
+        assert memory.post_count() == 0
+        small = Memory(memory.settings.with_(max_utterance_chars=5), memory.manifest, memory.backend, read_only=False)
+        with pytest.raises(InputError, match="over the limit of 5"):
+            small.ingest([convs[0]])
+        assert memory.post_count() == 0
+        assert memory.ingest([convs[0]]).added == 1
+
+
+def test_the_limit_is_a_setting() -> None:
+    assert Settings.from_env({}).max_utterance_chars == 50_000
+    assert Settings.from_env({"PCM_MAX_UTTERANCE_CHARS": "1000"}).max_utterance_chars == 1000
+    from pcm.errors import UsageError
+
+    with pytest.raises(UsageError):
+        Settings.from_env({"PCM_MAX_UTTERANCE_CHARS": "lots"})
+    with pytest.raises(UsageError):
+        Settings.from_env({"PCM_MAX_UTTERANCE_CHARS": "0"})
+
+
+def test_cli_refuses_a_long_text_with_exit_3(mem: Path, tmp_path: Path) -> None:
+    out = pcm(["ingest", "--text", "x" * 2_000], mem, tmp_path, PCM_MAX_UTTERANCE_CHARS="1000")
+    assert out.returncode == 3 and "over the limit of 1,000" in one_line(out.stderr)
+    assert posts(mem, tmp_path) == 0
+
+
+# ------------------------------------------------------------------------------------------------ exit codes
+
+
+def test_a_write_to_a_served_memory_without_the_token_exits_4_for_every_command(mem: Path, tmp_path: Path) -> None:
+    notes = tmp_path / "notes.json"
+    notes.write_text(json.dumps([conversation("n", "hello")]))
+    with serving(Settings(memory=mem, index_enabled=False)):
+        codes = {
+            "ingest --text": pcm(["ingest", "--text", "hello"], mem, tmp_path),
+            "ingest FILE": pcm(["ingest", str(notes)], mem, tmp_path),
+            "reindex": pcm(["reindex"], mem, tmp_path),
+            "forget": pcm(["forget", "--session", "n"], mem, tmp_path),
+            "wrong token": pcm(["ingest", "--text", "hello"], mem, tmp_path, PCM_TOKEN="not-the-token"),
+        }
+        for name, out in codes.items():
+            assert out.returncode == 4, (name, out.returncode, out.stderr)
+            assert "pcm serve" in one_line(out.stderr), name
+        with_token = pcm(["ingest", "--text", "hello", "--json"], mem, tmp_path, PCM_TOKEN=TOKEN)
+        assert with_token.returncode == 0 and json.loads(with_token.stdout)["added"] == 1
+
+
+def test_an_index_of_another_dimension_is_refused_before_the_post_is_stored(template: Path, tmp_path: Path) -> None:
+    with memory_copy(template, tmp_path) as memory:
+        path = memory.settings.memory
+    manifest = Manifest.load(path)
+    manifest.embedding_dim = 512
+    manifest.save(path)
+    with Memory.open(Settings(memory=path, index_enabled=True)) as memory:
+        with pytest.raises(MemoryVersionError, match="dim 512"):
+            memory.ingest([Conversation("s", [Utterance("s", 0, "user", "I adopted a beagle")])])
+        assert memory.post_count() == 0
+
+
+def test_an_ontology_version_edited_in_memory_toml_is_refused(mem: Path, tmp_path: Path) -> None:
+    toml = mem / MANIFEST
+    text = toml.read_text(encoding="utf-8")
+    toml.write_text(text.replace('ontology_version = "', 'ontology_version = "9.', 1), encoding="utf-8")
+    for args in (["stats"], ["ingest", "--text", "hello"]):
+        out = pcm(args, mem, tmp_path)
+        assert out.returncode == 5
+        assert "ontology_version" in one_line(out.stderr) and "changed outside pcm" in out.stderr
+    toml.write_text(text, encoding="utf-8")  # put back, it opens again
+    assert posts(mem, tmp_path) == 0
+
+
+def test_a_manifest_from_before_the_seal_is_accepted_and_sealed(mem: Path, tmp_path: Path) -> None:
+    toml = mem / MANIFEST
+    text = toml.read_text(encoding="utf-8")
+    toml.write_text(text[: text.index("[seal]")], encoding="utf-8")
+    assert Manifest.load(mem).seal == {}
+    with Memory.open(Settings(memory=mem, index_enabled=False)):
+        pass
+    assert set(Manifest.load(mem).seal) >= {"ontology_version", "namespace", "embedding_dim"}
+
+
+# ------------------------------------------------------------------------------------------------ the JSON API
+
+
+@pytest.fixture(scope="module")
+def served(template: Path, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    import shutil
+
+    path = tmp_path_factory.mktemp("served") / "memory"
+    shutil.copytree(template, path)
+    with serving(Settings(memory=path, index_enabled=False)) as server:
+        yield server
+
+
+def count_posts(url: str) -> int:
+    answer = httpx.post(url + "/query", data={"query": POSTS}, headers={"Accept": "application/sparql-results+json"})
+    return int(answer.json()["results"]["bindings"][0]["n"]["value"])
+
+
+def test_api_ingest_refuses_bad_input_with_a_json_400_and_stores_nothing(served) -> None:  # type: ignore[no-untyped-def]
+    url = served.url
+    bad_bodies: list[bytes] = [
+        json.dumps([conversation("api-1", "hello"), conversation("api-2", "bad \ud800")]).encode(),
+        json.dumps({"text": 5}).encode(),
+        json.dumps({"text": "hello", "session": 7}).encode(),
+        json.dumps({"text": "hello", "speaker": ["x"]}).encode(),
+        json.dumps({"text": "caf\udce9"}).encode(),
+        json.dumps({"text": "x" * 60_000}).encode(),
+        b'[{"conversation_id": "cut", "messages": [{"role": "us',
+    ]
+    for body in bad_bodies:
+        answer = httpx.post(url + "/api/ingest", content=body, headers={**AUTH, "Content-Type": "application/json"})
+        assert answer.status_code == 400, (body[:60], answer.status_code, answer.text)
+        assert answer.headers["content-type"].startswith("application/json") and answer.json()["error"]
+        assert "/tmp" not in answer.json()["error"]
+    assert count_posts(url) == 0
