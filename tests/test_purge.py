@@ -15,7 +15,7 @@ from pcm.backend_local import LocalBackend, compaction_paths
 from pcm.backend_remote import RemoteBackend
 from pcm.cli import main
 from pcm.conversations import Conversation, Utterance
-from pcm.errors import MemoryLockedError, PcmError
+from pcm.errors import PcmError
 from pcm.memory import Memory
 from pcm.settings import Settings
 from pcm.summaries import read_summary
@@ -194,17 +194,24 @@ def test_an_interrupted_swap_completes_on_open(tmp_path: Path, stage: str) -> No
     backend.close()
 
 
-def test_a_read_only_open_of_an_interrupted_swap_says_how_to_finish_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stage", ["copied", "original-retired", "copy-in-place"])
+def test_a_read_only_open_of_an_interrupted_swap_reads_the_finished_copy(tmp_path: Path, stage: str) -> None:
     path = tmp_path / "oxigraph"
     new, old, ready = compaction_paths(path)
     _store_with(path, "original")
     _store_with(new, "copy")
     ready.touch()
-    path.rename(old)  # the process died between the two renames: no store at the usual place
-    with pytest.raises(MemoryLockedError, match="interrupted"):
-        LocalBackend(path, read_only=True)
-    backend = LocalBackend(path)  # a writable open finishes the swap
+    if stage in ("original-retired", "copy-in-place"):
+        path.rename(old)  # e.g. the process died between the two renames: no store at the usual place
+    if stage == "copy-in-place":
+        new.rename(path)
+    reader = LocalBackend(path, read_only=True)
+    assert _labels(reader) == {"copy"}  # what the next writable open will leave
+    reader.close()
+    assert ready.exists()  # a reader does not finish the swap
+    backend = LocalBackend(path)  # a writable open does
     assert _labels(backend) == {"copy"}
+    assert not new.exists() and not old.exists() and not ready.exists()
     backend.close()
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pyoxigraph as ox
 
+from pcm import faults
 from pcm.backend import QueryResult, materialise
 from pcm.errors import MemoryLockedError, QueryError
 
@@ -23,11 +24,7 @@ class LocalBackend:
             if path is None:
                 self._store = ox.Store()
             elif read_only:
-                if compaction_paths(path)[2].exists():
-                    raise MemoryLockedError(
-                        f"memory store {path} is in the middle of a purge that was interrupted; "
-                        "run `pcm purge` to finish it"
-                    )
+                path = self.path = completed_store(path)
                 self._store = ox.Store.read_only(str(path))
             else:
                 finish_compaction(path)
@@ -61,13 +58,16 @@ class LocalBackend:
             self._store.update(sparql)
         except SyntaxError as exc:
             raise QueryError(f"SPARQL Update syntax error: {exc}") from exc
+        faults.reached("store")
 
     def extend(self, quads: Sequence[ox.Quad]) -> None:
         self._store.extend(quads)
+        faults.reached("store")
 
     def bulk_load(self, path: str, fmt: ox.RdfFormat, *, graph: str | None = None) -> None:
         to_graph = ox.NamedNode(graph) if graph else None
         self._store.bulk_load(path=path, format=fmt, to_graph=to_graph)
+        faults.reached("store")
 
     def quads(self, graph: str | None = None) -> Iterator[ox.Quad]:
         g = ox.NamedNode(graph) if graph else None
@@ -136,7 +136,9 @@ class LocalBackend:
         except BaseException:
             shutil.rmtree(new, ignore_errors=True)
             raise
+        faults.reached("compact")
         _durable_touch(ready)
+        faults.reached("compact")
         del self._store  # releases the RocksDB lock of the old files
         finish_compaction(self.path)
         self._store = ox.Store(str(self.path))
@@ -157,6 +159,16 @@ def compaction_paths(path: Path) -> tuple[Path, Path, Path]:
     )
 
 
+def completed_store(path: Path) -> Path:
+    """Where a reader finds the store: ``path``, or the finished copy of a purge interrupted before its swap.
+
+    A reader may not complete the swap (a writer's job, :func:`finish_compaction`), but the copy marked complete
+    already holds every live quad, so reading it is reading the store as the next writable open will leave it.
+    """
+    new, _, ready = compaction_paths(path)
+    return new if ready.exists() and new.exists() else path
+
+
 def finish_compaction(path: Path) -> None:
     """Complete a compaction whose copy was marked complete, or discard one that was not (run before opening).
 
@@ -169,7 +181,9 @@ def finish_compaction(path: Path) -> None:
             if path.exists():
                 shutil.rmtree(old, ignore_errors=True)
                 path.rename(old)
+                faults.reached("compact")
             new.rename(path)
+            faults.reached("compact")
         ready.unlink()
     shutil.rmtree(new, ignore_errors=True)
     shutil.rmtree(old, ignore_errors=True)

@@ -106,6 +106,8 @@ def opened(ctx: click.Context, memory_path: Path | None, *, read_only: bool = Fa
         yield memory
     finally:
         memory.close()
+    if memory.index_lag is not None:  # a read-only open found the index behind the store: say so, once
+        click.echo(f"pcm: warning: {memory.index_lag.message()}", err=True)
 
 
 def emit_json(data: object) -> None:

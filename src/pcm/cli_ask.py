@@ -64,7 +64,10 @@ def ask(ctx: click.Context, memory_path: Path | None, question: str, k: int, exp
         client = make_client(memory.settings)
         result = run_ask(memory, question, client=client, as_of=when, explain=explain, k=k, plan=plan)
     if as_json:
-        emit_json(result.as_json(stats=explain))
+        data = result.as_json(stats=explain)
+        if memory.index_lag is not None:
+            data["warnings"] = [memory.index_lag.as_json()]
+        emit_json(data)
         return
     echo(result.render(explain), newlines=True)
 

@@ -42,11 +42,12 @@ from pcm.provenance import Activity, PostRef, activity_quads, fixed_agent_quads,
 from pcm.rdfio import detect_rdf_format, load_staging, serialize
 from pcm.settings import Settings
 from pcm.sparql import check_read_only
-from pcm.store import MemoryStore, PostInfo, Source, Stats
+from pcm.store import SUMMARIES_PENDING, MemoryStore, PostInfo, Source, Stats
 
 if TYPE_CHECKING:
     from pcm.endpoint.discovery import ServerInfo
     from pcm.index import RecallHit, SideIndex
+    from pcm.index.outbox import IndexLag
     from pcm.llm import LLMClient
     from pcm.ontology import Ontology
     from pcm.ontology_tools.migrate import OntologyDrift
@@ -55,6 +56,9 @@ if TYPE_CHECKING:
 STORE_DIR = "oxigraph"
 INDEX_DIR = "index"
 PCM_GRAPH_PREFIX = "urn:pcm:graph:"
+#: A read-only open that finds at most this many posts missing from the side index embeds them in memory so recall
+#: still finds them (~2-5 ms a post); beyond it, it only says they are missing.
+READ_ONLY_CATCH_UP = 2000
 #: Restores above this many quads use the engine's bulk loader (transactional writes run at ~35k quads/s).
 BULK_THRESHOLD = 100_000
 
@@ -145,6 +149,8 @@ class Memory:
         self._client: LLMClient | None = None
         self.ontology_drift: OntologyDrift | None = None
         """Set on a read-only open of a memory whose ontology differs from this pcm's (writes are refused)."""
+        self.index_lag: IndexLag | None = None
+        """Set when a read-only open found the side index behind the store (see :meth:`_catch_up_read_only`)."""
 
     # -- lifecycle -----------------------------------------------------------------------------------------------
 
@@ -200,6 +206,8 @@ class Memory:
                 raise
         if not read_only and not manifest.seal and not settings.store_url:
             manifest.save(settings.memory)  # a memory made before the seal is sealed on its first writable open
+        if not read_only and not migrating:
+            memory._catch_up_summaries()
         return memory
 
     def close(self) -> None:
@@ -243,6 +251,22 @@ class Memory:
             raise OntologyMigrationNeeded(drift.refusal(self.settings.memory))
         self.ontology_drift = drift
 
+    def _catch_up_summaries(self) -> None:
+        """Rebuild the session summaries a crash left behind their posts (the store's summaries marker is set).
+
+        Extractive, so an open never waits on a model; the next ingest with a model redoes them its way. One ASK
+        when nothing was interrupted.
+        """
+        if not self.settings.summaries_enabled or not self.store.summaries_pending():
+            return
+        from pcm.resources import render_query
+        from pcm.summaries import update_summaries
+
+        behind = [t.value for t in self.store.select(render_query("summaries/behind")).values("session") if t is not None]
+        if behind:
+            update_summaries(self, behind, None)
+        self.store.clear_summaries_pending()
+
     @property
     def ontology(self) -> Ontology:
         from pcm.ontology import load_ontology
@@ -267,8 +291,29 @@ class Memory:
                 index.watcher = OutboxWatcher(self.store, pending=pending)
                 if pending:
                     self.sync_index()
+            else:
+                self.index_lag = self._catch_up_read_only(index)
         assert self._index is not None
         return self._index
+
+    def _catch_up_read_only(self, index: SideIndex) -> IndexLag | None:
+        """A reader's half of the outbox: when the marker or the sync record says the index may lag, compare
+        post IRIs, search the missing posts from memory (up to :data:`READ_ONLY_CATCH_UP` of them) and hide the
+        forgotten ones, and return what lags so the caller can say so. One ASK and a file read when nothing does.
+        """
+        from pcm.index.outbox import IndexLag
+
+        if index.sync_record() == self._sync_stamp() and not self.store.index_pending():
+            return None
+        q = f"SELECT ?p WHERE {{ GRAPH <{GRAPH_CONVERSATION}> {{ ?p a <{SIOC}Post> }} }}"
+        stored = {t.value for t in self.store.select(q).values("p") if t is not None}
+        indexed = index.post_iris()
+        missing, forgotten = stored - indexed, indexed - stored
+        if not missing and not forgotten:
+            return None
+        records = list(self.store.posts(sorted(missing))) if len(missing) <= READ_ONLY_CATCH_UP else []
+        index.overlay_posts(records, forgotten)
+        return IndexLag(len(missing), len(forgotten), searched=bool(records) or not missing)
 
     def _open_index(self) -> SideIndex:
         """Open the side index without bringing it up to date (callers reconcile, or only read)."""
@@ -376,6 +421,8 @@ class Memory:
                 if not thread_written:
                     quads = session_quads(self.naming, conv.id, conv.title, conv.started) + quads
                     thread_written = True
+                if self.settings.summaries_enabled:
+                    quads.append(SUMMARIES_PENDING)  # the post and "its summary is behind" land together
                 self.store.write(quads)
                 report.added += 1
                 report.pending += 1
@@ -396,6 +443,7 @@ class Memory:
             from pcm.summaries import summarise_posts
 
             summarise_posts(self, report.posts, self._client)  # once per touched session per batch
+            self.store.clear_summaries_pending()
         return report
 
     def remember(
@@ -637,13 +685,17 @@ class Memory:
         # an entity other posts still mention keeps the type and label only forgotten graphs held
         cards = orphaned_cards(self, [self.naming.extraction_graph(p) for p in posts])
         summarised, clear = summary_clearing(self, posts)
+        rebuild = [SUMMARIES_PENDING] if summarised and self.settings.summaries_enabled else []
         self.store.forget_posts(
-            posts, session_iri, delete=delta.delete, insert=[*delta.insert, *cards], extra=[*delta.extra, *clear]
+            posts, session_iri, delete=delta.delete, insert=[*delta.insert, *cards, *rebuild],
+            extra=[*delta.extra, *clear],
         )
         if self.settings.index_enabled and (self.settings.memory / INDEX_DIR).exists():
             self.index.delete_posts(posts)
             self.sync_index()
         after_forget(self, summarised)
+        if rebuild:
+            self.store.clear_summaries_pending()
         return posts
 
     def purge(self) -> PurgeReport:

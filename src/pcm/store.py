@@ -76,6 +76,17 @@ mirrors (posts, extraction and import graphs), in that same atomic write, and re
 up. Inserting it again is a no-op, so a write pays one quad; ``rdfs:comment`` keeps dumps importable."""
 
 
+SUMMARIES_PENDING = ox.Quad(
+    ox.NamedNode("urn:pcm:summaries"),
+    ox.NamedNode(RDFS + "comment"),
+    ox.Literal("a session summary may lag its posts: summaries are brought up to date on the next writable open"),
+    ox.NamedNode(GRAPH_PROVENANCE),
+)
+"""Set in the same atomic write as a post (or a forget that drops summaries) and removed once the summaries of
+the sessions touched are written: a crash in between leaves it, and the next writable open rebuilds the summaries
+that are behind (:meth:`pcm.memory.Memory.open`). Summaries are derived data, so no marker means nothing to do."""
+
+
 def _value(term: object) -> str | None:
     return None if term is None else term.value  # type: ignore[attr-defined]
 
@@ -337,6 +348,17 @@ class MemoryStore:
 
         self.backend.update(quads_to_delete_data([INDEX_PENDING]))
         self.index_dirty = False
+
+    def summaries_pending(self) -> bool:
+        """Whether a write since the summaries were last brought up to date may have left one behind (one ASK)."""
+        result = self.backend.query(f"ASK {{ GRAPH <{GRAPH_PROVENANCE}> {{ {_quad_pattern(SUMMARIES_PENDING)} }} }}")
+        return bool(result)
+
+    def clear_summaries_pending(self) -> None:
+        """Remove the summaries marker: call only once every session it covers has its summary updated."""
+        from pcm.backend import quads_to_delete_data
+
+        self.backend.update(quads_to_delete_data([SUMMARIES_PENDING]))
 
     def set_status(self, post_iri: str, status: str, report: str = "") -> list[str]:
         """Update text that replaces a post's extraction status (to be joined into a larger atomic update)."""

@@ -11,6 +11,7 @@ store write and its index write leaves the marker set, so the next open reconcil
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 
@@ -58,3 +59,32 @@ class OutboxWatcher:
 def sync_stamp(*, namespace: str, ontology_version: str, model: str, dim: int) -> dict[str, Any]:
     """What a full reconcile was run against; a change in any of these means the next open reconciles again."""
     return {"namespace": namespace, "ontology_version": ontology_version, "model": model, "dim": dim}
+
+
+@dataclass(frozen=True)
+class IndexLag:
+    """What a read-only open found when the outbox said the index may lag the store (a write was interrupted, or
+    is still running in another process). A reader may not write the index, so it reports the lag instead."""
+
+    missing: int
+    """Posts the store has and the index lacks."""
+    forgotten: int
+    """Posts the index still holds that the store forgot."""
+    searched: bool
+    """Whether this process searches the missing posts anyway (by vector, from its in-memory copy of the index)."""
+
+    def message(self) -> str:
+        parts = []
+        if self.missing:
+            how = "searched by meaning only" if self.searched else "not searched"
+            parts.append(f"{self.missing} post(s) not indexed yet ({how})")
+        if self.forgotten:
+            parts.append(f"{self.forgotten} forgotten post(s) still indexed (left out of results)")
+        return (
+            "the side index lags the store: " + ", ".join(parts)
+            + "; the next writable open (any write, or `pcm reindex`) brings it up to date"
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        return {"kind": "index_lag", "missing_posts": self.missing, "forgotten_posts": self.forgotten,
+                "missing_searched": self.searched, "message": self.message()}

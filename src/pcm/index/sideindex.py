@@ -235,6 +235,24 @@ class SideIndex:
                 self.optimize()
             return upserted, deleted
 
+    def overlay_posts(self, records: Sequence[PostRecord], gone: Iterable[str]) -> None:
+        """Make this process's reads see ``records`` and not ``gone`` without writing the tables.
+
+        For a reader that found the index behind the store and may not write it (a read-only open): the posts are
+        embedded into the in-memory mirror only, so recall finds them through its vector leg (the full-text leg
+        reads the tables and cannot), and forgotten posts leave the mirror, which drops them from both legs.
+        """
+        with self._lock:
+            self._open_tables()
+            mirror = self._posts
+            for iri in gone:
+                mirror.remove(iri)
+            chosen = sorted(records, key=lambda r: (r.session, r.position))
+            vectors = self._post_vectors(chosen)
+            for record in chosen:
+                search = search_text(record, mirror.previous(record))
+                mirror.put(record, post_digest(record), search_hash(search), vectors[record.iri])
+
     # -- reads ----------------------------------------------------------------------------------------------------
     def recall(
         self,

@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 from lancedb.index import FTS
 
+from pcm import faults
 from pcm.errors import MemoryVersionError
 from pcm.index.records import EntityRecord, PostRecord
 from pcm.index.text import label_keys, search_hash, sql_string, timestamp
@@ -70,6 +71,7 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     os.replace(tmp, path)
+    faults.reached("index")
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
@@ -258,18 +260,21 @@ class Tables:
         if data.num_rows == 0:
             return
         table.merge_insert("iri").when_matched_update_all().when_not_matched_insert_all().execute(data)
+        faults.reached("index")
 
     def append(self, table: Any, data: pa.Table) -> None:
         """Insert rows the caller knows are new, in one commit (no join against the existing IRIs)."""
         if data.num_rows == 0:
             return
         table.add(data)
+        faults.reached("index")
 
     def delete(self, table: Any, iris: Iterable[str]) -> None:
         chosen = list(iris)
         for start in range(0, len(chosen), _DELETE_CHUNK):
             chunk = chosen[start : start + _DELETE_CHUNK]
             table.delete("iri IN (" + ", ".join(sql_string(i) for i in chunk) + ")")
+            faults.reached("index")
 
     def read(self, table: Any, columns: Sequence[str]) -> dict[str, Any]:
         """Whole columns of ``table`` (python lists; ``vector`` as one float32 matrix)."""
@@ -306,6 +311,7 @@ class Tables:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)  # "cleanup_older_than=0 removes every version"
                 table.optimize(cleanup_older_than=retain, delete_unverified=retain <= timedelta(0))
+            faults.reached("index")
 
     def drop_all(self) -> None:
         for name in (POSTS_TABLE, ENTITIES_TABLE):
