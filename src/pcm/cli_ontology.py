@@ -272,3 +272,50 @@ def propose(ctx: click.Context, memory_path: Path | None, examples: int, limit: 
     with opened(ctx, memory_path, read_only=True) as memory:
         found = proposals_for(memory, examples=examples)[:limit]
     emit_json([p.as_json() for p in found]) if as_json else click.echo(render_text(found))
+
+
+@ontology.command()
+@click.option("--ontology", "ontology_dir", type=_DIR, default=None, help="Ontology folder (default: the shipped one).")
+@click.option("--migration-from", "from_version", default=None,
+              help="Write the migration script for replaced terms, from this (the previous) version to the ontology's.")
+@click.option("--migrations", "migrations_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Where to write it (default: the ontology folder's migrations/).")
+@click.option("--script", "show_script", is_flag=True, help="Print the migration script instead of writing it.")
+@json_option
+@handle_errors
+def deprecated(ontology_dir: Path | None, from_version: str | None, migrations_dir: Path | None, show_script: bool,
+               as_json: bool) -> None:
+    """List deprecated terms (owl:deprecated true) and their replacements (dcterms:isReplacedBy), and write the
+    migration script that moves stored data from each replaced term to its replacement.
+
+    Deprecated terms stay in the ontology, so stored data keeps validating, but leave the prompt catalogue and
+    are marked in the docs.
+
+    \b
+    Example:
+      pcm ontology deprecated
+      pcm ontology deprecated --migration-from 0.1.0
+    """
+    from pcm.ontology_tools.migrate import replacement_script, write_replacement_script
+
+    onto = _load(ontology_dir)
+    terms = onto.deprecated()
+    if show_script:
+        click.echo(replacement_script(onto), nl=False)
+        return
+    written = None
+    if from_version is not None:
+        target = migrations_dir or (ontology_dir / "migrations" if ontology_dir else None)
+        written = write_replacement_script(onto, from_version, target)
+    if as_json:
+        emit_json({"version": onto.version, "written": str(written) if written else None,
+                   "deprecated": [{"iri": t.iri, "curie": onto.curie(t.iri), "label": t.label,
+                                   "replaced_by": list(t.replaced_by)} for t in terms]})
+        return
+    if not terms:
+        click.echo("no deprecated term")
+    for term in terms:
+        instead = ", ".join(onto.curie(r) for r in term.replaced_by) or "no replacement"
+        click.echo(f"{onto.curie(term.iri)} ({term.label}) -> {instead}")
+    if from_version is not None:
+        click.echo(f"wrote {written}" if written else "no replaced term: no migration script written")

@@ -38,6 +38,9 @@ AREAS: tuple[str, ...] = (
     "clothing", "collections", "media", "preferences", "time", "conversation", "provenance", "general",
 )
 DEFAULT_AREA = "general"
+#: Areas of terms that describe the ontology's own terms (``dcterms:isReplacedBy``), never a memory's data: not in
+#: :data:`AREAS`, so left out of the prompt catalogue, of extraction and of the competency suite's coverage.
+META_AREAS: frozenset[str] = frozenset({"ontology"})
 
 CLASS = "class"
 OBJECT_PROPERTY = "object_property"
@@ -54,6 +57,7 @@ COMPACT_LEGEND = (
 )
 
 _AREA = URIRef(PCM + "area")
+IS_REPLACED_BY = URIRef("http://purl.org/dc/terms/isReplacedBy")
 _DOMAIN_INCLUDES = URIRef(SCHEMA + "domainIncludes")
 _RANGE_INCLUDES = URIRef(SCHEMA + "rangeIncludes")
 # Which rdf:type makes a subject which kind of term; the first match in this order wins.
@@ -82,6 +86,10 @@ class Term:
     """``rdfs:domain`` (union members spelt out) plus schema.org's non-logical ``schema:domainIncludes``."""
     range: tuple[str, ...]
     """``rdfs:range`` (union members spelt out) plus ``schema:rangeIncludes``."""
+    deprecated: bool = False
+    """``owl:deprecated true``: kept so stored data stays valid, but no longer offered to the model."""
+    replaced_by: tuple[str, ...] = ()
+    """``dcterms:isReplacedBy``: the term(s) to use instead (one makes a migration script possible)."""
 
 
 class Ontology:
@@ -167,6 +175,7 @@ class Ontology:
         properties grouped by domain, after a one-line legend of the notation; about a third of the size.
         Deterministic: areas in :data:`AREAS` order (others after, alphabetically), then classes, properties and
         individuals, each sorted by CURIE. ``areas`` restricts the listing (unknown names select nothing).
+        Deprecated terms (``owl:deprecated true``) and terms of :data:`META_AREAS` are left out.
 
         A full line marks a property that holds one value at a time, so the model knows before a repair round:
         ``[functional]`` (the ontology), and from the shapes in ``shapes_dir`` (default: the bundled ones)
@@ -180,6 +189,8 @@ class Ontology:
         wanted = None if areas is None else set(areas)
         by_area: dict[str, list[Term]] = {}
         for term in self.terms.values():
+            if not in_catalogue(term):
+                continue
             if wanted is None or term.area in wanted:
                 by_area.setdefault(term.area, []).append(term)
         order = [a for a in AREAS if a in by_area] + sorted(a for a in by_area if a not in AREAS)
@@ -265,6 +276,10 @@ class Ontology:
             )
         return list(self._quads)
 
+    def deprecated(self) -> list[Term]:
+        """Deprecated terms, by IRI."""
+        return sorted((t for t in self.terms.values() if t.deprecated), key=lambda t: t.iri)
+
     @property
     def digest(self) -> str:
         """A digest of the ontology's content (:func:`ontology_digest` of :meth:`quads`): it changes when any
@@ -272,6 +287,12 @@ class Ontology:
         if self._digest is None:
             self._digest = ontology_digest(self.quads())
         return self._digest
+
+
+def in_catalogue(term: Term) -> bool:
+    """Whether the prompt catalogue offers ``term`` to the model: not when it is deprecated (stored data may still
+    use it), never when it describes terms rather than data (:data:`META_AREAS`)."""
+    return not term.deprecated and term.area not in META_AREAS
 
 
 # ---------------------------------------------------------------------- content digest
@@ -366,6 +387,8 @@ def _terms(graph: rdflib.Graph) -> Iterable[Term]:
             parents=parents,
             domain=_class_list(graph, subject, RDFS.domain, _DOMAIN_INCLUDES),
             range=_class_list(graph, subject, RDFS.range, _RANGE_INCLUDES),
+            deprecated=any(str(v).lower() in ("true", "1") for v in graph.objects(subject, OWL.deprecated)),
+            replaced_by=_iris(graph.objects(subject, IS_REPLACED_BY)),
         )
 
 

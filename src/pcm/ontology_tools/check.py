@@ -14,6 +14,9 @@ Each problem is a :class:`Finding` with a stable code, so CI output can be grepp
 ``undefined-term``      a term under a vocabulary namespace (pcm:, schema:, foaf:, ...) the ontology does not declare
 ``nonstandard-term``    a term under a standard namespace that the published vocabulary does not define
 ``schema-http``         schema.org spelt http://schema.org/ (pcm spells it https)
+``replaced-by``         a deprecated term's ``dcterms:isReplacedBy`` names an undeclared or deprecated term, or a
+                        term that is not deprecated names a replacement
+``deprecated-term``     a deprecated term used by shapes, queries or prompts, or by a term that is not deprecated
 ``catalogue-marker``    malformed catalogue markers in a prompt
 ``stale-catalogue``     a prompt's catalogue section differs from what the ontology generates
 """
@@ -31,7 +34,7 @@ from rdflib import OWL, RDF, RDFS, Literal, URIRef
 from pcm import resources
 from pcm.errors import InputError, PcmError
 from pcm.namespaces import PCM, PREFIXES, SCHEMA_HTTP, VOCABULARY_NAMESPACES, XSD
-from pcm.ontology import AREAS, DATATYPE_PROPERTY, OBJECT_PROPERTY, Ontology
+from pcm.ontology import AREAS, DATATYPE_PROPERTY, META_AREAS, OBJECT_PROPERTY, Ontology, Term
 from pcm.ontology_tools import catalog
 from pcm.ontology_tools.imports import find_catalog, load_catalog, resolve_imports, without_imports
 from pcm.ontology_tools.reasoner import run_hermit
@@ -247,11 +250,34 @@ def lint_ontology(ontology: Ontology, vocab: StandardVocabularies) -> list[Findi
         area = graph.value(subject, _AREA)
         if term.kind != "individual" and area is None:
             findings.append(Finding("missing-area", "no pcm:area (the catalogue groups terms by it)", where=name))
-        elif area is not None and str(area) not in AREAS:
+        elif area is not None and str(area) not in AREAS and str(area) not in META_AREAS:
             findings.append(Finding("unknown-area", f"pcm:area {str(area)!r} is not one of pcm.ontology.AREAS", where=name))
         if term.kind in (OBJECT_PROPERTY, DATATYPE_PROPERTY):
             findings += _lint_property(ontology, iri, datatypes)
+        findings += _lint_deprecation(ontology, term)
     findings += _lint_iris(ontology, vocab)
+    return findings
+
+
+def _lint_deprecation(ontology: Ontology, term: Term) -> list[Finding]:
+    """A replacement must be a live declared term; a live term must not lean on a deprecated one."""
+    name, findings = ontology.curie(term.iri), []
+    if term.replaced_by and not term.deprecated:
+        findings.append(Finding("replaced-by", "has dcterms:isReplacedBy but is not owl:deprecated true", where=name,
+                                severity=WARNING))
+    for other in term.replaced_by:
+        if other not in ontology.terms:
+            findings.append(Finding("replaced-by", f"is replaced by {ontology.curie(other)}, which the ontology does "
+                                    "not declare", where=name))
+        elif ontology.terms[other].deprecated:
+            findings.append(Finding("replaced-by", f"is replaced by {ontology.curie(other)}, itself deprecated",
+                                    where=name))
+    if not term.deprecated:
+        for role, iris in (("parent", term.parents), ("domain", term.domain), ("range", term.range)):
+            for other in iris:
+                if other in ontology.terms and ontology.terms[other].deprecated:
+                    findings.append(Finding("deprecated-term", f"its {role} {ontology.curie(other)} is deprecated",
+                                            where=name, severity=WARNING))
     return findings
 
 
@@ -348,6 +374,10 @@ def _usage(
         problem = term_problem(use.iri, ontology, vocab)
         if problem is not None:
             findings.append(Finding(problem[0], problem[1], where=use.where(root)))
+        elif use.iri in ontology.terms and ontology.terms[use.iri].deprecated:
+            instead = ", ".join(ontology.curie(r) for r in ontology.terms[use.iri].replaced_by)
+            findings.append(Finding("deprecated-term", f"{ontology.curie(use.iri)} is deprecated"
+                                    + (f"; use {instead}" if instead else ""), where=use.where(root), severity=WARNING))
     return findings
 
 

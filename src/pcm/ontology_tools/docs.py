@@ -167,6 +167,7 @@ class _Model:
         if term.kind in (OBJECT_PROPERTY, DATATYPE_PROPERTY, ANNOTATION_PROPERTY):
             rows.append(("domain", list(term.domain)))
             rows.append(("range", list(term.range)))
+        rows.append(("replaced by", list(term.replaced_by)))
         rows.append(("inverse of", sorted(self.inverse.get(term.iri, ()), key=self.onto.curie)))
         rows.append(("equivalent to", sorted(self.equivalent.get(term.iri, ()), key=self.onto.curie)))
         if term.kind == CLASS:
@@ -177,6 +178,8 @@ class _Model:
 
     def flags(self, term: Term) -> list[str]:
         found = [_KIND_NAMES[term.kind]]
+        if term.deprecated:
+            found.insert(0, "DEPRECATED: not offered to extraction; use its replacement")
         if term.iri in self.onto.functional_properties:
             found.append("functional: one value at a time")
         return found
@@ -241,7 +244,8 @@ def _markdown_tree(model: _Model) -> list[str]:
 
 def _markdown_term(model: _Model, term: Term) -> list[str]:
     curie = model.onto.curie(term.iri)
-    lines = ["", f'<a id="{anchor(curie)}"></a>', "", f"#### {curie}", "",
+    heading = f"~~{curie}~~ (deprecated)" if term.deprecated else curie
+    lines = ["", f'<a id="{anchor(curie)}"></a>', "", f"#### {heading}", "",
              f"**{term.label}** ({', '.join(model.flags(term))}) — <{term.iri}>", ""]
     if term.comment:
         lines += [term.comment, ""]
@@ -277,6 +281,7 @@ table{border-collapse:collapse;margin:.6rem 0}td,th{border:1px solid #d7dce5;pad
 th{background:#eef1f6}
 .term{background:#fff;border:1px solid #d7dce5;border-radius:6px;padding:.7rem 1rem;margin:.8rem 0}
 .term h4{margin:0;font-size:1.05rem}.term .iri{color:#5b6475;font-size:.85rem;word-break:break-all}
+.deprecated{border-color:#c9a227;background:#fffbea}.deprecated h4{text-decoration:line-through}
 .kind{display:inline-block;font-size:.75rem;background:#dbe7ff;color:#23395d;border-radius:3px;padding:0 .4rem;
 margin-left:.4rem}
 dl{display:grid;grid-template-columns:max-content 1fr;gap:.15rem .8rem;margin:.5rem 0}dt{color:#5b6475}dd{margin:0}
@@ -347,7 +352,8 @@ def _html_term(model: _Model, term: Term) -> str:
     curie = model.onto.curie(term.iri)
     kinds = "".join(f'<span class="kind">{esc(f)}</span>' for f in model.flags(term))
     parts = [
-        f'<section class="term" id="{esc(anchor(curie))}"><h4>{esc(curie)} — {esc(term.label)}{kinds}</h4>',
+        f'<section class="term{" deprecated" if term.deprecated else ""}" id="{esc(anchor(curie))}">'
+        f"<h4>{esc(curie)} — {esc(term.label)}{kinds}</h4>",
         f'<div class="iri">{esc(term.iri)}</div>',
     ]
     if term.comment:
