@@ -319,3 +319,44 @@ def deprecated(ontology_dir: Path | None, from_version: str | None, migrations_d
         click.echo(f"{onto.curie(term.iri)} ({term.label}) -> {instead}")
     if from_version is not None:
         click.echo(f"wrote {written}" if written else "no replaced term: no migration script written")
+
+
+@ontology.command()
+@click.argument("old")
+@click.argument("new")
+@click.option("--ontology", "ontology_dir", type=_DIR, default=None, help="Ontology folder (default: the shipped one).")
+@click.option("--shapes", "shapes_dir", type=_DIR, default=None, help="SHACL shapes folder.")
+@click.option("--queries", "queries_dirs", type=_DIR, multiple=True,
+              help="Queries folder(s), competency fixtures included (default: the shipped ones).")
+@click.option("--prompts-root", type=_DIR, default=None, help="Look for prompts/*.md under this folder instead.")
+@click.option("--migrations", "migrations_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Where to write the migration script (default: the ontology folder's migrations/).")
+@click.option("--migration-from", "from_version", default=None,
+              help="The released version memories hold (default: the ontology's current version).")
+@click.option("--to", "to_version", default=None,
+              help="The version after the rename (default: the next minor version, unless already bumped).")
+@click.option("--dry-run", is_flag=True, help="Show the diff and write nothing.")
+@json_option
+@handle_errors
+def rename(old: str, new: str, ontology_dir: Path | None, shapes_dir: Path | None, queries_dirs: tuple[Path, ...],
+           prompts_root: Path | None, migrations_dir: Path | None, from_version: str | None, to_version: str | None,
+           dry_run: bool, as_json: bool) -> None:
+    """Rename a term in the ontology, shapes, queries, competency fixtures and prompts, bump the version, and write
+    the migration script that moves stored data to the new name; prints the diff.
+
+    \b
+    Example:
+      pcm ontology rename pcm:petSpecies pcm:species --dry-run
+      pcm ontology rename pcm:petSpecies pcm:species
+    """
+    from pcm.ontology_tools.rename import rename_term
+
+    result = rename_term(old, new, ontology_dir=ontology_dir, shapes_dir=shapes_dir,
+                         queries_dirs=list(queries_dirs) or None, prompts_root=prompts_root,
+                         migrations=migrations_dir, from_version=from_version, to_version=to_version,
+                         write=not dry_run)
+    if as_json:
+        emit_json({**result.as_json(), "diff": result.diff()})
+        return
+    click.echo(result.diff(), nl=False)
+    click.echo("\n".join(result.summary()))

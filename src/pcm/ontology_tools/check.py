@@ -33,13 +33,15 @@ from rdflib import OWL, RDF, RDFS, Literal, URIRef
 
 from pcm import resources
 from pcm.errors import InputError, PcmError
-from pcm.namespaces import PCM, PREFIXES, SCHEMA_HTTP, VOCABULARY_NAMESPACES, XSD
+from pcm.namespaces import PCM, PREFIXES, SCHEMA_HTTP, VOCABULARY_NAMESPACES, XSD, turtle_prefixes
 from pcm.ontology import AREAS, DATATYPE_PROPERTY, META_AREAS, OBJECT_PROPERTY, Ontology, Term
 from pcm.ontology_tools import catalog
+from pcm.ontology_tools.competency import FIXTURE_NAMESPACE
 from pcm.ontology_tools.imports import find_catalog, load_catalog, resolve_imports, without_imports
 from pcm.ontology_tools.reasoner import run_hermit
 from pcm.ontology_tools.usage import (
     TermUse,
+    fixture_terms,
     markdown_terms,
     query_files,
     query_terms,
@@ -351,6 +353,12 @@ def _usage(
     if queries_dir is None:  # modules may keep their SPARQL beside them (src/pcm/<module>/queries/)
         queries += [p for folder in sorted(_PACKAGE_DIR.rglob("queries")) if folder.is_dir() for p in query_files(folder)]
     uses += query_terms(queries)
+    fixtures = sorted(p for p in (queries_dir or resources.queries_dir()).rglob("*.trig") if p.is_file())
+    for path in fixtures:
+        try:
+            uses += fixture_terms([path], header=turtle_prefixes() + f"@prefix m: <{FIXTURE_NAMESPACE}> .\n")
+        except SyntaxError as error:
+            findings.append(Finding("parse", _first_line(error), where=_relative(path, root)))
     prompt_paths = catalog.prompt_files() if prompts is None else sorted(prompts)
     for path in prompt_paths:
         text = path.read_text(encoding="utf-8")
@@ -365,7 +373,7 @@ def _usage(
             findings.append(Finding("catalogue-marker", str(error)))
             spans = []
         uses += markdown_terms(text, path, skip=spans)
-    report.counts.update(shapes=len(shapes), queries=len(queries), prompts=len(prompt_paths))
+    report.counts.update(shapes=len(shapes), queries=len(queries), fixtures=len(fixtures), prompts=len(prompt_paths))
     seen: set[tuple[str, Path]] = set()
     for use in uses:
         if (use.iri, use.path) in seen:
