@@ -39,7 +39,7 @@ def deprecating(folder: Path) -> Path:
     for path in (REPO / "pcm_ontology").glob("*.ttl"):
         text = path.read_text(encoding="utf-8")
         if path.name == "pcm.ttl":
-            text = text.replace('owl:versionInfo "0.1.0"', 'owl:versionInfo "0.2.0"')
+            text = text.replace('owl:versionInfo "0.1.0"', 'owl:versionInfo "0.2.0"').replace("ontology/0.1.0>", "ontology/0.2.0>")
             text = text.replace("pcm:petSpecies a owl:DatatypeProperty",
                                 "pcm:petSpecies owl:deprecated true ;\n    dcterms:isReplacedBy pcm:species .\n"
                                 "pcm:petSpecies a owl:DatatypeProperty") + SPECIES

@@ -49,12 +49,17 @@ def _load(ontology_dir: Path | None):  # type: ignore[no-untyped-def]
 @click.option("--catalog", "catalog_file", type=_FILE, default=None,
               help="Catalog mapping owl:imports IRIs to local files (default: the ontology folder's "
                    "catalog-v001.xml or catalog.toml). Imports are never downloaded.")
+@click.option("--info", "show_info", is_flag=True, help="Also print info findings (text output).")
+@click.option("--tsv", "as_tsv", is_flag=True, help="Print the findings as TSV (Level, Rule Name, Where, Message).")
 @json_option
 @handle_errors
 def check(ontology_dir: Path | None, shapes_dir: Path | None, queries_dir: Path | None, prompts: tuple[Path, ...],
-          vocab_dir: Path | None, no_reasoner: bool, catalog_file: Path | None, as_json: bool) -> None:
-    """Parse, reason (OWL 2 consistency, unsatisfiable classes), lint, and check every term shapes, queries and
-    prompts use. Exits 1 with a report when anything is wrong.
+          vocab_dir: Path | None, no_reasoner: bool, catalog_file: Path | None, show_info: bool, as_tsv: bool,
+          as_json: bool) -> None:
+    """Parse, reason (OWL 2 consistency, unsatisfiable classes), lint in the manner of `robot report`, and check
+    every term shapes, queries, competency fixtures and prompts use. Exits 1 when an error is found.
+
+    Findings have a severity (error, warning, info) and a rule name; --json and --tsv list them all.
 
     \b
     Example:
@@ -71,7 +76,14 @@ def check(ontology_dir: Path | None, shapes_dir: Path | None, queries_dir: Path 
         reasoner=not no_reasoner,
         catalog_file=catalog_file,
     )
-    emit_json(report.as_json()) if as_json else click.echo(report.text())
+    if as_json and as_tsv:
+        raise UsageError("give --json or --tsv, not both")
+    if as_json:
+        emit_json(report.as_json())
+    elif as_tsv:
+        click.echo(report.tsv(), nl=False)
+    else:
+        click.echo(report.text(info=show_info))
     if not report.ok:
         sys.exit(1)
 
