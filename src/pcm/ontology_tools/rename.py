@@ -51,13 +51,14 @@ class RenameResult:
     written: bool = False
 
     def diff(self) -> str:
+        """A unified diff of every change and of the new script, paths relative to the working directory."""
         out: list[str] = []
         for path, (before, after) in sorted(self.changes.items()):
             out += difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
-                                        fromfile=f"a/{path}", tofile=f"b/{path}")
+                                        fromfile=f"a/{_shown(path)}", tofile=f"b/{_shown(path)}")
         if self.script is not None:
             out += difflib.unified_diff([], self.script[1].splitlines(keepends=True), fromfile="/dev/null",
-                                        tofile=f"b/{self.script[0]}")
+                                        tofile=f"b/{_shown(self.script[0])}")
         return "".join(line if line.endswith("\n") else line + "\n" for line in out)
 
     def summary(self) -> list[str]:
@@ -74,6 +75,13 @@ class RenameResult:
         return {"old": self.old, "new": self.new, "from_version": self.from_version, "to_version": self.to_version,
                 "files": [str(p) for p in sorted(self.changes)], "script": str(self.script[0]) if self.script else None,
                 "python_mentions": self.python_mentions, "written": self.written}
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path).lstrip("/")
 
 
 def expand(term: str) -> str:
