@@ -33,12 +33,14 @@ def test_sections_read_areas_and_compact_and_refuse_bad_markers() -> None:
     for bad, why in (
         ("<!-- catalogue:begin -->\nx\n", "without its catalogue:end"),
         ("x\n<!-- catalogue:end -->\n", "without catalogue:begin"),
-        ("<!-- catalogue:begin areas=pets,unicorns -->\n<!-- catalogue:end -->\n", "unknown catalogue area"),
         ("<!-- catalogue:begin colour=red -->\n<!-- catalogue:end -->\n", "unknown catalogue marker argument"),
         ("<!-- catalogue:begin -->\n<!-- catalogue:begin -->\n<!-- catalogue:end -->\n", "without its catalogue:end"),
     ):
         with pytest.raises(InputError, match=why):
             catalog.sections(bad, "p.md")
+    # an area is known when the ontology declares it (its areas.toml), so it is checked on refresh
+    with pytest.raises(InputError, match="p.md:1: unknown catalogue area"):
+        catalog.refreshed("<!-- catalogue:begin areas=pets,unicorns -->\n<!-- catalogue:end -->\n", load_ontology(), "p.md")
 
 
 def test_refresh_fills_each_section_from_the_ontology(onto: Ontology) -> None:

@@ -94,10 +94,11 @@ def check(ontology_dir: Path | None, shapes_dir: Path | None, queries_dir: Path 
 @click.option("--write", is_flag=True, help="Refresh the marked catalogue sections of every prompt file.")
 @click.option("--check", "check_only", is_flag=True, help="Exit 1 listing the prompt files whose catalogue is stale.")
 @click.option("--prompts-root", type=_DIR, default=None, help="Look for prompts/*.md under this folder instead.")
+@click.option("--ontology", "ontology_dir", type=_DIR, default=None, help="Ontology folder (default: the shipped one).")
 @json_option
 @handle_errors
 def catalog(areas: str | None, compact: bool, write: bool, check_only: bool, prompts_root: Path | None,
-            as_json: bool) -> None:
+            ontology_dir: Path | None, as_json: bool) -> None:
     """Print the catalogue of types and properties the prompts include, or refresh / check it in the prompts.
 
     A prompt marks the generated part with `<!-- catalogue:begin -->` … `<!-- catalogue:end -->`; the begin marker
@@ -108,12 +109,11 @@ def catalog(areas: str | None, compact: bool, write: bool, check_only: bool, pro
       pcm ontology catalog --areas pets,plants --compact
       pcm ontology catalog --write
     """
-    from pcm.ontology import AREAS, load_ontology
     from pcm.ontology_tools import catalog as cat
 
     if write and check_only:
         raise UsageError("give --write or --check, not both")
-    onto = load_ontology()
+    onto = _load(ontology_dir)
     files = cat.prompt_files(prompts_root)
     if write:
         changed = cat.write_prompts(onto, files)
@@ -133,12 +133,12 @@ def catalog(areas: str | None, compact: bool, write: bool, check_only: bool, pro
             sys.exit(1)
         return
     chosen = [a.strip() for a in areas.split(",") if a.strip()] if areas else None
-    unknown = [a for a in chosen or [] if a not in AREAS]
+    unknown = [a for a in chosen or [] if a not in onto.areas]
     if unknown:
-        raise UsageError(f"unknown area(s) {', '.join(unknown)}; known: {', '.join(AREAS)}")
+        raise UsageError(f"unknown area(s) {', '.join(unknown)}; known: {', '.join(onto.areas)}")
     text = onto.catalogue(chosen, compact=compact)
     if as_json:
-        emit_json({"areas": chosen or list(AREAS), "compact": compact, "chars": len(text),
+        emit_json({"areas": chosen or list(onto.areas), "compact": compact, "chars": len(text),
                    "approx_tokens": cat.approx_tokens(text), "text": text})
     else:
         click.echo(text, nl=False)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import tomllib
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -31,15 +32,50 @@ if TYPE_CHECKING:
 
 ONTOLOGY_IRI = "https://w3id.org/pcm/ontology"
 
-#: The topics terms are grouped by (``pcm:area``), in catalogue order.
-AREAS: tuple[str, ...] = (
-    "people", "family", "social", "places", "travel", "residence", "work", "education", "health", "food",
-    "habits", "activities", "events", "purchases", "products", "vehicles", "services", "pets", "plants",
-    "clothing", "collections", "media", "preferences", "time", "conversation", "provenance", "general",
-)
+AREAS_FILE = "areas.toml"
+
+
+@dataclass(frozen=True)
+class Area:
+    """One topic terms are grouped by (``pcm:area``), declared in the ontology folder's ``areas.toml``."""
+
+    name: str
+    keywords: tuple[str, ...] = ()
+    """Word stems that make extraction offer this area's terms (added to the ones it knows already)."""
+
+
+def read_areas(folder: Path) -> tuple[Area, ...]:
+    """The ``[[area]]`` entries of ``folder/areas.toml``, in order; :class:`PcmError` naming the file when malformed."""
+    path = Path(folder) / AREAS_FILE
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise PcmError(f"{path}: {' '.join(str(error).split())}") from error
+    entries = data.get("area")
+    if not isinstance(entries, list) or not entries:
+        raise PcmError(f"{path}: no [[area]] entry")
+    areas = []
+    for number, entry in enumerate(entries, 1):
+        name, keywords = entry.get("name"), entry.get("keywords", [])
+        if not isinstance(name, str) or not name.strip() or not isinstance(keywords, list) or not all(
+                isinstance(k, str) and k for k in keywords):
+            raise PcmError(f"{path}: [[area]] number {number} needs a name and, optionally, a list of keyword strings")
+        areas.append(Area(name.strip(), tuple(keywords)))
+    seen = [a.name for a in areas]
+    twice = sorted({n for n in seen if seen.count(n) > 1})
+    if twice:
+        raise PcmError(f"{path}: area(s) declared twice: {', '.join(twice)}")
+    return tuple(areas)
+
+
+#: The shipped ontology's areas (``pcm_ontology/areas.toml``), in catalogue order. An ontology folder with its own
+#: ``areas.toml`` has its own (:attr:`Ontology.areas`).
+SHIPPED_AREAS: tuple[Area, ...] = read_areas(resources.ontology_dir())
+#: The names of :data:`SHIPPED_AREAS`.
+AREAS: tuple[str, ...] = tuple(a.name for a in SHIPPED_AREAS)
 DEFAULT_AREA = "general"
-#: Areas of terms that describe the ontology's own terms (``dcterms:isReplacedBy``), never a memory's data: not in
-#: :data:`AREAS`, so left out of the prompt catalogue, of extraction and of the competency suite's coverage.
+#: Areas of terms that describe the ontology's own terms (``dcterms:isReplacedBy``), never a memory's data: not
+#: declared in ``areas.toml``, so left out of the prompt catalogue, of extraction and of the competency suite's coverage.
 META_AREAS: frozenset[str] = frozenset({"ontology"})
 
 CLASS = "class"
@@ -106,8 +142,16 @@ class Ontology:
     individuals: frozenset[str]
     functional_properties: frozenset[str]
 
-    def __init__(self, graph: rdflib.Graph) -> None:
+    areas: tuple[str, ...]
+    """Area names in catalogue order (the folder's ``areas.toml``, else the shipped ones)."""
+    area_keywords: dict[str, tuple[str, ...]]
+    """Area name -> keyword stems declared for it."""
+
+    def __init__(self, graph: rdflib.Graph, areas: tuple[Area, ...] | None = None) -> None:
         self.graph = graph
+        declared = SHIPPED_AREAS if areas is None else areas
+        self.areas = tuple(a.name for a in declared)
+        self.area_keywords = {a.name: a.keywords for a in declared if a.keywords}
         self.version = _version(graph)
         self.terms = {t.iri: t for t in _terms(graph)}
         self.classes = self._of_kind({CLASS})
@@ -173,7 +217,7 @@ class Ontology:
         Full (the default): one line per term with its parents, domain → range and the first sentence of its
         comment. Compact (for the NL→SPARQL prompt's token budget): no comments, classes on one line per area and
         properties grouped by domain, after a one-line legend of the notation; about a third of the size.
-        Deterministic: areas in :data:`AREAS` order (others after, alphabetically), then classes, properties and
+        Deterministic: areas in :attr:`areas` order (others after, alphabetically), then classes, properties and
         individuals, each sorted by CURIE. ``areas`` restricts the listing (unknown names select nothing).
         Deprecated terms (``owl:deprecated true``) and terms of :data:`META_AREAS` are left out.
 
@@ -193,7 +237,7 @@ class Ontology:
                 continue
             if wanted is None or term.area in wanted:
                 by_area.setdefault(term.area, []).append(term)
-        order = [a for a in AREAS if a in by_area] + sorted(a for a in by_area if a not in AREAS)
+        order = [a for a in self.areas if a in by_area] + sorted(a for a in by_area if a not in self.areas)
         blocks = []
         for area in order:
             terms = sorted(by_area[area], key=lambda t: (_KIND_ORDER.index(t.kind), self.curie(t.iri)))
@@ -355,7 +399,7 @@ def _load(folder: Path) -> Ontology:
         except Exception as error:  # rdflib raises several unrelated types for bad Turtle
             first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise PcmError(f"ontology file {path.name} is not valid Turtle: {first_line}") from error
-    return Ontology(graph)
+    return Ontology(graph, read_areas(folder) if (folder / AREAS_FILE).is_file() else None)
 
 
 def _version(graph: rdflib.Graph) -> str:

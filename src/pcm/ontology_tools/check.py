@@ -43,7 +43,15 @@ from rdflib import OWL, RDF, RDFS, Literal, URIRef
 from pcm import resources
 from pcm.errors import InputError, PcmError
 from pcm.namespaces import PCM, PREFIXES, SCHEMA_HTTP, VOCABULARY_NAMESPACES, XSD, turtle_prefixes
-from pcm.ontology import AREAS, DATATYPE_PROPERTY, META_AREAS, OBJECT_PROPERTY, Ontology, Term
+from pcm.ontology import (
+    AREAS_FILE,
+    DATATYPE_PROPERTY,
+    META_AREAS,
+    OBJECT_PROPERTY,
+    Ontology,
+    Term,
+    read_areas,
+)
 from pcm.ontology_tools import catalog
 from pcm.ontology_tools.competency import FIXTURE_NAMESPACE
 from pcm.ontology_tools.imports import find_catalog, load_catalog, resolve_imports, without_imports
@@ -213,7 +221,7 @@ def _parse(directory: Path, report: CheckReport) -> Ontology | None:
     if report.findings:
         return None
     try:
-        return Ontology(graph)
+        return Ontology(graph, read_areas(directory) if (Path(directory) / AREAS_FILE).is_file() else None)
     except PcmError as error:
         report.findings.append(Finding("parse", str(error)))
         return None
@@ -282,8 +290,9 @@ def lint_ontology(ontology: Ontology, vocab: StandardVocabularies) -> list[Findi
         area = graph.value(subject, _AREA)
         if term.kind != "individual" and area is None:
             findings.append(Finding("missing-area", "no pcm:area (the catalogue groups terms by it)", where=name))
-        elif area is not None and str(area) not in AREAS and str(area) not in META_AREAS:
-            findings.append(Finding("unknown-area", f"pcm:area {str(area)!r} is not one of pcm.ontology.AREAS", where=name))
+        elif area is not None and str(area) not in ontology.areas and str(area) not in META_AREAS:
+            findings.append(Finding("unknown-area", f"pcm:area {str(area)!r} is not declared in {AREAS_FILE}",
+                                    where=name))
         if term.kind in (OBJECT_PROPERTY, DATATYPE_PROPERTY):
             findings += _lint_property(ontology, iri, datatypes)
         findings += _lint_deprecation(ontology, term)

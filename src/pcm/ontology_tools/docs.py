@@ -22,7 +22,6 @@ from rdflib import OWL, URIRef
 from pcm.namespaces import PREFIXES
 from pcm.ontology import (
     ANNOTATION_PROPERTY,
-    AREAS,
     CLASS,
     DATATYPE_PROPERTY,
     INDIVIDUAL,
@@ -143,8 +142,8 @@ class _Model:
                 lists[key].sort(key=ontology.curie)
         self.inverse = _pairs(graph, OWL.inverseOf)
         self.equivalent = _pairs(graph, OWL.equivalentClass) | _pairs(graph, OWL.equivalentProperty)
-        self.areas = [a for a in AREAS if any(t.area == a for t in ontology.terms.values())]
-        self.areas += sorted({t.area for t in ontology.terms.values()} - set(AREAS))
+        self.areas = [a for a in ontology.areas if any(t.area == a for t in ontology.terms.values())]
+        self.areas += sorted({t.area for t in ontology.terms.values()} - set(ontology.areas))
 
     def terms_of(self, area: str, kind: str) -> list[Term]:
         chosen = [t for t in self.onto.terms.values() if t.area == area and t.kind == kind]
