@@ -8,10 +8,11 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import rdflib
 from click.testing import CliRunner
 
 from pcm.cli_ontology import ontology as ontology_cli
-from pcm.namespaces import turtle_prefixes
+from pcm.namespaces import PCM, turtle_prefixes
 from pcm.ontology import load_ontology
 from pcm.ontology_tools.check import Finding, lint_ontology, run_check
 from pcm.ontology_tools.usage import markdown_terms, sparql_terms
@@ -90,6 +91,10 @@ pcm:rex a owl:NamedIndividual, pcm:Pet, pcm:Plant ; rdfs:label "Rex" ; rdfs:comm
     report = run_check(**small_project(tmp_path, broken), reasoner=True)  # type: ignore[arg-type]
     assert not report.ok
     assert [f.code for f in report.errors] == ["inconsistent"]
+    # the explanation is the minimal set: the disjointness and the two types, nothing else
+    assert report.errors[0].message.endswith(
+        "because of these axioms together: pcm:Pet owl:disjointWith pcm:Plant ; "
+        "pcm:rex rdf:type pcm:Pet ; pcm:rex rdf:type pcm:Plant"), report.errors[0].message
 
 
 @needs_java
@@ -101,6 +106,29 @@ pcm:Chimera a owl:Class ; rdfs:label "Chimera" ; rdfs:comment "Both a pet and a 
 """
     report = run_check(**small_project(tmp_path, broken), reasoner=True)  # type: ignore[arg-type]
     assert codes(report.errors) == [("unsatisfiable", "pcm:Chimera")]
+    assert report.errors[0].message.endswith(
+        "because of these axioms together: pcm:Chimera rdfs:subClassOf pcm:Pet ; "
+        "pcm:Chimera rdfs:subClassOf pcm:Plant ; pcm:Pet owl:disjointWith pcm:Plant"), report.errors[0].message
+
+
+@needs_java
+@pytest.mark.slow
+def test_an_unsatisfiable_class_is_explained_within_the_whole_ontology(tmp_path: Path) -> None:
+    from pcm.ontology_tools.explain import explain_unsatisfiable
+
+    graph = load_ontology().graph + rdflib.Graph().parse(data=turtle_prefixes() + """
+pcm:Pet owl:disjointWith schema:Person .
+pcm:Familiar a owl:Class ; rdfs:subClassOf pcm:Pet ;
+    owl:equivalentClass [ a owl:Restriction ; owl:onProperty schema:knows ; owl:someValuesFrom schema:Person ] .
+schema:knows rdfs:domain schema:Person .
+""", format="turtle")
+    found = explain_unsatisfiable(graph, PCM + "Familiar", curie=load_ontology().curie, workdir=tmp_path)
+    # one justification of several (schema:knows has FOAF's domain too, through equivalences): the three axioms
+    # every one of them needs are there, and the set is minimal
+    assert found.minimal, found
+    assert {"pcm:Familiar rdfs:subClassOf pcm:Pet", "pcm:Pet owl:disjointWith schema:Person"} <= set(found.axioms)
+    assert any(a.startswith("pcm:Familiar owl:equivalentClass [") for a in found.axioms)
+    assert len(found.axioms) <= 6 and any("rdfs:domain" in a for a in found.axioms)
 
 
 def test_missing_java_is_a_reasoner_error_not_a_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

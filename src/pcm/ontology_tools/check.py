@@ -6,8 +6,8 @@ Each problem is a :class:`Finding` with a stable code, so CI output can be grepp
 ``parse``               a file is not valid Turtle, or the ontology has no version
 ``import``              an ``owl:imports`` the catalog does not map to a readable local file (never downloaded)
 ``reasoner``            HermiT could not run (no Java) or was skipped
-``inconsistent``        HermiT finds no model of the ontology
-``unsatisfiable``       a named class can have no member (it is equivalent to owl:Nothing)
+``inconsistent``        HermiT finds no model of the ontology (with a minimal set of axioms causing it)
+``unsatisfiable``       a named class can have no member (it is equivalent to owl:Nothing), with the axioms why
 ``missing-label`` / ``missing-comment`` / ``missing-area`` / ``unknown-area``
 ``missing-domain`` / ``missing-range``   an object or datatype property without one (own or inherited)
 ``range-kind``          a datatype property ranging over a class, or an object property over a datatype
@@ -33,7 +33,7 @@ from __future__ import annotations
 import difflib
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -54,6 +54,7 @@ from pcm.ontology import (
 )
 from pcm.ontology_tools import catalog
 from pcm.ontology_tools.competency import FIXTURE_NAMESPACE
+from pcm.ontology_tools.explain import Explanation, explain_inconsistency, explain_unsatisfiable
 from pcm.ontology_tools.imports import find_catalog, load_catalog, resolve_imports, without_imports
 from pcm.ontology_tools.reasoner import run_hermit
 from pcm.ontology_tools.usage import (
@@ -253,23 +254,33 @@ def _with_imports(ontology: Ontology, catalog_path: Path | None, report: CheckRe
     return graph
 
 
+#: Unsatisfiable classes explained per check (each explanation costs several reasoner runs).
+EXPLAINED = 3
+
+
 def _reason(ontology: Ontology, graph: rdflib.Graph, workdir: Path | None) -> list[Finding]:
     try:
         result = run_hermit(graph, workdir)
     except PcmError as error:
         return [Finding("reasoner", str(error))]
     if not result.consistent:
-        return [
-            Finding(
-                "inconsistent",
-                "HermiT finds the ontology inconsistent: no model satisfies its axioms "
-                "(look at individuals, disjointness and restrictions added since the last passing check)",
-            )
-        ]
-    return [
-        Finding("unsatisfiable", "this class can have no member (HermiT: equivalent to owl:Nothing)", where=ontology.curie(iri))
-        for iri in result.unsatisfiable
-    ]
+        why = _explained(lambda: explain_inconsistency(graph, curie=ontology.curie, workdir=workdir))
+        return [Finding("inconsistent", f"HermiT finds the ontology inconsistent: no model satisfies its axioms; {why}")]
+    findings = []
+    for number, iri in enumerate(result.unsatisfiable):
+        message = "this class can have no member (HermiT: equivalent to owl:Nothing)"
+        if number < EXPLAINED:
+            message += "; " + _explained(lambda iri=iri: explain_unsatisfiable(graph, iri, curie=ontology.curie,
+                                                                               workdir=workdir))
+        findings.append(Finding("unsatisfiable", message, where=ontology.curie(iri)))
+    return findings
+
+
+def _explained(explain: Callable[[], Explanation]) -> str:
+    try:
+        return explain().text()
+    except PcmError as error:  # the reasoner failed on a part of the ontology: say so, keep the finding
+        return f"no explanation ({error})"
 
 
 # ---------------------------------------------------------------------- lint of the ontology itself
