@@ -149,9 +149,11 @@ def catalog(areas: str | None, compact: bool, write: bool, check_only: bool, pro
               show_default=True, help="Folder to write index.html and ontology.md into.")
 @click.option("--format", "fmt", type=click.Choice(["html", "md", "both"]), default="both", show_default=True)
 @click.option("--ontology", "ontology_dir", type=_DIR, default=None, help="Ontology folder (default: the shipped one).")
+@click.option("--shapes", "shapes_dir", type=_DIR, default=None, help="SHACL shapes folder (default: the shipped one).")
 @handle_errors
-def docs(out_dir: Path, fmt: str, ontology_dir: Path | None) -> None:
-    """Write an HTML and a Markdown reference: classes, properties, hierarchy, examples from the competency tests.
+def docs(out_dir: Path, fmt: str, ontology_dir: Path | None, shapes_dir: Path | None) -> None:
+    """Write an HTML and a Markdown reference: classes, properties, both hierarchies, the SHACL rules naming each
+    term, deprecations, examples from the competency tests; HTML with a search box. Reproducible (no build time).
 
     \b
     Example:
@@ -160,7 +162,7 @@ def docs(out_dir: Path, fmt: str, ontology_dir: Path | None) -> None:
     from pcm.ontology_tools.docs import write_docs
 
     formats = ("html", "md") if fmt == "both" else (fmt,)
-    for path in write_docs(_load(ontology_dir), out_dir, formats=formats):
+    for path in write_docs(_load(ontology_dir), out_dir, formats=formats, shapes_dir=shapes_dir):
         click.echo(str(path))
 
 
