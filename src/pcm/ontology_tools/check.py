@@ -35,6 +35,7 @@ import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 
 import rdflib
@@ -270,8 +271,8 @@ def _reason(ontology: Ontology, graph: rdflib.Graph, workdir: Path | None) -> li
     for number, iri in enumerate(result.unsatisfiable):
         message = "this class can have no member (HermiT: equivalent to owl:Nothing)"
         if number < EXPLAINED:
-            message += "; " + _explained(lambda iri=iri: explain_unsatisfiable(graph, iri, curie=ontology.curie,
-                                                                               workdir=workdir))
+            message += "; " + _explained(partial(explain_unsatisfiable, graph, iri, curie=ontology.curie,
+                                                 workdir=workdir))
         findings.append(Finding("unsatisfiable", message, where=ontology.curie(iri)))
     return findings
 

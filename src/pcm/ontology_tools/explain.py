@@ -70,7 +70,7 @@ class _Budget(Exception):
 def explain_unsatisfiable(graph: rdflib.Graph, iri: str, *, curie: Callable[[str], str] = str,
                           workdir: Path | None = None, max_calls: int = 40) -> Explanation:
     """A minimal set of axioms making the class ``iri`` unsatisfiable."""
-    probe = [(_PROBE, RDF.type, OWL.NamedIndividual), (_PROBE, RDF.type, URIRef(iri))]
+    probe: list[Triple] = [(_PROBE, RDF.type, OWL.NamedIndividual), (_PROBE, RDF.type, URIRef(iri))]
     return _explain(graph, {iri}, probe, curie, workdir, max_calls)
 
 
@@ -81,7 +81,7 @@ def explain_inconsistency(graph: rdflib.Graph, *, curie: Callable[[str], str] = 
     return _explain(graph, individuals, [], curie, workdir, max_calls)
 
 
-def _explain(graph: rdflib.Graph, start: set[str], fixed: list[Triple], curie: Callable[[str], str],
+def _explain(graph: rdflib.Graph, start: set[str], fixed: Sequence[Triple], curie: Callable[[str], str],
              workdir: Path | None, max_calls: int) -> Explanation:
     axioms, declarations = split_axioms(graph, curie)
     module = _module(axioms, start)

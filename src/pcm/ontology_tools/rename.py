@@ -108,7 +108,7 @@ def rename_text(text: str, old: str, new: str) -> str:
         else:
             replacement = f"<{new}>"
         pattern = re.compile(r"(?<![\w/.:#<-])" + re.escape(f"{prefix}:{local}") + r"(?![\w-]|\.[\w-])")
-        text = pattern.sub(lambda _, written=replacement: written, text)
+        text = pattern.sub(replacement.replace("\\", "\\\\"), text)  # a literal replacement
     return text
 
 
