@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from pcm.cli_ontology import ontology as ontology_cli
 from pcm.errors import InputError
-from pcm.ontology import AREAS, COMPACT_LEGEND, Ontology, load_ontology
+from pcm.ontology import AREAS, COMPACT_LEGEND, Ontology, in_catalogue, load_ontology
 from pcm.ontology_tools import catalog
 
 
@@ -33,12 +33,14 @@ def test_sections_read_areas_and_compact_and_refuse_bad_markers() -> None:
     for bad, why in (
         ("<!-- catalogue:begin -->\nx\n", "without its catalogue:end"),
         ("x\n<!-- catalogue:end -->\n", "without catalogue:begin"),
-        ("<!-- catalogue:begin areas=pets,unicorns -->\n<!-- catalogue:end -->\n", "unknown catalogue area"),
         ("<!-- catalogue:begin colour=red -->\n<!-- catalogue:end -->\n", "unknown catalogue marker argument"),
         ("<!-- catalogue:begin -->\n<!-- catalogue:begin -->\n<!-- catalogue:end -->\n", "without its catalogue:end"),
     ):
         with pytest.raises(InputError, match=why):
             catalog.sections(bad, "p.md")
+    # an area is known when the ontology declares it (its areas.toml), so it is checked on refresh
+    with pytest.raises(InputError, match="p.md:1: unknown catalogue area"):
+        catalog.refreshed("<!-- catalogue:begin areas=pets,unicorns -->\n<!-- catalogue:end -->\n", load_ontology(), "p.md")
 
 
 def test_refresh_fills_each_section_from_the_ontology(onto: Ontology) -> None:
@@ -59,8 +61,8 @@ def test_compact_catalogue_is_smaller_and_keeps_every_term(onto: Ontology) -> No
     full, compact = onto.catalogue(), onto.catalogue(compact=True)
     assert compact.startswith(COMPACT_LEGEND)
     assert len(compact) < 0.6 * len(full)
-    for iri in onto.terms:
-        assert onto.curie(iri) in compact, onto.curie(iri)
+    for iri, term in onto.terms.items():
+        assert (onto.curie(iri) in compact) == in_catalogue(term), onto.curie(iri)
     pets = onto.catalogue(["pets"], compact=True)
     assert "classes: pcm:Pet⊑schema:Thing" in pets
     assert "pcm:Pet: pcm:petBreed→xsd:string!, pcm:petSpecies→xsd:string!" in pets

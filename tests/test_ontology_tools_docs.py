@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from datetime import UTC, datetime
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -120,3 +121,22 @@ def test_docs_open_in_headless_chromium(site: Path, tmp_path: Path) -> None:
     width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
     assert (width, height) == (1280, 1600)
     assert len(data) > 20_000  # a rendered page, not a blank one
+
+
+def test_docs_are_reproducible_with_search_property_tree_and_shacl_rules(tmp_path: Path) -> None:
+    onto = load_ontology()
+    first = {p.name: p.read_bytes() for p in write_docs(onto, tmp_path / "a")}
+    second = {p.name: p.read_bytes() for p in write_docs(onto, tmp_path / "b")}
+    assert first == second
+    md, page = first["ontology.md"].decode(), first["index.html"].decode()
+    today = datetime.now(UTC).date().isoformat()
+    assert today not in md and today not in page  # no build time: the same ontology gives the same files
+    assert f"- Content digest: `{onto.digest}`" in md
+    assert "## Property hierarchy" in md
+    tree = md[md.index("## Property hierarchy"):]
+    owns = tree.index("- [`schema:owns`](#schema-owns)")
+    assert tree.index("  - [`pcm:hasPet`](#pcm-hasPet)", owns) > owns
+    assert "- SHACL rule `single-valued`: a person has one current home" in md
+    assert 'id="search"' in page and "<script>" in page and "section.term" in page
+    assert 'version IRI <a href="https://w3id.org/pcm/ontology/0.1.0">' in page
+    assert '<h2 id="property-hierarchy">Property hierarchy</h2>' in page

@@ -50,12 +50,17 @@ def _load(ontology_dir: Path | None):  # type: ignore[no-untyped-def]
 @click.option("--catalog", "catalog_file", type=_FILE, default=None,
               help="Catalog mapping owl:imports IRIs to local files (default: the ontology folder's "
                    "catalog-v001.xml or catalog.toml). Imports are never downloaded.")
+@click.option("--info", "show_info", is_flag=True, help="Also print info findings (text output).")
+@click.option("--tsv", "as_tsv", is_flag=True, help="Print the findings as TSV (Level, Rule Name, Where, Message).")
 @json_option
 @handle_errors
 def check(ontology_dir: Path | None, shapes_dir: Path | None, queries_dir: Path | None, prompts: tuple[Path, ...],
-          vocab_dir: Path | None, no_reasoner: bool, catalog_file: Path | None, as_json: bool) -> None:
-    """Parse, reason (OWL 2 consistency, unsatisfiable classes), lint, and check every term shapes, queries and
-    prompts use. Exits 1 with a report when anything is wrong.
+          vocab_dir: Path | None, no_reasoner: bool, catalog_file: Path | None, show_info: bool, as_tsv: bool,
+          as_json: bool) -> None:
+    """Parse, reason (OWL 2 consistency, unsatisfiable classes), lint in the manner of `robot report`, and check
+    every term shapes, queries, competency fixtures and prompts use. Exits 1 when an error is found.
+
+    Findings have a severity (error, warning, info) and a rule name; --json and --tsv list them all.
 
     \b
     Example:
@@ -72,7 +77,14 @@ def check(ontology_dir: Path | None, shapes_dir: Path | None, queries_dir: Path 
         reasoner=not no_reasoner,
         catalog_file=catalog_file,
     )
-    emit_json(report.as_json()) if as_json else echo(report.text(), newlines=True)
+    if as_json and as_tsv:
+        raise UsageError("give --json or --tsv, not both")
+    if as_json:
+        emit_json(report.as_json())
+    elif as_tsv:
+        echo(report.tsv(), nl=False, newlines=True)
+    else:
+        echo(report.text(info=show_info), newlines=True)
     if not report.ok:
         sys.exit(1)
 
@@ -83,10 +95,11 @@ def check(ontology_dir: Path | None, shapes_dir: Path | None, queries_dir: Path 
 @click.option("--write", is_flag=True, help="Refresh the marked catalogue sections of every prompt file.")
 @click.option("--check", "check_only", is_flag=True, help="Exit 1 listing the prompt files whose catalogue is stale.")
 @click.option("--prompts-root", type=_DIR, default=None, help="Look for prompts/*.md under this folder instead.")
+@click.option("--ontology", "ontology_dir", type=_DIR, default=None, help="Ontology folder (default: the shipped one).")
 @json_option
 @handle_errors
 def catalog(areas: str | None, compact: bool, write: bool, check_only: bool, prompts_root: Path | None,
-            as_json: bool) -> None:
+            ontology_dir: Path | None, as_json: bool) -> None:
     """Print the catalogue of types and properties the prompts include, or refresh / check it in the prompts.
 
     A prompt marks the generated part with `<!-- catalogue:begin -->` … `<!-- catalogue:end -->`; the begin marker
@@ -97,12 +110,11 @@ def catalog(areas: str | None, compact: bool, write: bool, check_only: bool, pro
       pcm ontology catalog --areas pets,plants --compact
       pcm ontology catalog --write
     """
-    from pcm.ontology import AREAS, load_ontology
     from pcm.ontology_tools import catalog as cat
 
     if write and check_only:
         raise UsageError("give --write or --check, not both")
-    onto = load_ontology()
+    onto = _load(ontology_dir)
     files = cat.prompt_files(prompts_root)
     if write:
         changed = cat.write_prompts(onto, files)
@@ -122,12 +134,12 @@ def catalog(areas: str | None, compact: bool, write: bool, check_only: bool, pro
             sys.exit(1)
         return
     chosen = [a.strip() for a in areas.split(",") if a.strip()] if areas else None
-    unknown = [a for a in chosen or [] if a not in AREAS]
+    unknown = [a for a in chosen or [] if a not in onto.areas]
     if unknown:
-        raise UsageError(f"unknown area(s) {', '.join(unknown)}; known: {', '.join(AREAS)}")
+        raise UsageError(f"unknown area(s) {', '.join(unknown)}; known: {', '.join(onto.areas)}")
     text = onto.catalogue(chosen, compact=compact)
     if as_json:
-        emit_json({"areas": chosen or list(AREAS), "compact": compact, "chars": len(text),
+        emit_json({"areas": chosen or list(onto.areas), "compact": compact, "chars": len(text),
                    "approx_tokens": cat.approx_tokens(text), "text": text})
     else:
         echo(text, nl=False, newlines=True)
@@ -138,9 +150,11 @@ def catalog(areas: str | None, compact: bool, write: bool, check_only: bool, pro
               show_default=True, help="Folder to write index.html and ontology.md into.")
 @click.option("--format", "fmt", type=click.Choice(["html", "md", "both"]), default="both", show_default=True)
 @click.option("--ontology", "ontology_dir", type=_DIR, default=None, help="Ontology folder (default: the shipped one).")
+@click.option("--shapes", "shapes_dir", type=_DIR, default=None, help="SHACL shapes folder (default: the shipped one).")
 @handle_errors
-def docs(out_dir: Path, fmt: str, ontology_dir: Path | None) -> None:
-    """Write an HTML and a Markdown reference: classes, properties, hierarchy, examples from the competency tests.
+def docs(out_dir: Path, fmt: str, ontology_dir: Path | None, shapes_dir: Path | None) -> None:
+    """Write an HTML and a Markdown reference: classes, properties, both hierarchies, the SHACL rules naming each
+    term, deprecations, examples from the competency tests; HTML with a search box. Reproducible (no build time).
 
     \b
     Example:
@@ -149,7 +163,7 @@ def docs(out_dir: Path, fmt: str, ontology_dir: Path | None) -> None:
     from pcm.ontology_tools.docs import write_docs
 
     formats = ("html", "md") if fmt == "both" else (fmt,)
-    for path in write_docs(_load(ontology_dir), out_dir, formats=formats):
+    for path in write_docs(_load(ontology_dir), out_dir, formats=formats, shapes_dir=shapes_dir):
         echo(str(path))
 
 
@@ -273,3 +287,91 @@ def propose(ctx: click.Context, memory_path: Path | None, examples: int, limit: 
     with opened(ctx, memory_path, read_only=True) as memory:
         found = proposals_for(memory, examples=examples)[:limit]
     emit_json([p.as_json() for p in found]) if as_json else echo(render_text(found), newlines=True)
+
+
+@ontology.command()
+@click.option("--ontology", "ontology_dir", type=_DIR, default=None, help="Ontology folder (default: the shipped one).")
+@click.option("--migration-from", "from_version", default=None,
+              help="Write the migration script for replaced terms, from this (the previous) version to the ontology's.")
+@click.option("--migrations", "migrations_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Where to write it (default: the ontology folder's migrations/).")
+@click.option("--script", "show_script", is_flag=True, help="Print the migration script instead of writing it.")
+@json_option
+@handle_errors
+def deprecated(ontology_dir: Path | None, from_version: str | None, migrations_dir: Path | None, show_script: bool,
+               as_json: bool) -> None:
+    """List deprecated terms (owl:deprecated true) and their replacements (dcterms:isReplacedBy), and write the
+    migration script that moves stored data from each replaced term to its replacement.
+
+    Deprecated terms stay in the ontology, so stored data keeps validating, but leave the prompt catalogue and
+    are marked in the docs.
+
+    \b
+    Example:
+      pcm ontology deprecated
+      pcm ontology deprecated --migration-from 0.1.0
+    """
+    from pcm.ontology_tools.migrate import replacement_script, write_replacement_script
+
+    onto = _load(ontology_dir)
+    terms = onto.deprecated()
+    if show_script:
+        echo(replacement_script(onto), nl=False, newlines=True)
+        return
+    written = None
+    if from_version is not None:
+        target = migrations_dir or (ontology_dir / "migrations" if ontology_dir else None)
+        written = write_replacement_script(onto, from_version, target)
+    if as_json:
+        emit_json({"version": onto.version, "written": str(written) if written else None,
+                   "deprecated": [{"iri": t.iri, "curie": onto.curie(t.iri), "label": t.label,
+                                   "replaced_by": list(t.replaced_by)} for t in terms]})
+        return
+    if not terms:
+        echo("no deprecated term")
+    for term in terms:
+        instead = ", ".join(onto.curie(r) for r in term.replaced_by) or "no replacement"
+        echo(f"{onto.curie(term.iri)} ({term.label}) -> {instead}")
+    if from_version is not None:
+        echo(f"wrote {written}" if written else "no replaced term: no migration script written")
+
+
+@ontology.command()
+@click.argument("old")
+@click.argument("new")
+@click.option("--ontology", "ontology_dir", type=_DIR, default=None, help="Ontology folder (default: the shipped one).")
+@click.option("--shapes", "shapes_dir", type=_DIR, default=None, help="SHACL shapes folder.")
+@click.option("--queries", "queries_dirs", type=_DIR, multiple=True,
+              help="Queries folder(s), competency fixtures included (default: the shipped ones).")
+@click.option("--prompts-root", type=_DIR, default=None, help="Look for prompts/*.md under this folder instead.")
+@click.option("--migrations", "migrations_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Where to write the migration script (default: the ontology folder's migrations/).")
+@click.option("--migration-from", "from_version", default=None,
+              help="The released version memories hold (default: the ontology's current version).")
+@click.option("--to", "to_version", default=None,
+              help="The version after the rename (default: the next minor version, unless already bumped).")
+@click.option("--dry-run", is_flag=True, help="Show the diff and write nothing.")
+@json_option
+@handle_errors
+def rename(old: str, new: str, ontology_dir: Path | None, shapes_dir: Path | None, queries_dirs: tuple[Path, ...],
+           prompts_root: Path | None, migrations_dir: Path | None, from_version: str | None, to_version: str | None,
+           dry_run: bool, as_json: bool) -> None:
+    """Rename a term in the ontology, shapes, queries, competency fixtures and prompts, bump the version, and write
+    the migration script that moves stored data to the new name; prints the diff.
+
+    \b
+    Example:
+      pcm ontology rename pcm:petSpecies pcm:species --dry-run
+      pcm ontology rename pcm:petSpecies pcm:species
+    """
+    from pcm.ontology_tools.rename import rename_term
+
+    result = rename_term(old, new, ontology_dir=ontology_dir, shapes_dir=shapes_dir,
+                         queries_dirs=list(queries_dirs) or None, prompts_root=prompts_root,
+                         migrations=migrations_dir, from_version=from_version, to_version=to_version,
+                         write=not dry_run)
+    if as_json:
+        emit_json({**result.as_json(), "diff": result.diff()})
+        return
+    echo(result.diff(), nl=False, newlines=True)
+    echo("\n".join(result.summary()), newlines=True)

@@ -9,6 +9,7 @@ graph in the store is small enough for ``rdfs:subClassOf*`` queries.
 from __future__ import annotations
 
 import re
+import tomllib
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -31,13 +32,51 @@ if TYPE_CHECKING:
 
 ONTOLOGY_IRI = "https://w3id.org/pcm/ontology"
 
-#: The topics terms are grouped by (``pcm:area``), in catalogue order.
-AREAS: tuple[str, ...] = (
-    "people", "family", "social", "places", "travel", "residence", "work", "education", "health", "food",
-    "habits", "activities", "events", "purchases", "products", "vehicles", "services", "pets", "plants",
-    "clothing", "collections", "media", "preferences", "time", "conversation", "provenance", "general",
-)
+AREAS_FILE = "areas.toml"
+
+
+@dataclass(frozen=True)
+class Area:
+    """One topic terms are grouped by (``pcm:area``), declared in the ontology folder's ``areas.toml``."""
+
+    name: str
+    keywords: tuple[str, ...] = ()
+    """Word stems that make extraction offer this area's terms (added to the ones it knows already)."""
+
+
+def read_areas(folder: Path) -> tuple[Area, ...]:
+    """The ``[[area]]`` entries of ``folder/areas.toml``, in order; :class:`PcmError` naming the file when malformed."""
+    path = Path(folder) / AREAS_FILE
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise PcmError(f"{path}: {' '.join(str(error).split())}") from error
+    entries = data.get("area")
+    if not isinstance(entries, list) or not entries:
+        raise PcmError(f"{path}: no [[area]] entry")
+    areas = []
+    for number, entry in enumerate(entries, 1):
+        name, keywords = entry.get("name"), entry.get("keywords", [])
+        if not isinstance(name, str) or not name.strip() or not isinstance(keywords, list) or not all(
+                isinstance(k, str) and k for k in keywords):
+            raise PcmError(f"{path}: [[area]] number {number} needs a name and, optionally, a list of keyword strings")
+        areas.append(Area(name.strip(), tuple(keywords)))
+    seen = [a.name for a in areas]
+    twice = sorted({n for n in seen if seen.count(n) > 1})
+    if twice:
+        raise PcmError(f"{path}: area(s) declared twice: {', '.join(twice)}")
+    return tuple(areas)
+
+
+#: The shipped ontology's areas (``pcm_ontology/areas.toml``), in catalogue order. An ontology folder with its own
+#: ``areas.toml`` has its own (:attr:`Ontology.areas`).
+SHIPPED_AREAS: tuple[Area, ...] = read_areas(resources.ontology_dir())
+#: The names of :data:`SHIPPED_AREAS`.
+AREAS: tuple[str, ...] = tuple(a.name for a in SHIPPED_AREAS)
 DEFAULT_AREA = "general"
+#: Areas of terms that describe the ontology's own terms (``dcterms:isReplacedBy``), never a memory's data: not
+#: declared in ``areas.toml``, so left out of the prompt catalogue, of extraction and of the competency suite's coverage.
+META_AREAS: frozenset[str] = frozenset({"ontology"})
 
 CLASS = "class"
 OBJECT_PROPERTY = "object_property"
@@ -54,6 +93,7 @@ COMPACT_LEGEND = (
 )
 
 _AREA = URIRef(PCM + "area")
+IS_REPLACED_BY = URIRef("http://purl.org/dc/terms/isReplacedBy")
 _DOMAIN_INCLUDES = URIRef(SCHEMA + "domainIncludes")
 _RANGE_INCLUDES = URIRef(SCHEMA + "rangeIncludes")
 # Which rdf:type makes a subject which kind of term; the first match in this order wins.
@@ -82,6 +122,10 @@ class Term:
     """``rdfs:domain`` (union members spelt out) plus schema.org's non-logical ``schema:domainIncludes``."""
     range: tuple[str, ...]
     """``rdfs:range`` (union members spelt out) plus ``schema:rangeIncludes``."""
+    deprecated: bool = False
+    """``owl:deprecated true``: kept so stored data stays valid, but no longer offered to the model."""
+    replaced_by: tuple[str, ...] = ()
+    """``dcterms:isReplacedBy``: the term(s) to use instead (one makes a migration script possible)."""
 
 
 class Ontology:
@@ -98,8 +142,16 @@ class Ontology:
     individuals: frozenset[str]
     functional_properties: frozenset[str]
 
-    def __init__(self, graph: rdflib.Graph) -> None:
+    areas: tuple[str, ...]
+    """Area names in catalogue order (the folder's ``areas.toml``, else the shipped ones)."""
+    area_keywords: dict[str, tuple[str, ...]]
+    """Area name -> keyword stems declared for it."""
+
+    def __init__(self, graph: rdflib.Graph, areas: tuple[Area, ...] | None = None) -> None:
         self.graph = graph
+        declared = SHIPPED_AREAS if areas is None else areas
+        self.areas = tuple(a.name for a in declared)
+        self.area_keywords = {a.name: a.keywords for a in declared if a.keywords}
         self.version = _version(graph)
         self.terms = {t.iri: t for t in _terms(graph)}
         self.classes = self._of_kind({CLASS})
@@ -165,8 +217,9 @@ class Ontology:
         Full (the default): one line per term with its parents, domain → range and the first sentence of its
         comment. Compact (for the NL→SPARQL prompt's token budget): no comments, classes on one line per area and
         properties grouped by domain, after a one-line legend of the notation; about a third of the size.
-        Deterministic: areas in :data:`AREAS` order (others after, alphabetically), then classes, properties and
+        Deterministic: areas in :attr:`areas` order (others after, alphabetically), then classes, properties and
         individuals, each sorted by CURIE. ``areas`` restricts the listing (unknown names select nothing).
+        Deprecated terms (``owl:deprecated true``) and terms of :data:`META_AREAS` are left out.
 
         A full line marks a property that holds one value at a time, so the model knows before a repair round:
         ``[functional]`` (the ontology), and from the shapes in ``shapes_dir`` (default: the bundled ones)
@@ -180,9 +233,11 @@ class Ontology:
         wanted = None if areas is None else set(areas)
         by_area: dict[str, list[Term]] = {}
         for term in self.terms.values():
+            if not in_catalogue(term):
+                continue
             if wanted is None or term.area in wanted:
                 by_area.setdefault(term.area, []).append(term)
-        order = [a for a in AREAS if a in by_area] + sorted(a for a in by_area if a not in AREAS)
+        order = [a for a in self.areas if a in by_area] + sorted(a for a in by_area if a not in self.areas)
         blocks = []
         for area in order:
             terms = sorted(by_area[area], key=lambda t: (_KIND_ORDER.index(t.kind), self.curie(t.iri)))
@@ -265,6 +320,10 @@ class Ontology:
             )
         return list(self._quads)
 
+    def deprecated(self) -> list[Term]:
+        """Deprecated terms, by IRI."""
+        return sorted((t for t in self.terms.values() if t.deprecated), key=lambda t: t.iri)
+
     @property
     def digest(self) -> str:
         """A digest of the ontology's content (:func:`ontology_digest` of :meth:`quads`): it changes when any
@@ -272,6 +331,12 @@ class Ontology:
         if self._digest is None:
             self._digest = ontology_digest(self.quads())
         return self._digest
+
+
+def in_catalogue(term: Term) -> bool:
+    """Whether the prompt catalogue offers ``term`` to the model: not when it is deprecated (stored data may still
+    use it), never when it describes terms rather than data (:data:`META_AREAS`)."""
+    return not term.deprecated and term.area not in META_AREAS
 
 
 # ---------------------------------------------------------------------- content digest
@@ -302,7 +367,7 @@ def _load(folder: Path) -> Ontology:
         except Exception as error:  # rdflib raises several unrelated types for bad Turtle
             first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise PcmError(f"ontology file {path.name} is not valid Turtle: {first_line}") from error
-    return Ontology(graph)
+    return Ontology(graph, read_areas(folder) if (folder / AREAS_FILE).is_file() else None)
 
 
 def _version(graph: rdflib.Graph) -> str:
@@ -334,6 +399,8 @@ def _terms(graph: rdflib.Graph) -> Iterable[Term]:
             parents=parents,
             domain=_class_list(graph, subject, RDFS.domain, _DOMAIN_INCLUDES),
             range=_class_list(graph, subject, RDFS.range, _RANGE_INCLUDES),
+            deprecated=any(str(v).lower() in ("true", "1") for v in graph.objects(subject, OWL.deprecated)),
+            replaced_by=_iris(graph.objects(subject, IS_REPLACED_BY)),
         )
 
 

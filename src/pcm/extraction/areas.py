@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import cache
 
-from pcm.ontology import AREAS, Ontology
+from pcm.ontology import Ontology
 
 #: Sent on every call.
 CORE_AREAS: tuple[str, ...] = ("people", "places", "activities", "time", "general")
@@ -95,6 +96,8 @@ def _pattern(stems: Iterable[str]) -> re.Pattern[str]:
 
 
 _PATTERNS: dict[str, re.Pattern[str]] = {area: _pattern(stems) for area, stems in KEYWORDS.items()}
+#: Patterns of the keywords an ontology declares for its areas, compiled once per list.
+_declared_pattern = cache(_pattern)
 
 
 def select_areas(text: str, *, entity_types: Iterable[str] = (), ontology: Ontology) -> list[str]:
@@ -102,8 +105,10 @@ def select_areas(text: str, *, entity_types: Iterable[str] = (), ontology: Ontol
     chosen = set(CORE_AREAS)
     lowered = " " + " ".join(text.lower().split()) + " "
     chosen.update(area for area, pattern in _PATTERNS.items() if pattern.search(lowered))
+    # areas (and keywords) the ontology declares in its areas.toml: a new area needs no edit here
+    chosen.update(area for area, stems in ontology.area_keywords.items() if _declared_pattern(stems).search(lowered))
     for iri in entity_types:
         term = ontology.terms.get(iri)
         if term is not None:
             chosen.add(term.area)
-    return [a for a in AREAS if a in chosen and a not in RESERVED_AREAS]
+    return [a for a in ontology.areas if a in chosen and a not in RESERVED_AREAS]

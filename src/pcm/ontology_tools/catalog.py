@@ -7,7 +7,7 @@ A prompt (``src/pcm/**/prompts/*.md``) includes the catalogue between two marker
     <!-- catalogue:end -->
 
 The begin marker takes optional arguments: ``areas=people,family`` restricts the listing to those areas (names
-from :data:`pcm.ontology.AREAS`), and ``compact`` asks for the compact notation (properties grouped by domain, no
+the ontology declares in ``areas.toml``), and ``compact`` asks for the compact notation (properties grouped by domain, no
 comments) that fits the NL→SPARQL prompt's token budget, e.g. ``<!-- catalogue:begin areas=pets,plants compact -->``.
 ``pcm ontology catalog --write`` regenerates every marked section; ``--check`` (and CI, and ``pcm ontology check``)
 fails when a committed prompt's section differs from what the current ontology generates.
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pcm.errors import InputError
-from pcm.ontology import AREAS, Ontology
+from pcm.ontology import Ontology
 
 BEGIN = re.compile(r"^<!--\s*catalogue:begin(?P<args>[^>]*?)\s*-->[ \t]*$", re.MULTILINE)
 END = re.compile(r"^<!--\s*catalogue:end\s*-->[ \t]*$", re.MULTILINE)
@@ -77,9 +77,6 @@ def _arguments(raw: str, where: str) -> tuple[tuple[str, ...] | None, bool]:
         key, _, value = word.partition("=")
         if key == "areas" and value:
             areas = tuple(a.strip() for a in value.split(",") if a.strip())
-            unknown = [a for a in areas if a not in AREAS]
-            if unknown:
-                raise InputError(f"{where}: unknown catalogue area(s) {', '.join(unknown)}; known: {', '.join(AREAS)}")
         elif word == "compact":
             compact = True
         else:
@@ -87,8 +84,13 @@ def _arguments(raw: str, where: str) -> tuple[tuple[str, ...] | None, bool]:
     return areas, compact
 
 
-def render(ontology: Ontology, section: Section) -> str:
-    """What a section should contain: the catalogue, with a trailing newline before the end marker."""
+def render(ontology: Ontology, section: Section, name: str = "prompt") -> str:
+    """What a section should contain: the catalogue, with a trailing newline before the end marker. An area the
+    ontology does not declare is an :class:`InputError` (it would silently select nothing)."""
+    unknown = [a for a in section.areas or () if a not in ontology.areas]
+    if unknown:
+        raise InputError(f"{name}:{section.line}: unknown catalogue area(s) {', '.join(unknown)}; known: "
+                         f"{', '.join(ontology.areas)}")
     return ontology.catalogue(section.areas, compact=section.compact)
 
 
@@ -98,7 +100,7 @@ def refreshed(text: str, ontology: Ontology, name: str = "prompt") -> str:
     position = 0
     for section in sections(text, name):
         out.append(text[position : section.start])
-        out.append(render(ontology, section))
+        out.append(render(ontology, section, name))
         position = section.end
     out.append(text[position:])
     return "".join(out)

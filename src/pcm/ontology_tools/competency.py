@@ -36,7 +36,7 @@ from pcm import resources
 from pcm.errors import InputError
 from pcm.namespaces import GRAPH_EXTRACTION_PREFIX, PREFIXES, PROV, XSD, turtle_prefixes
 from pcm.naming import Naming
-from pcm.ontology import AREAS, Ontology, load_ontology
+from pcm.ontology import META_AREAS, Ontology, load_ontology
 from pcm.ontology_tools.usage import sparql_terms
 from pcm.provenance import fixed_agent_quads
 
@@ -148,8 +148,8 @@ def run_competency(
         if wanted is None or question.name in wanted:
             report.results.append(_run_one(question, onto, areas, validator))
     if wanted is None:
-        in_use = {t.area for t in onto.terms.values()}
-        report.uncovered = [a for a in AREAS if a in in_use and a not in covered]
+        in_use = {t.area for t in onto.terms.values()} - META_AREAS
+        report.uncovered = [a for a in onto.areas if a in in_use and a not in covered]
     report.seconds = time.perf_counter() - started
     return report
 
@@ -157,7 +157,7 @@ def run_competency(
 def question_areas(question: CompetencyQuestion, ontology: Ontology) -> tuple[str, ...]:
     """Areas of the ontology terms the query names."""
     used = {u.iri for u in sparql_terms(question.query, Path(question.name))}
-    return tuple(a for a in AREAS if any(ontology.terms[i].area == a for i in used if i in ontology.terms))
+    return tuple(a for a in ontology.areas if any(ontology.terms[i].area == a for i in used if i in ontology.terms))
 
 
 def _run_one(question: CompetencyQuestion, ontology: Ontology, areas: tuple[str, ...], validator: object) -> CompetencyResult:

@@ -24,7 +24,7 @@ from rdflib.compare import graph_diff, to_isomorphic
 from pcm.backend import Solutions
 from pcm.errors import InputError, PcmError
 from pcm.namespaces import GRAPH_IMPORT_PREFIX, GRAPH_ONTOLOGY, PCM, PREFIXES, SCHEMA, SKOS, XSD
-from pcm.ontology import CLASS, DATATYPE_PROPERTY, OBJECT_PROPERTY, Ontology, Term
+from pcm.ontology import AREAS_FILE, CLASS, DATATYPE_PROPERTY, OBJECT_PROPERTY, Ontology, Term, read_areas
 from pcm.resources import render_query
 from pcm.sparql import values_clause
 
@@ -134,7 +134,8 @@ def load_version(path: Path) -> Ontology:
         except Exception as error:  # rdflib raises several unrelated types for bad input
             raise InputError(f"{file.name} does not parse: {' '.join(str(error).split())[:200]}") from error
     try:
-        return Ontology(graph)
+        areas = read_areas(path) if path.is_dir() and (path / AREAS_FILE).is_file() else None
+        return Ontology(graph, areas)
     except PcmError as error:
         raise InputError(f"{path}: {error}") from error
 

@@ -5,7 +5,10 @@ namespaces, a summary of the areas, the class hierarchy as a tree, then every te
 IRI, comment, parents and children, domain and range, the properties used on a class and those whose values it is,
 inverses and equivalents. Examples come from the competency fixtures (``queries/competency/*.trig``): the first
 statement that uses the term, and the competency questions whose queries name it, so every example shown is one a
-test has run. The HTML is one self-contained page (inline CSS, no script, no network).
+test has run. Each term also lists the SHACL rules (``shapes/``) that name it, and a deprecated term is marked with
+its replacement. The HTML is one self-contained page (inline CSS, a few lines of inline script for the search box,
+no network). The output depends on the ontology, shapes and competency files only (no build time), so a rebuild of
+an unchanged ontology is byte-identical.
 """
 
 from __future__ import annotations
@@ -14,7 +17,6 @@ import html
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
 from rdflib import OWL, URIRef
@@ -22,7 +24,6 @@ from rdflib import OWL, URIRef
 from pcm.namespaces import PREFIXES
 from pcm.ontology import (
     ANNOTATION_PROPERTY,
-    AREAS,
     CLASS,
     DATATYPE_PROPERTY,
     INDIVIDUAL,
@@ -91,12 +92,47 @@ def _statements(text: str) -> Iterable[str]:
             current = []
 
 
+def shape_rules(directory: Path | None = None) -> dict[str, list[tuple[str, str]]]:
+    """Term IRI -> [(rule id, message)] for every shape (``pcmsh:rule``) whose description names the term."""
+    import rdflib
+    from rdflib import BNode
+
+    from pcm import resources
+
+    graph = rdflib.Graph()
+    for path in sorted(Path(directory or resources.shapes_dir()).glob("*.ttl")):
+        graph.parse(path, format="turtle")
+    rule = URIRef(_PCMSH + "rule")
+    found: dict[str, list[tuple[str, str]]] = {}
+    for shape, name in sorted(graph.subject_objects(rule), key=lambda pair: str(pair[1])):
+        message = str(graph.value(shape, URIRef("http://www.w3.org/ns/shacl#message")) or "")
+        named: set[str] = set()
+        stack, seen = [shape], set()
+        while stack:
+            node = stack.pop()
+            if node in seen:
+                continue
+            seen.add(node)
+            for _, value in graph.predicate_objects(node):
+                if isinstance(value, BNode):
+                    stack.append(value)
+                elif isinstance(value, URIRef) and not str(value).startswith(("http://www.w3.org/ns/shacl#", _PCMSH)):
+                    named.add(str(value))
+        for iri in named:
+            found.setdefault(iri, []).append((str(name), message))
+    return found
+
+
+_PCMSH = "https://w3id.org/pcm/shapes#"
+
+
 def write_docs(
-    ontology: Ontology, out_dir: Path, *, formats: Iterable[str] = ("html", "md"), examples: Examples | None = None
+    ontology: Ontology, out_dir: Path, *, formats: Iterable[str] = ("html", "md"), examples: Examples | None = None,
+    shapes_dir: Path | None = None,
 ) -> list[Path]:
     """Write ``index.html`` and/or ``ontology.md`` into ``out_dir``; returns the files written."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    model = _Model(ontology, examples if examples is not None else collect_examples(ontology))
+    model = _Model(ontology, examples if examples is not None else collect_examples(ontology), shape_rules(shapes_dir))
     written = []
     for fmt in formats:
         if fmt == "html":
@@ -117,9 +153,10 @@ def write_docs(
 class _Model:
     """Everything both renderers need, computed once."""
 
-    def __init__(self, ontology: Ontology, examples: Examples) -> None:
+    def __init__(self, ontology: Ontology, examples: Examples, rules: dict[str, list[tuple[str, str]]] | None = None) -> None:
         self.onto = ontology
         self.examples = examples
+        self.rules = rules or {}
         graph = ontology.graph
         meta = URIRef(ONTOLOGY_IRI)
         self.title = str(graph.value(meta, URIRef("http://purl.org/dc/terms/title")) or "PCM ontology")
@@ -143,8 +180,8 @@ class _Model:
                 lists[key].sort(key=ontology.curie)
         self.inverse = _pairs(graph, OWL.inverseOf)
         self.equivalent = _pairs(graph, OWL.equivalentClass) | _pairs(graph, OWL.equivalentProperty)
-        self.areas = [a for a in AREAS if any(t.area == a for t in ontology.terms.values())]
-        self.areas += sorted({t.area for t in ontology.terms.values()} - set(AREAS))
+        self.areas = [a for a in ontology.areas if any(t.area == a for t in ontology.terms.values())]
+        self.areas += sorted({t.area for t in ontology.terms.values()} - set(ontology.areas))
 
     def terms_of(self, area: str, kind: str) -> list[Term]:
         chosen = [t for t in self.onto.terms.values() if t.area == area and t.kind == kind]
@@ -155,6 +192,11 @@ class _Model:
         return sorted(
             (c for c in classes if not any(p in classes for p in self.onto.terms[c].parents)), key=self.onto.curie
         )
+
+    def property_roots(self) -> list[str]:
+        """Object and datatype properties with no declared superproperty: the tops of the property tree."""
+        props = {i for i, t in self.onto.terms.items() if t.kind in (OBJECT_PROPERTY, DATATYPE_PROPERTY)}
+        return sorted((p for p in props if not any(q in props for q in self.onto.terms[p].parents)), key=self.onto.curie)
 
     def facts(self, term: Term) -> list[tuple[str, list[str]]]:
         """(label, IRIs) rows describing a term, in display order; empty rows are dropped."""
@@ -167,6 +209,7 @@ class _Model:
         if term.kind in (OBJECT_PROPERTY, DATATYPE_PROPERTY, ANNOTATION_PROPERTY):
             rows.append(("domain", list(term.domain)))
             rows.append(("range", list(term.range)))
+        rows.append(("replaced by", list(term.replaced_by)))
         rows.append(("inverse of", sorted(self.inverse.get(term.iri, ()), key=self.onto.curie)))
         rows.append(("equivalent to", sorted(self.equivalent.get(term.iri, ()), key=self.onto.curie)))
         if term.kind == CLASS:
@@ -177,6 +220,8 @@ class _Model:
 
     def flags(self, term: Term) -> list[str]:
         found = [_KIND_NAMES[term.kind]]
+        if term.deprecated:
+            found.insert(0, "DEPRECATED: not offered to extraction; use its replacement")
         if term.iri in self.onto.functional_properties:
             found.append("functional: one value at a time")
         return found
@@ -204,7 +249,8 @@ def render_markdown(model: _Model) -> str:
     lines = [f"# {model.title}", "", model.description, "", f"- IRI: <{ONTOLOGY_IRI}>", f"- Version: {onto.version}"]
     if model.version_iri:
         lines.append(f"- Version IRI: <{model.version_iri}>")
-    lines += [f"- Generated by `pcm ontology docs` on {_today()}", "", "## Namespaces", "", "| prefix | namespace |",
+    lines += [f"- Content digest: `{onto.digest}`", "- Generated by `pcm ontology docs`", "", "## Namespaces", "",
+              "| prefix | namespace |",
               "| --- | --- |"]
     lines += [f"| `{p}:` | <{ns}> |" for p, ns in PREFIXES.items()]
     lines += ["", "## Areas", "", "| area | classes | properties | individuals |", "| --- | --- | --- | --- |"]
@@ -213,6 +259,8 @@ def render_markdown(model: _Model) -> str:
         lines.append(f"| [{area}](#area-{area}) | {counts[0]} | {counts[1]} | {counts[2]} |")
     lines += ["", "## Class hierarchy", ""]
     lines += _markdown_tree(model)
+    lines += ["", "## Property hierarchy", ""]
+    lines += _markdown_tree(model, properties=True)
     for area in model.areas:
         lines += ["", f'<a id="area-{area}"></a>', "", f"## Area: {area}"]
         for kind, title in KIND_TITLES.items():
@@ -225,7 +273,7 @@ def render_markdown(model: _Model) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _markdown_tree(model: _Model) -> list[str]:
+def _markdown_tree(model: _Model, *, properties: bool = False) -> list[str]:
     lines: list[str] = []
 
     def walk(iri: str, depth: int, path: frozenset[str]) -> None:
@@ -234,19 +282,22 @@ def _markdown_tree(model: _Model) -> list[str]:
             if child not in path:
                 walk(child, depth + 1, path | {child})
 
-    for root in model.roots():
+    for root in model.property_roots() if properties else model.roots():
         walk(root, 0, frozenset({root}))
     return lines
 
 
 def _markdown_term(model: _Model, term: Term) -> list[str]:
     curie = model.onto.curie(term.iri)
-    lines = ["", f'<a id="{anchor(curie)}"></a>', "", f"#### {curie}", "",
+    heading = f"~~{curie}~~ (deprecated)" if term.deprecated else curie
+    lines = ["", f'<a id="{anchor(curie)}"></a>', "", f"#### {heading}", "",
              f"**{term.label}** ({', '.join(model.flags(term))}) — <{term.iri}>", ""]
     if term.comment:
         lines += [term.comment, ""]
     for label, values in model.facts(term):
         lines.append(f"- {label}: {', '.join(_md_link(model, v) for v in values)}")
+    for name, message in model.rules.get(term.iri, []):
+        lines.append(f"- SHACL rule `{name}`: {message}")
     example = model.examples.snippets.get(term.iri)
     if example:
         lines += ["", f"Example (competency fixture `{example[0]}`):", "", "```turtle", example[1], "```"]
@@ -277,6 +328,7 @@ table{border-collapse:collapse;margin:.6rem 0}td,th{border:1px solid #d7dce5;pad
 th{background:#eef1f6}
 .term{background:#fff;border:1px solid #d7dce5;border-radius:6px;padding:.7rem 1rem;margin:.8rem 0}
 .term h4{margin:0;font-size:1.05rem}.term .iri{color:#5b6475;font-size:.85rem;word-break:break-all}
+.deprecated{border-color:#c9a227;background:#fffbea}.deprecated h4{text-decoration:line-through}
 .kind{display:inline-block;font-size:.75rem;background:#dbe7ff;color:#23395d;border-radius:3px;padding:0 .4rem;
 margin-left:.4rem}
 dl{display:grid;grid-template-columns:max-content 1fr;gap:.15rem .8rem;margin:.5rem 0}dt{color:#5b6475}dd{margin:0}
@@ -297,9 +349,13 @@ def render_html(model: _Model) -> str:
         f"<header><h1>{esc(model.title)}</h1><p>{esc(model.description)}</p>",
         f'<p>IRI <a href="{esc(ONTOLOGY_IRI)}">{esc(ONTOLOGY_IRI)}</a> · version {esc(onto.version)}'
         f" · {len(onto.classes)} classes · {len(onto.properties)} properties · {len(onto.individuals)} individuals"
-        f" · generated by <code>pcm ontology docs</code> on {_today()}</p></header>",
+        f" · content digest <code>{esc(onto.digest[:19])}</code> · generated by <code>pcm ontology docs</code></p>"
+        + (f'<p>version IRI <a href="{esc(model.version_iri)}">{esc(model.version_iri)}</a></p>' if model.version_iri
+           else "")
+        + '<p><input id="search" type="search" placeholder="Search terms (name, label, comment)" '
+        'aria-label="Search terms" size="40"></p></header>',
         '<div class="layout"><nav><a href="#namespaces">Namespaces</a><a href="#areas">Areas</a>'
-        '<a href="#hierarchy">Class hierarchy</a>',
+        '<a href="#hierarchy">Class hierarchy</a><a href="#property-hierarchy">Property hierarchy</a>',
     ]
     parts += [f'<a href="#area-{esc(a)}">{esc(a)}</a>' for a in model.areas]
     parts.append("</nav><main>")
@@ -312,6 +368,8 @@ def render_html(model: _Model) -> str:
         parts.append(f'<tr><td><a href="#area-{esc(area)}">{esc(area)}</a></td><td>{c}</td><td>{p}</td><td>{i}</td></tr>')
     parts.append('</table><h2 id="hierarchy">Class hierarchy</h2><ul class="tree">')
     parts += _html_tree(model)
+    parts.append('</ul><h2 id="property-hierarchy">Property hierarchy</h2><ul class="tree">')
+    parts += _html_tree(model, properties=True)
     parts.append("</ul>")
     for area in model.areas:
         parts.append(f'<h2 id="area-{esc(area)}">Area: {esc(area)}</h2>')
@@ -320,11 +378,11 @@ def render_html(model: _Model) -> str:
             if terms:
                 parts.append(f"<h3>{esc(title)}</h3>")
                 parts += [_html_term(model, t) for t in terms]
-    parts.append("</main></div></body></html>")
+    parts.append(f"</main></div><script>{_SEARCH}</script></body></html>")
     return "\n".join(parts) + "\n"
 
 
-def _html_tree(model: _Model) -> list[str]:
+def _html_tree(model: _Model, *, properties: bool = False) -> list[str]:
     out: list[str] = []
 
     def walk(iri: str, path: frozenset[str]) -> None:
@@ -337,7 +395,7 @@ def _html_tree(model: _Model) -> list[str]:
             out.append("</ul>")
         out.append("</li>")
 
-    for root in model.roots():
+    for root in model.property_roots() if properties else model.roots():
         walk(root, frozenset({root}))
     return out
 
@@ -347,7 +405,8 @@ def _html_term(model: _Model, term: Term) -> str:
     curie = model.onto.curie(term.iri)
     kinds = "".join(f'<span class="kind">{esc(f)}</span>' for f in model.flags(term))
     parts = [
-        f'<section class="term" id="{esc(anchor(curie))}"><h4>{esc(curie)} — {esc(term.label)}{kinds}</h4>',
+        f'<section class="term{" deprecated" if term.deprecated else ""}" id="{esc(anchor(curie))}">'
+        f"<h4>{esc(curie)} — {esc(term.label)}{kinds}</h4>",
         f'<div class="iri">{esc(term.iri)}</div>',
     ]
     if term.comment:
@@ -358,6 +417,10 @@ def _html_term(model: _Model, term: Term) -> str:
         for label, values in facts:
             parts.append(f"<dt>{esc(label)}</dt><dd>{', '.join(_html_link(model, v) for v in values)}</dd>")
         parts.append("</dl>")
+    rules = model.rules.get(term.iri, [])
+    if rules:
+        items = "".join(f"<li><code>{esc(name)}</code>: {esc(message)}</li>" for name, message in rules)
+        parts.append(f"<p>SHACL rules:</p><ul>{items}</ul>")
     example = model.examples.snippets.get(term.iri)
     if example:
         parts.append(f"<p>Example (competency fixture <code>{esc(example[0])}</code>):</p><pre>{esc(example[1])}</pre>")
@@ -383,5 +446,10 @@ def _counts(model: _Model, area: str) -> tuple[int, int, int]:
     return classes, len(terms) - classes - individuals, individuals
 
 
-def _today() -> str:
-    return datetime.now(UTC).date().isoformat()
+#: The search box: hide the term sections (and emptied area headings) whose text lacks every typed word.
+_SEARCH = (
+    "document.getElementById('search').addEventListener('input',function(e){"
+    "var words=e.target.value.toLowerCase().split(/\\s+/).filter(Boolean);"
+    "document.querySelectorAll('section.term').forEach(function(s){var t=s.textContent.toLowerCase();"
+    "s.hidden=!words.every(function(w){return t.indexOf(w)>=0;});});});"
+)

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyoxigraph
 import rdflib
 from rdflib import URIRef
 from rdflib.namespace import SH
@@ -39,7 +40,7 @@ class TermUse:
         return f"{shown}:{self.line}" if self.line else str(shown)
 
 
-_PREFIX_DECL = re.compile(r"(?i)\bPREFIX\s+([A-Za-z][\w.-]*)?:\s*<([^>]*)>")
+_PREFIX_DECL = re.compile(r"(?i)(?:@|\b)PREFIX\s+([A-Za-z][\w.-]*)?:\s*<([^>]*)>")
 _SPARQL_TOKEN = re.compile(
     r"""(?P<string>\"\"\"(?:[^"\\]|\\.|"(?!""))*\"\"\"|'''(?:[^'\\]|\\.|'(?!''))*'''|"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')"""
     r"""|(?P<iri><[^<>"{}|^`\\\x00-\x20]*>)"""
@@ -102,6 +103,23 @@ def shapes_terms(paths: Iterable[Path]) -> list[TermUse]:
                 start = text.find(query.strip().splitlines()[0].strip()) if query.strip() else -1
                 first = text.count("\n", 0, start) + 1 if start >= 0 else 0
                 uses += sparql_terms(query, path, first_line=first)
+    return uses
+
+
+def fixture_terms(paths: Iterable[Path], header: str = "") -> list[TermUse]:
+    """Every IRI of every TriG / Turtle data file (the competency fixtures), with the line that writes it.
+
+    ``header`` holds the ``@prefix`` lines the files rely on without writing them (the competency runner's).
+    Parsed with pyoxigraph: a :class:`SyntaxError` names what is wrong."""
+    uses: list[TermUse] = []
+    for path in paths:
+        text = path.read_text(encoding="utf-8")
+        fmt = pyoxigraph.RdfFormat.TRIG if path.suffix == ".trig" else pyoxigraph.RdfFormat.TURTLE
+        quads = pyoxigraph.parse(header + text, format=fmt, base_iri=path.resolve().as_uri())
+        iris = {n.value for q in quads for n in (q.subject, q.predicate, q.object) if isinstance(n, pyoxigraph.NamedNode)}
+        namespaces = {m.group(1) or "": m.group(2) for m in _PREFIX_DECL.finditer(header + text)}
+        locator = _Locator(text, namespaces)
+        uses += [TermUse(iri, path, locator.line_of(iri)) for iri in sorted(iris)]
     return uses
 
 
