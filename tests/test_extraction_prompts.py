@@ -77,10 +77,21 @@ def test_system_prompt_holds_the_selected_catalogue_without_markers() -> None:
 
 
 def test_user_part_has_every_section_the_extractor_fills() -> None:
-    values = dict.fromkeys(("message_time", "date_hints", "speaker", "entities", "previous", "role", "utterance"), "X")
-    text = extract_prompt().render("user", **values)
+    keys = ("message_time", "date_hints", "speaker", "entities", "previous", "role", "utterance", "task")
+    text = extract_prompt().render("user", **dict.fromkeys(keys, "X"))
     assert "{{" not in text and "<utterance>\nX\n</utterance>" in text
     assert "{{" not in repair_prompt().render("user", report="R")
+    assert "{{" not in repair_prompt().render("json", report="R")
+
+
+def test_the_json_system_prompt_swaps_only_the_output_and_example_sections() -> None:
+    catalogue = load_ontology().catalogue(["pets"])
+    turtle, json_ = system_prompt(catalogue, "turtle"), system_prompt(catalogue, "json")
+    assert "Write Turtle and nothing else" in turtle and "Write Turtle" not in json_
+    assert '{"@graph": []}' in json_ and '"schema:price": 549' in json_
+    assert "m:buy-breville-barista-express a schema:BuyAction" not in json_
+    rules = turtle[turtle.index("# What to extract"):turtle.index("# Example")]
+    assert rules in json_ and json_.endswith(turtle[turtle.index("# Vocabulary"):])
 
 
 def test_the_recorded_version_changes_when_the_prompt_text_changes(tmp_path: Path) -> None:

@@ -76,6 +76,9 @@ class Settings:
     #: ``None``: 120 s for a hosted API, 900 s for a local server (loopback URL), whose prefill can take minutes.
     llm_timeout: float | None = None
     llm_max_retries: int = 4
+    #: Extraction answer format: ``turtle`` (free-form), ``json`` (held to a JSON Schema generated from the
+    #: ontology, sent natively to the provider), or ``auto`` (json for a model on this machine, turtle otherwise).
+    llm_output: str = "auto"
     #: Concurrent LLM calls during batch ingest.
     llm_concurrency: int = 4
     #: Rounds of SHACL/parse repair after the first extraction attempt.
@@ -123,6 +126,11 @@ class Settings:
                     kwargs[name] = conv(raw)
                 except ValueError as exc:
                     raise UsageError(f"PCM_{name.upper()}={raw!r} is not a valid {conv.__name__}") from exc
+        if env.get("PCM_LLM_OUTPUT"):
+            output = env["PCM_LLM_OUTPUT"].strip().lower()
+            if output not in ("auto", "turtle", "json"):
+                raise UsageError(f"PCM_LLM_OUTPUT={env['PCM_LLM_OUTPUT']!r}: expected auto, turtle or json")
+            kwargs["llm_output"] = output
         if env.get("PCM_STORE_URL"):
             kwargs["store_url"] = env["PCM_STORE_URL"]
         if env.get("PCM_TOKEN"):

@@ -24,7 +24,8 @@ import pyoxigraph as ox
 from pcm.errors import LLMError
 from pcm.extraction.areas import select_areas
 from pcm.extraction.context import ContextBuilder, TurnContext, node_context, render_user_message, speaker_iri
-from pcm.extraction.normalise import OutputProblem, normalise_output
+from pcm.extraction.jsonld import extraction_schema
+from pcm.extraction.normalise import Normalised, OutputProblem, normalise_json, normalise_output
 from pcm.extraction.prompts import repair_prompt, system_prompt
 from pcm.extraction.supersede import single_valued_properties
 from pcm.extraction.terms import graph_of
@@ -95,6 +96,7 @@ class Extractor:
         ontology: Ontology | None = None,
         repair_rounds: int | None = None,
         use_index: bool | None = None,
+        output: str | None = None,
     ) -> None:
         from pcm.ontology import load_ontology
 
@@ -105,6 +107,8 @@ class Extractor:
         self.contexts = ContextBuilder(memory, use_index=use_index)
         self.validator = _validator(self.ontology)
         self.single_valued = single_valued_properties(self.ontology)
+        #: ``turtle`` or ``json``: what the model is asked to write (see :func:`output_format`).
+        self.output = output_format(output or memory.settings.llm_output, client)
 
     # ------------------------------------------------------------------------------------------------ public
 
@@ -116,11 +120,12 @@ class Extractor:
         result = Extraction(post, FAILED, context.speaker, offered=frozenset(e.iri for e in context.entities))
         system, first = self.prompt(context)
         messages = [Message.user(first)]
+        extra = {"schema": extraction_schema(self.ontology, self._areas(context))} if self.output == "json" else {}
         for round_ in range(self.repair_rounds + 1):
             try:
                 completion = self.client.complete(
                     system=system, messages=messages, operation="extract" if round_ == 0 else "repair",
-                    max_tokens=MAX_OUTPUT_TOKENS,
+                    max_tokens=MAX_OUTPUT_TOKENS, **extra,
                 )
             except LLMError as error:
                 result.report = f"LLM error: {error}"
@@ -143,29 +148,37 @@ class Extractor:
             messages = [
                 Message.user(first),
                 Message.assistant(echo),
-                Message.user(repair_prompt().render("user", report=verdict.report)),
+                Message.user(repair_prompt().render("json" if self.output == "json" else "user", report=verdict.report)),
             ]
         return result
 
     def prompt(self, context: TurnContext) -> tuple[str, str]:
         """``(system prompt, first user message)`` for one post; the catalogue is cut to the relevant areas."""
+        system = _system(self.ontology, self._areas(context), self.output)
+        return system, render_user_message(context, memory=self.memory, ontology=self.ontology, output=self.output)
+
+    def _areas(self, context: TurnContext) -> tuple[str, ...]:
         text = " ".join([context.post.text, *(p.text for p in context.previous)])
         types = [t for e in context.entities for t in e.types]
-        areas = tuple(select_areas(text, entity_types=types, ontology=self.ontology))
-        system = _system(self.ontology, areas)
-        return system, render_user_message(context, memory=self.memory, ontology=self.ontology)
+        return tuple(select_areas(text, entity_types=types, ontology=self.ontology))
+
+    def _normalise(self, text: str) -> Normalised:
+        ns = self.memory.naming.namespace
+        if self.output == "json":
+            return normalise_json(text, namespace=ns, ontology=self.ontology)
+        return normalise_output(text, namespace=ns, ontology=self.ontology)
 
     def check(self, text: str, *, truncated: bool = False) -> Verdict:
         """Normalise and validate one output; the report is what the model gets back if it fails."""
         try:
-            normalised = normalise_output(text, namespace=self.memory.naming.namespace, ontology=self.ontology)
+            normalised = self._normalise(text)
         except OutputProblem as problem:
             return Verdict([], _report([f"[{problem.kind}] {problem}"], truncated), fatal=problem.fatal)
         if normalised.problems:
             lines = [f"[refused] {p}" for p in normalised.problems]
             return Verdict([], _report(lines, truncated), normalised.unknown_terms)
         if not normalised.triples:
-            if _says_nothing(text):
+            if self.output == "json" or _says_nothing(text):
                 return Verdict([], _report([], truncated))
             return Verdict([], _report(["[no-turtle] the output holds no Turtle triples; write Turtle, or "
                                         "'# nothing to extract' when the utterance states no fact"], truncated))
@@ -234,5 +247,16 @@ def _validator(ontology: Ontology) -> Validator:
 
 
 @cache
-def _system(ontology: Ontology, areas: tuple[str, ...]) -> str:
-    return system_prompt(ontology.catalogue(areas))
+def _system(ontology: Ontology, areas: tuple[str, ...], output: str) -> str:
+    return system_prompt(ontology.catalogue(areas), output)
+
+
+def output_format(setting: str, client: LLMClient) -> str:
+    """``turtle`` or ``json`` for ``PCM_LLM_OUTPUT`` (``auto``: json for a model on this machine, turtle otherwise).
+
+    Why auto splits that way: small local models break free-form Turtle far more often than schema-held JSON,
+    while hosted models write Turtle (the seed paper's format) well and a tool schema costs them prompt tokens.
+    """
+    if setting in ("turtle", "json"):
+        return setting
+    return "json" if getattr(client, "local", False) else "turtle"

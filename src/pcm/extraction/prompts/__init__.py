@@ -106,11 +106,36 @@ def refresh_catalogue(path: Path | None = None) -> bool:
     return True
 
 
-def system_prompt(catalogue: str) -> str:
-    """The extraction system prompt with the catalogue block replaced by the given (selected) catalogue."""
-    before, _, after = _split_catalogue(extract_prompt().parts["system"])
+#: Output formats of an extraction answer: free-form Turtle, or JSON held to a schema (see pcm.extraction.jsonld).
+OUTPUTS = ("turtle", "json")
+_SECTION = "\n# {name}\n"
+
+
+def system_prompt(catalogue: str, output: str = "turtle") -> str:
+    """The extraction system prompt with the catalogue block replaced by the given (selected) catalogue.
+
+    For ``output="json"`` the Turtle-specific sections (``# Output`` and ``# Example``) are replaced by the prompt
+    file's ``json_output`` and ``json_example`` parts; the rules and the catalogue are the same text.
+    """
+    prompt = extract_prompt()
+    before, _, after = _split_catalogue(prompt.parts["system"])
     head, tail = before[: -len(CATALOGUE_BEGIN) - 1], after[len(CATALOGUE_END) :]
+    if output == "json":
+        head = _replace_section(head, "Output", "What to extract", prompt.parts["json_output"])
+        head = _replace_section(head, "Example", "Vocabulary", prompt.parts["json_example"])
     return head + catalogue + tail
+
+
+def task_line(output: str) -> str:
+    """The last line of the user message: what to write."""
+    return "Write the JSON answer for the current utterance." if output == "json" else (
+        "Write the Turtle for the current utterance.")
+
+
+def _replace_section(text: str, name: str, following: str, replacement: str) -> str:
+    start = text.index(_SECTION.format(name=name)) + 1
+    end = text.index(_SECTION.format(name=following)) + 1
+    return text[:start] + replacement.rstrip("\n") + "\n\n" + text[end:]
 
 
 def _split_catalogue(text: str) -> tuple[str, str, str]:
