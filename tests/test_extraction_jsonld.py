@@ -66,6 +66,10 @@ def test_every_catalogue_term_of_the_areas_is_reachable_and_nothing_else() -> No
     assert node["additionalProperties"] is False
 
 
+def test_extraction_uses_the_whole_catalogue_so_a_missed_area_costs_no_fact() -> None:
+    assert extraction_schema(ONTOLOGY).schema == extraction_schema(ONTOLOGY, ALL).schema
+
+
 def test_the_schema_follows_the_selected_areas() -> None:
     pets = ("pets",) + CORE_AREAS
     assert valid(pets, {"@graph": [{"@id": "m:biscuit", "@type": ["pcm:Pet"], "pcm:petBreed": "beagle"}]})
@@ -166,3 +170,20 @@ def test_the_models_own_context_is_ignored() -> None:
     result = normalise_json(text, namespace=NS, ontology=ONTOLOGY)
     assert {t.subject.value for t in result.triples} == {NS + "a"}
     assert not [t for t in result.triples if "evil" in t.predicate.value]
+
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "ask" / "extraction"
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.ttl")), ids=lambda p: p.stem)
+def test_every_gold_fact_of_the_samples_can_be_said_in_the_schema_and_reads_back_the_same(path: Path) -> None:
+    """The schema loses nothing Turtle can say: each gold answer, in the JSON shape, is valid and round-trips."""
+    from pcm.extraction.jsonld import as_answer
+    from pcm.extraction.normalise import normalise_output
+
+    turtle = normalise_output(path.read_text(encoding="utf-8"), namespace=NS, ontology=ONTOLOGY).triples
+    answer = as_answer(turtle, namespace=NS, ontology=ONTOLOGY)
+    errors = [e.message[:200] for e in validator(ALL).iter_errors(answer)]
+    assert errors == []
+    back = normalise_json(json.dumps(answer), namespace=NS, ontology=ONTOLOGY).triples
+    assert set(back) == set(turtle)

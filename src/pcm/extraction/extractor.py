@@ -120,7 +120,7 @@ class Extractor:
         result = Extraction(post, FAILED, context.speaker, offered=frozenset(e.iri for e in context.entities))
         system, first = self.prompt(context)
         messages = [Message.user(first)]
-        extra = {"schema": extraction_schema(self.ontology, self._areas(context))} if self.output == "json" else {}
+        extra = {"schema": extraction_schema(self.ontology)} if self.output == "json" else {}
         for round_ in range(self.repair_rounds + 1):
             try:
                 completion = self.client.complete(

@@ -32,8 +32,8 @@ import pyoxigraph as ox
 
 from pcm.extraction.areas import RESERVED_AREAS
 from pcm.llm.base import JsonSchema
-from pcm.namespaces import PREFIXES, RDFS, SCHEMA, XSD
-from pcm.ontology import CLASS, DATATYPE_PROPERTY, INDIVIDUAL, OBJECT_PROPERTY, Ontology
+from pcm.namespaces import PREFIXES, RDF, RDFS, SCHEMA, XSD
+from pcm.ontology import AREAS, CLASS, DATATYPE_PROPERTY, INDIVIDUAL, OBJECT_PROPERTY, Ontology
 
 #: Most nodes one answer may hold (a long utterance needs ~10).
 MAX_NODES = 24
@@ -55,7 +55,8 @@ _DATETIME = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9]{2}:[0-9]{2}(:[0-9]{2})?)?$"
 #: Datatype → (JSON Schema of its lexical form, JSON-LD coercion or None for a plain/native literal).
 _LITERALS: dict[str, tuple[dict[str, Any], str | None]] = {
     XSD + "string": ({"type": "string", "maxLength": MAX_TEXT}, None),
-    RDFS + "Literal": ({"type": "string", "maxLength": MAX_TEXT}, None),
+    RDFS + "Literal": ({"anyOf": [{"type": "string", "maxLength": MAX_TEXT}, {"type": "number"}, {"type": "boolean"}]},
+                       None),
     XSD + "date": ({"type": "string", "pattern": _DATE, "maxLength": 10}, None),
     XSD + "dateTime": ({"type": "string", "pattern": _DATETIME, "maxLength": 19}, None),
     XSD + "gYear": ({"type": "string", "pattern": r"^[0-9]{4}$", "maxLength": 4}, XSD + "gYear"),
@@ -79,9 +80,16 @@ class AnswerProblem(ValueError):
 
 
 @cache
-def extraction_schema(ontology: Ontology, areas: tuple[str, ...]) -> JsonSchema:
-    """The JSON Schema of an extraction answer for the catalogue of ``areas`` (cached per ontology and areas)."""
+def extraction_schema(ontology: Ontology, areas: tuple[str, ...] | None = None) -> JsonSchema:
+    """The JSON Schema of an extraction answer (cached per ontology and areas).
+
+    ``areas=None`` (what extraction uses) accepts the whole catalogue but pcm's own bookkeeping areas, as Turtle
+    extraction does: the prompt lists the areas selected for the utterance, and the schema must not refuse a right
+    term the keyword selection missed (on the sample conversations, a schema cut to the selected areas refused 21
+    of the 53 gold answers; see ``benchmarks/bench_prompt_size.py``). Value shapes are shared through ``$defs``.
+    """
     classes, properties, values = _vocabulary(ontology, areas)
+    defs: dict[str, Any] = {}
     node_properties: dict[str, Any] = {
         "@id": {"type": "string", "pattern": NAME_PATTERN, "maxLength": MAX_NAME},
         "@type": {
@@ -93,10 +101,14 @@ def extraction_schema(ontology: Ontology, areas: tuple[str, ...]) -> JsonSchema:
         "rdfs:label": {"type": "string", "maxLength": MAX_TEXT},
     }
     for iri in properties:
-        value = _value_schema(ontology, iri, values)
-        many = {"type": "array", "items": value, "minItems": 1, "maxItems": MAX_VALUES}
-        single = iri in ontology.functional_properties
-        node_properties[ontology.curie(iri)] = value if single else {"anyOf": [value, many]}
+        name, value = _value_schema(ontology, iri, values)
+        if iri in ontology.functional_properties:
+            defs.setdefault(name, value)
+            node_properties[ontology.curie(iri)] = {"$ref": f"#/$defs/{name}"}
+        else:
+            many = {"type": "array", "items": value, "minItems": 1, "maxItems": MAX_VALUES}
+            defs.setdefault(name + "s", {"anyOf": [value, many]})
+            node_properties[ontology.curie(iri)] = {"$ref": f"#/$defs/{name}s"}
     node = {
         "type": "object",
         "properties": node_properties,
@@ -108,6 +120,7 @@ def extraction_schema(ontology: Ontology, areas: tuple[str, ...]) -> JsonSchema:
         "properties": {"@graph": {"type": "array", "items": node, "maxItems": MAX_NODES}},
         "required": ["@graph"],
         "additionalProperties": False,
+        "$defs": dict(sorted(defs.items())),
     }
     return JsonSchema(
         SCHEMA_NAME, schema,
@@ -116,12 +129,13 @@ def extraction_schema(ontology: Ontology, areas: tuple[str, ...]) -> JsonSchema:
     )
 
 
-def _vocabulary(ontology: Ontology, areas: Iterable[str]) -> tuple[list[str], list[str], dict[str, list[str]]]:
-    """Classes and properties of the selected areas, and the named values of each class (e.g. the action statuses).
-
-    The named values are offered wherever their class is a property's range, whatever area they belong to.
+def _vocabulary(
+    ontology: Ontology, areas: Iterable[str] | None
+) -> tuple[list[str], list[str], dict[str, list[str]]]:
+    """Classes and properties of the areas (all but the reserved ones for ``None``), and the named values of each
+    class (e.g. the action statuses), offered wherever their class is a property's range, whatever their area.
     """
-    wanted = set(areas) - RESERVED_AREAS
+    wanted = (set(AREAS) | {t.area for t in ontology.terms.values()} if areas is None else set(areas)) - RESERVED_AREAS
     terms = sorted(ontology.terms.values(), key=lambda t: ontology.curie(t.iri))
     classes = [t.iri for t in terms if t.kind == CLASS and t.area in wanted]
     properties = [
@@ -136,18 +150,28 @@ def _vocabulary(ontology: Ontology, areas: Iterable[str]) -> tuple[list[str], li
     return classes, properties, values
 
 
-def _value_schema(ontology: Ontology, iri: str, values: dict[str, list[str]]) -> dict[str, Any]:
+def _value_schema(ontology: Ontology, iri: str, values: dict[str, list[str]]) -> tuple[str, dict[str, Any]]:
+    """``(name, JSON Schema)`` of one value of the property; equal shapes get equal names (shared ``$defs``)."""
     term = ontology.terms[iri]
     if term.kind == OBJECT_PROPERTY:
         name = {"type": "string", "pattern": NAME_PATTERN, "maxLength": MAX_NAME}
         named = sorted({v for r in term.range for c in ontology.subclasses(r) for v in values.get(c, [])})
-        return {"anyOf": [{"type": "string", "enum": named}, name]} if named else name
-    shapes = []
+        if not named:
+            return "name", name
+        label = "name_or_" + "_".join(sorted({_local(ontology, r) for r in term.range}))
+        return label, {"anyOf": [{"type": "string", "enum": named}, name]}
+    shapes: list[dict[str, Any]] = []
+    labels: list[str] = []
     for datatype in term.range or (XSD + "string",):
         shape = _LITERALS.get(datatype, (_STRING, None))[0]
         if shape not in shapes:
             shapes.append(shape)
-    return shapes[0] if len(shapes) == 1 else {"anyOf": shapes}
+            labels.append(_local(ontology, datatype) if datatype in _LITERALS else "string")
+    return "_or_".join(labels), shapes[0] if len(shapes) == 1 else {"anyOf": shapes}
+
+
+def _local(ontology: Ontology, iri: str) -> str:
+    return re.sub(r"\W", "_", ontology.curie(iri).split(":")[-1])
 
 
 # ---------------------------------------------------------------------------------------------------- reading
@@ -193,7 +217,7 @@ def answer_triples(text: str, *, namespace: str, ontology: Ontology) -> list[ox.
         quads = list(ox.parse(payload.encode("utf-8"), format=ox.RdfFormat.JSON_LD, base_iri=namespace))
     except (SyntaxError, ValueError) as error:
         raise AnswerProblem(f"the answer is not valid JSON-LD: {' '.join(str(error).split())[:300]}") from error
-    return [_decimal(ox.Triple(q.subject, q.predicate, q.object), ontology) for q in quads]
+    return [_dated(_decimal(ox.Triple(q.subject, q.predicate, q.object), ontology), ontology) for q in quads]
 
 
 _FENCE = re.compile(r"```[^\n`]*\n(.*?)(?:```|\Z)", re.DOTALL)
@@ -213,6 +237,35 @@ def _json_object(text: str) -> Any:
     return value
 
 
+_DATES = frozenset({XSD + "date", XSD + "dateTime", XSD + "gYear", XSD + "gYearMonth"})
+
+
+def _dated(triple: ox.Triple, ontology: Ontology) -> ox.Triple:
+    """A plain string on a property whose values are never plain text gets the datatype its form says.
+
+    JSON has no dates or times: "2018" on a date property is a gYear, "06:00:00" on a time property an xsd:time.
+    The context's coercion covers a property with one such datatype; this covers the ones with several.
+    """
+    from pcm.extraction.normalise import DATE_FORMS
+
+    o = triple.object
+    if not (isinstance(o, ox.Literal) and o.datatype.value == XSD + "string" and not o.language):
+        return triple
+    term = ontology.terms.get(triple.predicate.value)
+    if term is None or not term.range or {XSD + "string", RDFS + "Literal"} & set(term.range):
+        return triple
+    datatype = None
+    if _DATES & set(term.range):
+        datatype = next((dt for pattern, dt in DATE_FORMS if pattern.fullmatch(o.value)), None)
+    for candidate in term.range:
+        shape = _LITERALS.get(candidate, ({}, None))[0]
+        if datatype is None and candidate not in _DATES and "pattern" in shape and re.search(shape["pattern"], o.value):
+            datatype = candidate
+    if datatype is None:
+        return triple
+    return ox.Triple(triple.subject, triple.predicate, ox.Literal(o.value, datatype=ox.NamedNode(datatype)))
+
+
 def _decimal(triple: ox.Triple, ontology: Ontology) -> ox.Triple:
     """A JSON number on a decimal property reads as ``xsd:double`` in JSON-LD; store it as the decimal it is."""
     o = triple.object
@@ -227,4 +280,41 @@ def _decimal(triple: ox.Triple, ontology: Ontology) -> ox.Triple:
     return ox.Triple(triple.subject, triple.predicate, ox.Literal(text, datatype=ox.NamedNode(datatype)))
 
 
-__all__ = ["AnswerProblem", "answer_triples", "extraction_schema"]
+def as_answer(triples: Iterable[ox.Triple], *, namespace: str, ontology: Ontology) -> dict[str, Any]:
+    """Triples in the answer shape (``{"@graph": [...]}``), as a constrained model would write them.
+
+    The inverse of :func:`answer_triples` for triples pcm stores: used to check that the schema can say every
+    fact a Turtle answer can (tests, ``benchmarks/bench_prompt_size.py``).
+    """
+
+    def name(iri: str) -> str:
+        return "m:" + iri[len(namespace):] if iri.startswith(namespace) else ontology.curie(iri)
+
+    nodes: dict[str, dict[str, Any]] = {}
+    for t in triples:
+        node = nodes.setdefault(t.subject.value, {"@id": name(t.subject.value)})
+        p, o = t.predicate.value, t.object
+        if p == RDF + "type":
+            node.setdefault("@type", []).append(name(o.value))
+            continue
+        key = "rdfs:label" if p == _LABEL else ontology.curie(p)
+        value: Any
+        if isinstance(o, ox.NamedNode):
+            value = name(o.value)
+        elif o.datatype.value in (XSD + "integer", XSD + "nonNegativeInteger"):
+            value = int(o.value)
+        elif o.datatype.value in (XSD + "decimal", XSD + "double", XSD + "float"):
+            value = float(o.value)
+        elif o.datatype.value == XSD + "boolean":
+            value = o.value == "true"
+        else:
+            value = o.value
+        if key in node:
+            before = node[key]
+            node[key] = [*before, value] if isinstance(before, list) else [before, value]
+        else:
+            node[key] = value
+    return {"@graph": list(nodes.values())}
+
+
+__all__ = ["AnswerProblem", "answer_triples", "as_answer", "extraction_schema"]

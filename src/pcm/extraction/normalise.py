@@ -68,7 +68,7 @@ _UPDATE = re.compile(
 )
 _FENCE = re.compile(r"```[^\n`]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _LINE_NO = re.compile(r"\bline (\d+)")
-_DATE_FORMS = (
+DATE_FORMS = (
     (re.compile(r"\d{4}-\d{2}-\d{2}"), XSD + "date"),
     (re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})?"), XSD + "dateTime"),
     (re.compile(r"\d{4}-\d{2}"), XSD + "gYearMonth"),
@@ -430,7 +430,7 @@ def _type_dates(triples: list[ox.Triple], notes: list[str]) -> list[ox.Triple]:
     for t in triples:
         o = t.object
         if t.predicate.value in date_properties() and isinstance(o, ox.Literal) and o.datatype.value == _XSD_STRING:
-            datatype = next((dt for pattern, dt in _DATE_FORMS if pattern.fullmatch(o.value)), None)
+            datatype = next((dt for pattern, dt in DATE_FORMS if pattern.fullmatch(o.value)), None)
             if datatype is not None:
                 t = ox.Triple(t.subject, t.predicate, ox.Literal(o.value, datatype=ox.NamedNode(datatype)))
                 fixed += 1
