@@ -25,6 +25,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -88,6 +89,9 @@ def main() -> None:
             tokens = [n / divisor for n in sizes]
             print(f"prompt tokens ({label}): median {statistics.median(tokens):.0f}   p90 {percentile(tokens, 0.9):.0f}"
                   f"   max {max(tokens):.0f}   (system part median {statistics.median(systems) / divisor:.0f})")
+        listed = Counter(a for _, system, _ in prompts for a in _AREA.findall(system))
+        print(f"catalogue areas per prompt: median {statistics.median(len(_AREA.findall(s)) for _, s, _ in prompts)}; "
+              "listed in: " + ", ".join(f"{a} {n}" for a, n in listed.most_common()))
         print(f"prefix shared with the previous prompt (chars/4): median {statistics.median(prefixes) / 4:.0f} "
               f"tokens, i.e. {100 * statistics.median(p / n for p, n in zip(prefixes, sizes[1:], strict=False)):.0f}%"
               " of the prompt")

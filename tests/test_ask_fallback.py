@@ -57,7 +57,7 @@ def test_when_the_model_finds_nothing_the_closest_utterances_are_still_shown(ind
     client = ScriptedClient([lambda s, m, op: "NO QUERY: no price fact" if op == "nl2sparql" else "NOT IN MEMORY"] * 6)
     result = ask(indexed, "How much did I pay for the espresso machine?", client=client, as_of=AS_OF)
     assert result.path == "episodic" and "as in episodic mode" in result.note
-    assert result.answer.startswith("No stored fact answers this. The closest thing said:")
+    assert result.answer.startswith("Not in memory as a stored fact. The closest thing said:")
     assert "$549" in result.answer
     assert "d03-m01" in cited_ids(result)
     assert client.requests[-1][2] == "answer"  # the model did see the recalled utterances, and found nothing
@@ -68,7 +68,7 @@ def test_a_look_alike_is_shown_as_the_closest_thing_said_not_as_an_answer(indexe
     gold = sparql_reply(GOLD_MODEL_QUESTIONS["What is the name of Dana's brother?"])
     client = ScriptedClient([lambda s, m, op: gold if op == "nl2sparql" else "NOT IN MEMORY"] * 6)
     result = ask(indexed, "What is the name of Dana's brother?", client=client, as_of=AS_OF)
-    assert result.path == "episodic" and result.answer.startswith("No stored fact answers this.")
+    assert result.path == "episodic" and result.answer.startswith("Not in memory as a stored fact.")
     assert cited_ids(result) and "brother" in result.answer  # the daughter's little brother, said in d02-m05
     operations = [op for _, _, op in client.requests]
     assert operations[:2] == ["nl2sparql"] * 2 and operations[-1] == "answer"  # round 3 would repeat round 2

@@ -531,7 +531,7 @@ def test_entities_mentioned_by_label_are_offered_from_other_sessions(memory: Mem
     _, client = run(memory, [later], "# nothing to extract")
     assert 'm:biscuit "Biscuit" (pcm:Pet)' in user_message(client)
     catalogue = client.requests[0][0].split("# Vocabulary")[1]
-    assert "\n## pets\npcm:Pet" in catalogue  # the pets area of the catalogue came along
+    assert "\n## pets\nclasses: pcm:Pet" in catalogue  # the pets area of the catalogue came along
     assert "## health" not in catalogue and "## provenance" not in catalogue
 
 
@@ -758,3 +758,14 @@ def test_a_server_rejecting_the_schema_gets_free_form_output_with_one_warning(
     bodies = [r.body for r in fake_llm.requests]
     assert "response_format" in bodies[0] and all("response_format" not in b for b in bodies[1:])
     assert len([r for r in caplog.records if "constrained output" in r.getMessage()]) == 1
+
+
+def test_the_prompt_holds_the_areas_of_the_utterance_not_of_the_previous_turns(memory: Memory) -> None:
+    posts = ingest(memory, "My bike broke down on the way to work.", "Thanks a lot, talk soon!", "Can you fix it?")
+    _, client = run(memory, posts, "# nothing to extract", "# nothing to extract", "# nothing to extract")
+    catalogues = [system.split("# Vocabulary")[1] for system, _, _ in client.requests]
+    assert "## vehicles" in catalogues[0] and "## work" in catalogues[0]
+    assert "## vehicles" not in catalogues[1] and "## work" not in catalogues[1]  # nothing of it said or referred to
+    for catalogue in catalogues:  # the core, in the same order, first: the prefix a prompt cache reuses
+        assert catalogue.index("## people") < catalogue.index("## activities") < catalogue.index("## general")
+    assert len(client.requests[1][0]) // 4 < 2500  # rules, example and the core catalogue (chars / 4)

@@ -13,6 +13,7 @@ attempt: the post keeps its place with status ``failed`` and the error as its re
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING
 import pyoxigraph as ox
 
 from pcm.errors import LLMError
-from pcm.extraction.areas import select_areas
+from pcm.extraction.areas import EXTRACTION_CORE, select_areas
 from pcm.extraction.context import ContextBuilder, TurnContext, node_context, render_user_message, speaker_iri
 from pcm.extraction.jsonld import extraction_schema
 from pcm.extraction.normalise import Normalised, OutputProblem, normalise_json, normalise_output
@@ -47,6 +48,12 @@ ECHO_CHARS = 12_000
 REPORT_LINES = 20
 _TRUNCATED = frozenset({"max_tokens", "length"})
 _NOTHING = "nothing to extract"
+_WORD = re.compile(r"[a-z0-9]+")
+#: Words by which an utterance refers back to something named earlier.
+_REFERRING = frozenset(
+    {"it", "its", "he", "him", "his", "she", "her", "they", "them", "their", "there", "that", "this", "those",
+     "these", "one", "same"}
+)
 
 EXTRACTED, FAILED, SKIPPED = "extracted", "failed", "skipped"
 
@@ -158,9 +165,21 @@ class Extractor:
         return system, render_user_message(context, memory=self.memory, ontology=self.ontology, output=self.output)
 
     def _areas(self, context: TurnContext) -> tuple[str, ...]:
-        text = " ".join([context.post.text, *(p.text for p in context.previous)])
-        types = [t for e in context.entities for t in e.types]
-        return tuple(select_areas(text, entity_types=types, ontology=self.ontology))
+        """Areas of the utterance's own words and of the entities it (or its session so far) mentions.
+
+        The previous turns' words are left out: they pulled in three times the catalogue for no gold fact on the
+        sample conversations. A known entity's types count when the utterance names it (shares a word with its
+        label) or refers back with a pronoun ("it", "she", "there"), whose referent may be any of them.
+        """
+        text = context.post.text
+        words = set(_WORD.findall(text.lower()))
+        referring = bool(words & _REFERRING)
+        types = [
+            t for e in context.entities
+            if referring or words & set(_WORD.findall(e.label.lower())) - _REFERRING
+            for t in e.types
+        ]
+        return tuple(select_areas(text, entity_types=types, ontology=self.ontology, core=EXTRACTION_CORE))
 
     def _normalise(self, text: str) -> Normalised:
         ns = self.memory.naming.namespace
@@ -248,7 +267,21 @@ def _validator(ontology: Ontology) -> Validator:
 
 @cache
 def _system(ontology: Ontology, areas: tuple[str, ...], output: str) -> str:
-    return system_prompt(ontology.catalogue(areas), output)
+    """The system prompt for ``areas``: the compact catalogue, core areas first (the same for every utterance, so a
+    prompt cache reuses it), then the utterance's own areas, then their topic notes."""
+    core = tuple(a for a in areas if a in EXTRACTION_CORE)
+    extra = tuple(a for a in areas if a not in EXTRACTION_CORE)
+    catalogue = _without_annotations(ontology.catalogue(core, compact=True))
+    if extra:
+        blocks = ontology.catalogue(extra, compact=True).split("\n\n")[1:]  # without a second legend
+        catalogue = catalogue.rstrip("\n") + "\n\n" + _without_annotations("\n\n".join(blocks))
+    return system_prompt(catalogue, output, extra)
+
+
+def _without_annotations(catalogue: str) -> str:
+    """The compact catalogue without its ``annotations:`` lines (pcm:area, schema:rangeIncludes...: terms about the
+    vocabulary, never written by an extraction)."""
+    return "".join(line for line in catalogue.splitlines(keepends=True) if not line.startswith("annotations: "))
 
 
 def output_format(setting: str, client: LLMClient) -> str:

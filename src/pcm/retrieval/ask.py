@@ -483,7 +483,7 @@ def closest_said(hit: Any) -> str:
     """The answer when only recall found something: says there is no answer, then the closest utterance."""
     who = hit.speaker or hit.role
     when = hit.time.date().isoformat() if hit.time else "unknown date"
-    return f'No stored fact answers this. The closest thing said: {who} ({when}): "{" ".join(hit.text.split())}"'
+    return f'Not in memory as a stored fact. The closest thing said: {who} ({when}): "{" ".join(hit.text.split())}"'
 
 
 def _summary_context(memory: Memory, question: str, k: int) -> list[tuple[str, list[EvidencePost]]]:
