@@ -52,15 +52,34 @@ def test_when_the_graph_has_no_answer_recalled_utterances_answer_it(indexed: Mem
     assert [op for _, _, op in client.requests][0] == "nl2sparql" and client.requests[-1][2] == "answer"
 
 
-def test_a_question_about_something_never_said_is_not_in_memory(indexed: Memory) -> None:
-    """LoCoMo-style adversarial question: the graph has nothing, the fallbacks find look-alikes, the model abstains."""
+def test_when_the_model_finds_nothing_the_closest_utterances_are_still_shown(indexed: Memory) -> None:
+    """Never worse than episodic mode: the graph has no answer, the model abstains, what was said is still cited."""
+    client = ScriptedClient([lambda s, m, op: "NO QUERY: no price fact" if op == "nl2sparql" else "NOT IN MEMORY"] * 6)
+    result = ask(indexed, "How much did I pay for the espresso machine?", client=client, as_of=AS_OF)
+    assert result.path == "episodic" and "as in episodic mode" in result.note
+    assert result.answer.startswith("Not in memory as a stored fact. The closest thing said:")
+    assert "$549" in result.answer
+    assert "d03-m01" in cited_ids(result)
+    assert client.requests[-1][2] == "answer"  # the model did see the recalled utterances, and found nothing
+
+
+def test_a_look_alike_is_shown_as_the_closest_thing_said_not_as_an_answer(indexed: Memory) -> None:
+    """LoCoMo-style adversarial question: the graph has nothing, recall finds a look-alike, the model abstains."""
     gold = sparql_reply(GOLD_MODEL_QUESTIONS["What is the name of Dana's brother?"])
     client = ScriptedClient([lambda s, m, op: gold if op == "nl2sparql" else "NOT IN MEMORY"] * 6)
     result = ask(indexed, "What is the name of Dana's brother?", client=client, as_of=AS_OF)
-    assert result.path == "none" and result.answer.startswith("Not in memory") and not result.posts
+    assert result.path == "episodic" and result.answer.startswith("Not in memory as a stored fact.")
+    assert cited_ids(result) and "brother" in result.answer  # the daughter's little brother, said in d02-m05
     operations = [op for _, _, op in client.requests]
     assert operations[:2] == ["nl2sparql"] * 2 and operations[-1] == "answer"  # round 3 would repeat round 2
     assert "[1] (" in client.requests[-1][1][0].content  # the model saw recalled utterances, and abstained
+
+
+def test_a_question_about_something_never_said_is_not_in_memory(indexed: Memory) -> None:
+    client = ScriptedClient([lambda s, m, op: "NO QUERY: nothing fits" if op == "nl2sparql" else "NOT IN MEMORY"] * 6)
+    result = ask(indexed, "Which submarine did I command?", client=client, as_of=AS_OF)
+    assert result.path == "none" and result.answer.startswith("Not in memory") and not result.posts
+    assert "nothing recalled matches the question" in result.note
 
 
 def test_traversal_answers_from_facts_around_the_matched_entities(indexed: Memory) -> None:

@@ -7,6 +7,7 @@ what landed in which graph, what was refused, what moved to history, and that ev
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
@@ -530,7 +531,7 @@ def test_entities_mentioned_by_label_are_offered_from_other_sessions(memory: Mem
     _, client = run(memory, [later], "# nothing to extract")
     assert 'm:biscuit "Biscuit" (pcm:Pet)' in user_message(client)
     catalogue = client.requests[0][0].split("# Vocabulary")[1]
-    assert "\n## pets\npcm:Pet" in catalogue  # the pets area of the catalogue came along
+    assert "\n## pets\nclasses: pcm:Pet" in catalogue  # the pets area of the catalogue came along
     assert "## health" not in catalogue and "## provenance" not in catalogue
 
 
@@ -643,11 +644,12 @@ def test_extraction_through_the_real_openai_compatible_client(memory: Memory, fa
                   Reply.ok(BISCUIT, input_tokens=1500, output_tokens=120))
     client = OpenAICompatibleClient(base_url=fake_llm.openai_url, model="llama3.1", timeout=5.0, max_retries=0)
     try:
-        report = extract_posts(memory, [post], client=client, concurrency=1)
+        report = extract_posts(memory, [post], client=client, concurrency=1, output="turtle")
     finally:
         client.close()
 
     assert (report.extracted, report.calls, report.repairs) == (1, 2, 1)  # isolated pet → repaired
+    assert "response_format" not in fake_llm.requests[0].body
     assert (report.input_tokens, report.output_tokens) == (2700, 160)
     first = fake_llm.requests[0].body
     assert first["model"] == "llama3.1" and first["messages"][0]["role"] == "system"
@@ -702,3 +704,68 @@ m:priya a schema:Person ; rdfs:label "Priya" ."""
     assert (ns + "lunch-2", "https://schema.org/attendee", ns + "priya") in graph_triples(
         memory, memory.naming.extraction_graph(second)
     )
+
+
+BISCUIT_JSON = json.dumps({"@graph": [
+    {"@id": "m:owner", "pcm:hasPet": "m:biscuit"},
+    {"@id": "m:biscuit", "@type": ["pcm:Pet"], "rdfs:label": "Biscuit", "pcm:petSpecies": "dog",
+     "pcm:petBreed": "beagle"},
+    {"@id": "m:adopt-biscuit", "@type": ["schema:ReceiveAction"], "rdfs:label": "adopting Biscuit",
+     "schema:agent": "m:owner", "schema:object": "m:biscuit", "schema:startDate": "2025-03-02",
+     "schema:actionStatus": "schema:CompletedActionStatus"},
+]})
+
+
+def test_a_local_server_gets_the_ontology_schema_natively_and_json_ld_is_stored(
+    memory: Memory, fake_llm: FakeLLMServer
+) -> None:
+    ns = memory.manifest.namespace
+    [post] = ingest(memory, "I adopted a beagle called Biscuit yesterday.")
+    fake_llm.push(Reply.ok(BISCUIT_JSON))
+    client = OpenAICompatibleClient(base_url=fake_llm.openai_url, model="qwen", timeout=5.0, max_retries=0)
+    try:
+        report = extract_posts(memory, [post], client=client, concurrency=1)  # auto: loopback → json
+    finally:
+        client.close()
+    assert (report.extracted, report.calls, report.repairs) == (1, 1, 0), report.failures
+    body = fake_llm.requests[0].body
+    assert body["response_format"]["type"] == "json_schema"
+    schema = body["response_format"]["json_schema"]["schema"]
+    node = schema["properties"]["@graph"]["items"]
+    assert "pcm:Pet" in node["properties"]["@type"]["items"]["enum"] and "pcm:petBreed" in node["properties"]
+    assert "Write the JSON answer" in body["messages"][-1]["content"]
+    facts = graph_triples(memory, memory.naming.extraction_graph(post))
+    assert (ns + "biscuit", PCM + "petBreed", "beagle") in facts
+    assert (ns + "owner", PCM + "hasPet", ns + "biscuit") in facts
+
+
+def test_a_server_rejecting_the_schema_gets_free_form_output_with_one_warning(
+    memory: Memory, fake_llm: FakeLLMServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    posts = ingest(memory, "I adopted a beagle called Biscuit yesterday.", "Biscuit loves the park.")
+    fake_llm.push(
+        Reply.error(400, "response_format json_schema is not supported by this server"),
+        Reply.ok("```json\n" + BISCUIT_JSON + "\n```"),
+        Reply.ok('{"@graph": []}'),
+    )
+    client = OpenAICompatibleClient(base_url=fake_llm.openai_url, model="qwen", timeout=5.0, max_retries=0)
+    try:
+        with caplog.at_level("WARNING"):
+            report = extract_posts(memory, posts, client=client, concurrency=1, output="json")
+    finally:
+        client.close()
+    assert (report.extracted, report.failed) == (2, 0), report.failures
+    bodies = [r.body for r in fake_llm.requests]
+    assert "response_format" in bodies[0] and all("response_format" not in b for b in bodies[1:])
+    assert len([r for r in caplog.records if "constrained output" in r.getMessage()]) == 1
+
+
+def test_the_prompt_holds_the_areas_of_the_utterance_not_of_the_previous_turns(memory: Memory) -> None:
+    posts = ingest(memory, "My bike broke down on the way to work.", "Thanks a lot, talk soon!", "Can you fix it?")
+    _, client = run(memory, posts, "# nothing to extract", "# nothing to extract", "# nothing to extract")
+    catalogues = [system.split("# Vocabulary")[1] for system, _, _ in client.requests]
+    assert "## vehicles" in catalogues[0] and "## work" in catalogues[0]
+    assert "## vehicles" not in catalogues[1] and "## work" not in catalogues[1]  # nothing of it said or referred to
+    for catalogue in catalogues:  # the core, in the same order, first: the prefix a prompt cache reuses
+        assert catalogue.index("## people") < catalogue.index("## activities") < catalogue.index("## general")
+    assert len(client.requests[1][0]) // 4 < 2500  # rules, example and the core catalogue (chars / 4)

@@ -30,6 +30,7 @@ from pcm.llm import (
     Usage,
     make_client,
 )
+from pcm.llm.base import JsonSchema
 from pcm.llm.retry import parse_retry_after
 from pcm.settings import DEFAULT_ANTHROPIC_MODEL, LLMSpec, Settings
 
@@ -618,3 +619,65 @@ def test_a_server_refusing_stream_options_gets_none_after_one_refusal(
     assert _call(client).text == "again"
     assert "stream_options" in server.requests[0].body
     assert "stream_options" not in server.requests[1].body and "stream_options" not in server.requests[2].body
+
+
+# --- constrained output --------------------------------------------------------------------------------------------
+
+SCHEMA_ = JsonSchema("answer", {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+                     "Record the number.")
+
+
+def test_openai_compatible_servers_get_response_format_json_schema(server: FakeLLMServer, connect: Connect) -> None:
+    server.push(Reply.ok('{"n": 3}'))
+    client, _ = connect("openai")
+    assert _call(client, schema=SCHEMA_).text == '{"n": 3}'
+    sent = server.requests[0].body["response_format"]
+    assert sent["type"] == "json_schema"
+    assert sent["json_schema"]["name"] == "answer" and sent["json_schema"]["schema"] == SCHEMA_.schema
+
+
+def test_anthropic_gets_forced_tool_use_and_the_tool_input_is_the_text(server: FakeLLMServer, connect: Connect) -> None:
+    server.push(Reply.ok('{"n": 3}', chunks=3))
+    client, _ = connect("anthropic")
+    completion = _call(client, schema=SCHEMA_)
+    assert completion.text == '{"n": 3}' and completion.stop_reason == "tool_use"
+    body = server.requests[0].body
+    assert body["tools"] == [{"name": "answer", "description": "Record the number.", "input_schema": SCHEMA_.schema}]
+    assert body["tool_choice"] == {"type": "tool", "name": "answer"}
+
+
+@pytest.mark.parametrize(
+    ("provider", "message", "field"),
+    [("openai", "response_format json_schema is not supported", "response_format"),
+     ("anthropic", "tool_choice: tools are not supported by this gateway", "tools")],
+)
+def test_a_server_rejecting_the_schema_falls_back_to_free_form_with_one_warning(
+    provider: str, message: str, field: str, server: FakeLLMServer, connect: Connect,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    server.push(Reply.error(400, message), Reply.ok('{"n": 3}'), Reply.ok('{"n": 4}'))
+    client, sleeps = connect(provider)
+    with caplog.at_level("WARNING"):
+        assert _call(client, schema=SCHEMA_).text == '{"n": 3}'
+        assert _call(client, schema=SCHEMA_).text == '{"n": 4}'
+    assert field in server.requests[0].body
+    assert all(field not in r.body for r in server.requests[1:])
+    assert len([r for r in caplog.records if "free-form" in r.getMessage()]) == 1
+    assert client.constrained is False and sleeps == []
+
+
+def test_a_rejection_about_something_else_is_not_mistaken_for_the_schema(
+    server: FakeLLMServer, connect: Connect
+) -> None:
+    server.push(Reply.error(400, "messages: too many turns"))
+    client, _ = connect("openai")
+    with pytest.raises(LLMError, match="too many turns"):
+        _call(client, schema=SCHEMA_)
+    assert len(server.requests) == 1
+
+
+def test_the_scripted_client_records_the_schema_asked_for() -> None:
+    client = ScriptedClient(['{"n": 1}', "free"])
+    _call(client, schema=SCHEMA_)
+    _call(client)
+    assert client.schemas == [SCHEMA_, None]

@@ -21,7 +21,8 @@ def default_memory_path() -> Path:
 
 @dataclass(frozen=True)
 class LLMSpec:
-    """Which model to call: ``none`` (episodic mode), ``anthropic``, ``openai``, ``scripted`` or ``replay`` (recorded)."""
+    """Which model to call: ``none`` (episodic mode), ``anthropic``, ``openai``, ``llamacpp`` (a GGUF file run in
+    this process), ``scripted`` or ``replay`` (recorded)."""
 
     provider: str = "none"
     model: str = ""
@@ -41,13 +42,19 @@ class LLMSpec:
             if not sep or not base or not model:
                 raise UsageError(f"PCM_LLM={text!r}: expected openai:BASE_URL#MODEL, e.g. openai:http://localhost:11434/v1#llama3.1")
             return cls("openai", model, base)
+        if provider == "llamacpp":
+            if not rest:
+                raise UsageError(f"PCM_LLM={text!r}: expected llamacpp:/path/to/model.gguf")
+            return cls("llamacpp", rest)
         if provider == "scripted":
             return cls("scripted", rest)
         if provider == "replay":
             if not rest:
                 raise UsageError(f"PCM_LLM={text!r}: expected replay:DIR (a directory written by pcm eval --record)")
             return cls("replay", rest)
-        raise UsageError(f"PCM_LLM={text!r}: expected none, anthropic:MODEL, openai:BASE_URL#MODEL or replay:DIR")
+        raise UsageError(
+            f"PCM_LLM={text!r}: expected none, anthropic:MODEL, openai:BASE_URL#MODEL, llamacpp:PATH.gguf or replay:DIR"
+        )
 
     @property
     def enabled(self) -> bool:
@@ -76,6 +83,12 @@ class Settings:
     #: ``None``: 120 s for a hosted API, 900 s for a local server (loopback URL), whose prefill can take minutes.
     llm_timeout: float | None = None
     llm_max_retries: int = 4
+    #: Extraction answer format: ``turtle`` (free-form), ``json`` (held to a JSON Schema generated from the
+    #: ontology, sent natively to the provider), or ``auto`` (json for a model on this machine, turtle otherwise).
+    llm_output: str = "auto"
+    #: CPU threads and context window (tokens) of an in-process model (``PCM_LLM=llamacpp:...``).
+    llm_threads: int = field(default_factory=lambda: os.cpu_count() or 2)
+    llm_context: int = 8192
     #: Concurrent LLM calls during batch ingest.
     llm_concurrency: int = 4
     #: Rounds of SHACL/parse repair after the first extraction attempt.
@@ -116,6 +129,8 @@ class Settings:
         for name, conv in (
             ("llm_timeout", float),
             ("llm_max_retries", int),
+            ("llm_threads", int),
+            ("llm_context", int),
             ("llm_concurrency", int),
             ("repair_rounds", int),
             ("query_timeout", float),
@@ -129,6 +144,11 @@ class Settings:
                     kwargs[name] = conv(raw)
                 except ValueError as exc:
                     raise UsageError(f"PCM_{name.upper()}={raw!r} is not a valid {conv.__name__}") from exc
+        if env.get("PCM_LLM_OUTPUT"):
+            output = env["PCM_LLM_OUTPUT"].strip().lower()
+            if output not in ("auto", "turtle", "json"):
+                raise UsageError(f"PCM_LLM_OUTPUT={env['PCM_LLM_OUTPUT']!r}: expected auto, turtle or json")
+            kwargs["llm_output"] = output
         if env.get("PCM_STORE_URL"):
             kwargs["store_url"] = env["PCM_STORE_URL"]
         if env.get("PCM_TOKEN"):

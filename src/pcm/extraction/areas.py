@@ -18,11 +18,20 @@ from pcm.ontology import Ontology
 
 #: Sent on every call.
 CORE_AREAS: tuple[str, ...] = ("people", "places", "activities", "time", "general")
+#: Sent on every extraction call: the core without places, which the words of the utterance (or a capitalised name
+#: after "in", "at", "to"...) pull in, to keep the extraction prompt small (its 26 place classes are ~430 tokens).
+EXTRACTION_CORE: tuple[str, ...] = ("people", "activities", "time", "general")
 #: Never sent, and refused in extraction output (see :mod:`pcm.extraction.normalise`).
 RESERVED_AREAS: frozenset[str] = frozenset({"conversation", "provenance"})
 
 #: Word stems that pull an area in. Matched at word starts, case-insensitively, on the utterance and its context.
 KEYWORDS: dict[str, tuple[str, ...]] = {
+    "places": (
+        "city", "town", "village", "country", "park", "museum", "restaurant", "cafe", "café", "store", "shop", "mall",
+        "market", "gym", "beach", "airport", "address", "street", "avenue", "downtown", "neighborhood",
+        "neighbourhood", "moved", "visit", "mountain", "lake", "library", "church", "temple", "stadium", "arena",
+        "theater", "theatre", "cinema", "venue", "hotel",
+    ),
     "family": (
         "mom", "mum", "mother", "dad", "father", "parent", "son", "daughter", "kid", "child", "baby", "brother",
         "sister", "sibling", "husband", "wife", "spouse", "partner", "married", "marri", "wedding", "divorc",
@@ -100,13 +109,21 @@ _PATTERNS: dict[str, re.Pattern[str]] = {area: _pattern(stems) for area, stems i
 _declared_pattern = cache(_pattern)
 
 
-def select_areas(text: str, *, entity_types: Iterable[str] = (), ontology: Ontology) -> list[str]:
+#: A capitalised name after a preposition of place ("in Denver", "at Rosewood Auto Repair"): a place, probably.
+_PLACE_NAME = re.compile(r"\b(?:in|at|to|from|near|around|visiting|visited)\s+(?:the\s+)?[A-Z][a-z]")
+
+
+def select_areas(
+    text: str, *, entity_types: Iterable[str] = (), ontology: Ontology, core: Iterable[str] = CORE_AREAS
+) -> list[str]:
     """Catalogue areas for one call, in catalogue order: the core, the keyword hits, the areas of mentioned types."""
-    chosen = set(CORE_AREAS)
+    chosen = set(core)
     lowered = " " + " ".join(text.lower().split()) + " "
     chosen.update(area for area, pattern in _PATTERNS.items() if pattern.search(lowered))
     # areas (and keywords) the ontology declares in its areas.toml: a new area needs no edit here
     chosen.update(area for area, stems in ontology.area_keywords.items() if _declared_pattern(stems).search(lowered))
+    if _PLACE_NAME.search(text):
+        chosen.add("places")
     for iri in entity_types:
         term = ontology.terms.get(iri)
         if term is not None:

@@ -236,9 +236,9 @@ def show_iri(iri: str, namespace: str, ontology: Ontology) -> str:
     return ontology.curie(iri)
 
 
-def render_user_message(context: TurnContext, *, memory: Memory, ontology: Ontology) -> str:
+def render_user_message(context: TurnContext, *, memory: Memory, ontology: Ontology, output: str = "turtle") -> str:
     """The user message of the extraction prompt (``part: user`` of ``extract.v1.md``)."""
-    from pcm.extraction.prompts import extract_prompt
+    from pcm.extraction.prompts import extract_prompt, task_line
 
     ns = memory.naming.namespace
     when, hints = message_time(context.post.time)
@@ -251,6 +251,7 @@ def render_user_message(context: TurnContext, *, memory: Memory, ontology: Ontol
         previous=_previous_block(context.previous, memory.naming, ns, ontology),
         role=context.post.role if context.post.role != "other" else f"other: {context.post.speaker or 'someone'}",
         utterance=_fence_safe(context.post.text),
+        task=task_line(output),
     )
 
 

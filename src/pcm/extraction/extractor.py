@@ -13,6 +13,7 @@ attempt: the post keeps its place with status ``failed`` and the error as its re
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -22,9 +23,10 @@ from typing import TYPE_CHECKING
 import pyoxigraph as ox
 
 from pcm.errors import LLMError
-from pcm.extraction.areas import select_areas
+from pcm.extraction.areas import EXTRACTION_CORE, select_areas
 from pcm.extraction.context import ContextBuilder, TurnContext, node_context, render_user_message, speaker_iri
-from pcm.extraction.normalise import OutputProblem, normalise_output
+from pcm.extraction.jsonld import extraction_schema
+from pcm.extraction.normalise import Normalised, OutputProblem, normalise_json, normalise_output
 from pcm.extraction.prompts import repair_prompt, system_prompt
 from pcm.extraction.supersede import single_valued_properties
 from pcm.extraction.terms import graph_of
@@ -46,6 +48,12 @@ ECHO_CHARS = 12_000
 REPORT_LINES = 20
 _TRUNCATED = frozenset({"max_tokens", "length"})
 _NOTHING = "nothing to extract"
+_WORD = re.compile(r"[a-z0-9]+")
+#: Words by which an utterance refers back to something named earlier.
+_REFERRING = frozenset(
+    {"it", "its", "he", "him", "his", "she", "her", "they", "them", "their", "there", "that", "this", "those",
+     "these", "one", "same"}
+)
 
 EXTRACTED, FAILED, SKIPPED = "extracted", "failed", "skipped"
 
@@ -95,6 +103,7 @@ class Extractor:
         ontology: Ontology | None = None,
         repair_rounds: int | None = None,
         use_index: bool | None = None,
+        output: str | None = None,
     ) -> None:
         from pcm.ontology import load_ontology
 
@@ -105,6 +114,8 @@ class Extractor:
         self.contexts = ContextBuilder(memory, use_index=use_index)
         self.validator = _validator(self.ontology)
         self.single_valued = single_valued_properties(self.ontology)
+        #: ``turtle`` or ``json``: what the model is asked to write (see :func:`output_format`).
+        self.output = output_format(output or memory.settings.llm_output, client)
 
     # ------------------------------------------------------------------------------------------------ public
 
@@ -116,11 +127,12 @@ class Extractor:
         result = Extraction(post, FAILED, context.speaker, offered=frozenset(e.iri for e in context.entities))
         system, first = self.prompt(context)
         messages = [Message.user(first)]
+        extra = {"schema": extraction_schema(self.ontology)} if self.output == "json" else {}
         for round_ in range(self.repair_rounds + 1):
             try:
                 completion = self.client.complete(
                     system=system, messages=messages, operation="extract" if round_ == 0 else "repair",
-                    max_tokens=MAX_OUTPUT_TOKENS,
+                    max_tokens=MAX_OUTPUT_TOKENS, **extra,
                 )
             except LLMError as error:
                 result.report = f"LLM error: {error}"
@@ -143,29 +155,49 @@ class Extractor:
             messages = [
                 Message.user(first),
                 Message.assistant(echo),
-                Message.user(repair_prompt().render("user", report=verdict.report)),
+                Message.user(repair_prompt().render("json" if self.output == "json" else "user", report=verdict.report)),
             ]
         return result
 
     def prompt(self, context: TurnContext) -> tuple[str, str]:
         """``(system prompt, first user message)`` for one post; the catalogue is cut to the relevant areas."""
-        text = " ".join([context.post.text, *(p.text for p in context.previous)])
-        types = [t for e in context.entities for t in e.types]
-        areas = tuple(select_areas(text, entity_types=types, ontology=self.ontology))
-        system = _system(self.ontology, areas)
-        return system, render_user_message(context, memory=self.memory, ontology=self.ontology)
+        system = _system(self.ontology, self._areas(context), self.output)
+        return system, render_user_message(context, memory=self.memory, ontology=self.ontology, output=self.output)
+
+    def _areas(self, context: TurnContext) -> tuple[str, ...]:
+        """Areas of the utterance's own words and of the entities it (or its session so far) mentions.
+
+        The previous turns' words are left out: they pulled in three times the catalogue for no gold fact on the
+        sample conversations. A known entity's types count when the utterance names it (shares a word with its
+        label) or refers back with a pronoun ("it", "she", "there"), whose referent may be any of them.
+        """
+        text = context.post.text
+        words = set(_WORD.findall(text.lower()))
+        referring = bool(words & _REFERRING)
+        types = [
+            t for e in context.entities
+            if referring or words & set(_WORD.findall(e.label.lower())) - _REFERRING
+            for t in e.types
+        ]
+        return tuple(select_areas(text, entity_types=types, ontology=self.ontology, core=EXTRACTION_CORE))
+
+    def _normalise(self, text: str) -> Normalised:
+        ns = self.memory.naming.namespace
+        if self.output == "json":
+            return normalise_json(text, namespace=ns, ontology=self.ontology)
+        return normalise_output(text, namespace=ns, ontology=self.ontology)
 
     def check(self, text: str, *, truncated: bool = False) -> Verdict:
         """Normalise and validate one output; the report is what the model gets back if it fails."""
         try:
-            normalised = normalise_output(text, namespace=self.memory.naming.namespace, ontology=self.ontology)
+            normalised = self._normalise(text)
         except OutputProblem as problem:
             return Verdict([], _report([f"[{problem.kind}] {problem}"], truncated), fatal=problem.fatal)
         if normalised.problems:
             lines = [f"[refused] {p}" for p in normalised.problems]
             return Verdict([], _report(lines, truncated), normalised.unknown_terms)
         if not normalised.triples:
-            if _says_nothing(text):
+            if self.output == "json" or _says_nothing(text):
                 return Verdict([], _report([], truncated))
             return Verdict([], _report(["[no-turtle] the output holds no Turtle triples; write Turtle, or "
                                         "'# nothing to extract' when the utterance states no fact"], truncated))
@@ -234,5 +266,30 @@ def _validator(ontology: Ontology) -> Validator:
 
 
 @cache
-def _system(ontology: Ontology, areas: tuple[str, ...]) -> str:
-    return system_prompt(ontology.catalogue(areas))
+def _system(ontology: Ontology, areas: tuple[str, ...], output: str) -> str:
+    """The system prompt for ``areas``: the compact catalogue, core areas first (the same for every utterance, so a
+    prompt cache reuses it), then the utterance's own areas, then their topic notes."""
+    core = tuple(a for a in areas if a in EXTRACTION_CORE)
+    extra = tuple(a for a in areas if a not in EXTRACTION_CORE)
+    catalogue = _without_annotations(ontology.catalogue(core, compact=True))
+    if extra:
+        blocks = ontology.catalogue(extra, compact=True).split("\n\n")[1:]  # without a second legend
+        catalogue = catalogue.rstrip("\n") + "\n\n" + _without_annotations("\n\n".join(blocks))
+    return system_prompt(catalogue, output, extra)
+
+
+def _without_annotations(catalogue: str) -> str:
+    """The compact catalogue without its ``annotations:`` lines (pcm:area, schema:rangeIncludes...: terms about the
+    vocabulary, never written by an extraction)."""
+    return "".join(line for line in catalogue.splitlines(keepends=True) if not line.startswith("annotations: "))
+
+
+def output_format(setting: str, client: LLMClient) -> str:
+    """``turtle`` or ``json`` for ``PCM_LLM_OUTPUT`` (``auto``: json for a model on this machine, turtle otherwise).
+
+    Why auto splits that way: small local models break free-form Turtle far more often than schema-held JSON,
+    while hosted models write Turtle (the seed paper's format) well and a tool schema costs them prompt tokens.
+    """
+    if setting in ("turtle", "json"):
+        return setting
+    return "json" if getattr(client, "local", False) else "turtle"

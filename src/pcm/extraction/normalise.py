@@ -68,7 +68,7 @@ _UPDATE = re.compile(
 )
 _FENCE = re.compile(r"```[^\n`]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _LINE_NO = re.compile(r"\bline (\d+)")
-_DATE_FORMS = (
+DATE_FORMS = (
     (re.compile(r"\d{4}-\d{2}-\d{2}"), XSD + "date"),
     (re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})?"), XSD + "dateTime"),
     (re.compile(r"\d{4}-\d{2}"), XSD + "gYearMonth"),
@@ -115,7 +115,31 @@ def normalise_output(text: str, *, namespace: str, ontology: Ontology) -> Normal
     header, problems = _prefix_header(body, namespace, notes)
     if problems:
         return Normalised([], problems=problems)
-    triples = _parse(header, body, namespace)
+    return normalise_triples(_parse(header, body, namespace), namespace=namespace, ontology=ontology, notes=notes)
+
+
+def normalise_json(text: str, *, namespace: str, ontology: Ontology) -> Normalised:
+    """A constrained (JSON-LD-shaped) answer, read as JSON-LD and then normalised like Turtle's triples."""
+    from pcm.extraction.jsonld import AnswerProblem, answer_triples
+
+    if not text.strip():
+        raise OutputProblem('the output was empty; write {"@graph": [...]}', kind="empty")
+    if len(text) > MAX_OUTPUT_CHARS:
+        raise OutputProblem(
+            f"the output is {len(text)} characters, over the {MAX_OUTPUT_CHARS} cap for one utterance", kind="too-large",
+            fatal=True,
+        )
+    try:
+        triples = answer_triples(text, namespace=namespace, ontology=ontology)
+    except AnswerProblem as problem:
+        raise OutputProblem(str(problem), kind="syntax") from problem
+    return normalise_triples(triples, namespace=namespace, ontology=ontology, notes=[])
+
+
+def normalise_triples(
+    triples: list[ox.Triple], *, namespace: str, ontology: Ontology, notes: list[str]
+) -> Normalised:
+    """Parsed triples (from Turtle or JSON-LD) → canonical triples in the memory's namespace, or why not."""
     if len(triples) > MAX_TRIPLES:
         raise OutputProblem(
             f"the output has {len(triples)} triples, over the {MAX_TRIPLES} cap for one utterance", kind="too-large",
@@ -406,7 +430,7 @@ def _type_dates(triples: list[ox.Triple], notes: list[str]) -> list[ox.Triple]:
     for t in triples:
         o = t.object
         if t.predicate.value in date_properties() and isinstance(o, ox.Literal) and o.datatype.value == _XSD_STRING:
-            datatype = next((dt for pattern, dt in _DATE_FORMS if pattern.fullmatch(o.value)), None)
+            datatype = next((dt for pattern, dt in DATE_FORMS if pattern.fullmatch(o.value)), None)
             if datatype is not None:
                 t = ox.Triple(t.subject, t.predicate, ox.Literal(o.value, datatype=ox.NamedNode(datatype)))
                 fixed += 1

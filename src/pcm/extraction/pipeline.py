@@ -142,12 +142,16 @@ def extract_posts(
     progress: Progress | None = None,
     concurrency: int | None = None,
     force: bool = False,
+    output: str | None = None,
 ) -> ExtractionRunReport:
-    """Extract facts from stored posts (see the module docstring). ``progress(n)`` is called as posts finish."""
+    """Extract facts from stored posts (see the module docstring). ``progress(n)`` is called as posts finish.
+
+    ``output`` (``turtle``, ``json`` or ``auto``) overrides ``settings.llm_output`` for this run.
+    """
     if memory.read_only:
         raise UsageError("this memory was opened read-only")
     started = time.monotonic()
-    runner = _Run(memory, client, progress=progress)
+    runner = _Run(memory, client, progress=progress, output=output)
     iris = list(dict.fromkeys(post_iris))
     report = runner.report
     report.posts = len(iris)
@@ -177,9 +181,11 @@ def _post_infos(result: Solutions) -> list[PostInfo]:
 class _Run:
     """One extraction run: planning, the worker threads and the single writer."""
 
-    def __init__(self, memory: Memory, client: LLMClient, *, progress: Progress | None) -> None:
+    def __init__(
+        self, memory: Memory, client: LLMClient, *, progress: Progress | None, output: str | None = None
+    ) -> None:
         self.memory = memory
-        self.extractor = Extractor(memory, client)
+        self.extractor = Extractor(memory, client, output=output)
         self.ontology = self.extractor.ontology
         self.prompt_version = prompt_version()
         self.progress = progress

@@ -31,6 +31,10 @@ def make_client(settings: Settings) -> LLMClient | None:
             timeout=settings.llm_timeout,
             max_retries=settings.llm_max_retries,
         )
+    if spec.provider == "llamacpp":
+        from pcm.llm.llamacpp_client import LlamaCppClient
+
+        return LlamaCppClient(model_path=spec.model, threads=settings.llm_threads, context=settings.llm_context)
     if spec.provider == "scripted":
         if not spec.model:
             raise LLMError("PCM_LLM=scripted needs a file of replies: scripted:PATH (a JSON list of strings)")
@@ -39,4 +43,4 @@ def make_client(settings: Settings) -> LLMClient | None:
         from pcm.llm.record import ReplayClient
 
         return ReplayClient(spec.model)
-    raise UsageError(f"unknown LLM provider {spec.provider!r}: expected none, anthropic, openai, scripted or replay")
+    raise UsageError(f"unknown LLM provider {spec.provider!r}: expected none, anthropic, openai, llamacpp, scripted or replay")

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -37,7 +38,7 @@ from pcm.errors import LLMError, PcmError, UsageError
 from pcm.llm.base import Completion, LLMClient, Message, Usage
 from pcm.retrieval import answer as answers
 from pcm.retrieval.answer import EvidenceFact, EvidencePost
-from pcm.retrieval.grounding import CACHE_DIR, Grounding, build_grounding, memory_version
+from pcm.retrieval.grounding import _STOPWORDS, CACHE_DIR, Grounding, build_grounding, memory_version
 from pcm.retrieval.nl2sparql import prompt_version, system_prompt, user_message
 from pcm.retrieval.plan import (
     DIRECTIONS,
@@ -383,15 +384,26 @@ class _Pipeline:
             found = self._from_context(facts, "traversal", f"{why}; answered from facts around the matched entities")
             if found is not None:
                 return found
-        posts = answers.posts_from_hits(_recall(self.memory, self.question, self.k))
+        hits = _recall(self.memory, self.question, self.k)
+        posts = answers.posts_from_hits(hits)
         items = [(answers.utterance_line(p), [p]) for p in posts]
         if items:  # summaries support recalled utterances; they do not answer alone here (see _from_summaries)
             items += _summary_context(self.memory, self.question, SUMMARY_LINES)[:SUMMARY_LINES]
             found = self._from_context(items, "episodic", f"{why}; answered from recalled utterances")
             if found is not None:
                 return found
+        # Never worse than episodic mode: what was said that matches the question is still shown, as pcm without
+        # a model would show it, unless nothing recalled shares a word with the question.
+        relevant = relevant_hits(hits, self.question, self.memory.manifest.owner)
+        if relevant:
+            return AskResult(
+                self.question, closest_said(relevant[0]), "episodic", self.as_of,
+                note=f"{why}, and the model found no answer in the recalled utterances: shown are the utterances "
+                     "that best match the question, as in episodic mode",
+                posts=answers.posts_from_hits(relevant),
+            )
         return AskResult(self.question, answers.NOT_IN_MEMORY, "none", self.as_of,
-                         note=f"{why}, and nothing recalled supports an answer")
+                         note=f"{why}, and nothing recalled matches the question")
 
     def _from_summaries(self, started: float) -> AskResult | None:
         """A question about the conversations themselves: the best matching session summaries, before SPARQL."""
@@ -444,6 +456,33 @@ def _episodic_without_llm(memory: Memory, question: str, as_of: datetime, k: int
     when = best.time.date().isoformat() if best.time else "unknown time"
     text = f'{who} said ({when}, session {best.session}): "{best.text}"'
     return AskResult(question, text, "episodic", as_of, note=NO_LLM_NOTE, posts=answers.posts_from_hits(hits))
+
+
+#: First letters compared when matching a question word to a word of an utterance ("paid" ~ "pay" does not match,
+#: "machines" ~ "machine" does): a crude stem that needs no language model.
+_STEM = 5
+_WORDS = re.compile(r"[a-z0-9]+")
+
+
+def _stems(text: str, ignore: frozenset[str] = frozenset()) -> set[str]:
+    return {w[:_STEM] for w in _WORDS.findall(text.lower()) if len(w) > 2 and w not in _STOPWORDS | ignore}
+
+
+def relevant_hits(hits: Sequence[Any], question: str, owner: str = "") -> list[Any]:
+    """Recalled posts that share a content word with the question (the owner's own name does not count).
+
+    Recall always returns its nearest posts, however far; this is what separates "something said matches" from
+    "nothing stored is about this", deterministically.
+    """
+    wanted = _stems(question, frozenset(_WORDS.findall(owner.lower())))
+    return [h for h in hits if wanted & _stems(h.text)]
+
+
+def closest_said(hit: Any) -> str:
+    """The answer when only recall found something: says there is no answer, then the closest utterance."""
+    who = hit.speaker or hit.role
+    when = hit.time.date().isoformat() if hit.time else "unknown date"
+    return f'Not in memory as a stored fact. The closest thing said: {who} ({when}): "{" ".join(hit.text.split())}"'
 
 
 def _summary_context(memory: Memory, question: str, k: int) -> list[tuple[str, list[EvidencePost]]]:

@@ -2,10 +2,12 @@
 
 Why files: a prompt is part of what an extraction *was* (its version is recorded on every extraction activity, and
 a re-run skips posts extracted with the same prompt and ontology versions), so it is reviewed and versioned like
-code, not assembled from Python strings. The vocabulary catalogue inside ``extract.v1.md`` is generated from
+code, not assembled from Python strings. The vocabulary catalogue inside ``extract.v2.md`` is generated from
 ``pcm_ontology/`` by :func:`refresh_catalogue` and never typed by hand; a test keeps the committed copy equal to
-the generated one. Each call sends only the catalogue areas relevant to the utterance (see
-:func:`pcm.extraction.areas.select_areas`), because the full catalogue is ~10k tokens.
+the generated one. Each call sends only what the utterance needs: the compact catalogue of the areas relevant to it
+(see :func:`pcm.extraction.areas.select_areas`; the full catalogue is ~10k tokens), core areas first so that
+consecutive prompts share the longest prefix a prompt cache can reuse, and the topic notes (``part: hints``) of the
+selected areas only.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from functools import cache
 from pathlib import Path
 
 PROMPTS_DIR = Path(__file__).resolve().parent
-EXTRACT_FILE = "extract.v1.md"
+EXTRACT_FILE = "extract.v2.md"
 REPAIR_FILE = "repair.v1.md"
 CATALOGUE_BEGIN = "<!-- catalogue:begin -->"
 CATALOGUE_END = "<!-- catalogue:end -->"
@@ -84,7 +86,7 @@ def generated_catalogue() -> str:
     """The full catalogue as :meth:`pcm.ontology.Ontology.catalogue` writes it (what the committed prompt must hold)."""
     from pcm.ontology import load_ontology
 
-    return load_ontology().catalogue()
+    return load_ontology().catalogue(compact=True)
 
 
 def committed_catalogue(path: Path | None = None) -> str:
@@ -106,11 +108,50 @@ def refresh_catalogue(path: Path | None = None) -> bool:
     return True
 
 
-def system_prompt(catalogue: str) -> str:
-    """The extraction system prompt with the catalogue block replaced by the given (selected) catalogue."""
-    before, _, after = _split_catalogue(extract_prompt().parts["system"])
+#: Output formats of an extraction answer: free-form Turtle, or JSON held to a schema (see pcm.extraction.jsonld).
+OUTPUTS = ("turtle", "json")
+_SECTION = "\n# {name}\n"
+
+
+def system_prompt(catalogue: str, output: str = "turtle", areas: tuple[str, ...] = ()) -> str:
+    """The extraction system prompt with the catalogue block replaced by the given (selected) catalogue.
+
+    For ``output="json"`` the Turtle-specific sections (``# Output`` and ``# Example``) are replaced by the prompt
+    file's ``json_output`` and ``json_example`` parts; the rules and the catalogue are the same text. The topic
+    notes of ``areas`` come last (they vary with the utterance).
+    """
+    prompt = extract_prompt()
+    before, _, after = _split_catalogue(prompt.parts["system"])
     head, tail = before[: -len(CATALOGUE_BEGIN) - 1], after[len(CATALOGUE_END) :]
+    if output == "json":
+        head = _replace_section(head, "Output", "What to extract", prompt.parts["json_output"])
+        head = _replace_section(head, "Example", "Vocabulary", prompt.parts["json_example"])
+    notes = topic_hints(areas)
+    if notes:
+        tail = tail.rstrip("\n") + "\n\n# Notes on these topics\n" + notes
     return head + catalogue + tail
+
+
+def topic_hints(areas: tuple[str, ...]) -> str:
+    """The lines of the prompt file's ``hints`` part for the given areas (``area: note``), in ``areas`` order."""
+    notes: dict[str, str] = {}
+    for line in extract_prompt().parts.get("hints", "").splitlines():
+        area, sep, note = line.partition(":")
+        if sep and note.strip():
+            notes[area.strip()] = note.strip()
+    return "".join(f"- {notes[a]}\n" for a in areas if a in notes)
+
+
+def task_line(output: str) -> str:
+    """The last line of the user message: what to write."""
+    return "Write the JSON answer for the current utterance." if output == "json" else (
+        "Write the Turtle for the current utterance.")
+
+
+def _replace_section(text: str, name: str, following: str, replacement: str) -> str:
+    start = text.index(_SECTION.format(name=name)) + 1
+    end = text.index(_SECTION.format(name=following)) + 1
+    return text[:start] + replacement.rstrip("\n") + "\n\n" + text[end:]
 
 
 def _split_catalogue(text: str) -> tuple[str, str, str]:

@@ -1,0 +1,127 @@
+"""Extraction prompt size on the sample conversations, and whether the offered vocabulary still holds the gold facts.
+
+Every utterance of the bundled samples (14 conversations) is extracted through the real pipeline by a scripted model
+that answers with the gold Turtle of ``tests/fixtures/ask/extraction/<id>.ttl`` (nothing for the other utterances),
+so the known-entities block grows as it would with a model. Printed:
+
+* prompt tokens per extraction call (system + first user message), estimated as characters / 4 (what the run
+  report's ``estimated_prompt_tokens`` uses) and as characters / 3.2 (closer to a BPE tokenizer on the catalogue's
+  CURIEs and symbols): median, p90, max (issue target: median <= 3k);
+* the prefix shared by consecutive prompts (what a server's or llama.cpp's prompt cache re-uses);
+* gold coverage: gold triples whose predicate or class lies outside the catalogue areas listed in their
+  utterance's prompt (the model must find them without the catalogue's help), and gold answers (the fixture
+  converted to the JSON answer shape) that the extraction JSON Schema refuses;
+* the extraction outcome with the scripted model (every gold utterance must be extracted, none failed).
+
+Run: ``python benchmarks/bench_prompt_size.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from pcm.conversations import parse_file, sample_paths  # noqa: E402
+from pcm.extraction import extract_posts  # noqa: E402
+from pcm.extraction.jsonld import as_answer, extraction_schema  # noqa: E402
+from pcm.extraction.normalise import normalise_output  # noqa: E402
+from pcm.llm import ScriptedClient  # noqa: E402
+from pcm.llm.base import Message  # noqa: E402
+from pcm.memory import Memory  # noqa: E402
+from pcm.namespaces import RDF, RDFS  # noqa: E402
+from pcm.ontology import load_ontology  # noqa: E402
+from pcm.settings import Settings  # noqa: E402
+from test_ask_support import EXTRACTION, NOTHING, utterance_ids  # noqa: E402
+
+_AREA = re.compile(r"^## (\w+)$", re.MULTILINE)
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def common_prefix(a: str, b: str) -> int:
+    return len(os.path.commonprefix([a, b]))
+
+
+def main() -> None:
+    import jsonschema
+
+    ontology = load_ontology()
+    root = Path(tempfile.mkdtemp(prefix="pcm-bench-prompt-"))
+    try:
+        memory = Memory.init(Settings(memory=root / "memory", index_enabled=False), owner="Dana Whitfield")
+        memory.ingest([c for p in sample_paths() for c in parse_file(p)])
+        ns = memory.manifest.namespace
+        ids = utterance_ids()
+        gold = {p.stem: p.read_text(encoding="utf-8") for p in EXTRACTION.glob("*.ttl")}
+        prompts: list[tuple[str, str, str]] = []  # (message id, system, first user message)
+
+        def respond(system: str, messages: list[Message], operation: str) -> str:
+            match = re.search(r"<utterance>\s*(.*?)\s*</utterance>", messages[0].content, re.DOTALL)
+            message_id = ids.get(" ".join(match.group(1).split()) if match else "", "")
+            if operation == "extract":
+                prompts.append((message_id, system, messages[0].content))
+            return gold.get(message_id, NOTHING)
+
+        posts = [p.iri for p in memory.store.posts()]
+        client = ScriptedClient([respond] * (3 * len(posts)))
+        report = extract_posts(memory, posts, client=client, concurrency=1, output="turtle")
+        memory.close()
+
+        sizes = [len(s) + len(u) for _, s, u in prompts]
+        systems = [len(s) for _, s, _ in prompts]
+        prefixes = [common_prefix(a[1] + a[2], b[1] + b[2]) for a, b in zip(prompts, prompts[1:], strict=False)]
+        print(f"extraction calls: {len(prompts)} (posts {report.posts}: extracted {report.extracted}, "
+              f"failed {report.failed}, skipped {report.skipped}; repairs {report.repairs})")
+        for label, divisor in (("chars/4", 4.0), ("chars/3.2", 3.2)):
+            tokens = [n / divisor for n in sizes]
+            print(f"prompt tokens ({label}): median {statistics.median(tokens):.0f}   p90 {percentile(tokens, 0.9):.0f}"
+                  f"   max {max(tokens):.0f}   (system part median {statistics.median(systems) / divisor:.0f})")
+        listed = Counter(a for _, system, _ in prompts for a in _AREA.findall(system))
+        print(f"catalogue areas per prompt: median {statistics.median(len(_AREA.findall(s)) for _, s, _ in prompts)}; "
+              "listed in: " + ", ".join(f"{a} {n}" for a, n in listed.most_common()))
+        print(f"prefix shared with the previous prompt (chars/4): median {statistics.median(prefixes) / 4:.0f} "
+              f"tokens, i.e. {100 * statistics.median(p / n for p, n in zip(prefixes, sizes[1:], strict=False)):.0f}%"
+              " of the prompt")
+
+        outside = refused = gold_triples = 0
+        for message_id, system, _ in prompts:
+            if message_id not in gold:
+                continue
+            areas = tuple(_AREA.findall(system))
+            offered = {t.iri for t in ontology.terms.values() if t.area in areas}
+            triples = normalise_output(gold[message_id], namespace=ns, ontology=ontology).triples
+            gold_triples += len(triples)
+            for t in triples:
+                term = t.object.value if t.predicate.value == RDF + "type" else t.predicate.value
+                if term not in offered and term not in (RDFS + "label",):
+                    outside += 1
+                    print(f"  {message_id}: {ontology.curie(term)} is outside the offered areas {','.join(areas)}")
+            schema = extraction_schema(ontology).schema
+            answer = as_answer(triples, namespace=ns, ontology=ontology)
+            errors = list(jsonschema.Draft202012Validator(schema).iter_errors(answer))
+            if errors:
+                refused += 1
+                print(f"  {message_id}: the JSON Schema refuses the gold answer: {errors[0].message[:160]}")
+        print(f"gold coverage: {gold_triples} gold triples in {len(gold)} utterances; {outside} outside the offered "
+              f"catalogue; {refused} gold answers refused by the JSON Schema")
+        print(f"gold extraction with the scripted model: {report.extracted} extracted, {report.failed} failed "
+              f"({'no loss' if report.failed == 0 else 'LOSS: ' + json.dumps(report.failures[:3])})")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,320 @@
+"""Constrained extraction output: a JSON Schema generated from the ontology, and the answer read back as JSON-LD.
+
+Why: small models break free-form Turtle (syntax, invented terms, copied prompt lines) far more often than they
+break JSON whose shape the server enforces while decoding. Every local server (llama.cpp, Ollama, vLLM, LM Studio)
+and the hosted APIs can hold a model to a JSON Schema, so the schema here is generated from the same source as the
+prompt's catalogue (the ontology, cut to the areas selected for the utterance) and never written by hand:
+
+* the answer is ``{"@graph": [node, ...]}``, a JSON-LD document without its context;
+* a node has an ``@id`` (an ``m:`` name, as in the Turtle prompt), an optional ``@type`` list drawn from the
+  catalogue's classes, and properties keyed by the catalogue's predicates (compact IRIs such as ``schema:price``);
+* a value is shaped by the property's range: an object property takes an ``m:`` name (or one of the ontology's
+  named values, such as ``schema:CompletedActionStatus``); a datatype property takes a literal in its lexical form
+  (dates as ``YYYY-MM-DD``, numbers as JSON numbers, booleans as JSON booleans);
+* sizes are bounded (nodes, values per property, string lengths) so that a model that loops ends with a complete,
+  valid document instead of JSON cut at the token limit.
+
+The answer becomes RDF through pyoxigraph's JSON-LD parser, with a ``@context`` generated here (prefixes, and for
+each predicate whether its values are node references or typed literals); the triples then go through the same
+normalise → SHACL → repair path as Turtle (see :func:`pcm.extraction.normalise.normalise_triples`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from decimal import Decimal
+from functools import cache
+from typing import Any
+
+import pyoxigraph as ox
+
+from pcm.extraction.areas import RESERVED_AREAS
+from pcm.llm.base import JsonSchema
+from pcm.namespaces import PREFIXES, RDF, RDFS, SCHEMA, XSD
+from pcm.ontology import AREAS, CLASS, DATATYPE_PROPERTY, INDIVIDUAL, OBJECT_PROPERTY, Ontology
+
+#: Most nodes one answer may hold (a long utterance needs ~10).
+MAX_NODES = 24
+#: Most values one property of one node may hold.
+MAX_VALUES = 8
+#: Most types one node may carry.
+MAX_TYPES = 3
+#: Longest literal string, and longest name.
+MAX_TEXT = 300
+MAX_NAME = 80
+SCHEMA_NAME = "extraction"
+
+#: An individual of the memory, as the prompt writes it (``m:biscuit``, ``m:owner``).
+NAME_PATTERN = r"^m:[A-Za-z0-9][A-Za-z0-9._-]*$"
+_LABEL = RDFS + "label"
+_DATE = r"^[0-9]{4}(-[0-9]{2}(-[0-9]{2})?)?$"
+_DATETIME = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9]{2}:[0-9]{2}(:[0-9]{2})?)?$"
+
+#: Datatype → (JSON Schema of its lexical form, JSON-LD coercion or None for a plain/native literal).
+_LITERALS: dict[str, tuple[dict[str, Any], str | None]] = {
+    XSD + "string": ({"type": "string", "maxLength": MAX_TEXT}, None),
+    RDFS + "Literal": ({"anyOf": [{"type": "string", "maxLength": MAX_TEXT}, {"type": "number"}, {"type": "boolean"}]},
+                       None),
+    XSD + "date": ({"type": "string", "pattern": _DATE, "maxLength": 10}, None),
+    XSD + "dateTime": ({"type": "string", "pattern": _DATETIME, "maxLength": 19}, None),
+    XSD + "gYear": ({"type": "string", "pattern": r"^[0-9]{4}$", "maxLength": 4}, XSD + "gYear"),
+    XSD + "gYearMonth": ({"type": "string", "pattern": r"^[0-9]{4}-[0-9]{2}$", "maxLength": 7}, XSD + "gYearMonth"),
+    XSD + "time": ({"type": "string", "pattern": r"^[0-9]{2}:[0-9]{2}(:[0-9]{2})?$", "maxLength": 8}, XSD + "time"),
+    XSD + "duration": ({"type": "string", "pattern": r"^-?P[0-9YMWDTHS.]+$", "maxLength": 30}, XSD + "duration"),
+    XSD + "integer": ({"type": "integer"}, None),
+    XSD + "nonNegativeInteger": ({"type": "integer", "minimum": 0}, XSD + "nonNegativeInteger"),
+    XSD + "decimal": ({"type": "number"}, None),
+    XSD + "double": ({"type": "number"}, None),
+    XSD + "float": ({"type": "number"}, None),
+    XSD + "boolean": ({"type": "boolean"}, None),
+    XSD + "anyURI": ({"type": "string", "pattern": r"^https?://", "maxLength": MAX_TEXT}, XSD + "anyURI"),
+}
+_STRING = _LITERALS[XSD + "string"][0]
+_NUMERIC = frozenset({XSD + "decimal", XSD + "double", XSD + "float", SCHEMA + "Number"})
+
+
+class AnswerProblem(ValueError):
+    """The answer is not a JSON document of the expected shape; the message is one line for the repair report."""
+
+
+@cache
+def extraction_schema(ontology: Ontology, areas: tuple[str, ...] | None = None) -> JsonSchema:
+    """The JSON Schema of an extraction answer (cached per ontology and areas).
+
+    ``areas=None`` (what extraction uses) accepts the whole catalogue but pcm's own bookkeeping areas, as Turtle
+    extraction does: the prompt lists the areas selected for the utterance, and the schema must not refuse a right
+    term the keyword selection missed (on the sample conversations, a schema cut to the selected areas refused 21
+    of the 53 gold answers; see ``benchmarks/bench_prompt_size.py``). Value shapes are shared through ``$defs``.
+    """
+    classes, properties, values = _vocabulary(ontology, areas)
+    defs: dict[str, Any] = {}
+    node_properties: dict[str, Any] = {
+        "@id": {"type": "string", "pattern": NAME_PATTERN, "maxLength": MAX_NAME},
+        "@type": {
+            "type": "array",
+            "items": {"type": "string", "enum": [ontology.curie(c) for c in classes]},
+            "minItems": 1,
+            "maxItems": MAX_TYPES,
+        },
+        "rdfs:label": {"type": "string", "maxLength": MAX_TEXT},
+    }
+    for iri in properties:
+        name, value = _value_schema(ontology, iri, values)
+        if iri in ontology.functional_properties:
+            defs.setdefault(name, value)
+            node_properties[ontology.curie(iri)] = {"$ref": f"#/$defs/{name}"}
+        else:
+            many = {"type": "array", "items": value, "minItems": 1, "maxItems": MAX_VALUES}
+            defs.setdefault(name + "s", {"anyOf": [value, many]})
+            node_properties[ontology.curie(iri)] = {"$ref": f"#/$defs/{name}s"}
+    node = {
+        "type": "object",
+        "properties": node_properties,
+        "required": ["@id"],
+        "additionalProperties": False,
+    }
+    schema = {
+        "type": "object",
+        "properties": {"@graph": {"type": "array", "items": node, "maxItems": MAX_NODES}},
+        "required": ["@graph"],
+        "additionalProperties": False,
+        "$defs": dict(sorted(defs.items())),
+    }
+    return JsonSchema(
+        SCHEMA_NAME, schema,
+        "Record the facts the current utterance states, as nodes of a JSON-LD graph (an empty @graph when there "
+        "are none).",
+    )
+
+
+def _vocabulary(
+    ontology: Ontology, areas: Iterable[str] | None
+) -> tuple[list[str], list[str], dict[str, list[str]]]:
+    """Classes and properties of the areas (all but the reserved ones for ``None``), and the named values of each
+    class (e.g. the action statuses), offered wherever their class is a property's range, whatever their area.
+    """
+    wanted = (set(AREAS) | {t.area for t in ontology.terms.values()} if areas is None else set(areas)) - RESERVED_AREAS
+    terms = sorted(ontology.terms.values(), key=lambda t: ontology.curie(t.iri))
+    classes = [t.iri for t in terms if t.kind == CLASS and t.area in wanted]
+    properties = [
+        t.iri for t in terms
+        if t.kind in (OBJECT_PROPERTY, DATATYPE_PROPERTY) and t.area in wanted and t.iri != _LABEL
+    ]
+    values: dict[str, list[str]] = {}
+    for t in terms:
+        if t.kind == INDIVIDUAL and t.area not in RESERVED_AREAS:
+            for parent in t.parents:
+                values.setdefault(parent, []).append(ontology.curie(t.iri))
+    return classes, properties, values
+
+
+def _value_schema(ontology: Ontology, iri: str, values: dict[str, list[str]]) -> tuple[str, dict[str, Any]]:
+    """``(name, JSON Schema)`` of one value of the property; equal shapes get equal names (shared ``$defs``)."""
+    term = ontology.terms[iri]
+    if term.kind == OBJECT_PROPERTY:
+        name = {"type": "string", "pattern": NAME_PATTERN, "maxLength": MAX_NAME}
+        named = sorted({v for r in term.range for c in ontology.subclasses(r) for v in values.get(c, [])})
+        if not named:
+            return "name", name
+        label = "name_or_" + "_".join(sorted({_local(ontology, r) for r in term.range}))
+        return label, {"anyOf": [{"type": "string", "enum": named}, name]}
+    shapes: list[dict[str, Any]] = []
+    labels: list[str] = []
+    for datatype in term.range or (XSD + "string",):
+        shape = _LITERALS.get(datatype, (_STRING, None))[0]
+        if shape not in shapes:
+            shapes.append(shape)
+            labels.append(_local(ontology, datatype) if datatype in _LITERALS else "string")
+    return "_or_".join(labels), shapes[0] if len(shapes) == 1 else {"anyOf": shapes}
+
+
+def _local(ontology: Ontology, iri: str) -> str:
+    return re.sub(r"\W", "_", ontology.curie(iri).split(":")[-1])
+
+
+# ---------------------------------------------------------------------------------------------------- reading
+
+
+@cache
+def _context(ontology: Ontology, namespace: str) -> dict[str, Any]:
+    """The JSON-LD ``@context`` that makes an answer RDF: prefixes, and per predicate how its values read."""
+    context: dict[str, Any] = {"m": namespace}
+    context.update({name: iri for name, iri in PREFIXES.items()})
+    for iri, term in ontology.terms.items():
+        curie = ontology.curie(iri)
+        if curie.startswith("<"):
+            continue
+        if term.kind == OBJECT_PROPERTY:
+            context[curie] = {"@id": iri, "@type": "@id"}
+        elif term.kind == DATATYPE_PROPERTY:
+            coercions = {_LITERALS.get(d, (None, None))[1] for d in term.range}
+            if len(coercions) == 1 and None not in coercions:
+                context[curie] = {"@id": iri, "@type": coercions.pop()}
+    return context
+
+
+def answer_triples(text: str, *, namespace: str, ontology: Ontology) -> list[ox.Triple]:
+    """The triples of a JSON answer, read as JSON-LD; :class:`AnswerProblem` when it is not one.
+
+    Lenient about wrapping only: a Markdown fence or prose around the JSON object is cut away, and a bare list of
+    nodes is taken as the ``@graph``. Anything the model put in its own ``@context`` is replaced by ours.
+    """
+    document = _json_object(text)
+    graph = document.get("@graph") if isinstance(document, dict) else document
+    if isinstance(document, dict) and graph is None and "@id" in document:
+        graph = [document]
+    if not isinstance(graph, list):
+        raise AnswerProblem("the answer must be a JSON object {\"@graph\": [nodes]}")
+    nodes = [node for node in graph if isinstance(node, dict)]
+    if len(nodes) != len(graph):
+        raise AnswerProblem("every item of @graph must be a JSON object with an @id")
+    for node in nodes:
+        node.pop("@context", None)
+    payload = json.dumps({"@context": _context(ontology, namespace), "@graph": nodes})
+    try:
+        quads = list(ox.parse(payload.encode("utf-8"), format=ox.RdfFormat.JSON_LD, base_iri=namespace))
+    except (SyntaxError, ValueError) as error:
+        raise AnswerProblem(f"the answer is not valid JSON-LD: {' '.join(str(error).split())[:300]}") from error
+    return [_dated(_decimal(ox.Triple(q.subject, q.predicate, q.object), ontology), ontology) for q in quads]
+
+
+_FENCE = re.compile(r"```[^\n`]*\n(.*?)(?:```|\Z)", re.DOTALL)
+
+
+def _json_object(text: str) -> Any:
+    fenced = _FENCE.findall(text)
+    body = fenced[0] if fenced else text
+    start = min((i for i in (body.find("{"), body.find("[")) if i >= 0), default=-1)
+    if start < 0:
+        raise AnswerProblem("the answer holds no JSON object; write {\"@graph\": [...]} (an empty list when the "
+                            "utterance states no fact)")
+    try:
+        value, _ = json.JSONDecoder().raw_decode(body[start:])
+    except ValueError as error:
+        raise AnswerProblem(f"the answer is not valid JSON: {error}") from error
+    return value
+
+
+_DATES = frozenset({XSD + "date", XSD + "dateTime", XSD + "gYear", XSD + "gYearMonth"})
+
+
+def _dated(triple: ox.Triple, ontology: Ontology) -> ox.Triple:
+    """A plain string on a property whose values are never plain text gets the datatype its form says.
+
+    JSON has no dates or times: "2018" on a date property is a gYear, "06:00:00" on a time property an xsd:time.
+    The context's coercion covers a property with one such datatype; this covers the ones with several.
+    """
+    from pcm.extraction.normalise import DATE_FORMS
+
+    o = triple.object
+    if not (isinstance(o, ox.Literal) and o.datatype.value == XSD + "string" and not o.language):
+        return triple
+    term = ontology.terms.get(triple.predicate.value)
+    if term is None or not term.range or {XSD + "string", RDFS + "Literal"} & set(term.range):
+        return triple
+    datatype = None
+    if _DATES & set(term.range):
+        datatype = next((dt for pattern, dt in DATE_FORMS if pattern.fullmatch(o.value)), None)
+    for candidate in term.range:
+        shape = _LITERALS.get(candidate, ({}, None))[0]
+        if datatype is None and candidate not in _DATES and "pattern" in shape and re.search(shape["pattern"], o.value):
+            datatype = candidate
+    if datatype is None:
+        return triple
+    return ox.Triple(triple.subject, triple.predicate, ox.Literal(o.value, datatype=ox.NamedNode(datatype)))
+
+
+def _decimal(triple: ox.Triple, ontology: Ontology) -> ox.Triple:
+    """A JSON number on a decimal property reads as ``xsd:double`` in JSON-LD; store it as the decimal it is."""
+    o = triple.object
+    if not (isinstance(o, ox.Literal) and o.datatype.value == XSD + "double"):
+        return triple
+    term = ontology.terms.get(triple.predicate.value)
+    if term is None or not _NUMERIC & set(term.range) or XSD + "double" in term.range:
+        return triple
+    number = Decimal(o.value)
+    text = format(number.normalize(), "f") if number == number.to_integral_value() else format(number, "f")
+    datatype = XSD + ("integer" if XSD + "integer" in term.range and "." not in text else "decimal")
+    return ox.Triple(triple.subject, triple.predicate, ox.Literal(text, datatype=ox.NamedNode(datatype)))
+
+
+def as_answer(triples: Iterable[ox.Triple], *, namespace: str, ontology: Ontology) -> dict[str, Any]:
+    """Triples in the answer shape (``{"@graph": [...]}``), as a constrained model would write them.
+
+    The inverse of :func:`answer_triples` for triples pcm stores: used to check that the schema can say every
+    fact a Turtle answer can (tests, ``benchmarks/bench_prompt_size.py``).
+    """
+
+    def name(iri: str) -> str:
+        return "m:" + iri[len(namespace):] if iri.startswith(namespace) else ontology.curie(iri)
+
+    nodes: dict[str, dict[str, Any]] = {}
+    for t in triples:
+        node = nodes.setdefault(t.subject.value, {"@id": name(t.subject.value)})
+        p, o = t.predicate.value, t.object
+        if p == RDF + "type":
+            node.setdefault("@type", []).append(name(o.value))
+            continue
+        key = "rdfs:label" if p == _LABEL else ontology.curie(p)
+        value: Any
+        if isinstance(o, ox.NamedNode):
+            value = name(o.value)
+        elif o.datatype.value in (XSD + "integer", XSD + "nonNegativeInteger"):
+            value = int(o.value)
+        elif o.datatype.value in (XSD + "decimal", XSD + "double", XSD + "float"):
+            value = float(o.value)
+        elif o.datatype.value == XSD + "boolean":
+            value = o.value == "true"
+        else:
+            value = o.value
+        if key in node:
+            before = node[key]
+            node[key] = [*before, value] if isinstance(before, list) else [before, value]
+        else:
+            node[key] = value
+    return {"@graph": list(nodes.values())}
+
+
+__all__ = ["AnswerProblem", "answer_triples", "as_answer", "extraction_schema"]

@@ -1,0 +1,128 @@
+"""A GGUF model run in this process through llama-cpp-python (``PCM_LLM=llamacpp:/path/to/model.gguf``).
+
+Why in-process: a personal memory on a laptop should not need a model server. llama-cpp-python is an optional
+extra (``pip install 'pcm[local]'``); without it this provider says how to install it. On a CPU without AVX-512
+(or where the default native build crashes) build it with
+``CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON" pip install llama-cpp-python``.
+
+* Constrained output: a :class:`pcm.llm.base.JsonSchema` becomes ``response_format={"type": "json_object",
+  "schema": ...}``, which llama-cpp-python turns into a grammar that holds decoding to the schema.
+* Threads and context size come from settings (``PCM_LLM_THREADS``, ``PCM_LLM_CONTEXT``).
+* The model keeps the tokens of its previous prompt and re-reads only what changed after their common prefix, so
+  the prompts are laid out stable part first (instructions and catalogue in the system prompt, the utterance
+  last): each utterance pays mostly for its own tokens.
+* One call at a time (the model object is not thread-safe); a progress line on stderr during a long wait.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pcm.errors import LLMError
+from pcm.llm.base import Completion, JsonSchema, Message, Usage
+from pcm.llm.manners import PROGRESS_AFTER, waiting
+from pcm.llm.retry import as_int, one_line
+
+log = logging.getLogger(__name__)
+
+INSTALL_HINT = (
+    "install the optional extra: pip install 'pcm[local]' (on a CPU without AVX-512: "
+    'CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON" pip install llama-cpp-python)'
+)
+
+LlamaFactory = Callable[..., Any]
+
+
+def _default_factory() -> LlamaFactory:
+    try:
+        import llama_cpp
+    except ImportError as exc:
+        raise LLMError(f"PCM_LLM=llamacpp needs llama-cpp-python: {INSTALL_HINT}") from exc
+    return llama_cpp.Llama  # type: ignore[no-any-return]
+
+
+class LlamaCppClient:
+    """An :class:`pcm.llm.LLMClient` running a GGUF file in this process; calls are serialised."""
+
+    #: A model on this machine: ``PCM_LLM_OUTPUT=auto`` picks constrained (json) output for it.
+    local = True
+    #: Constrained decoding through a grammar is always available in-process.
+    constrained = True
+
+    def __init__(
+        self,
+        *,
+        model_path: str,
+        threads: int,
+        context: int,
+        factory: LlamaFactory | None = None,
+        progress: Callable[[str], None] | None = None,
+        progress_after: float = PROGRESS_AFTER,
+    ) -> None:
+        path = Path(model_path).expanduser()
+        if not path.is_file():
+            raise LLMError(f"PCM_LLM=llamacpp:{model_path}: no such model file (a .gguf file is expected)")
+        self.model_path = path
+        self.name = f"llamacpp:{path.name}"
+        self.model = path.stem
+        self.usage = Usage()
+        self.threads = threads
+        self.context = context
+        self._progress = progress
+        self._progress_after = progress_after
+        self._lock = threading.Lock()
+        make = factory or _default_factory()
+        try:
+            self._llama = make(
+                model_path=str(path), n_ctx=context, n_threads=threads, n_threads_batch=threads, seed=0,
+                verbose=False,
+            )
+        except ValueError as exc:  # llama-cpp-python's word for a file it cannot load
+            raise LLMError(f"{self.name}: cannot load the model: {one_line(exc)}") from exc
+
+    def complete(
+        self,
+        *,
+        system: str,
+        messages: list[Message],
+        operation: str,
+        max_tokens: int = 4096,
+        schema: JsonSchema | None = None,
+    ) -> Completion:
+        chat = [{"role": "system", "content": system}] if system else []
+        chat += [{"role": m.role, "content": m.content} for m in messages]
+        kwargs: dict[str, Any] = {"messages": chat, "max_tokens": max_tokens, "temperature": 0.0, "seed": 0}
+        if schema is not None:
+            kwargs["response_format"] = {"type": "json_object", "schema": schema.schema}
+        with self._lock, waiting(self.name, write=self._progress, after=self._progress_after):
+            try:
+                reply = self._llama.create_chat_completion(**kwargs)
+            except ValueError as exc:  # e.g. the prompt exceeds the context window
+                raise LLMError(f"{self.name}: {one_line(exc)} (context size {self.context}: PCM_LLM_CONTEXT)") from exc
+        completion = _completion(reply, self.model)
+        self.usage.record(operation, completion)
+        return completion
+
+    def close(self) -> None:
+        close = getattr(self._llama, "close", None)
+        if close is not None:
+            close()
+
+
+def _completion(reply: Any, model: str) -> Completion:
+    choices = reply.get("choices") if isinstance(reply, dict) else None
+    if not isinstance(choices, list) or not choices:
+        raise LLMError(f"llamacpp:{model}: the model returned no choices")
+    message = choices[0].get("message") or {}
+    usage = reply.get("usage") or {}
+    return Completion(
+        text=str(message.get("content") or ""),
+        model=model,
+        input_tokens=as_int(usage.get("prompt_tokens")),
+        output_tokens=as_int(usage.get("completion_tokens")),
+        stop_reason=choices[0].get("finish_reason"),
+    )

@@ -1,0 +1,189 @@
+"""Constrained extraction output: the JSON Schema generated from the ontology, and JSON-LD answers read back.
+
+The schema is checked with a real JSON Schema validator (``jsonschema``): every catalogue term of the selected areas
+is reachable and nothing else is accepted. Answers of every value shape go through the real normalise → SHACL path
+of :class:`pcm.extraction.extractor.Extractor` (its ``check``), the same one Turtle takes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import jsonschema
+import pyoxigraph as ox
+import pytest
+
+from pcm.extraction.areas import CORE_AREAS, RESERVED_AREAS
+from pcm.extraction.extractor import Extractor
+from pcm.extraction.jsonld import MAX_NODES, MAX_TEXT, extraction_schema
+from pcm.extraction.normalise import OutputProblem, normalise_json
+from pcm.llm import ScriptedClient
+from pcm.memory import Memory
+from pcm.namespaces import PCM, RDF, SCHEMA, XSD
+from pcm.ontology import AREAS, CLASS, DATATYPE_PROPERTY, OBJECT_PROPERTY, load_ontology
+from pcm.settings import Settings
+
+NS = "https://pcm.invalid/m/test/"
+ONTOLOGY = load_ontology()
+ALL = tuple(a for a in AREAS if a not in RESERVED_AREAS)
+
+
+def validator(areas: tuple[str, ...]) -> jsonschema.Draft202012Validator:
+    schema = extraction_schema(ONTOLOGY, areas).schema
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def valid(areas: tuple[str, ...], answer: object) -> bool:
+    return validator(areas).is_valid(answer)
+
+
+@pytest.fixture(scope="module")
+def memory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
+    path = Path(tmp_path_factory.mktemp("jsonld")) / "memory"
+    mem = Memory.init(Settings(memory=path, index_enabled=False), owner="Dana Whitfield")
+    yield mem
+    mem.close()
+
+
+# ---------------------------------------------------------------------------------------------------- the schema
+
+
+def test_every_catalogue_term_of_the_areas_is_reachable_and_nothing_else() -> None:
+    node = extraction_schema(ONTOLOGY, ALL).schema["properties"]["@graph"]["items"]
+    types = set(node["properties"]["@type"]["items"]["enum"])
+    keys = set(node["properties"]) - {"@id", "@type", "rdfs:label"}
+    for term in ONTOLOGY.terms.values():
+        curie = ONTOLOGY.curie(term.iri)
+        offered = term.area not in RESERVED_AREAS
+        if term.kind == CLASS:
+            assert (curie in types) is offered, curie
+        elif term.kind in (OBJECT_PROPERTY, DATATYPE_PROPERTY):
+            assert (curie in keys) is offered, curie
+    assert keys <= {ONTOLOGY.curie(i) for i in ONTOLOGY.properties}
+    assert node["additionalProperties"] is False
+
+
+def test_extraction_uses_the_whole_catalogue_so_a_missed_area_costs_no_fact() -> None:
+    assert extraction_schema(ONTOLOGY).schema == extraction_schema(ONTOLOGY, ALL).schema
+
+
+def test_the_schema_follows_the_selected_areas() -> None:
+    pets = ("pets",) + CORE_AREAS
+    assert valid(pets, {"@graph": [{"@id": "m:biscuit", "@type": ["pcm:Pet"], "pcm:petBreed": "beagle"}]})
+    assert not valid(CORE_AREAS, {"@graph": [{"@id": "m:biscuit", "@type": ["pcm:Pet"]}]})
+    assert not valid(CORE_AREAS, {"@graph": [{"@id": "m:biscuit", "pcm:petBreed": "beagle"}]})
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"@graph": [{"@id": "m:a", "schema:inventedProperty": "x"}]},  # not a catalogue predicate
+        {"@graph": [{"@id": "m:a", "@type": ["schema:Superhero"]}]},  # not a catalogue class
+        {"@graph": [{"@id": "ex:a"}]},  # not an m: name
+        {"@graph": [{"@id": "m:a", "schema:startDate": "last Tuesday"}]},  # not a date's lexical form
+        {"@graph": [{"@id": "m:a", "schema:agent": "Dana"}]},  # a node reference must be a name
+        {"@graph": [{"@id": "m:a", "schema:agent": {"@id": "m:owner"}}]},  # nested objects are not the shape
+        {"@graph": [{"@id": "m:a", "rdfs:label": "x" * (MAX_TEXT + 1)}]},  # bounded strings
+        {"@graph": [{"@id": f"m:n{i}"} for i in range(MAX_NODES + 1)]},  # bounded nodes
+        {"nodes": []},
+    ],
+)
+def test_the_schema_refuses_what_is_not_the_catalogue_or_too_large(answer: object) -> None:
+    assert not valid(ALL, answer)
+
+
+def test_named_values_are_offered_where_their_class_is_the_range() -> None:
+    assert valid(ALL, {"@graph": [{"@id": "m:a", "schema:actionStatus": "schema:CompletedActionStatus"}]})
+    assert not valid(ALL, {"@graph": [{"@id": "m:a", "schema:actionStatus": "schema:Monday"}]})
+
+
+# ---------------------------------------------------------------------------------------------------- answers
+
+
+VALUE_SHAPES = {"@graph": [
+    {"@id": "m:owner", "pcm:hasPet": ["m:biscuit"], "schema:birthDate": "1990-04-12"},
+    {"@id": "m:biscuit", "@type": ["pcm:Pet"], "rdfs:label": "Biscuit", "pcm:petSpecies": "dog",
+     "pcm:petBreed": "beagle"},
+    {"@id": "m:buy-leash", "@type": ["schema:BuyAction"], "rdfs:label": "buying a leash", "schema:agent": "m:owner",
+     "schema:object": "m:leash", "schema:price": 24.5, "schema:priceCurrency": "USD",
+     "schema:startDate": "2025-03", "schema:actionStatus": "schema:CompletedActionStatus"},
+    {"@id": "m:leash", "@type": ["schema:Product"], "rdfs:label": "leash", "schema:url": "https://example.com/leash",
+     "pcm:quantity": 2},
+]}
+
+
+def test_an_answer_of_every_value_shape_is_valid_and_passes_normalise_and_shacl(memory: Memory) -> None:
+    areas = ALL
+    assert valid(areas, VALUE_SHAPES)
+    extractor = Extractor(memory, ScriptedClient(), output="json")
+    verdict = extractor.check(json.dumps(VALUE_SHAPES))
+    assert verdict.accepted, verdict.report
+    ns = memory.naming.namespace
+    facts = {(t.subject.value, t.predicate.value, t.object) for t in verdict.triples}
+    literal = {(s, p): o for s, p, o in facts if isinstance(o, ox.Literal)}
+    assert (ns + "owner", PCM + "hasPet", ox.NamedNode(ns + "biscuit")) in facts
+    assert (ns + "buy-leash", SCHEMA + "actionStatus", ox.NamedNode(SCHEMA + "CompletedActionStatus")) in facts
+    assert (ns + "biscuit", RDF + "type", ox.NamedNode(PCM + "Pet")) in facts
+    assert literal[(ns + "buy-leash", SCHEMA + "price")] == ox.Literal("24.5", datatype=ox.NamedNode(XSD + "decimal"))
+    assert literal[(ns + "buy-leash", SCHEMA + "startDate")].datatype.value == XSD + "gYearMonth"
+    assert literal[(ns + "owner", SCHEMA + "birthDate")].datatype.value == XSD + "date"
+    assert literal[(ns + "leash", SCHEMA + "url")].datatype.value == XSD + "anyURI"
+    assert literal[(ns + "leash", PCM + "quantity")].value == "2"
+
+
+def test_shacl_violations_of_a_json_answer_go_back_as_a_report(memory: Memory) -> None:
+    extractor = Extractor(memory, ScriptedClient(), output="json")
+    verdict = extractor.check(json.dumps({"@graph": [{"@id": "m:biscuit", "@type": ["pcm:Pet"]}]}))
+    assert not verdict.accepted and "rdfs:label" in verdict.report
+
+
+def test_an_empty_graph_means_nothing_to_extract(memory: Memory) -> None:
+    verdict = Extractor(memory, ScriptedClient(), output="json").check('{"@graph": []}')
+    assert verdict.accepted and verdict.triples == []
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [("Sorry, I cannot.", "no JSON object"), ('{"@graph": [', "not valid JSON"), ('{"@graph": "x"}', "@graph"),
+     ('{"@graph": [1, 2]}', "JSON object with an @id")],
+)
+def test_unreadable_answers_say_why_in_one_line(text: str, fragment: str) -> None:
+    with pytest.raises(OutputProblem, match=fragment) as info:
+        normalise_json(text, namespace=NS, ontology=ONTOLOGY)
+    assert info.value.kind == "syntax" and "\n" not in str(info.value)
+
+
+def test_fences_and_a_bare_node_list_are_read_and_paper_style_names_re_homed() -> None:
+    text = '```json\n[{"@id": "pcm:user", "schema:knows": "m:marcus"}, {"@id": "m:marcus", "rdfs:label": "M"}]\n```'
+    result = normalise_json(text, namespace=NS, ontology=ONTOLOGY)
+    assert (NS + "owner", SCHEMA + "knows", NS + "marcus") in {
+        (t.subject.value, t.predicate.value, t.object.value) for t in result.triples
+    }
+
+
+def test_the_models_own_context_is_ignored() -> None:
+    text = json.dumps({"@context": {"schema": "http://evil.example/"}, "@graph": [
+        {"@context": {"m": "http://evil.example/m/"}, "@id": "m:a", "rdfs:label": "A", "schema:name": "A"}]})
+    result = normalise_json(text, namespace=NS, ontology=ONTOLOGY)
+    assert {t.subject.value for t in result.triples} == {NS + "a"}
+    assert not [t for t in result.triples if "evil" in t.predicate.value]
+
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "ask" / "extraction"
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.ttl")), ids=lambda p: p.stem)
+def test_every_gold_fact_of_the_samples_can_be_said_in_the_schema_and_reads_back_the_same(path: Path) -> None:
+    """The schema loses nothing Turtle can say: each gold answer, in the JSON shape, is valid and round-trips."""
+    from pcm.extraction.jsonld import as_answer
+    from pcm.extraction.normalise import normalise_output
+
+    turtle = normalise_output(path.read_text(encoding="utf-8"), namespace=NS, ontology=ONTOLOGY).triples
+    answer = as_answer(turtle, namespace=NS, ontology=ONTOLOGY)
+    errors = [e.message[:200] for e in validator(ALL).iter_errors(answer)]
+    assert errors == []
+    back = normalise_json(json.dumps(answer), namespace=NS, ontology=ONTOLOGY).triples
+    assert set(back) == set(turtle)

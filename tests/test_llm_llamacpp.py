@@ -1,0 +1,112 @@
+"""The in-process GGUF provider (``PCM_LLM=llamacpp:PATH``): settings, errors, and what reaches llama-cpp-python.
+
+A real model runs only where llama-cpp-python is installed and ``PCM_TEST_GGUF`` names a GGUF file (weights are never
+bundled); otherwise those tests skip and say why. The mapping tests hand the client a recording stand-in for
+``llama_cpp.Llama`` (through the client's ``factory`` argument), so what pcm asks of the library is checked anyway.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pcm.errors import LLMError, UsageError
+from pcm.extraction.extractor import output_format
+from pcm.llm import Message, make_client
+from pcm.llm.base import JsonSchema
+from pcm.llm.llamacpp_client import LlamaCppClient
+from pcm.settings import LLMSpec, Settings
+
+SCHEMA = JsonSchema("answer", {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})
+HAVE_LLAMA = importlib.util.find_spec("llama_cpp") is not None
+GGUF = os.environ.get("PCM_TEST_GGUF", "")
+
+
+class RecordingLlama:
+    """Records the constructor arguments and each chat call; answers like llama-cpp-python does."""
+
+    made: list[dict[str, Any]] = []
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.kwargs = kwargs
+        self.calls: list[dict[str, Any]] = []
+        RecordingLlama.made.append(kwargs)
+
+    def create_chat_completion(self, **kwargs: Any) -> dict[str, Any]:
+        self.calls.append(kwargs)
+        return {
+            "choices": [{"message": {"role": "assistant", "content": '{"n": 3}'}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 42, "completion_tokens": 5},
+        }
+
+
+@pytest.fixture
+def gguf(tmp_path: Path) -> Path:
+    path = tmp_path / "tiny.gguf"
+    path.write_bytes(b"GGUF")
+    return path
+
+
+def test_the_spec_names_a_model_file() -> None:
+    spec = LLMSpec.parse("llamacpp:/models/qwen.gguf")
+    assert (spec.provider, spec.model, str(spec)) == ("llamacpp", "/models/qwen.gguf", "llamacpp:/models/qwen.gguf")
+    with pytest.raises(UsageError, match="llamacpp:/path/to/model.gguf"):
+        LLMSpec.parse("llamacpp:")
+
+
+def test_threads_and_context_come_from_settings(gguf: Path) -> None:
+    settings = Settings.from_env({"PCM_LLM": f"llamacpp:{gguf}", "PCM_LLM_THREADS": "3", "PCM_LLM_CONTEXT": "4096"})
+    assert (settings.llm_threads, settings.llm_context) == (3, 4096)
+    client = LlamaCppClient(model_path=str(gguf), threads=settings.llm_threads, context=settings.llm_context,
+                            factory=RecordingLlama)
+    made = RecordingLlama.made[-1]
+    assert (made["n_threads"], made["n_ctx"], made["model_path"]) == (3, 4096, str(gguf))
+    assert client.name == "llamacpp:tiny.gguf"
+
+
+def test_a_missing_file_is_one_clear_line(tmp_path: Path) -> None:
+    with pytest.raises(LLMError, match="no such model file"):
+        LlamaCppClient(model_path=str(tmp_path / "absent.gguf"), threads=1, context=512, factory=RecordingLlama)
+
+
+def test_without_llama_cpp_the_error_says_how_to_install_it(gguf: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # import llama_cpp now raises ImportError
+    with pytest.raises(LLMError, match=r"pip install 'pcm\[local\]'.*GGML_NATIVE=OFF"):
+        make_client(Settings(llm=LLMSpec.parse(f"llamacpp:{gguf}")))
+
+
+def test_the_schema_becomes_a_grammar_request_and_the_prompt_keeps_its_order(gguf: Path) -> None:
+    client = LlamaCppClient(model_path=str(gguf), threads=2, context=2048, factory=RecordingLlama)
+    completion = client.complete(system="SYSTEM", messages=[Message.user("U")], operation="extract", schema=SCHEMA,
+                                 max_tokens=100)
+    assert (completion.text, completion.input_tokens, completion.output_tokens) == ('{"n": 3}', 42, 5)
+    call = client._llama.calls[-1]
+    assert call["response_format"] == {"type": "json_object", "schema": SCHEMA.schema}
+    assert call["temperature"] == 0.0 and call["max_tokens"] == 100
+    assert [m["role"] for m in call["messages"]] == ["system", "user"]  # stable part first
+    client.complete(system="SYSTEM", messages=[Message.user("U")], operation="answer")
+    assert "response_format" not in client._llama.calls[-1]
+    assert client.usage.as_dict()["extract"]["input_tokens"] == 42
+
+
+def test_auto_output_is_json_for_the_in_process_model(gguf: Path) -> None:
+    client = LlamaCppClient(model_path=str(gguf), threads=1, context=512, factory=RecordingLlama)
+    assert output_format("auto", client) == "json" and output_format("turtle", client) == "turtle"
+
+
+@pytest.mark.skipif(not HAVE_LLAMA, reason="llama-cpp-python is not installed (pip install 'pcm[local]')")
+@pytest.mark.skipif(not GGUF or not Path(GGUF).is_file(), reason="PCM_TEST_GGUF does not name a GGUF model file")
+def test_a_real_model_answers_inside_the_schema() -> None:
+    import jsonschema
+
+    client = LlamaCppClient(model_path=GGUF, threads=os.cpu_count() or 2, context=2048)
+    completion = client.complete(system="Answer with JSON.", messages=[Message.user("Give n = 3.")],
+                                 operation="extract", schema=SCHEMA, max_tokens=32)
+    jsonschema.validate(json.loads(completion.text), SCHEMA.schema)
+    client.close()
