@@ -58,8 +58,14 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def test_the_fast_version_read_agrees_with_the_ontology() -> None:
+def test_the_fast_version_read_agrees_with_the_ontology(tmp_path: Path) -> None:
+    from pcm.errors import PcmError
+    from pcm.memory import _ontology_version_in
+
     assert shipped_ontology_version() == load_ontology().version
+    (tmp_path / "broken.ttl").write_text("@prefix : <x> .\n: : ", encoding="utf-8")
+    with pytest.raises(PcmError, match="broken.ttl is not valid Turtle"):
+        _ontology_version_in(tmp_path)
 
 
 @pytest.mark.parametrize(

@@ -749,7 +749,6 @@ def _refuse_pending_migrations(settings: Settings, manifest: Manifest) -> None:
         )
 
 
-@lru_cache(maxsize=1)
 def shipped_ontology_version() -> str:
     """``owl:versionInfo`` of the shipped ontology, read with the store's parser (milliseconds).
 
@@ -758,16 +757,25 @@ def shipped_ontology_version() -> str:
     server never needs otherwise.
     """
     from pcm import resources
+
+    return _ontology_version_in(resources.ontology_dir().resolve())
+
+
+@lru_cache(maxsize=8)
+def _ontology_version_in(folder: Path) -> str:
     from pcm.namespaces import OWL, PCM
 
     subject, predicate = ox.NamedNode(PCM.rstrip("#")), ox.NamedNode(OWL + "versionInfo")
-    for path in sorted(resources.ontology_dir().glob("*.ttl")):
-        for triple in ox.parse(path=str(path), format=ox.RdfFormat.TURTLE):
-            if triple.subject == subject and triple.predicate == predicate:
-                return str(triple.object.value)  # type: ignore[union-attr]
+    try:
+        for path in sorted(folder.glob("*.ttl")):
+            for triple in ox.parse(path=str(path), format=ox.RdfFormat.TURTLE):
+                if triple.subject == subject and triple.predicate == predicate:
+                    return str(triple.object.value)  # type: ignore[union-attr]
+    except (SyntaxError, OSError):
+        pass  # the full loader below names the broken file in one line
     from pcm.ontology import load_ontology
 
-    return load_ontology().version  # no version found this way: let the full loader say what is wrong
+    return load_ontology(folder).version  # no version found this way: let the full loader say what is wrong
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:
