@@ -78,7 +78,8 @@ def test_the_fast_version_read_agrees_with_the_ontology(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [("stats", "--json"), ("sparql", "SELECT ?t WHERE { ?p sioc:content ?t }", "--json"), ("why", "m:biscuit")],
+    [("stats", "--json"), ("sparql", "SELECT ?t WHERE { ?p sioc:content ?t }", "--json"), ("why", "m:biscuit"),
+     ("export", "--format", "trig")],
 )
 def test_commands_without_a_model_import_no_model_and_no_rdflib(stored: Path, args: tuple[str, ...]) -> None:
     out, imported = _run(stored, *args, codes=(0, 1))  # why: 1 = nothing mentions it (no facts without an LLM)
