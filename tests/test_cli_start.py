@@ -29,7 +29,8 @@ try:
     main(sys.argv[1:])
 except SystemExit as exit:
     code = exit.code
-heavy = [m for m in ("torch", "sentence_transformers", "transformers", "lancedb", "rdflib", "pyshacl") if m in sys.modules]
+heavy = [m for m in ("torch", "sentence_transformers", "transformers", "lancedb", "rdflib", "pyshacl", "httpx")
+         if m in sys.modules]
 print("IMPORTED " + " ".join(heavy), file=sys.stderr)
 sys.exit(code or 0)
 """
@@ -58,13 +59,27 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def test_the_fast_version_read_agrees_with_the_ontology() -> None:
+def test_the_serve_file_name_is_the_one_pcm_serve_writes() -> None:
+    from pcm.endpoint.discovery import SERVE_FILE
+    from pcm.serve_link import SERVE_FILE as QUICK
+
+    assert QUICK == SERVE_FILE
+
+
+def test_the_fast_version_read_agrees_with_the_ontology(tmp_path: Path) -> None:
+    from pcm.errors import PcmError
+    from pcm.memory import _ontology_version_in
+
     assert shipped_ontology_version() == load_ontology().version
+    (tmp_path / "broken.ttl").write_text("@prefix : <x> .\n: : ", encoding="utf-8")
+    with pytest.raises(PcmError, match="broken.ttl is not valid Turtle"):
+        _ontology_version_in(tmp_path)
 
 
 @pytest.mark.parametrize(
     "args",
-    [("stats", "--json"), ("sparql", "SELECT ?t WHERE { ?p sioc:content ?t }", "--json"), ("why", "m:biscuit")],
+    [("stats", "--json"), ("sparql", "SELECT ?t WHERE { ?p sioc:content ?t }", "--json"), ("why", "m:biscuit"),
+     ("export", "--format", "trig")],
 )
 def test_commands_without_a_model_import_no_model_and_no_rdflib(stored: Path, args: tuple[str, ...]) -> None:
     out, imported = _run(stored, *args, codes=(0, 1))  # why: 1 = nothing mentions it (no facts without an LLM)
@@ -75,7 +90,7 @@ def test_commands_without_a_model_import_no_model_and_no_rdflib(stored: Path, ar
 def test_stats_names_entity_classes_and_still_needs_no_model(stored: Path) -> None:
     out, imported = _run(stored, "stats")
     assert "posts: 1" in out
-    assert not imported & set(MODEL_LIBRARIES)
+    assert not imported & {*MODEL_LIBRARIES, "httpx"}
 
 
 @pytest.fixture(scope="module")
@@ -104,8 +119,28 @@ def served(stored: Path) -> Iterator[str]:
 def test_ask_and_recall_go_through_a_running_server_without_loading_the_model(stored: Path, served: str) -> None:
     out, imported = _run(stored, "ask", "What is my dog called?")
     assert "Biscuit" in out and f"answered by pcm serve at {served}" in out
-    assert not imported & set(MODEL_LIBRARIES), f"pcm ask imported {sorted(imported)}"
+    assert not imported, f"pcm ask imported {sorted(imported)}"
     out, imported = _run(stored, "recall", "beagle", "--k", "1", "--json")
     [hit] = json.loads(out)
     assert hit["source_id"] == "m-1" and hit["text"] == "I adopted a beagle called Biscuit"
-    assert not imported & set(MODEL_LIBRARIES), f"pcm recall imported {sorted(imported)}"
+    assert not imported, f"pcm recall imported {sorted(imported)}"
+    out, _ = _run(stored, "ask", "What is my dog called?", "--json")
+    assert json.loads(out)["evidence"]["posts"][0]["source_id"] == "m-1"
+
+
+def test_a_server_error_is_one_line_with_its_exit_code(stored: Path, served: str) -> None:
+    out = subprocess.run([sys.executable, "-m", "pcm.cli", "--memory", str(stored), "recall", " "],
+                         capture_output=True, text=True, env=_env(), timeout=600)
+    assert out.returncode == 3, out.stderr  # bad input: the server's 400 keeps its exit code
+    assert out.stderr.startswith("pcm: error: ") and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_a_stale_serve_file_is_ignored(tmp_path: Path) -> None:
+    from pcm.serve_link import find
+
+    (tmp_path / "serve.json").write_text(json.dumps({"url": "http://127.0.0.1:9", "pid": 2**22 + 7}))
+    assert find(tmp_path) is None
+    (tmp_path / "serve.json").write_text("{not json")
+    assert find(tmp_path) is None
+    (tmp_path / "serve.json").write_text(json.dumps({"url": "http://127.0.0.1:9", "pid": os.getpid()}))
+    assert find(tmp_path) is None  # alive, but nothing answers there

@@ -46,6 +46,9 @@ async def _remember_recall_ask(client: Client) -> str:
     remember = next(t for t in tools.tools if t.name == "remember")
     assert {"text", "time", "speaker", "session", "key"} <= set(remember.input_schema["properties"])
     assert remember.output_schema is not None
+    hints = {t.name: t.annotations for t in tools.tools}
+    assert hints["recall"].read_only_hint is True and hints["sparql"].read_only_hint is True  # type: ignore[union-attr]
+    assert hints["forget"].destructive_hint is True and hints["remember"].read_only_hint is False  # type: ignore[union-attr]
     stored = _result(await client.call_tool("remember", {"text": BISCUIT, "time": "2025-03-02T10:00", "key": "m-1"}))
     assert stored["stored"] is True
     retry = _result(await client.call_tool("remember", {"text": BISCUIT, "time": "2025-03-02T10:00", "key": "m-1"}))
@@ -179,3 +182,20 @@ def test_http_without_a_token_takes_no_writes(tmp_path: Path) -> None:
                 assert _result(await client.call_tool("forget", {"post": "h"}))["posts"] == [stored["post"]]
 
         asyncio.run(inproc())
+
+
+def test_readme_mcp_configuration_starts_this_command() -> None:
+    """The README's Claude Desktop entry is valid JSON and names `pcm ... mcp`, a command that exists."""
+    import re
+
+    from click.testing import CliRunner
+
+    from pcm.cli import main
+
+    section = (REPO / "README.md").read_text(encoding="utf-8").split("## For assistants (MCP)", 1)[1]
+    match = re.search(r"```json\n(.*?)```", section, re.DOTALL)
+    assert match
+    entry = json.loads(match.group(1))["mcpServers"]["pcm"]
+    assert entry["command"] == "pcm" and entry["args"][-1] == "mcp"
+    result = CliRunner().invoke(main, [*entry["args"], "--help"])
+    assert result.exit_code == 0 and "Model Context Protocol" in result.output

@@ -126,6 +126,15 @@ def test_messages_body_named_by_the_idempotency_key(mem: Memory) -> None:
     assert named.id == "c1"
 
 
+def test_messages_with_content_parts_keep_their_text() -> None:
+    conv = parse_messages({"messages": [{"role": "user", "content": [
+        {"type": "text", "text": "This is Biscuit"}, {"type": "image_url", "image_url": {"url": "data:..."}},
+        {"type": "text", "text": "my beagle"}]}]})
+    assert conv.utterances[0].content == "This is Biscuit\n\nmy beagle"
+    with pytest.raises(InputError, match=r"message 0: content has no text part"):
+        parse_messages({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]})
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [

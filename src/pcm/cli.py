@@ -166,6 +166,15 @@ def running_server(ctx: click.Context, memory_path: Path | None, *, write: bool 
     return ServeClient(info, token=settings.token)
 
 
+def warm_server(ctx: click.Context, memory_path: Path | None):  # type: ignore[no-untyped-def]
+    """A :class:`pcm.serve_link.Link` to the `pcm serve` holding this memory, for the reads that must start fast
+    (ask, recall), else None."""
+    from pcm.serve_link import find
+
+    settings = settings_for(ctx, memory_path)
+    return None if settings.store_url else find(settings.memory, token=settings.token)
+
+
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *LAZY_COMMANDS])
@@ -611,14 +620,13 @@ def recall(ctx: click.Context, memory_path: Path | None, text: str | None, k: in
     filters: dict[str, Any] = {"role": role, "speaker": speaker, "session": session, "mode": mode,
                                "since": parse_timestamp(since) if since else None,
                                "until": parse_timestamp(until) if until else None}
-    server = running_server(ctx, memory_path)
+    server = warm_server(ctx, memory_path)
     if server is not None:
-        with server:
-            if queries_file:
-                for question in _read_questions(queries_file):
-                    click.echo(json.dumps(server.recall(question, k, **filters), ensure_ascii=False))
-                return
-            found = server.recall(text or "", k, **filters)
+        if queries_file:
+            for question in _read_questions(queries_file):
+                click.echo(json.dumps(server.recall(question, k, **filters), ensure_ascii=False))
+            return
+        found = server.recall(text or "", k, **filters)
         if as_json:
             emit_json(found)
         else:

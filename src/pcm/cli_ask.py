@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from pcm.cli import emit_json, handle_errors, json_option, memory_option, opened, running_server
+from pcm.cli import emit_json, handle_errors, json_option, memory_option, opened, warm_server
 from pcm.errors import UsageError
 from pcm.terminal import echo
 
@@ -48,14 +48,13 @@ def ask(ctx: click.Context, memory_path: Path | None, question: str, k: int, exp
             when = parse_timestamp(as_of)
         except (ValueError, TypeError) as exc:
             raise UsageError(f"--as-of {as_of!r}: expected an ISO 8601 date or time") from exc
-    server = running_server(ctx, memory_path) if not (explain or as_of) else None
+    server = warm_server(ctx, memory_path) if not (explain or as_of) else None
     if server is not None:  # `pcm serve` holds the memory: it answers, with its own model and index
-        with server:
-            data = server.ask(question, k=k, plan=plan)
+        data = server.ask(question, k=k, plan=plan)
         if as_json:
             emit_json(data)
         else:
-            echo(f"{data.get('answer')}\n(path: {data.get('path')}; answered by pcm serve at {server.info.url})", newlines=True)
+            echo(f"{data.get('answer')}\n(path: {data.get('path')}; answered by pcm serve at {server.url})", newlines=True)
         return
     from pcm.llm import make_client  # after the server branch: a warm answer needs neither module
     from pcm.retrieval.ask import ask as run_ask

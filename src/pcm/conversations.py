@@ -465,15 +465,27 @@ def _message(obj: Any, where: str, session: str, position: int) -> Utterance:
     if source_id is not None:
         label = f"{where}, message {source_id!r}"
     stamp = obj.get("timestamp")
+    content = obj.get("content")
+    if isinstance(content, list):
+        content = _text_parts(content, label)
     return Utterance(
         session=session,
         position=position,
         role=_role(obj.get("role"), label),
-        content=_content(obj.get("content"), label),
+        content=_content(content, label),
         speaker=_optional_text(obj.get("speaker"), "speaker", label),
         timestamp=None if stamp is None else _timestamp(stamp, label),
         source_id=source_id,
     )
+
+
+def _text_parts(parts: list[Any], where: str) -> str:
+    """OpenAI-style content parts (``[{"type": "text", "text": ...}, {"type": "image_url", ...}]``): the text
+    parts joined by blank lines. Other parts are not text pcm can store; a message with no text part is refused."""
+    texts = [p["text"] for p in parts if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)]
+    if not texts:
+        raise InputError(f"{where}: content has no text part (pcm stores text)")
+    return "\n\n".join(t.strip() for t in texts if t.strip())
 
 
 # -- LoCoMo ------------------------------------------------------------------------------------------------------------

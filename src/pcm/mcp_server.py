@@ -144,10 +144,10 @@ def build_server(memory: Memory, *, token: str = "", lock: threading.RLock | Non
         if refused:
             raise ToolError(refused)
 
-    read = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+    read = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
-    @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True,
-                                             openWorldHint=False))
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
+                                             open_world_hint=False))
     def remember(
         text: str,
         ctx: Context,
@@ -213,8 +213,8 @@ def build_server(memory: Memory, *, token: str = "", lock: threading.RLock | Non
         `iri` is a full IRI, `m:slug` for an individual of this memory, or a CURIE such as `schema:Person`."""
         return run(lambda: [_source(s.as_json()) for s in memory.why(iri)])
 
-    @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True,
-                                             openWorldHint=False))
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
+                                             open_world_hint=False))
     def forget(ctx: Context, post: str | None = None, session: str | None = None) -> Forgotten:
         """Forget one message (`post`: its IRI or message id) or a whole `session`, with everything learnt from it
         alone. Facts another message also supports stay."""
@@ -309,19 +309,21 @@ def _source(data: Mapping[str, Any]) -> Source:
 
 
 def _sparql_result(result: Any) -> SparqlResult:
+    import pyoxigraph as ox
+
     from pcm.backend import Solutions
+    from pcm.rdfio import serialize
+
+    def text(term: Any) -> str | None:
+        return None if term is None else str(term) if isinstance(term, ox.Triple) else str(term.value)
 
     if isinstance(result, bool):
         return SparqlResult(boolean=result)
     if isinstance(result, Solutions):
         return SparqlResult(
             variables=list(result.variables),
-            rows=[{v: None if t is None else t.value for v, t in zip(result.variables, row, strict=True)}
-                  for row in result.rows],
+            rows=[{v: text(t) for v, t in zip(result.variables, row, strict=True)} for row in result.rows],
         )
-    import pyoxigraph as ox
-
-    from pcm.rdfio import serialize
 
     quads = [ox.Quad(t.subject, t.predicate, t.object) for t in result]
     return SparqlResult(triples=serialize(quads, "ntriples").decode("utf-8"))

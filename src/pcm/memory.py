@@ -827,6 +827,10 @@ def _validator():  # type: ignore[no-untyped-def]
 
 def _through_running_server(settings: Settings, *, read_only: bool) -> Settings:
     """A memory held by a running ``pcm serve`` is reached through it instead of failing on the store lock."""
+    from pcm.serve_link import SERVE_FILE
+
+    if not (settings.memory / SERVE_FILE).exists():
+        return settings  # no server has announced itself: spare every command the HTTP client's import
     from pcm.endpoint.discovery import discover
 
     info = discover(settings.memory)

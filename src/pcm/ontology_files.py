@@ -55,12 +55,15 @@ def file_facts(folder: Path | None = None) -> tuple[str | None, str]:
     """``(owl:versionInfo, content digest)`` of the ontology files in ``folder`` (default: the shipped ones).
 
     Remembered per set of files and their sizes and modification times, so an edited file is read again. The
-    version is ``None`` when no file states it; a file pyoxigraph cannot parse raises its ``SyntaxError``, which
-    callers answer by loading the ontology the full way (that loader names the file and the error).
+    version is ``None`` when no file states it, and both are empty when a file cannot be read or parsed: callers
+    then load the ontology the full way, whose loader names the file and the error.
     """
     folder = resources.ontology_dir() if folder is None else folder
-    files = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(folder.glob("*.ttl")))
-    return _facts(files)
+    try:
+        files = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(folder.glob("*.ttl")))
+        return _facts(files)
+    except (SyntaxError, OSError):
+        return None, ""  # matches no memory: the caller loads the ontology the full way, which names the file
 
 
 @lru_cache(maxsize=8)
