@@ -11,6 +11,8 @@ The front's own overhead per request (time spent in pcm's code, excluding the en
 front and read from its ``Server-Timing`` header (up to the answer's write) and ``GET /api/stats`` (including it).
 
 Prints figures; asserts nothing. Run: ``python benchmarks/bench_endpoint.py [--triples 1000000] [--seconds 20]``.
+To compare with another version of the front under the same conditions, ``--compare OTHER/src --rounds 2`` runs
+both on one store, alternating (e.g. ``git archive REV src queries pcm_ontology shapes | tar -x -C /tmp/old``).
 Traffic goes to 127.0.0.1 only, bounded by ``--seconds`` and ``--max-requests``.
 """
 
@@ -57,9 +59,12 @@ def build(work: Path, triples: int) -> tuple[Settings, str, int]:
     return settings, ns, people
 
 
-def start_server(settings: Settings) -> tuple[subprocess.Popen[str], str]:
-    """``pcm serve`` in its own process; returns it and its base URL."""
+def start_server(settings: Settings, source: str | None = None) -> tuple[subprocess.Popen[str], str]:
+    """``pcm serve`` in its own process (from another checkout's ``src`` when ``source`` is given); returns it and
+    its base URL."""
     env = {**os.environ, "PCM_INDEX": "off", "PCM_TOKEN": "bench"}
+    if source:
+        env["PYTHONPATH"] = source
     command = [sys.executable, "-c", "from pcm.cli_serve import serve; serve()",
                "--memory", str(settings.memory), "--bind", "127.0.0.1:0", "--json"]
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -165,20 +170,28 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--max-requests", type=int, default=200_000, help="per client")
     parser.add_argument("--direct", action="store_true", help="also measure a bare oxigraph serve on the same store")
+    parser.add_argument("--compare", metavar="SRC", help="also measure the front of another checkout (its src/ directory), "
+                        "on the same store, alternating with this one")
+    parser.add_argument("--rounds", type=int, default=1, help="repeat the measurements (alternating) this many times")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="pcm-bench-serve-"))
     try:
         settings, ns, people = build(work, args.triples)
-        proc, url = start_server(settings)
-        try:
-            load("pcm serve (front + engine)", url + "/query", ns, people, args.clients, args.seconds, args.max_requests)
-            front_stats(url)
-        finally:
-            proc.terminate()
-            proc.wait(timeout=20)
-        print("target: p95 <= 20 ms")
-        if args.direct:
-            direct(settings, ns, people, args.clients, args.seconds, args.max_requests)
+        fronts: list[tuple[str, str | None]] = [("pcm serve (front + engine)", None)]
+        if args.compare:
+            fronts.append((f"pcm serve from {args.compare}", args.compare))
+        for _round in range(args.rounds):
+            for label, source in fronts:
+                proc, url = start_server(settings, source)
+                try:
+                    load(label, url + "/query", ns, people, args.clients, args.seconds, args.max_requests)
+                    front_stats(url)
+                finally:
+                    proc.terminate()
+                    proc.wait(timeout=20)
+            if args.direct:
+                direct(settings, ns, people, args.clients, args.seconds, args.max_requests)
+        print("target: p95 <= 20 ms, and at least 0.5x the bare engine's queries/s")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
