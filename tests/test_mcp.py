@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import httpx2
 import pytest
 import uvicorn
@@ -199,3 +200,28 @@ def test_readme_mcp_configuration_starts_this_command() -> None:
     assert entry["command"] == "pcm" and entry["args"][-1] == "mcp"
     result = CliRunner().invoke(main, [*entry["args"], "--help"])
     assert result.exit_code == 0 and "Model Context Protocol" in result.output
+
+
+def test_pcm_serve_answers_mcp_at_slash_mcp(tmp_path: Path) -> None:
+    """`pcm serve` itself serves MCP at /mcp on its open memory: remember then recall and ask find the text with its
+    citation; forget and remember without the server's token are refused."""
+    from pcm.endpoint.config import ServeConfig
+    from pcm.endpoint.server import PcmServer
+
+    settings = Settings(memory=tmp_path / "memory", index_enabled=True)
+    Memory.init(settings, owner="Dana").close()
+    with PcmServer(settings, ServeConfig(bind="127.0.0.1:0", token=TOKEN)) as server:
+
+        async def session() -> None:
+            async with _client(server.url, TOKEN) as owner:
+                post = await _remember_recall_ask(owner)
+            async with _client(server.url, None) as stranger:
+                refused = await stranger.call_tool("forget", {"post": "m-1"})
+                assert refused.is_error and "token" in refused.content[0].text  # type: ignore[union-attr]
+                hits = _result(await stranger.call_tool("recall", {"query": "beagle", "k": 1}))["result"]
+                assert hits[0]["post"] == post
+            # the JSON API beside it sees the same memory
+            assert httpx.get(server.url + "/api/stats").status_code == 200
+
+        asyncio.run(session())
+        assert server.memory is not None and server.memory.post_count() == 1

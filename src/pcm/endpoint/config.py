@@ -31,6 +31,8 @@ class ServeConfig:
     max_result: int = 32 * MB
     #: How long an abandoned query may keep the engine busy before the engine is restarted.
     grace: float = 1.0
+    #: Serve MCP over streamable HTTP at ``/mcp`` (writes through it need the token, like every write).
+    mcp: bool = True
 
     @property
     def host(self) -> str:

@@ -186,6 +186,20 @@ class PcmServer:
         self.watchdog, self.memory = watchdog, memory
         self.app = App(self.config, memory, upstream, watchdog, public_url="http://" + self.config.bind)
 
+    def _mount_mcp(self) -> None:
+        """MCP over streamable HTTP at ``/mcp``, on the open memory, sharing the front's memory lock and token.
+
+        The front's Guard already checks the Host header against DNS rebinding, so the SDK is told the configured
+        host is allowed too (it checks loopback names only by default)."""
+        from pcm.mcp_server import streamable_http_app
+
+        assert self.app is not None and self.memory is not None
+        hosts = [] if self.config.loopback else [f"{self.config.host}:*"]
+        mcp_app = streamable_http_app(
+            self.memory, self.config.token, lock=self.app.memory_lock, path="/mcp", allowed_hosts=hosts
+        )
+        self._mounted.append(Mounted("/mcp", mcp_app, lambda _app: mcp_app.router.lifespan_context(mcp_app), True))
+
     def _bind(self) -> None:
         """Bind the socket here rather than in uvicorn: a taken port is a clear error before anything is announced,
         and port 0 is known at once."""
@@ -201,6 +215,8 @@ class PcmServer:
             raise UsageError(f"cannot listen on {self.config.bind}: {exc.strerror or exc}") from exc
         self._socket = sock
         assert self.app is not None
+        if self.config.mcp:
+            self._mount_mcp()
         self.asgi = create_app(self.app, mounted=self._mounted)
         config = uvicorn.Config(
             self.asgi,

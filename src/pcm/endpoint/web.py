@@ -49,6 +49,9 @@ class Mounted:
     path: str
     app: ASGIApp
     lifespan: Lifespan | None = None
+    #: Route exactly ``path`` to the application with the request's path unchanged (the application routes ``path``
+    #: itself, as the MCP SDK's app does), instead of mounting it under ``path``.
+    exact: bool = False
 
 
 class Guard:
@@ -146,7 +149,7 @@ def create_app(front: App, *, mounted: Sequence[Mounted] = ()) -> Starlette:
     explorer's files (and 404) for every other path."""
     routes: list[BaseRoute] = [_route(p, front, h, blocking=False) for p, h in front.protocol_routes().items()]
     routes += [_route(p, front, h, blocking=True) for p, h in front.api_routes().items()]
-    routes += [Mount(m.path, app=m.app) for m in mounted]
+    routes += [Route(m.path, endpoint=m.app) if m.exact else Mount(m.path, app=m.app) for m in mounted]
     routes.append(_route("/{path:path}", front, front.not_found, blocking=True))
 
     @contextlib.asynccontextmanager
