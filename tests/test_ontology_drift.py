@@ -162,7 +162,9 @@ def test_a_memory_without_a_recorded_digest_is_compared_by_its_stored_graph(
 def test_a_memory_from_a_newer_ontology_is_readable_but_not_writable(settings: Settings) -> None:
     Memory.init(settings, owner="Dana Whitfield").close()
     path = settings.memory / "memory.toml"
-    path.write_text(path.read_text().replace('ontology_version = "0.1.0"', 'ontology_version = "9.0.0"'))
+    newer = Manifest.load(settings.memory)  # as a newer pcm writes it (a hand edit is refused: memory.toml is sealed)
+    newer.ontology_version = "9.0.0"
+    newer.save(settings.memory)
     with pytest.raises(MemoryVersionError, match="upgrade pcm"):
         Memory.open(settings)
     with Memory.open(settings, read_only=True) as memory:
