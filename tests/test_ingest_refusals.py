@@ -104,6 +104,11 @@ def test_a_query_file_that_is_not_utf8_is_one_line(mem: Path, tmp_path: Path) ->
     assert out.returncode == 3 and "q.rq" in one_line(out.stderr) and "0xFF" in out.stderr
 
 
+def test_empty_text_is_bad_input_not_a_usage_error(mem: Path, tmp_path: Path) -> None:
+    out = pcm(["ingest", "--text", "  "], mem, tmp_path)
+    assert out.returncode == 3 and "--text: content is empty" in one_line(out.stderr)
+
+
 def test_a_file_with_an_invalid_byte_names_its_line(mem: Path, tmp_path: Path) -> None:
     path = tmp_path / "chats.jsonl"
     path.write_bytes(b'{"conversation_id": "a", "role": "user", "content": "ok"}\n'
