@@ -263,6 +263,23 @@ def _real_data(parts: tuple[str, ...]) -> Any:
     return _REAL[parts]
 
 
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), key=st.one_of(st.none(), words, st.builds(lambda a, s: a + s, words, SURROGATES)))
+def test_an_api_messages_body_is_storable_or_one_input_error(data: st.DataObject, key: str | None) -> None:
+    """The chat shape assistants send (``{"messages": [...]}``, no conversation id needed)."""
+    from pcm.conversations import parse_messages
+
+    body = damage(data.draw, {"messages": data.draw(st.lists(message, min_size=1, max_size=4))})
+    try:
+        conversation = parse_messages(body, key=key)
+        check_conversations([conversation], max_chars=DEFAULT_MAX_UTTERANCE_CHARS)
+    except InputError as error:
+        assert "\n" not in str(error)
+        return
+    for utterance in conversation.utterances:
+        post_quads(NAMING, utterance, None)
+
+
 # -- end to end: a few examples, one memory each ---------------------------------------------------------------------
 
 
