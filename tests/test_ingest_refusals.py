@@ -309,3 +309,18 @@ def test_remember_refuses_a_bad_key_before_it_queries(template: Path, tmp_path: 
                 memory.remember("I adopted a beagle", key=key)  # type: ignore[arg-type]
         assert memory.post_count() == 0
         assert memory.remember("I adopted a beagle", key=7).stored
+
+
+def test_a_question_with_a_lone_surrogate_is_bad_input(template: Path, tmp_path: Path) -> None:
+    """Python API, JSON API and MCP reach ask and recall without the command line's argument check."""
+    with memory_copy(template, tmp_path) as memory:
+        with pytest.raises(InputError, match="ask: the question has an invalid character at position 4"):
+            memory.ask("dog \ud800?")
+        with pytest.raises(InputError, match="recall: the text to recall has an invalid character"):
+            memory.recall("caf\udce9")
+
+
+def test_api_ask_with_a_lone_surrogate_is_a_json_400(served) -> None:  # type: ignore[no-untyped-def]
+    answer = httpx.post(served.url + "/api/ask", content=b'{"question": "dog \\ud800?"}',
+                        headers={"Content-Type": "application/json"})
+    assert answer.status_code == 400 and "invalid character" in answer.json()["error"]
