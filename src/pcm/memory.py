@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import pyoxigraph as ox
 
 from pcm.backend import Backend, QueryResult
-from pcm.conversations import Conversation, check_conversations
+from pcm.conversations import Conversation, check_conversations, check_text
 from pcm.errors import (
     InputError,
     MemoryLockedError,
@@ -767,6 +767,7 @@ class Memory:
         return self.store.why(iri)
 
     def recall(self, text: str, k: int = 10, **filters: object) -> list[RecallHit]:
+        check_text(text, "the text to recall", "recall")  # the embedder fails on a lone surrogate: say why instead
         return self.index.recall(text, k, **filters)  # type: ignore[arg-type]
 
     def ask(
@@ -779,6 +780,7 @@ class Memory:
         from pcm.llm import make_client
         from pcm.retrieval.ask import ask
 
+        check_text(question, "the question", "ask")
         if self._client is None and self.settings.llm.enabled:
             self._client = make_client(self.settings)
         return ask(self, question, client=self._client, as_of=as_of, explain=explain, k=k, plan=plan)
