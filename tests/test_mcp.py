@@ -181,6 +181,10 @@ def test_http_without_a_token_takes_no_writes(tmp_path: Path) -> None:
                 stored = _result(await client.call_tool("remember", {"text": "hello", "key": "h"}))
                 bad = await client.call_tool("remember", {"text": "other", "key": "h"})
                 assert bad.is_error and "different message" in bad.content[0].text  # type: ignore[union-attr]
+                late = await client.call_tool("remember", {"text": "x", "time": "next tuesday"})
+                assert late.is_error and "unrecognised timestamp 'next tuesday'" in late.content[0].text  # type: ignore[union-attr]
+                missing = await client.call_tool("forget", {"post": "no-such-message"})
+                assert missing.is_error and "no post 'no-such-message'" in missing.content[0].text  # type: ignore[union-attr]
                 assert _result(await client.call_tool("forget", {"post": "h"}))["posts"] == [stored["post"]]
 
         asyncio.run(inproc())
