@@ -35,11 +35,11 @@ from typing import TYPE_CHECKING, Any
 
 from pcm.backend import Solutions
 from pcm.errors import LLMError, PcmError, UsageError
-from pcm.llm.base import Completion, LLMClient, Message, Usage
+from pcm.llm.base import Completion, JsonSchema, LLMClient, Message, Usage, output_format
 from pcm.retrieval import answer as answers
 from pcm.retrieval.answer import EvidenceFact, EvidencePost
 from pcm.retrieval.grounding import _STOPWORDS, CACHE_DIR, Grounding, build_grounding, memory_version
-from pcm.retrieval.nl2sparql import prompt_version, system_prompt, user_message
+from pcm.retrieval.nl2sparql import QueryForm, prompt_version, system_prompt, user_message
 from pcm.retrieval.plan import (
     DIRECTIONS,
     Bounds,
@@ -291,7 +291,8 @@ class _Pipeline:
             if found is not None:
                 return found
         grounding = build_grounding(self.memory, self.question, as_of=self.as_of, ontology=self.ontology)
-        system = system_prompt(grounding.catalogue)
+        json_form = output_format(self.memory.settings.llm_output, self.cache) == "json"
+        system = system_prompt(grounding.catalogue, "json" if json_form else "sparql")
         user = user_message(grounding, self.ontology)
         loop = RepairLoop(
             memory=self.memory,
@@ -307,6 +308,7 @@ class _Pipeline:
             context_hint=lambda: around_entities(
                 self.memory, [e.iri for e in grounding.entities], self.ontology, lambda i: grounding.short(i, self.ontology)
             ),
+            form=QueryForm(grounding.namespace, self.ontology) if json_form else None,
         )
         llm_before = self.cache.ms
         loop_started = time.perf_counter()
@@ -585,19 +587,33 @@ class CachingClient:
         if memory is not None:
             shutil.rmtree(memory.settings.memory / CACHE_DIR / "llm", ignore_errors=True)
 
-    def key(self, system: str, messages: list[Message], operation: str) -> str:
-        payload = json.dumps([self.version, self.name, operation, system, [(m.role, m.content) for m in messages]])
+    def key(self, system: str, messages: list[Message], operation: str, schema: JsonSchema | None = None) -> str:
+        parts: list[object] = [self.version, self.name, operation, system, [(m.role, m.content) for m in messages]]
+        if schema is not None:
+            parts.append(schema.name)
+        payload = json.dumps(parts)
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]
 
-    def complete(self, *, system: str, messages: list[Message], operation: str, max_tokens: int = 4096) -> Completion:
-        key = self.key(system, messages, operation)
+    def complete(
+        self,
+        *,
+        system: str,
+        messages: list[Message],
+        operation: str,
+        max_tokens: int = 4096,
+        schema: JsonSchema | None = None,
+    ) -> Completion:
+        key = self.key(system, messages, operation, schema)
         cached = self._lookup(key)
         if cached is not None:
             self.hits += 1
             return Completion(text=cached, model=self.name, input_tokens=0, output_tokens=0, stop_reason="cached")
         started = time.perf_counter()
         try:
-            completion = self.client.complete(system=system, messages=messages, operation=operation, max_tokens=max_tokens)
+            extra = {"schema": schema} if schema is not None else {}
+            completion = self.client.complete(
+                system=system, messages=messages, operation=operation, max_tokens=max_tokens, **extra
+            )
         finally:
             self.ms += (time.perf_counter() - started) * 1000
         self.calls += 1
