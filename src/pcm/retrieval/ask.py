@@ -440,6 +440,9 @@ def _episodic_without_llm(memory: Memory, question: str, as_of: datetime, k: int
     hits = _recall(memory, question, k)
     if not hits:
         return AskResult(question, answers.NOT_IN_MEMORY, "none", as_of, note=NO_LLM_NOTE)
+    if _said_by_others(memory, question):
+        note = NO_LLM_NOTE + " The question's words match what other people said, not the person it asks about."
+        return AskResult(question, answers.NOT_IN_MEMORY, "none", as_of, note=note)
     best = hits[0]
     who = best.speaker or best.role
     when = best.time.date().isoformat() if best.time else "unknown time"
@@ -488,6 +491,16 @@ def _recall(memory: Memory, question: str, k: int, *, session: str | None = None
     except (ImportError, PcmError, OSError) as error:
         log.info("episodic recall unavailable: %s", error)
         return []
+
+
+def _said_by_others(memory: Memory, question: str) -> bool:
+    """Whether the question asks about one person and only others said its words (the index's attribution
+    check); ``False`` when the index is unavailable, so recall's answer stands."""
+    try:
+        return memory.index.said_by_others(question)
+    except (ImportError, PcmError, OSError) as error:
+        log.info("attribution check unavailable: %s", error)
+        return False
 
 
 def _traversal_context(memory: Memory, question: str, start: Sequence[str], k: int) -> list[tuple[str, list[EvidencePost]]]:
