@@ -441,8 +441,10 @@ def _episodic_without_llm(memory: Memory, question: str, as_of: datetime, k: int
     if not hits:
         return AskResult(question, answers.NOT_IN_MEMORY, "none", as_of, note=NO_LLM_NOTE)
     if _said_by_others(memory, question):
+        # the nearest turns stay as evidence: the asker sees who did say it, and a wrong decline still shows them
         note = NO_LLM_NOTE + " The question's words match what other people said, not the person it asks about."
-        return AskResult(question, answers.NOT_IN_MEMORY, "none", as_of, note=note)
+        text = answers.NOT_IN_MEMORY + " The nearest utterances are about someone else."
+        return AskResult(question, text, "none", as_of, note=note, posts=answers.posts_from_hits(hits))
     best = hits[0]
     who = best.speaker or best.role
     when = best.time.date().isoformat() if best.time else "unknown time"
