@@ -55,6 +55,7 @@ def run(dataset: str, path: Path, out: Path, limit: int | None = None) -> dict[s
     session_hits: dict[str, list[bool]] = defaultdict(list)
     declined: dict[str, list[bool]] = defaultdict(list)
     latencies: list[float] = []
+    checks: list[float] = []
     items = load_items(dataset, path)[:limit]
     for item in items:
         directory = out / "memories" / re.sub(r"[^\w.-]+", "_", item.id) / "index"
@@ -68,7 +69,9 @@ def run(dataset: str, path: Path, out: Path, limit: int | None = None) -> dict[s
                 start = time.perf_counter()
                 found = index.recall(q.text, max(KS))
                 latencies.append(time.perf_counter() - start)
+                start = time.perf_counter()
                 declined["unanswerable" if q.abstention else "answerable"].append(index.said_by_others(q.text))
+                checks.append(time.perf_counter() - start)
                 if not q.evidence or q.abstention:
                     continue
                 ranked = ranked_unique(h.source_id for h in found)
@@ -91,6 +94,7 @@ def run(dataset: str, path: Path, out: Path, limit: int | None = None) -> dict[s
         },
         "declined": {c: {"n": len(v), "rate": statistics.fmean(v)} for c, v in declined.items()},
         "latency_ms": {"p50": percentile(latencies, 50) * 1000, "p95": percentile(latencies, 95) * 1000},
+        "check_ms": {"p50": percentile(checks, 50) * 1000, "p95": percentile(checks, 95) * 1000},
     }
 
 
@@ -104,7 +108,9 @@ def report(result: dict[str, Any], applied: dict[str, Any]) -> str:
     for kind, row in result["declined"].items():
         lines.append(f"  declined {kind:17s} {row['n']:4d} {row['rate']:6.3f}")
     lat = result["latency_ms"]
-    lines.append(f"  recall latency p50 {lat['p50']:.1f} ms p95 {lat['p95']:.1f} ms")
+    check = result["check_ms"]
+    lines.append(f"  recall latency p50 {lat['p50']:.1f} ms p95 {lat['p95']:.1f} ms; "
+                 f"attribution check p50 {check['p50']:.1f} ms p95 {check['p95']:.1f} ms")
     return "\n".join(lines)
 
 
