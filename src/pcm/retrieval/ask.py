@@ -453,6 +453,11 @@ def _episodic_without_llm(memory: Memory, question: str, as_of: datetime, k: int
     hits = _recall(memory, question, k)
     if not hits:
         return AskResult(question, answers.NOT_IN_MEMORY, "none", as_of, note=NO_LLM_NOTE)
+    if _said_by_others(memory, question):
+        # the nearest turns stay as evidence: the asker sees who did say it, and a wrong decline still shows them
+        note = NO_LLM_NOTE + " The question's words match what other people said, not the person it asks about."
+        text = answers.NOT_IN_MEMORY + " The nearest utterances are about someone else."
+        return AskResult(question, text, "none", as_of, note=note, posts=answers.posts_from_hits(hits))
     best = hits[0]
     who = best.speaker or best.role
     when = best.time.date().isoformat() if best.time else "unknown time"
@@ -528,6 +533,16 @@ def _recall(memory: Memory, question: str, k: int, *, session: str | None = None
     except (ImportError, PcmError, OSError) as error:
         log.info("episodic recall unavailable: %s", error)
         return []
+
+
+def _said_by_others(memory: Memory, question: str) -> bool:
+    """Whether the question asks about one person and only others said its words (the index's attribution
+    check); ``False`` when the index is unavailable, so recall's answer stands."""
+    try:
+        return memory.index.said_by_others(question)
+    except (ImportError, PcmError, OSError) as error:
+        log.info("attribution check unavailable: %s", error)
+        return False
 
 
 def _traversal_context(memory: Memory, question: str, start: Sequence[str], k: int) -> list[tuple[str, list[EvidencePost]]]:
