@@ -30,7 +30,6 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from bench_recall_memories import override  # noqa: E402
 from make_lme_haystack import DISTRACTORS, SEED, build  # noqa: E402
-
 from pcm.evaluation.datasets import _longmemeval_item, category_of  # noqa: E402
 from pcm.evaluation.metrics import KS, hits_at, percentile, ranked_unique  # noqa: E402
 from pcm.index import PostRecord, SideIndex, get_embedder  # noqa: E402

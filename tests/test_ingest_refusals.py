@@ -150,7 +150,7 @@ def test_wrong_types_in_a_file_are_one_line(mem: Path, tmp_path: Path) -> None:
     path.write_text(json.dumps([conversation("ok", "hello"),
                                 {"conversation_id": "typed", "messages": [{"role": "user", "content": ["a list"]}]}]))
     out = pcm(["ingest", str(path)], mem, tmp_path)
-    assert out.returncode == 3 and "conversation 'typed', message 0: content must be text" in one_line(out.stderr)
+    assert out.returncode == 3 and "conversation 'typed', message 0: content has no text part" in one_line(out.stderr)
     deep = tmp_path / "deep.json"
     deep.write_text("[" * 100_000 + "]" * 100_000)
     out = pcm(["ingest", str(deep)], mem, tmp_path)
