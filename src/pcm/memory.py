@@ -1,4 +1,4 @@
-"""The facade: one object per open memory (DESIGN.md §1, §8). The CLI, the endpoint and tests go through it.
+"""The facade: one object per open memory (docs/DESIGN.md §1, §8). The CLI, the endpoint and tests go through it.
 
 Data flows one way: utterance → post (+ extraction when an LLM is configured) → store → side index.
 """
@@ -889,7 +889,7 @@ def _dump_namespace(staging: ox.Store) -> str | None:
     return None
 
 
-#: The history graph records superseded statements by RDF reification (DESIGN.md §3), so a dump carries these.
+#: The history graph records superseded statements by RDF reification (docs/DESIGN.md §3), so a dump carries these.
 _REIFICATION = frozenset(RDF + t for t in ("Statement", "subject", "predicate", "object"))
 
 

@@ -1,6 +1,6 @@
 """``pcm ask``: grounded NL→SPARQL with repair, exact post-processing, and answers that cite utterances.
 
-The pipeline (DESIGN.md §7)::
+The pipeline (docs/DESIGN.md §7)::
 
     question ─ grounding ─ NL→SPARQL ─ safety ─ run ─ repair loop ─┬─ post-processing ─ answer + evidence
                                                                    └─ (nothing) ─ [event chains] ─ traversal ─
