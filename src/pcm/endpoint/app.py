@@ -658,8 +658,8 @@ def validated(model: type[M], data: object) -> M:
     except ModelError as exc:
         problems = [f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors()[:3]]
         more = f" (and {exc.error_count() - 3} more)" if exc.error_count() > 3 else ""
-        where = "the body" if issubclass(model, models.Body) else "the query parameters"
-        raise InputError(f"{where} do not fit {model.__name__}: " + "; ".join(problems) + more) from None
+        where = "the body does" if issubclass(model, models.Body) else "the query parameters do"
+        raise InputError(f"{where} not fit {model.__name__}: " + "; ".join(problems) + more) from None
 
 
 def _params(request: Request) -> dict[str, str]:

@@ -41,12 +41,12 @@ class IngestText(Body):
     """One message, as ``pcm ingest --text`` takes it (and ``Memory.remember``)."""
 
     text: str = Field(description="What was said.")
-    at: str | None = Field(None, description="When it was said (ISO 8601); default: now.")
-    session: str | None = Field(None, description="The session it continues; default: one per day (cli-YYYY-MM-DD).")
-    role: str = Field("user", description="user, assistant, system or other.")
-    speaker: str | None = Field(None, description="Who said it, when the role does not say enough.")
+    at: str | None = Field(default=None, description="When it was said (ISO 8601); default: now.")
+    session: str | None = Field(default=None, description="The session it continues; default: one per day (cli-YYYY-MM-DD).")
+    role: str = Field(default="user", description="user, assistant, system or other.")
+    speaker: str | None = Field(default=None, description="Who said it, when the role does not say enough.")
     id: str | None = Field(
-        None,
+        default=None,
         description="The client's id for this message. Sending the same id again stores nothing new; the "
         "Idempotency-Key header does the same when the body has no id.",
     )
@@ -59,8 +59,8 @@ class ChatMessage(Body):
     content: str | list[dict[str, Any]] = Field(
         description="The text, or OpenAI-style content parts (only the text parts are stored)."
     )
-    id: str | int | None = Field(None, description="The client's message id; a message already stored under it is not stored again.")
-    timestamp: str | int | float | None = Field(None, description="When it was said (ISO 8601 or Unix seconds).")
+    id: str | int | None = Field(default=None, description="The client's message id; a message already stored under it is not stored again.")
+    timestamp: str | int | float | None = Field(default=None, description="When it was said (ISO 8601 or Unix seconds).")
     speaker: str | None = None
 
 
@@ -85,26 +85,26 @@ class IngestFile(Body):
 
 class AskBody(Body):
     question: str = Field(min_length=1, description="The question, in words.")
-    k: int = Field(5, ge=1, le=1000, description="How many stored messages to consider.")
+    k: int = Field(default=5, ge=1, le=1000, description="How many stored messages to consider.")
     plan: bool | None = Field(
-        None, description="true: always plan the search; false: never; absent: the model decides."
+        default=None, description="true: always plan the search; false: never; absent: the model decides."
     )
 
 
 class RecallQuery(Query):
     q: str = Field(min_length=1, description="The text to recall messages for.")
-    k: int = Field(10, ge=1, le=1000, description="How many messages to return.")
+    k: int = Field(default=10, ge=1, le=1000, description="How many messages to return.")
     role: str | None = None
     speaker: str | None = None
     session: str | None = None
-    mode: Literal["hybrid", "fts", "vector"] | None = Field(None, description="Which legs of recall to use.")
-    since: str | None = Field(None, description="Only messages said at or after this time (ISO 8601).")
-    until: str | None = Field(None, description="Only messages said before this time (ISO 8601).")
+    mode: Literal["hybrid", "fts", "vector"] | None = Field(default=None, description="Which legs of recall to use.")
+    since: str | None = Field(default=None, description="Only messages said at or after this time (ISO 8601).")
+    until: str | None = Field(default=None, description="Only messages said before this time (ISO 8601).")
 
 
 class SearchQuery(Query):
     q: str = Field(min_length=1, description="The text to search for.")
-    k: int = Field(10, ge=1, le=1000)
+    k: int = Field(default=10, ge=1, le=1000)
 
 
 class EntityQuery(Query):
@@ -112,8 +112,8 @@ class EntityQuery(Query):
 
 
 class ConversationQuery(Query):
-    iri: str | None = Field(None, description="The thread IRI.")
-    id: str | None = Field(None, description="The session id (give this or iri).")
+    iri: str | None = Field(default=None, description="The thread IRI.")
+    id: str | None = Field(default=None, description="The session id (give this or iri).")
 
 
 # -- answers -----------------------------------------------------------------------------------------------------------
@@ -263,7 +263,7 @@ class SearchResult(BaseModel):
     mode: Literal["hybrid", "text"] = Field(description="hybrid (side index) or text (substring search).")
     hits: list[RecallHit]
     entities: list[EntityMatch]
-    note: str | None = Field(None, description="Why a hybrid search fell back to text search.")
+    note: str | None = Field(default=None, description="Why a hybrid search fell back to text search.")
 
 
 class Term(BaseModel):
