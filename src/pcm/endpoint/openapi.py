@@ -85,10 +85,13 @@ OPERATIONS: dict[str, list[Operation]] = {
             "Store messages (owner's token required)",
             {200: m.IngestResult},
             description=(
-                "Idempotent: a message already stored is not stored again and is counted in `duplicates`. A "
-                "message is known by its `id` (in the body), else by the `Idempotency-Key` header; a chat without "
-                "a `conversation_id` is named from the key, or else from its messages, so posting the same chat "
-                "twice stores it once. Without any id, two messages with the same text are two posts."
+                "Idempotent: a message already stored is not stored again and is counted in `duplicates`. One "
+                "message (`text`) is known by its `id`, else by the `Idempotency-Key` header; without either, "
+                "every request stores a new post (two messages may have the same text). A chat without a "
+                "`conversation_id` is named from the key, or else from its messages, so posting the same chat "
+                "twice stores it once; in a conversation (a chat with its id, a file) a message is known by its "
+                "`id`, else by its position. Everything is checked before the first write: a refused body "
+                "stores nothing."
             ),
             body=IngestBody,
             errors={400: "Bad input (the error names the conversation and message); nothing was stored."},
