@@ -16,6 +16,9 @@ from typing import Any
 import httpx
 import jsonschema
 import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as examples
+from hypothesis import strategies as st
 from openapi_spec_validator import validate as validate_spec
 
 from pcm.endpoint.server import PcmServer
@@ -293,3 +296,27 @@ def test_the_text_of_a_message_is_text_in_every_answer(url: str, document: dict[
     assert answer["evidence"]["posts"] and all("text" in p and "content" not in p for p in answer["evidence"]["posts"])
     hits = httpx.get(url + "/api/recall", params={"q": "beagle"}).json()
     assert hits and all("text" in h for h in hits)
+
+
+# ------------------------------------------------------------------------------------------------ any input
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
+PARAMS = st.dictionaries(st.sampled_from(["q", "k", "iri", "id", "mode", "since", "role"]), st.text(max_size=12), max_size=4)
+
+
+@examples(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(body=st.one_of(JSON, st.fixed_dictionaries({"question": JSON}, optional={"k": JSON, "plan": JSON})),
+       params=PARAMS, path=st.sampled_from(["/api/recall", "/api/search", "/api/entity", "/api/conversation"]))
+def test_any_body_or_parameters_get_a_documented_answer(url: str, check: Checker, body: object,
+                                                        params: dict[str, str], path: str) -> None:
+    """Whatever a client sends, the answer is a success or a 400, and fits the document either way."""
+    asked = check(httpx.post(url + "/api/ask", json=body, timeout=60), "/api/ask")
+    assert asked.status_code in (200, 400), asked.text
+    got = check(httpx.get(url + path, params=params, timeout=60))
+    assert got.status_code in (200, 400), got.text
