@@ -8,7 +8,7 @@ store, to show what the front costs. Run both back to back: on a shared machine 
 same conditions compare.
 
 The front's own overhead per request (time spent in pcm's code, excluding the engine) is measured inside the
-front and read from its ``Server-Timing`` header (up to the answer's write) and ``GET /api/stats`` (including it).
+front and read from its ``Server-Timing`` header (up to the answer's write) and ``GET /api/timings`` (including it).
 
 Prints figures; asserts nothing. Run: ``python benchmarks/bench_endpoint.py [--triples 1000000] [--seconds 20]``.
 To compare with another version of the front under the same conditions, ``--compare OTHER/src --rounds 2`` runs
@@ -131,14 +131,14 @@ def _pick(values: list[float], q: float) -> float:
 
 
 def front_stats(base_url: str) -> None:
-    """The front's own summary (``/api/stats``: includes writing the answer; last 4096 requests)."""
+    """The front's own summary (``/api/timings``: includes writing the answer; last 4096 requests)."""
     try:
-        stats = httpx.get(base_url + "/api/stats", timeout=10).json()
+        stats = httpx.get(base_url + "/api/timings", timeout=10).json()
     except (httpx.HTTPError, ValueError):
         return
     front, engine = stats.get("front_ms") or {}, stats.get("engine_ms") or {}
     print(
-        f"  /api/stats over {stats.get('window')} requests: front mean {front.get('mean')} ms, p95 {front.get('p95')} ms; "
+        f"  /api/timings over {stats.get('window')} requests: front mean {front.get('mean')} ms, p95 {front.get('p95')} ms; "
         f"engine mean {engine.get('mean')} ms, p95 {engine.get('p95')} ms"
     )
 

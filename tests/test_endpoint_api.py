@@ -48,9 +48,9 @@ def test_ingest_needs_the_token_and_then_stores_the_utterance(url: str) -> None:
     response = httpx.post(url + "/api/ingest", json=body, headers=AUTH)
     assert response.status_code == 200, response.text
     report = response.json()
-    assert report["added"] == 1 and len(report["posts"]) == 1
+    assert report["stored"] == 1 and len(report["posts"]) == 1
     again = httpx.post(url + "/api/ingest", json={**body, "text": "They get afternoon sun."}, headers=AUTH).json()
-    assert again["added"] == 1
+    assert again["stored"] == 1
     conversation = httpx.get(url + "/api/conversation", params={"id": "garden"}).json()
     assert [p["text"] for p in conversation["posts"]] == [body["text"], "They get afternoon sun."]
     assert [p["position"] for p in conversation["posts"]] == [0, 1]
@@ -65,9 +65,9 @@ def test_ingest_takes_a_conversation_file_body(url: str) -> None:
         ],
     }
     response = httpx.post(url + "/api/ingest", json=conversation, headers=AUTH)
-    assert response.status_code == 200 and response.json()["added"] == 2
+    assert response.status_code == 200 and response.json()["stored"] == 2
     again = httpx.post(url + "/api/ingest", json={"conversations": [conversation], "format": "json"}, headers=AUTH)
-    assert again.json()["added"] == 0 and again.json()["skipped"] == 2
+    assert again.json()["stored"] == 0 and again.json()["duplicates"] == 2
     bad = httpx.post(url + "/api/ingest", json={"messages": "nope"}, headers=AUTH)
     assert bad.status_code == 400 and "error" in bad.json() and "/tmp" not in bad.json()["error"]
 

@@ -1,5 +1,5 @@
 """The front's HTTP client to the engine (:mod:`pcm.endpoint.upstream`) against scripted engines on loopback,
-and the front's own timing (``Server-Timing``, ``/api/stats``) and HTTP handling on a real server.
+and the front's own timing (``Server-Timing``, ``/api/timings``) and HTTP handling on a real server.
 
 The scripted engine is a plain socket server that answers each request with bytes the test chose, so framing
 (chunked, Content-Length, close-delimited), connection reuse, what is sent again after a dropped connection, and
@@ -332,7 +332,7 @@ def test_no_engine_is_reported_as_unavailable() -> None:
 
 def test_server_timing_and_stats_show_the_fronts_share(tmp_path: Path) -> None:
     with serving(build_memory(tmp_path / "memory", facts=False)) as server:
-        before = httpx.get(server.url + "/api/stats").json()
+        before = httpx.get(server.url + "/api/timings").json()
         assert before["requests"] == 0 and before["front_ms"] is None
         with httpx.Client() as http:
             for _ in range(5):
@@ -341,7 +341,7 @@ def test_server_timing_and_stats_show_the_fronts_share(tmp_path: Path) -> None:
         front, engine = (part.strip() for part in response.headers["server-timing"].split(","))
         assert front.startswith("front;dur=") and engine.startswith("engine;dur=")
         assert float(front.split("=")[1]) >= 0 and float(engine.split("=")[1]) > 0
-        stats = httpx.get(server.url + "/api/stats").json()
+        stats = httpx.get(server.url + "/api/timings").json()
         assert stats["requests"] == 5 and stats["window"] == 5
         assert 0 < stats["front_ms"]["p50"] <= stats["front_ms"]["p99"]
         assert stats["engine_ms"]["mean"] > 0

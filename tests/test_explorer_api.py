@@ -48,7 +48,7 @@ def test_entity_page_traces_each_fact_to_its_utterance(url: str, ns: str) -> Non
     facts = {(f["direction"], f["predicate"]["curie"], f["value"]["value"]): f for f in page["facts"]}
     breed = facts[("out", "pcm:petBreed", "beagle")]
     (source,) = breed["sources"]
-    assert source["source_id"] == BREED_POST and "four-year-old beagle" in source["content"]
+    assert source["source_id"] == BREED_POST and "four-year-old beagle" in source["text"]
     assert source["session"] == "dana-05-pets" and source["thread"].startswith(ns + "session/")
     owner = facts[("in", "pcm:hasPet", ns + "owner")]
     assert owner["value"]["label"] == "Dana Whitfield"

@@ -375,4 +375,4 @@ def test_api_ingest_answers_200_or_a_json_400_and_a_refusal_stores_nothing(
         assert answer.json()["error"] and api_posts(api) == before
     else:
         report = answer.json()
-        assert api_posts(api) == before + report["added"]
+        assert api_posts(api) == before + report["stored"]

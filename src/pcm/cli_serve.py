@@ -49,9 +49,10 @@ def serve(ctx: click.Context, memory_path: Path | None, bind: str, token: str | 
       /                      the explorer (SPARQL editor, entities, conversations, search, graph view)
       /query  /update        SPARQL 1.1 Protocol (updates need the token); /sparql takes both
       /store                 Graph Store Protocol (writes need the token)
-      /api/ingest /api/ask /api/recall   JSON API for assistants
+      /api/ingest /api/ask /api/recall   JSON API for assistants, described at /openapi.json
       /api/reindex           POST (token) rebuilds the side index in the background; GET follows it
-      /api/stats             the front's own time per request next to the engine's (also a Server-Timing header)
+      /api/stats             what the memory holds (posts, sessions, triples, graphs)
+      /api/timings           the front's own time per request next to the engine's (also a Server-Timing header)
 
     \b
     Example:

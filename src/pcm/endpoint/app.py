@@ -23,9 +23,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from pydantic import BaseModel
+from pydantic import ValidationError as ModelError
+
+from pcm import __version__
 from pcm.backend_remote import CANCELLED_MARKER
+from pcm.endpoint import models
 from pcm.endpoint.config import ServeConfig, is_loopback
 from pcm.endpoint.engine import Watchdog
 from pcm.endpoint.explore import Explorer
@@ -90,6 +95,8 @@ class Response:
     engine_ns: int = 0
 
 
+M = TypeVar("M", bound=BaseModel)
+
 #: A handler of the JSON API or the explorer: blocking work (the memory, the side index), run in a worker thread.
 Handler = Callable[[Request], Response]
 #: A handler of the SPARQL and Graph Store protocols: it waits on the engine, so it runs on the event loop.
@@ -141,6 +148,7 @@ class App:
         self.memory_lock = threading.RLock()
         self.timings = Timings()
         self.reindex_job = BackgroundJob("reindex")
+        self._openapi: dict[str, Any] | None = None
 
     def protocol_routes(self) -> dict[str, AsyncHandler]:
         """The SPARQL 1.1 Protocol and Graph Store Protocol paths (answered on the event loop)."""
@@ -165,6 +173,8 @@ class App:
             "/api/conversations": self.api_conversations,
             "/api/reindex": self.api_reindex,
             "/api/stats": self.api_stats,
+            "/api/timings": self.api_timings,
+            "/openapi.json": self.api_openapi,
         }
 
     # -- before the body is read ------------------------------------------------------------------------------
@@ -365,17 +375,33 @@ class App:
     # -- the JSON API ---------------------------------------------------------------------------------------------
 
     def api_health(self, request: Request) -> Response:
-        return json_response(
-            {"status": "ok", "pid": os.getpid(), "memory": str(self.memory.settings.memory), "engine_restarts": self.watchdog.engine.restarts}
-        )
+        return self._api(request, "GET", lambda: models.Health(
+            status="ok", pid=os.getpid(), memory=str(self.memory.settings.memory),
+            engine_restarts=self.watchdog.engine.restarts,
+        ))
 
     def api_stats(self, request: Request) -> Response:
+        """What the memory holds (``pcm stats``)."""
+        return self._api(request, "GET", lambda: models.MemoryStats.model_validate(self.memory.stats().as_json()))
+
+    def api_timings(self, request: Request) -> Response:
         """The front's own time per request next to the engine's, over the most recent requests."""
-        return json_response({**self.timings.summary(), "engine_restarts": self.watchdog.engine.restarts})
+        return self._api(request, "GET", lambda: models.Timings.model_validate(
+            {**self.timings.summary(), "engine_restarts": self.watchdog.engine.restarts}
+        ))
+
+    def api_openapi(self, request: Request) -> Response:
+        """The JSON API's OpenAPI document, generated once from the models the handlers use."""
+        if self._openapi is None:
+            from pcm.endpoint.openapi import openapi_document
+
+            self._openapi = openapi_document(__version__)
+        document = self._openapi
+        return self._api(request, "GET", lambda: document)
 
     def api_info(self, request: Request) -> Response:
         m = self.memory.manifest
-        return json_response(
+        return self._api(request, "GET", lambda: models.Info.model_validate(
             {
                 "memory": str(self.memory.settings.memory),
                 "owner": m.owner,
@@ -396,14 +422,17 @@ class App:
                     "graph_store": self.public_url + "/store",
                 },
             }
-        )
+        ))
 
-    def _api(self, request: Request, method: str, action: Callable[[], object]) -> Response:
-        """Run an API action; PcmError becomes a JSON error with a status that says whose fault it was."""
+    def _api(self, request: Request, method: str, action: Callable[[], object], status: int = 200) -> Response:
+        """Run an API action; PcmError becomes a JSON error with a status that says whose fault it was.
+
+        An action answers with a model (or a list of them), dumped as the JSON its schema describes; a model that
+        does not hold (a bug, not bad input) is an internal error, not a 400."""
         if request.method != method:
-            return json_error(405, f"use {method} for {request.path}")
+            return json_error(405, f"use {method} for {request.path}", Allow=method)
         try:
-            return json_response(action())
+            return json_response(_dump(action()), status)
         except ProtocolError as exc:
             return json_error(exc.status, str(exc))
         except (InputError, UsageError, ValidationError) as exc:
@@ -418,13 +447,7 @@ class App:
         if refused is not None:
             return refused
 
-        def ingest() -> object:
-            conversations = self._conversations(request)
-            with self.memory_lock:
-                report = self.memory.ingest(conversations)
-            return {**report.as_json(), "posts": report.posts}
-
-        return self._api(request, "POST", ingest)
+        return self._api(request, "POST", lambda: self._ingest(request))
 
     def api_reindex(self, request: Request) -> Response:
         """``POST`` starts rebuilding the side index in the background (202); ``GET`` tells how far it got.
@@ -433,9 +456,9 @@ class App:
         in a thread while the client polls; a second ``POST`` while it runs is answered 409.
         """
         if request.method == "GET":
-            return json_response(self.reindex_job.status().as_json())
+            return self._api(request, "GET", lambda: _state(self.reindex_job.status()))
         if request.method != "POST":
-            return json_error(405, "use POST to start a reindex, GET to follow it")
+            return json_error(405, "use POST to start a reindex, GET to follow it", Allow="GET, POST")
         refused = self._check_token(request.headers)
         if refused is not None:
             return refused
@@ -445,8 +468,9 @@ class App:
             state = self.reindex_job.start(self._reindex, self._reindex_total)
         except AlreadyRunning as exc:
             running = self.reindex_job.status().as_json()
-            return json_response({**running, "error": f"{exc}: follow it with GET /api/reindex"}, 409)
-        return json_response(state.as_json(), 202)
+            busy = models.ReindexBusy.model_validate({**running, "error": f"{exc}: follow it with GET /api/reindex"})
+            return json_response(_dump(busy), 409)
+        return json_response(_dump(_state(state)), 202)
 
     def _reindex(self, progress: Callable[[int], None]) -> int:
         with self.memory_lock:
@@ -456,59 +480,75 @@ class App:
         """Rows a rebuild writes (progress counts posts, then entities), so a client's bar ends at 100%."""
         return self.memory.post_count() + sum(1 for _ in self.memory.store.entities())
 
-    def _conversations(self, request: Request) -> list[Any]:
-        """Conversations from an ingest body: one utterance ``{"text": ...}``, or any format ``pcm ingest`` reads."""
-        from pcm.conversations import parse_file
+    def _ingest(self, request: Request) -> models.IngestResult:
+        """Store what the body holds; a message already stored (same id, same key, same chat) is a duplicate.
 
+        One message (``{"text": ...}``) goes through :meth:`Memory.remember`, its key being the body's ``id`` or
+        the ``Idempotency-Key`` header; everything else is parsed into conversations first (all of them, before
+        the first write) and ingested, which skips the posts already stored.
+        """
+        from pcm.conversations import parse_file, parse_messages
+
+        key = request.header("Idempotency-Key").strip() or None
         media_type = request.header("Content-Type").split(";")[0].strip().lower()
         if media_type in ("application/x-ndjson", "application/jsonl", "application/x-jsonlines"):
-            return _parse_payload(request.body, "jsonl", parse_file)
+            return self._ingest_conversations(_parse_payload(request.body, "jsonl", parse_file))
         data = _json_body(request.body)
         if isinstance(data, dict) and "text" in data:
-            return [self._utterance(data)]
+            return self._remember(validated(models.IngestText, data), key)
+        if isinstance(data, dict) and "messages" in data and "conversations" not in data:
+            validated(models.IngestChat, data)
+            chat = parse_messages(data, key=key)
+            chat.source = "request body"
+            return self._ingest_conversations([chat])
         fmt = None
         if isinstance(data, dict) and "conversations" in data:
-            fmt, data = data.get("format"), data["conversations"]
-        return _parse_payload(json.dumps(data).encode("utf-8"), fmt, parse_file)
+            wrapped = validated(models.IngestFile, data)
+            fmt, data = wrapped.format, wrapped.conversations
+        return self._ingest_conversations(_parse_payload(json.dumps(data).encode("utf-8"), fmt, parse_file))
 
-    def _utterance(self, data: dict[str, Any]) -> Any:
-        """One utterance as ``pcm ingest --text`` takes it; its position continues the session."""
-        from pcm.conversations import Conversation, parse_text_utterance, parse_timestamp
-
-        at = parse_timestamp(data["at"]) if data.get("at") else datetime.now().astimezone().replace(microsecond=0)
-        session = data.get("session") or f"cli-{at.date().isoformat()}"
-        utterance = parse_text_utterance(
-            data["text"], session=session, role=data.get("role") or "user", at=at, speaker=data.get("speaker"),
-            where="request body",
+    def _ingest_conversations(self, conversations: list[Any]) -> models.IngestResult:
+        with self.memory_lock:
+            report = self.memory.ingest(conversations)
+        return models.IngestResult(
+            stored=report.added, duplicates=report.skipped, conversations=report.conversations,
+            utterances=report.utterances, posts=report.posts, mode=report.mode, extraction=report.extraction,
         )
-        last = self.memory.store.last_post_of_session(self.memory.naming.session(utterance.session))
-        if last:
-            utterance = replace(utterance, position=last[1] + 1)
-        return Conversation(id=utterance.session, utterances=[utterance], source="request body")
+
+    def _remember(self, message: models.IngestText, key: str | None) -> models.IngestResult:
+        with self.memory_lock:
+            done = self.memory.remember(
+                message.text, at=message.at, speaker=message.speaker, session=message.session, role=message.role,
+                key=message.id if message.id is not None else key,
+            )
+        llm = self.memory.settings.llm
+        return models.IngestResult(
+            stored=int(done.stored), duplicates=int(not done.stored), conversations=1, utterances=1,
+            posts=[done.post] if done.stored else [], mode=f"extraction ({llm})" if llm.enabled else "episodic",
+            extraction={},
+        )
 
     def api_ask(self, request: Request) -> Response:
         def ask() -> object:
-            data = _json_body(request.body)
-            question = str(data.get("question") or "").strip() if isinstance(data, dict) else ""
-            if not question:
+            body = validated(models.AskBody, _json_body(request.body))
+            if not body.question.strip():
                 raise InputError('give {"question": "..."}')
-            k = _int(data.get("k"), 5, "k")
-            plan = data.get("plan")
-            if plan is not None and not isinstance(plan, bool):
-                raise InputError('"plan" must be true, false or absent')
             with self.memory_lock:
-                return self.memory.ask(question, k=k, plan=plan).as_json()
+                answer = self.memory.ask(body.question, k=body.k, plan=body.plan).as_json()
+            evidence: Any = answer["evidence"]
+            evidence["posts"] = [_text_named(p) for p in evidence["posts"]]
+            return models.Answer.model_validate(answer)
 
         return self._api(request, "POST", ask)
 
     def api_recall(self, request: Request) -> Response:
         def recall() -> object:
-            text = request.param("q") or request.param("text")
-            if not text.strip():
+            query = validated(models.RecallQuery, _params(request))
+            if not query.q.strip():
                 raise InputError("give the text to recall as ?q=")
             with self.memory_lock:
-                hits = self.memory.recall(text, _int(request.param("k"), 10, "k"), **_recall_filters(request))
-            return [h.as_json() for h in hits]
+                hits = self.memory.recall(query.q, query.k, **_recall_filters(query))
+            return [models.RecallHit.model_validate(h.as_json()) for h in hits]
 
         return self._api(request, "GET", recall)
 
@@ -516,39 +556,50 @@ class App:
         """The explorer's search box: hybrid recall and entity matching from the side index, or text search."""
 
         def search() -> object:
-            text = request.param("q").strip()
+            query = validated(models.SearchQuery, _params(request))
+            text, k = query.q.strip(), query.k
             if not text:
                 raise InputError("give the text to search for as ?q=")
-            k = _int(request.param("k"), 10, "k")
             if not self.memory.settings.index_enabled:
-                return self.explorer.search_text(text, k)
+                return models.SearchResult.model_validate(self.explorer.search_text(text, k))
             try:
                 with self.memory_lock:
                     hits = self.memory.recall(text, k)
                     matches = self.memory.index.match_entities(text, k)
             except PcmError as exc:  # an unusable index (other model, ...) still leaves text search
-                return {**self.explorer.search_text(text, k), "note": str(exc)}
-            return {"mode": "hybrid", "hits": [h.as_json() for h in hits], "entities": matches}
+                return models.SearchResult.model_validate({**self.explorer.search_text(text, k), "note": str(exc)})
+            return models.SearchResult(
+                mode="hybrid",
+                hits=[models.RecallHit.model_validate(h.as_json()) for h in hits],
+                entities=[models.EntityMatch(iri=e.iri, label=e.label, score=e.score, how=e.how) for e in matches],
+            )
 
         return self._api(request, "GET", search)
 
     def api_entity(self, request: Request) -> Response:
-        return self._api(request, "GET", lambda: self.explorer.entity(_required(request, "iri")))
+        def entity() -> object:
+            query = validated(models.EntityQuery, _params(request))
+            return models.EntityPage.model_validate(self.explorer.entity(query.iri))
+
+        return self._api(request, "GET", entity)
 
     def api_conversation(self, request: Request) -> Response:
         def conversation() -> object:
-            given = request.param("iri") or request.param("id")
+            query = validated(models.ConversationQuery, _params(request))
+            given = query.iri or query.id
             if not given:
                 raise InputError("give ?iri= (the thread IRI) or ?id= (the session id)")
             thread = self.memory.store.find_session(given)
             if thread is None:
                 raise InputError(f"no conversation {given!r} in this memory")
-            return self.explorer.conversation(thread)
+            return models.ConversationPage.model_validate(self.explorer.conversation(thread))
 
         return self._api(request, "GET", conversation)
 
     def api_conversations(self, request: Request) -> Response:
-        return self._api(request, "GET", self.explorer.conversations)
+        return self._api(
+            request, "GET", lambda: [models.ConversationSummary.model_validate(c) for c in self.explorer.conversations()]
+        )
 
     # -- the explorer's files -----------------------------------------------------------------------------------
 
@@ -600,35 +651,56 @@ def _json_body(body: bytes) -> Any:
         raise InputError(f"the body is not JSON: {exc}") from exc
 
 
-def _int(value: object, default: int, name: str) -> int:
-    if value in (None, ""):
-        return default
+def validated(model: type[M], data: object) -> M:
+    """``data`` checked against ``model``; what does not hold is one InputError line naming the fields."""
     try:
-        number = int(str(value))
-    except ValueError:
-        raise InputError(f"{name} must be a whole number, got {value!r}") from None
-    if not 1 <= number <= 1000:
-        raise InputError(f"{name} must be between 1 and 1000")
-    return number
+        return model.model_validate(data)
+    except ModelError as exc:
+        problems = [f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors()[:3]]
+        more = f" (and {exc.error_count() - 3} more)" if exc.error_count() > 3 else ""
+        where = "the body does" if issubclass(model, models.Body) else "the query parameters do"
+        raise InputError(f"{where} not fit {model.__name__}: " + "; ".join(problems) + more) from None
 
 
-def _required(request: Request, name: str) -> str:
-    value = request.param(name)
-    if not value:
-        raise InputError(f"give ?{name}=")
+def _params(request: Request) -> dict[str, str]:
+    """Query parameters, the first value of each, empty ones left out (``?k=`` means the default)."""
+    params: dict[str, str] = {}
+    for name, value in request.params:
+        if value != "":
+            params.setdefault(name, value)
+    return params
+
+
+def _dump(value: object) -> object:
+    """Models (and lists of them) as the JSON their schemas describe; absent optional keys stay absent."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", exclude_unset=True)
+    if isinstance(value, list):
+        return [_dump(v) for v in value]
     return value
 
 
-def _recall_filters(request: Request) -> dict[str, object]:
+def _state(state: Any) -> models.ReindexState:
+    return models.ReindexState.model_validate(state.as_json())
+
+
+def _text_named(post: dict[str, Any]) -> dict[str, Any]:
+    """An evidence post with its utterance under ``text``, the name every other answer of the API uses."""
+    out = dict(post)
+    out["text"] = out.pop("content")
+    return out
+
+
+def _recall_filters(query: models.RecallQuery) -> dict[str, object]:
     from pcm.conversations import parse_timestamp
 
     filters: dict[str, object] = {}
     for name in ("role", "speaker", "session", "mode"):
-        if request.param(name):
-            filters[name] = request.param(name)
+        if getattr(query, name):
+            filters[name] = getattr(query, name)
     for name in ("since", "until"):
-        if request.param(name):
-            filters[name] = parse_timestamp(request.param(name))
+        if getattr(query, name):
+            filters[name] = parse_timestamp(getattr(query, name))
     return filters
 
 

@@ -49,8 +49,10 @@ class ServeClient:
         """Send a conversation file (any format ``pcm ingest`` reads) to the server's ingest."""
         data = Path(path).read_bytes()
         if fmt == "jsonl" or (fmt is None and Path(path).suffix.lower() == ".jsonl"):
-            return dict(self._call("POST", "/ingest", content=data, headers={"Content-Type": "application/x-ndjson"}))
-        return dict(self._call("POST", "/ingest", content=_wrap(data, fmt), headers={"Content-Type": "application/json"}))
+            return _ingest_report(self._call("POST", "/ingest", content=data, headers={"Content-Type": "application/x-ndjson"}))
+        return _ingest_report(
+            self._call("POST", "/ingest", content=_wrap(data, fmt), headers={"Content-Type": "application/json"})
+        )
 
     def ingest_text(
         self, text: str, *, session: str | None = None, role: str = "user", speaker: str | None = None,
@@ -58,13 +60,16 @@ class ServeClient:
     ) -> dict[str, Any]:
         """One utterance, as ``pcm ingest --text`` takes it."""
         body = {"text": text, "session": session, "role": role, "speaker": speaker, "at": at.isoformat() if at else None}
-        return dict(self._call("POST", "/ingest", json={k: v for k, v in body.items() if v is not None}))
+        return _ingest_report(self._call("POST", "/ingest", json={k: v for k, v in body.items() if v is not None}))
 
     def ask(self, question: str, *, k: int = 5, plan: bool | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {"question": question, "k": k}
         if plan is not None:
             body["plan"] = plan
-        return dict(self._call("POST", "/ask", json=body))
+        answer = dict(self._call("POST", "/ask", json=body))
+        for post in answer.get("evidence", {}).get("posts", []):  # as `pcm ask --json` prints it without a server
+            post["content"] = post.pop("text")
+        return answer
 
     def recall(self, text: str, k: int = 10, **filters: object) -> list[dict[str, Any]]:
         params: dict[str, str] = {"q": text, "k": str(k)}
@@ -103,6 +108,13 @@ class ServeClient:
             errors = "; ".join(state.get("errors") or []) or "no error message"
             raise PcmError(f"reindex in pcm serve at {self.info.url} failed: {errors}")
         return state
+
+
+def _ingest_report(result: dict[str, Any]) -> dict[str, Any]:
+    """The server's ingest answer with the counts named as ``pcm ingest --json`` names them without a server."""
+    report = dict(result)
+    report["added"], report["skipped"] = report.pop("stored"), report.pop("duplicates")
+    return report
 
 
 def _wrap(data: bytes, fmt: str | None) -> bytes:

@@ -226,7 +226,7 @@ def _group_facts(rows: list[dict[str, Term]]) -> dict[tuple[str, str, str], dict
         source = {
             "graph": r["graph"].value,
             "post": _value(r.get("post")),
-            "content": _value(r.get("content")),
+            "text": _value(r.get("content")),
             "thread": _value(r.get("thread")),
             "session": _value(r.get("session")),
             "time": _value(r.get("time")),

@@ -4,7 +4,7 @@ Latency seen by a client mixes the engine, the network and the machine's load; t
 the part we control, so it is measured where it happens. Every request that reaches the engine records two
 durations: the engine's (from handing the request to the engine client to the last byte back, so the client's
 own work is counted there) and the front's (everything else, from the request entering the application, its
-head already parsed by uvicorn, to the answer handed back for writing). Clients see them per request in a ``Server-Timing`` header; ``GET /api/stats``
+head already parsed by uvicorn, to the answer handed back for writing). Clients see them per request in a ``Server-Timing`` header; ``GET /api/timings``
 summarises the most recent ones.
 """
 

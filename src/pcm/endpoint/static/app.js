@@ -285,7 +285,7 @@ function sourcesList(sources) {
     if (!s.post) return el("li", { class: "muted" }, s.file ? `imported from ${s.file}` : s.graph);
     const who = s.speaker || s.role || "";
     return el("li", {},
-      el("span", { class: "source-text" }, "“" + (s.content || "") + "”"), " ",
+      el("span", { class: "source-text" }, "“" + (s.text || "") + "”"), " ",
       el("span", { class: "muted" }, `${who}${who ? ", " : ""}${when(s.time)} `),
       s.thread ? el("a", { href: conversationHref(s.thread, s.post), class: "in-conversation" }, "in conversation") : null);
   }));
