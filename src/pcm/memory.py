@@ -113,7 +113,17 @@ def _open_backend(settings: Settings, *, read_only: bool) -> Backend:
     if settings.store_url:
         from pcm.backend_remote import RemoteBackend
 
-        return RemoteBackend(settings.store_url, token=settings.token, timeout=max(settings.query_timeout, 30.0))
+        return RemoteBackend(
+            settings.store_url,
+            update_url=settings.store_update_url,
+            gsp_url=settings.store_gsp_url,
+            token=settings.token,
+            user=settings.store_user,
+            password=settings.store_password,
+            engine=settings.store_engine,
+            batch=settings.store_batch,
+            timeout=max(settings.query_timeout, 30.0),
+        )
     from pcm.backend_local import LocalBackend
 
     return LocalBackend(settings.memory / STORE_DIR, read_only=read_only)
