@@ -16,8 +16,8 @@ open or what an engine gets wrong:
 * ``virtuoso`` (Virtuoso 7.2): queries and updates are POSTed form-encoded (its ``application/sparql-query``
   POSTs never answer); blank nodes are skolemised before ``INSERT DATA`` (it refuses them there) and turned back
   into blank nodes when graphs are read; at most :data:`VIRTUOSO_BATCH` quads per request; ``GRAPH ?g {}`` lists
-  no graph there, so graphs are listed from their triples, without Virtuoso's own system graphs. Its default
-  graph is already the union of all graphs;
+  no graph there, so graphs are listed from their triples, without Virtuoso's own system graphs; it answers an
+  ASK with a one-column table, read back as the boolean. Its default graph is already the union of all graphs;
 * ``generic``: the standard alone. The server must make the default graph of a query the union of the named
   graphs itself (Fuseki: ``tdb2:unionDefaultGraph true``; GraphDB, Stardog and Virtuoso do by default).
 
@@ -64,6 +64,8 @@ ENGINES = ("auto", "oxigraph", "virtuoso", "generic")
 DEFAULT_BATCH = 50_000
 #: Virtuoso 7.2 refuses an ``INSERT DATA`` somewhere past 1,000-1,500 triples.
 VIRTUOSO_BATCH = 1_000
+#: The one column of the table Virtuoso answers an ASK with (one row ``1`` for true, no row for false).
+_VIRTUOSO_ASK = "__ASK_RETVAL"
 #: Where skolemised blank nodes live (RDF 1.1 §3.5 skolem IRIs, under pcm's own authority).
 SKOLEM_PREFIX = "https://w3id.org/pcm/.well-known/genid/"
 #: Graphs Virtuoso keeps for itself in every database; never a memory's.
@@ -417,6 +419,8 @@ class RemoteBackend:
             raise QueryError(f"unreadable answer from the SPARQL server: {_one_line(str(exc))}") from exc
         if reader.cancelled:
             raise QueryError(f"{_TIME_LIMIT} of the SPARQL server")
+        if form == "ASK" and isinstance(result, Solutions) and result.variables == (_VIRTUOSO_ASK,):
+            return any(row[0] is not None and row[0].value in ("1", "true") for row in result.rows)  # type: ignore[union-attr]
         if form == "ASK" and not isinstance(result, bool) or form == "SELECT" and isinstance(result, bool):
             raise QueryError(f"the SPARQL server answered a {form} query with a {type(result).__name__} result")
         return result
