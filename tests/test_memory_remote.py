@@ -150,3 +150,23 @@ def test_event_walks_and_traversal_match_the_embedded_store(remote: Settings, tm
     with memory:
         assert _walks(memory) == expected
     assert expected["walk"] and expected["wc"] and expected["events"]
+
+
+def test_init_refuses_a_store_holding_another_memory_unless_told_to_share(remote: Settings, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from pcm.cli import main
+
+    env = {"PCM_STORE_URL": remote.store_url, "PCM_STORE_USER": remote.store_user,
+           "PCM_STORE_PASSWORD": remote.store_password, "PCM_INDEX": "off"}
+    runner = CliRunner()
+    first = runner.invoke(main, ["--memory", str(tmp_path / "a"), "init", "--owner", "Dana"], env=env)
+    assert first.exit_code == 0, first.output
+    second = runner.invoke(main, ["--memory", str(tmp_path / "b"), "init", "--owner", "Eli"], env=env)
+    assert second.exit_code == 2 and "already holds another memory" in second.output and "--share-store" in second.output
+    with Memory.open(remote.with_(memory=tmp_path / "a", index_enabled=False)) as memory:
+        assert memory.stats().posts == 0  # the refused init wrote nothing beside it
+        owners = memory.sparql("SELECT ?o WHERE { ?o a <https://w3id.org/pcm/ontology#MemoryOwner> }")
+        assert len(owners) == 1  # type: ignore[arg-type]
+    shared = runner.invoke(main, ["--memory", str(tmp_path / "b"), "init", "--owner", "Eli", "--share-store"], env=env)
+    assert shared.exit_code == 0, shared.output
