@@ -647,3 +647,19 @@ def test_virtuoso_takes_blank_nodes_and_big_writes(on_virtuoso: RemoteBackend, t
     on_virtuoso.update(f"DROP SILENT GRAPH <{G1}> ; DROP SILENT GRAPH <{G2}> ; DROP SILENT GRAPH <{EX}graph/big>")
     on_virtuoso.bulk_load(str(dump), ox.RdfFormat.N_QUADS)
     assert len(list(on_virtuoso.quads())) == len(quads) + 2
+
+
+def test_virtuoso_answers_cut_at_its_row_limit_are_errors(tmp_path: Path) -> None:
+    """A stock Virtuoso cuts answers at ResultSetMaxRows: a SELECT says so in a header, a graph read says nothing;
+    both become errors instead of short results."""
+    try:
+        from virtuoso_server import start_virtuoso
+    except ImportError:  # tests/ imported as a package
+        from tests.virtuoso_server import start_virtuoso
+    with start_virtuoso(tmp_path, max_rows=5) as url, RemoteBackend(url, user="dba", password="dba") as backend:
+        backend.extend([ox.Quad(N(f"s{i}"), N("p"), ox.Literal(str(i)), N("graph/seven")) for i in range(7)])
+        with pytest.raises(QueryError, match="cut the answer at 5 rows"):
+            backend.query(f"SELECT ?s WHERE {{ GRAPH <{EX}graph/seven> {{ ?s ?p ?o }} }}")
+        assert len(backend.query(f"SELECT ?s WHERE {{ ?s <{EX}p> ?o }}", limit=3)) == 3  # type: ignore[arg-type]
+        with pytest.raises(PcmError, match="of the 7 triples"):
+            list(backend.quads())

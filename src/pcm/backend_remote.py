@@ -66,6 +66,8 @@ DEFAULT_BATCH = 50_000
 VIRTUOSO_BATCH = 1_000
 #: The one column of the table Virtuoso answers an ASK with (one row ``1`` for true, no row for false).
 _VIRTUOSO_ASK = "__ASK_RETVAL"
+#: The header with which Virtuoso says it cut an answer at its ``ResultSetMaxRows`` (it says nothing for graphs).
+_MAX_ROWS_HEADER = "x-sparql-maxrows"
 #: Where skolemised blank nodes live (RDF 1.1 §3.5 skolem IRIs, under pcm's own authority).
 SKOLEM_PREFIX = "https://w3id.org/pcm/.well-known/genid/"
 #: Graphs Virtuoso keeps for itself in every database; never a memory's.
@@ -120,6 +122,8 @@ class Profile:
     empty_graph_pattern: bool = True
     #: Graph-name prefixes that belong to the engine, not to any client.
     system_graphs: tuple[str, ...] = ()
+    #: Check each graph read against the graph's triple count (the engine may cut answers silently).
+    count_graphs: bool = False
 
 
 PROFILES = {
@@ -131,6 +135,7 @@ PROFILES = {
         batch_limit=VIRTUOSO_BATCH,
         empty_graph_pattern=False,
         system_graphs=VIRTUOSO_SYSTEM_GRAPHS,
+        count_graphs=True,
     ),
     "generic": Profile("generic"),
 }
@@ -380,9 +385,15 @@ class RemoteBackend:
         if response.status_code >= 400:
             raise self._refusal(response, "query")
         try:
-            return self._read_result(response, form=form, deadline=deadline, limit=limit)
+            result = self._read_result(response, form=form, deadline=deadline, limit=limit)
         finally:
             response.close()
+        cap = response.headers.get(_MAX_ROWS_HEADER, "")
+        if cap.isdigit() and not isinstance(result, bool) and len(result) >= int(cap) and (limit is None or limit > int(cap)):
+            raise QueryError(
+                f"the SPARQL server cut the answer at {cap} rows (Virtuoso: raise ResultSetMaxRows in virtuoso.ini)"
+            )
+        return result
 
     def _read_result(
         self, response: httpx.Response, *, form: str | None, deadline: float | None, limit: int | None
@@ -531,9 +542,29 @@ class RemoteBackend:
             response = self._get_graph_store(ox.RdfFormat.N_QUADS, None)
             assert response is not None
             return self._stream_quads(response, ox.RdfFormat.N_QUADS, None)
+        if graph is None and self.profile.count_graphs:
+            return self._counted_quads()
         if graph is None:
             return (q for g in self.named_graphs() for q in self._graph_quads(g))
         return self._graph_quads(graph)
+
+    def _counted_quads(self) -> Iterator[ox.Quad]:
+        """Every graph's quads, each read checked against the graph's size: Virtuoso cuts a CONSTRUCT or Graph
+        Store answer at ``ResultSetMaxRows`` without a word, and an export must not lose data silently."""
+        counts = self.query("SELECT ?g (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } } GROUP BY ?g")
+        assert isinstance(counts, Solutions)
+        for g, n in counts.rows:
+            if not isinstance(g, ox.NamedNode) or g.value.startswith(self.profile.system_graphs or ("\0",)):
+                continue
+            read = 0
+            for quad in self._graph_quads(g.value):
+                read += 1
+                yield quad
+            if n is not None and read < int(n.value):
+                raise PcmError(
+                    f"the SPARQL server sent {read} of the {n.value} triples of graph <{g.value}> "
+                    "(Virtuoso: raise ResultSetMaxRows in virtuoso.ini)"
+                )
 
     def _graph_quads(self, graph: str) -> Iterator[ox.Quad]:
         if self.gsp_url:
