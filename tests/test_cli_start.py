@@ -66,14 +66,18 @@ def test_the_serve_file_name_is_the_one_pcm_serve_writes() -> None:
     assert QUICK == SERVE_FILE
 
 
-def test_the_fast_version_read_agrees_with_the_ontology(tmp_path: Path) -> None:
-    from pcm.errors import PcmError
-    from pcm.memory import _ontology_version_in
+def test_the_fast_ontology_read_agrees_with_the_full_one(tmp_path: Path) -> None:
+    from pcm.ontology import load_ontology as full
+    from pcm.ontology_files import file_facts
 
     assert shipped_ontology_version() == load_ontology().version
+    assert file_facts() == (full().version, full().digest)
     (tmp_path / "broken.ttl").write_text("@prefix : <x> .\n: : ", encoding="utf-8")
+    assert file_facts(tmp_path) == (None, "")  # matches no memory: the full loader then names the file
+    from pcm.errors import PcmError
+
     with pytest.raises(PcmError, match="broken.ttl is not valid Turtle"):
-        _ontology_version_in(tmp_path)
+        full(tmp_path)
 
 
 @pytest.mark.parametrize(

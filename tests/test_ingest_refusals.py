@@ -104,6 +104,11 @@ def test_a_query_file_that_is_not_utf8_is_one_line(mem: Path, tmp_path: Path) ->
     assert out.returncode == 3 and "q.rq" in one_line(out.stderr) and "0xFF" in out.stderr
 
 
+def test_empty_text_is_bad_input_not_a_usage_error(mem: Path, tmp_path: Path) -> None:
+    out = pcm(["ingest", "--text", "  "], mem, tmp_path)
+    assert out.returncode == 3 and "--text: content is empty" in one_line(out.stderr)
+
+
 def test_a_file_with_an_invalid_byte_names_its_line(mem: Path, tmp_path: Path) -> None:
     path = tmp_path / "chats.jsonl"
     path.write_bytes(b'{"conversation_id": "a", "role": "user", "content": "ok"}\n'
@@ -145,7 +150,7 @@ def test_wrong_types_in_a_file_are_one_line(mem: Path, tmp_path: Path) -> None:
     path.write_text(json.dumps([conversation("ok", "hello"),
                                 {"conversation_id": "typed", "messages": [{"role": "user", "content": ["a list"]}]}]))
     out = pcm(["ingest", str(path)], mem, tmp_path)
-    assert out.returncode == 3 and "conversation 'typed', message 0: content must be text" in one_line(out.stderr)
+    assert out.returncode == 3 and "conversation 'typed', message 0: content has no text part" in one_line(out.stderr)
     deep = tmp_path / "deep.json"
     deep.write_text("[" * 100_000 + "]" * 100_000)
     out = pcm(["ingest", str(deep)], mem, tmp_path)
@@ -304,3 +309,18 @@ def test_remember_refuses_a_bad_key_before_it_queries(template: Path, tmp_path: 
                 memory.remember("I adopted a beagle", key=key)  # type: ignore[arg-type]
         assert memory.post_count() == 0
         assert memory.remember("I adopted a beagle", key=7).stored
+
+
+def test_a_question_with_a_lone_surrogate_is_bad_input(template: Path, tmp_path: Path) -> None:
+    """Python API, JSON API and MCP reach ask and recall without the command line's argument check."""
+    with memory_copy(template, tmp_path) as memory:
+        with pytest.raises(InputError, match="ask: the question has an invalid character at position 4"):
+            memory.ask("dog \ud800?")
+        with pytest.raises(InputError, match="recall: the text to recall has an invalid character"):
+            memory.recall("caf\udce9")
+
+
+def test_api_ask_with_a_lone_surrogate_is_a_json_400(served) -> None:  # type: ignore[no-untyped-def]
+    answer = httpx.post(served.url + "/api/ask", content=b'{"question": "dog \\ud800?"}',
+                        headers={"Content-Type": "application/json"})
+    assert answer.status_code == 400 and "invalid character" in answer.json()["error"]

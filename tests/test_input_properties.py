@@ -30,9 +30,11 @@ from pcm.provenance import post_quads, session_quads
 from pcm.settings import Settings
 
 try:
+    from conftest import shared_path
     from memory_template import init_template
     from test_endpoint_support import AUTH, POSTS, serving
 except ImportError:  # tests/ imported as a package
+    from tests.conftest import shared_path
     from tests.memory_template import init_template
     from tests.test_endpoint_support import AUTH, POSTS, serving
 
@@ -229,6 +231,53 @@ def test_a_text_utterance_is_storable_or_one_input_error(text: Any, session: Any
         assert "\n" not in str(error) and str(error).startswith("--text")
         return
     post_quads(NAMING, utterance, None)
+
+
+@pytest.mark.parametrize(("dataset", "parts"), [
+    ("locomo", ("data", "locomo", "locomo-conv-26.json")),
+    ("longmemeval", ("data", "longmemeval", "longmemeval-oracle-dev48.json")),
+])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_the_evaluation_loaders_give_items_or_one_input_error(scratch: Path, dataset: str, parts: tuple[str, ...],
+                                                               data: st.DataObject) -> None:
+    """``pcm eval`` reads the same files with their questions: the real data, damaged the same ways."""
+    from pcm.evaluation.datasets import load_items
+
+    real = _real_data(parts)
+    tree = damage(data.draw, real[:2] if isinstance(real, list) else real)
+    path = scratch / f"eval-{dataset}.json"
+    path.write_text(json.dumps(tree), encoding="utf-8")
+    try:
+        load_items(dataset, path)
+    except InputError as error:
+        assert "\n" not in str(error)
+
+
+_REAL: dict[tuple[str, ...], Any] = {}
+
+
+def _real_data(parts: tuple[str, ...]) -> Any:
+    if parts not in _REAL:
+        _REAL[parts] = json.loads(shared_path(*parts).read_text(encoding="utf-8"))
+    return _REAL[parts]
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), key=st.one_of(st.none(), words, st.builds(lambda a, s: a + s, words, SURROGATES)))
+def test_an_api_messages_body_is_storable_or_one_input_error(data: st.DataObject, key: str | None) -> None:
+    """The chat shape assistants send (``{"messages": [...]}``, no conversation id needed)."""
+    from pcm.conversations import parse_messages
+
+    body = damage(data.draw, {"messages": data.draw(st.lists(message, min_size=1, max_size=4))})
+    try:
+        conversation = parse_messages(body, key=key)
+        check_conversations([conversation], max_chars=DEFAULT_MAX_UTTERANCE_CHARS)
+    except InputError as error:
+        assert "\n" not in str(error)
+        return
+    for utterance in conversation.utterances:
+        post_quads(NAMING, utterance, None)
 
 
 # -- end to end: a few examples, one memory each ---------------------------------------------------------------------

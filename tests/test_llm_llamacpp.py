@@ -110,3 +110,24 @@ def test_a_real_model_answers_inside_the_schema() -> None:
                                  operation="extract", schema=SCHEMA, max_tokens=32)
     jsonschema.validate(json.loads(completion.text), SCHEMA.schema)
     client.close()
+
+
+def test_a_long_in_process_call_prints_progress_without_claiming_tokens(gguf: Path) -> None:
+    import threading
+
+    lines: list[str] = []
+    reported = threading.Event()
+
+    class SlowLlama(RecordingLlama):
+        def create_chat_completion(self, **kwargs: Any) -> dict[str, Any]:
+            assert reported.wait(10), "no progress line during a long call"
+            return super().create_chat_completion(**kwargs)
+
+    def write(line: str) -> None:
+        lines.append(line)
+        reported.set()
+
+    client = LlamaCppClient(model_path=str(gguf), threads=1, context=512, factory=SlowLlama, progress=write,
+                            progress_after=0.05)
+    client.complete(system="S", messages=[Message.user("U")], operation="extract")
+    assert lines and "reading the prompt and writing its answer" in lines[0]

@@ -89,8 +89,9 @@ def test_pcm_mcp_over_stdio(tmp_path: Path) -> None:
             refused = await client.call_tool("sparql", {"query": "DELETE WHERE { ?s ?p ?o }"})
             assert refused.is_error and "refused" in refused.content[0].text  # type: ignore[union-attr]
             assert _result(await client.call_tool("stats", {}))["posts"] == 1
-            # the owner started this server: forget needs no token here
-            assert _result(await client.call_tool("forget", {"post": "m-1"}))["posts"] == [post]
+            # the owner started this server: forget needs no token here, and the files are rewritten
+            forgotten = _result(await client.call_tool("forget", {"post": "m-1"}))
+            assert (forgotten["posts"], forgotten["purged"]) == ([post], True)
             assert _result(await client.call_tool("stats", {}))["posts"] == 0
 
     asyncio.run(session())
@@ -158,7 +159,8 @@ def test_mcp_over_streamable_http(served: tuple[str, Memory]) -> None:
             assert refused.is_error and "token" in refused.content[0].text  # type: ignore[union-attr]
         assert memory.post_count() == 1  # nothing was forgotten or added without the token
         async with _client(url, TOKEN) as owner:
-            assert _result(await owner.call_tool("forget", {"post": "m-1"}))["posts"] == [post]
+            forgotten = _result(await owner.call_tool("forget", {"post": "m-1", "purge": False}))
+            assert (forgotten["posts"], forgotten["purged"]) == ([post], False)
         assert memory.post_count() == 0
 
     asyncio.run(session())
@@ -180,6 +182,10 @@ def test_http_without_a_token_takes_no_writes(tmp_path: Path) -> None:
                 stored = _result(await client.call_tool("remember", {"text": "hello", "key": "h"}))
                 bad = await client.call_tool("remember", {"text": "other", "key": "h"})
                 assert bad.is_error and "different message" in bad.content[0].text  # type: ignore[union-attr]
+                late = await client.call_tool("remember", {"text": "x", "time": "next tuesday"})
+                assert late.is_error and "unrecognised timestamp 'next tuesday'" in late.content[0].text  # type: ignore[union-attr]
+                missing = await client.call_tool("forget", {"post": "no-such-message"})
+                assert missing.is_error and "no post 'no-such-message'" in missing.content[0].text  # type: ignore[union-attr]
                 assert _result(await client.call_tool("forget", {"post": "h"}))["posts"] == [stored["post"]]
 
         asyncio.run(inproc())

@@ -30,10 +30,18 @@ def project(tmp_path: Path) -> dict[str, Path]:
     shutil.copytree(REPO / "pcm_ontology", dirs["onto"])
     shutil.copytree(REPO / "shapes", dirs["shapes"])
     shutil.copytree(REPO / "queries", dirs["queries"])
-    for module, name in (("extraction", "extract.v1.md"), ("retrieval", "nl2sparql.v1.md")):
-        (dirs["prompts"] / module / "prompts").mkdir(parents=True)
-        shutil.copy(REPO / "src" / "pcm" / module / "prompts" / name, dirs["prompts"] / module / "prompts" / name)
+    for path in catalogued_prompts():
+        target = dirs["prompts"] / path.relative_to(REPO / "src" / "pcm")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, target)
     return dirs
+
+
+def catalogued_prompts() -> list[Path]:
+    """The package's prompt files that hold a generated catalogue section."""
+    found = [p for p in catalog.prompt_files() if "catalogue:begin" in p.read_text(encoding="utf-8")]
+    assert found
+    return found
 
 
 def args(dirs: dict[str, Path]) -> list[str]:
@@ -61,8 +69,8 @@ def test_rename_rewrites_every_file_bumps_the_version_and_writes_the_script(tmp_
     result = json.loads(done.stdout)
     assert result["from_version"] == "0.1.0" and result["to_version"] == "0.2.0"
     changed = {str(Path(f).relative_to(tmp_path)) for f in result["files"]}
-    assert {"onto/pcm.ttl", "queries/competency/pets.rq", "queries/competency/pets.trig",
-            "prompts/extraction/prompts/extract.v1.md", "prompts/retrieval/prompts/nl2sparql.v1.md"} <= changed
+    prompts = {str(Path("prompts") / p.relative_to(REPO / "src" / "pcm")) for p in catalogued_prompts()}
+    assert {"onto/pcm.ttl", "queries/competency/pets.rq", "queries/competency/pets.trig", *prompts} <= changed
     assert mentions(tmp_path, "petSpecies") == []
     assert any("test_ontology_tools_migrate.py" in m for m in result["python_mentions"])  # reported, not changed
 

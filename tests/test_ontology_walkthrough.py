@@ -56,9 +56,11 @@ def checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     shutil.copytree(REPO / "pcm_ontology", root / "pcm_ontology")
     shutil.copytree(REPO / "shapes", root / "shapes")
     shutil.copytree(REPO / "queries", root / "queries")
-    for module, name in (("extraction", "extract.v1.md"), ("retrieval", "nl2sparql.v1.md")):
-        (root / "src" / module / "prompts").mkdir(parents=True)
-        shutil.copy(REPO / "src" / "pcm" / module / "prompts" / name, root / "src" / module / "prompts" / name)
+    for path in catalog.prompt_files():  # the prompts holding a generated catalogue section
+        if "catalogue:begin" in path.read_text(encoding="utf-8"):
+            target = root / "src" / path.relative_to(REPO / "src" / "pcm")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, target)
     monkeypatch.setattr(resources, "ontology_dir", lambda: root / "pcm_ontology")
     monkeypatch.setattr(resources, "shapes_dir", lambda: root / "shapes")
     monkeypatch.setattr(resources, "queries_dir", lambda: root / "queries")

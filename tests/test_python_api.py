@@ -114,6 +114,18 @@ def test_messages_body_without_conversation_id_is_idempotent(mem: Memory) -> Non
     assert mem.post_count() == 4
 
 
+def test_messages_with_the_same_text_are_told_apart_by_their_ids(mem: Memory) -> None:
+    """Without ids, an identical body is a retry; message ids (or keys) make same-text messages distinct."""
+    say_ok = {"messages": [{"role": "user", "content": "ok"}]}
+    assert mem.ingest([parse_messages(say_ok)]).added == 1
+    assert mem.ingest([parse_messages(say_ok)]).added == 0
+    for message_id in ("a", "b"):
+        body = {"messages": [{"id": message_id, "role": "user", "content": "ok"}]}
+        assert mem.ingest([parse_messages(body)]).added == 1
+    assert mem.ingest([parse_messages(say_ok, key="k-2")]).added == 1
+    assert mem.post_count() == 4
+
+
 def test_messages_body_named_by_the_idempotency_key(mem: Memory) -> None:
     """A client sending its growing chat under one key stores only the new turns."""
     turns = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]

@@ -1,4 +1,4 @@
-"""The small storage interface under the dataset layout (DESIGN.md §8).
+"""The small storage interface under the dataset layout (docs/DESIGN.md §8).
 
 Two implementations: :class:`pcm.backend_local.LocalBackend` (embedded pyoxigraph on disk) and
 :class:`pcm.backend_remote.RemoteBackend` (any SPARQL 1.1 Protocol + Graph Store Protocol server). Everything above

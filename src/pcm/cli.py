@@ -272,7 +272,7 @@ def ingest(ctx: click.Context, memory_path: Path | None, files: tuple[Path, ...]
     )
     from pcm.memory import Memory
 
-    if bool(files) == bool(text):
+    if bool(files) == (text is not None):
         raise UsageError("give FILES to ingest or --text, not both and not neither")
     conversations: list[Conversation] = []
     if text is not None:

@@ -18,8 +18,8 @@ def mcp(ctx: click.Context, memory_path: Path | None, read_only: bool) -> None:
     """Serve the memory over MCP (Model Context Protocol) on stdin/stdout, for an assistant to start.
 
     Tools: remember, recall, ask, why, forget, sparql (read-only), stats. Resources: the ontology catalogue and
-    the competency questions. The client that starts this command is the owner: every tool is allowed. For MCP
-    over HTTP, `pcm serve` answers at /mcp (writes there need the token).
+    the competency questions. The client that starts this command is the owner: every tool is allowed. (Over
+    HTTP, MCP is served by the web front at /mcp, where remember and forget need the owner's token.)
 
     \b
     Claude Desktop (claude_desktop_config.json):

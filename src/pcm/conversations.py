@@ -173,7 +173,8 @@ def parse_messages(data: Any, *, key: str | None = None, where: str = "request b
         if not isinstance(data.get("messages"), list):
             raise InputError(f"{where}: 'messages' must be a list, found {_kind(data.get('messages'))}")
         basis = key if key is not None else json.dumps(data["messages"], sort_keys=True, ensure_ascii=False)
-        digest = hashlib.sha256(basis.encode("utf-8")).hexdigest()[:16]
+        # surrogatepass: a lone surrogate must reach the message checks below, which name it, not fail the digest
+        digest = hashlib.sha256(basis.encode("utf-8", "surrogatepass")).hexdigest()[:16]
         data = {**data, "conversation_id": f"chat-{digest}"}
     return _conversation(data, where, "conversation")
 

@@ -1,4 +1,4 @@
-"""``memory.toml``: who the memory belongs to and what wrote it (DESIGN.md §1).
+"""``memory.toml``: who the memory belongs to and what wrote it (docs/DESIGN.md §1).
 
 It is read before anything else is opened, so a memory written by a newer pcm, or indexed with another
 embedding model, is refused before a single byte of it is touched.

@@ -53,10 +53,10 @@ class Message(BaseModel):
     post: str = Field(description="The post IRI; give it to `why` or `forget`.")
     text: str
     session: str
-    time: str | None = Field(None, description="When it was said (ISO 8601), if known.")
+    time: str | None = Field(default=None, description="When it was said (ISO 8601), if known.")
     speaker: str | None = None
     role: str
-    source_id: str | None = Field(None, description="The client's own message id (or idempotency key), if any.")
+    source_id: str | None = Field(default=None, description="The client's own message id (or idempotency key), if any.")
 
 
 class RecallHit(Message):
@@ -74,7 +74,7 @@ class Answer(BaseModel):
     path: str = Field(description="How it was answered: sparql, events, summary, traversal, episodic, plan or none.")
     note: str = ""
     citations: list[Message] = Field(description="The stored messages the answer rests on, best first.")
-    sparql: str | None = Field(None, description="The query that produced the answer, on the sparql path.")
+    sparql: str | None = Field(default=None, description="The query that produced the answer, on the sparql path.")
 
 
 class Source(BaseModel):
@@ -92,6 +92,8 @@ class Source(BaseModel):
 
 class Forgotten(BaseModel):
     posts: list[str] = Field(description="The post IRIs forgotten.")
+    purged: bool = Field(description="Whether the files were rewritten so the text left the disk too.")
+    note: str | None = Field(default=None, description="Why the files were not purged, when they were not.")
 
 
 class SparqlResult(BaseModel):
@@ -215,11 +217,23 @@ def build_server(memory: Memory, *, token: str = "", lock: threading.RLock | Non
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
                                              open_world_hint=False))
-    def forget(ctx: Context, post: str | None = None, session: str | None = None) -> Forgotten:
+    def forget(ctx: Context, post: str | None = None, session: str | None = None, purge: bool = True) -> Forgotten:
         """Forget one message (`post`: its IRI or message id) or a whole `session`, with everything learnt from it
-        alone. Facts another message also supports stay."""
+        alone. Facts another message also supports stay. With `purge` (the default) the memory's files are then
+        rewritten so the text leaves the disk, as `pcm forget` does."""
         owner_only(ctx, "forget")
-        return Forgotten(posts=run(lambda: memory.forget(post=post, session=session)))
+
+        def forget_and_purge() -> Forgotten:
+            posts = memory.forget(post=post, session=session)
+            if not purge:
+                return Forgotten(posts=posts, purged=False, note="not purged: the files keep the text until a purge")
+            try:
+                memory.purge()
+            except PcmError as exc:  # the forget holds either way; say that the files still hold the text
+                return Forgotten(posts=posts, purged=False, note=f"forgotten, but the files were not purged: {exc}")
+            return Forgotten(posts=posts, purged=True)
+
+        return run(forget_and_purge)
 
     @server.tool(annotations=read)
     def sparql(query: str, limit: int = Field(100, ge=1, le=10_000)) -> SparqlResult:

@@ -1,4 +1,4 @@
-"""The facade: one object per open memory (DESIGN.md §1, §8). The CLI, the endpoint and tests go through it.
+"""The facade: one object per open memory (docs/DESIGN.md §1, §8). The CLI, the endpoint and tests go through it.
 
 Data flows one way: utterance → post (+ extraction when an LLM is configured) → store → side index.
 """
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import pyoxigraph as ox
 
 from pcm.backend import Backend, QueryResult, Solutions
-from pcm.conversations import Conversation, check_conversations
+from pcm.conversations import Conversation, check_conversations, check_text
 from pcm.errors import (
     InputError,
     MemoryLockedError,
@@ -787,6 +787,7 @@ class Memory:
         return self.store.why(iri)
 
     def recall(self, text: str, k: int = 10, **filters: object) -> list[RecallHit]:
+        check_text(text, "the text to recall", "recall")  # the embedder fails on a lone surrogate: say why instead
         return self.index.recall(text, k, **filters)  # type: ignore[arg-type]
 
     def ask(
@@ -799,6 +800,7 @@ class Memory:
         from pcm.llm import make_client
         from pcm.retrieval.ask import ask
 
+        check_text(question, "the question", "ask")
         if self._client is None and self.settings.llm.enabled:
             self._client = make_client(self.settings)
         return ask(self, question, client=self._client, as_of=as_of, explain=explain, k=k, plan=plan)
@@ -923,7 +925,7 @@ def _dump_namespace(staging: ox.Store) -> str | None:
     return None
 
 
-#: The history graph records superseded statements by RDF reification (DESIGN.md §3), so a dump carries these.
+#: The history graph records superseded statements by RDF reification (docs/DESIGN.md §3), so a dump carries these.
 _REIFICATION = frozenset(RDF + t for t in ("Statement", "subject", "predicate", "object"))
 
 

@@ -1,4 +1,4 @@
-"""Namespace IRIs shared by every module (DESIGN.md §2), and the fixed graph names of the dataset (§3).
+"""Namespace IRIs shared by every module (docs/DESIGN.md §2), and the fixed graph names of the dataset (§3).
 
 Graph names are fixed URNs rather than IRIs in the memory's namespace: one memory is one store, so they never
 collide, and the SPARQL we ship in ``queries/`` can name them literally.

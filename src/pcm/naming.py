@@ -1,4 +1,4 @@
-"""IRIs for the individuals, posts, sessions and graphs of one memory (DESIGN.md §2–3).
+"""IRIs for the individuals, posts, sessions and graphs of one memory (docs/DESIGN.md §2–3).
 
 Post and session IRIs are derived from the source's own ids, so importing the same conversation twice lands on
 the same IRIs and adds nothing. Individuals get a readable slug; the owner and the assistant have fixed IRIs.

@@ -1,4 +1,4 @@
-"""How a said sentence and what was learnt from it are written down (DESIGN.md §3).
+"""How a said sentence and what was learnt from it are written down (docs/DESIGN.md §3).
 
 The conversation graph holds what was said (``sioc:Thread`` per session, ``sioc:Post`` per utterance). Each
 extraction gets its own graph named after the post; its metadata (``prov:wasDerivedFrom`` the post,

@@ -1,4 +1,4 @@
-"""SHACL validation of a delta (new triples) against the extraction rules (DESIGN.md §6).
+"""SHACL validation of a delta (new triples) against the extraction rules (docs/DESIGN.md §6).
 
 Why this shape of code: validation runs on every utterance and every repair round, so the shapes are parsed and
 harvested once, and each call hands pyshacl only a tiny rdflib Graph (the delta, the types and labels of the

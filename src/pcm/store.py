@@ -1,4 +1,4 @@
-"""The dataset layout of DESIGN.md §3 over a :class:`~pcm.backend.Backend`.
+"""The dataset layout of docs/DESIGN.md §3 over a :class:`~pcm.backend.Backend`.
 
 This is the only module that knows which graph holds what. Writes for one utterance are one backend call, so a
 crash leaves either all of it or none of it.
@@ -71,7 +71,7 @@ INDEX_PENDING = ox.Quad(
     ox.Literal("the side index may lag the store: it is reconciled on the next writable open"),
     ox.NamedNode(GRAPH_PROVENANCE),
 )
-"""The store's half of the index outbox (DESIGN.md §5): inserted by every write that changes what the side index
+"""The store's half of the index outbox (docs/DESIGN.md §5): inserted by every write that changes what the side index
 mirrors (posts, extraction and import graphs), in that same atomic write, and removed once the index has caught
 up. Inserting it again is a no-op, so a write pays one quad; ``rdfs:comment`` keeps dumps importable."""
 

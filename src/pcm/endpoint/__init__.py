@@ -1,4 +1,4 @@
-"""``pcm serve``: SPARQL 1.1 Protocol and Graph Store endpoint, JSON API and memory explorer (DESIGN.md §8).
+"""``pcm serve``: SPARQL 1.1 Protocol and Graph Store endpoint, JSON API and memory explorer (docs/DESIGN.md §8).
 
 The process that serves a memory owns it: Oxigraph's server runs as a child on loopback over the memory's store,
 and pcm's front (:mod:`pcm.endpoint.app`) adds what a personal memory needs in front of it: the owner's token for

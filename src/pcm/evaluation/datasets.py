@@ -72,7 +72,7 @@ def load_items(dataset: str, path: Path) -> list[EvalItem]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise InputError(f"{path} is not valid JSON ({exc})") from exc
     records = data if isinstance(data, list) else [data]
     if not all(isinstance(r, dict) for r in records):
@@ -94,16 +94,28 @@ def _locomo_item(path: Path, sample: dict[str, Any]) -> EvalItem:
     known = {u.source_id: u.session for c in conversations for u in c.utterances if u.source_id}
     as_of = _after_last(conversations)
     questions = []
-    for n, qa in enumerate(sample.get("qa", []), 1):
-        category = int(qa.get("category", 0))
-        evidence = frozenset(locomo_evidence_ids(qa.get("evidence", [])) & known.keys())
+    qas = sample.get("qa", [])
+    if not isinstance(qas, list):
+        raise InputError(f"{path}: sample {item_id!r}: 'qa' must be a list of questions")
+    for n, qa in enumerate(qas, 1):
+        where = f"{path}: sample {item_id!r}, question {n}"
+        if not isinstance(qa, dict) or not isinstance(qa.get("question"), str) or not qa["question"].strip():
+            raise InputError(f"{where}: expected an object with a 'question' text")
+        category = qa.get("category", 0)
+        if isinstance(category, bool) or not isinstance(category, int | str) or not str(category).strip().isdigit():
+            raise InputError(f"{where}: category must be a whole number, found {category!r:.40}")
+        category = int(category)
+        cited = qa.get("evidence", [])
+        if not isinstance(cited, list):
+            raise InputError(f"{where}: evidence must be a list of turn ids")
+        evidence = frozenset(locomo_evidence_ids(cited) & known.keys())
         adversarial = category == 5
         gold = ADVERSARIAL_GOLD if adversarial else str(qa.get("answer", ""))
         questions.append(
             EvalQuestion(
                 id=f"{item_id}:q{n:03d}",
                 item=item_id,
-                text=str(qa["question"]),
+                text=qa["question"],
                 gold=gold,
                 category=LOCOMO_CATEGORIES.get(category, str(category)),
                 evidence=evidence,
@@ -144,11 +156,15 @@ def _longmemeval_item(path: Path, record: dict[str, Any]) -> EvalItem:
     answer_sessions = record.get("answer_session_ids") or []
     if isinstance(answer_sessions, str):
         answer_sessions = list_field(record, "answer_session_ids", where)
+    if not isinstance(answer_sessions, list):
+        raise InputError(f"{where}: answer_session_ids must be a list")
+    if not isinstance(record.get("question"), str) or not record["question"].strip():
+        raise InputError(f"{where}: expected a 'question' text")
     date = record.get("question_date")
     question = EvalQuestion(
         id=qid,
         item=qid,
-        text=str(record["question"]),
+        text=record["question"],
         gold=str(record.get("answer", "")),
         category=str(record.get("question_type", "")),
         evidence=evidence,

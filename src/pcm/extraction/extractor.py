@@ -30,7 +30,7 @@ from pcm.extraction.normalise import Normalised, OutputProblem, normalise_json, 
 from pcm.extraction.prompts import repair_prompt, system_prompt
 from pcm.extraction.supersede import single_valued_properties
 from pcm.extraction.terms import graph_of
-from pcm.llm.base import LLMClient, Message
+from pcm.llm.base import LLMClient, Message, output_format
 from pcm.store import PostInfo
 
 if TYPE_CHECKING:
@@ -282,14 +282,3 @@ def _without_annotations(catalogue: str) -> str:
     """The compact catalogue without its ``annotations:`` lines (pcm:area, schema:rangeIncludes...: terms about the
     vocabulary, never written by an extraction)."""
     return "".join(line for line in catalogue.splitlines(keepends=True) if not line.startswith("annotations: "))
-
-
-def output_format(setting: str, client: LLMClient) -> str:
-    """``turtle`` or ``json`` for ``PCM_LLM_OUTPUT`` (``auto``: json for a model on this machine, turtle otherwise).
-
-    Why auto splits that way: small local models break free-form Turtle far more often than schema-held JSON,
-    while hosted models write Turtle (the seed paper's format) well and a tool schema costs them prompt tokens.
-    """
-    if setting in ("turtle", "json"):
-        return setting
-    return "json" if getattr(client, "local", False) else "turtle"

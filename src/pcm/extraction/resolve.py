@@ -41,7 +41,7 @@ _LABEL = RDFS + "label"
 _NAME_PROPERTIES = (_LABEL, SCHEMA + "name")
 #: Types too general to say two things are the same kind of thing.
 GENERIC_TYPES = frozenset({SCHEMA + "Thing", OWL + "Thing", FOAF + "Agent", SCHEMA + "Intangible"})
-#: Classes of things that happen (DESIGN.md §7 "thesis" vertices): same label does not mean same occurrence.
+#: Classes of things that happen (docs/DESIGN.md §7 "thesis" vertices): same label does not mean same occurrence.
 OCCURRENCE_ROOTS = (SCHEMA + "Action", SCHEMA + "Event", SCHEMA + "Trip")
 _ARTICLE = re.compile(r"^(the|a|an)\s+")
 _ARTICLE_ANY_CASE = re.compile(r"^(the|a|an)\s+", re.IGNORECASE)

@@ -1,4 +1,4 @@
-"""The two halves of the index outbox (DESIGN.md §5): a marker in the store and a sync record in the index.
+"""The two halves of the index outbox (docs/DESIGN.md §5): a marker in the store and a sync record in the index.
 
 Every store write that changes what the index mirrors also sets a marker quad, in the same atomic write
 (:data:`pcm.store.INDEX_PENDING`). Once the index holds that write too, the marker is removed again. After a full

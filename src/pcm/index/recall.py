@@ -99,3 +99,17 @@ def role_factors(owner: np.ndarray) -> np.ndarray:
     factors = np.full(len(owner), OTHER_ROLE_FACTOR, dtype=np.float32)
     factors[owner] = 1.0
     return factors
+
+
+ATTRIBUTION_DEPTH = DEPTH
+"""Candidates of each leg the attribution check (:meth:`SideIndex.said_by_others`) ranks."""
+ATTRIBUTION_RANK = 2
+"""The check finds a question's words said by someone else when at least this many posts by others outrank the
+named speaker's best post (content words only, no speaker prior) and the nearest post in meaning is also not
+theirs. Chosen on LoCoMo conv-26 as the point where answerable questions almost never trip it (3% there); one
+rank declines more adversarial questions and about one answerable question in five."""
+
+
+def first_rank(ranked: Sequence[int], chosen: np.ndarray) -> int:
+    """The 0-based rank of the first slot in ``ranked`` for which ``chosen`` is true (``len(ranked)`` if none)."""
+    return next((i for i, slot in enumerate(ranked) if chosen[slot]), len(ranked))

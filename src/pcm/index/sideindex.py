@@ -308,6 +308,40 @@ class SideIndex:
                 fused = dict(zip(legs[0].slots.tolist(), legs[0].scores.tolist(), strict=True))
             return self._hits(fused, k, recency)
 
+    def said_by_others(self, query: str) -> bool:
+        """Whether a question about one named speaker matches words that only other people said.
+
+        LoCoMo-style questions about a conversation between friends ask "what did X do?"; when the nearest
+        utterances are Y telling of Y's own life, the memory does not hold X's answer, however close the words,
+        and recall (whose speaker prior lifts X's posts to the top) would cite the wrong person's turns. The posts
+        are ranked as by :meth:`recall` on the question's content words alone (speaker names removed from both
+        legs, no prior): the answer is ``True`` when at least ``ATTRIBUTION_RANK`` posts by others outrank the
+        named speaker's best one and the post nearest in meaning is not the named speaker's either. ``False``
+        when the query names no speaker or several (nothing to attribute) or the memory has one speaker.
+        """
+        with self._lock:
+            tables = self._open_tables()
+            posts = self._posts
+            if not query.strip() or sum(1 for n in posts.speaker_counts.values() if n > 0) < 2:
+                return False
+            named = named_speakers(query, posts.speaker_counts)
+            if len(named) != 1:
+                return False
+            (name,) = named
+            said = posts.speaker_mask(name)
+            content = without_speakers(query, named)
+            depth = ranking.ATTRIBUTION_DEPTH
+            slots, scores = self._posts.top_by_vector(self._query_vector(vector_query(content)), depth)
+            if not len(slots) or said[slots[0]]:
+                return False
+            legs = [
+                self._fts_leg(tables.fts(tables.posts, content, depth), None),
+                ranking.rank_leg(slots, scores, ranking.VECTOR_WEIGHT),
+            ]
+            fused = ranking.rrf(legs)
+            ranked = sorted(fused, key=lambda slot: (-fused[slot], slot))
+            return ranking.first_rank(ranked, said) >= ranking.ATTRIBUTION_RANK
+
     def post_vector(self, iri: str) -> np.ndarray | None:
         """The stored vector of an indexed post (a copy), or ``None`` when the post is not indexed.
 

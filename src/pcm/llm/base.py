@@ -108,3 +108,16 @@ class LLMClient(Protocol):
         max_tokens: int = 4096,
         schema: JsonSchema | None = None,
     ) -> Completion: ...
+
+
+def output_format(setting: str, client: object) -> str:
+    """``turtle`` or ``json`` for ``PCM_LLM_OUTPUT`` (``auto``: json for a model on this machine, free-form otherwise).
+
+    Why auto splits that way: small local models break free-form output (Turtle, SPARQL) far more often than
+    schema-held JSON, while hosted models write the free forms well and a tool schema costs them prompt tokens.
+    A wrapper (a cache, a recorder) is looked through to the client it wraps.
+    """
+    if setting in ("turtle", "json"):
+        return setting
+    inner = getattr(client, "inner", None) or getattr(client, "client", None) or client
+    return "json" if getattr(inner, "local", False) or getattr(client, "local", False) else "turtle"

@@ -98,7 +98,7 @@ class LlamaCppClient:
         kwargs: dict[str, Any] = {"messages": chat, "max_tokens": max_tokens, "temperature": 0.0, "seed": 0}
         if schema is not None:
             kwargs["response_format"] = {"type": "json_object", "schema": schema.schema}
-        with self._lock, waiting(self.name, write=self._progress, after=self._progress_after):
+        with self._lock, waiting(self.name, write=self._progress, after=self._progress_after, streaming=False):
             try:
                 reply = self._llama.create_chat_completion(**kwargs)
             except ValueError as exc:  # e.g. the prompt exceeds the context window

@@ -70,8 +70,10 @@ def _stderr(line: str) -> None:
 class Wait:
     """The state of one request in flight, reported by a background line printer (see :func:`waiting`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, streaming: bool = True) -> None:
         self.started = time.monotonic()
+        self.streaming = streaming
+        """Whether pieces of the reply are seen as they come (a streamed reply), or only the whole at the end."""
         self.chunks = 0
         """Pieces of the reply received so far (0 while the model is still reading the prompt)."""
 
@@ -80,6 +82,8 @@ class Wait:
 
     def describe(self, name: str) -> str:
         elapsed = time.monotonic() - self.started
+        if not self.streaming:
+            return f"pcm: {name}: {elapsed:.0f} s, the model is reading the prompt and writing its answer"
         if not self.chunks:
             return f"pcm: {name}: {elapsed:.0f} s, waiting for the first token (the model is reading the prompt)"
         return f"pcm: {name}: {elapsed:.0f} s, {self.chunks} piece(s) of the reply so far"
@@ -92,9 +96,10 @@ def waiting(
     after: float = PROGRESS_AFTER,
     every: float = PROGRESS_EVERY,
     write: Callable[[str], None] | None = None,
+    streaming: bool = True,
 ) -> Iterator[Wait]:
     """Report a long wait: after ``after`` seconds, then every ``every`` seconds, one line through ``write``."""
-    state = Wait()
+    state = Wait(streaming=streaming)
     done = threading.Event()
     out = write or _stderr
 

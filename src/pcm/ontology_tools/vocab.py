@@ -88,7 +88,7 @@ def _load(directory: Path | None) -> StandardVocabularies:
     if shacl:
         namespaces.add(SH)
         terms |= shacl
-    if SCHEMA_HTTP in namespaces:  # pcm spells schema.org with https (DESIGN.md §2); the dump uses http
+    if SCHEMA_HTTP in namespaces:  # pcm spells schema.org with https (docs/DESIGN.md §2); the dump uses http
         namespaces.add(SCHEMA)
         terms |= {SCHEMA + t[len(SCHEMA_HTTP):] for t in terms if t.startswith(SCHEMA_HTTP)}
     ordered = tuple(sorted(namespaces, key=lambda ns: (-len(ns), ns)))

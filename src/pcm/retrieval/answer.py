@@ -3,7 +3,7 @@
 Evidence for a SPARQL answer is *the triples the query matched*, not a guess: the query's WHERE group is run again
 as ``SELECT *`` (so every variable is visible), the rows that agree with the answer rows are kept, each triple
 pattern is filled in with a row's values, and the graphs holding those triples are looked up. An extraction graph
-names its utterance (DESIGN.md §3), a superseded statement in the history graph names the utterance it came from
+names its utterance (docs/DESIGN.md §3), a superseded statement in the history graph names the utterance it came from
 and the one that replaced it, and a post matched directly is its own evidence. So a citation points at the
 utterance where the fact was said, and a fact said twice cites both.
 

@@ -1,6 +1,6 @@
 """``pcm ask``: grounded NL→SPARQL with repair, exact post-processing, and answers that cite utterances.
 
-The pipeline (DESIGN.md §7)::
+The pipeline (docs/DESIGN.md §7)::
 
     question ─ grounding ─ NL→SPARQL ─ safety ─ run ─ repair loop ─┬─ post-processing ─ answer + evidence
                                                                    └─ (nothing) ─ [event chains] ─ traversal ─
@@ -35,11 +35,11 @@ from typing import TYPE_CHECKING, Any
 
 from pcm.backend import Solutions
 from pcm.errors import LLMError, PcmError, UsageError
-from pcm.llm.base import Completion, LLMClient, Message, Usage
+from pcm.llm.base import Completion, JsonSchema, LLMClient, Message, Usage, output_format
 from pcm.retrieval import answer as answers
 from pcm.retrieval.answer import EvidenceFact, EvidencePost
 from pcm.retrieval.grounding import _STOPWORDS, CACHE_DIR, Grounding, build_grounding, memory_version
-from pcm.retrieval.nl2sparql import prompt_version, system_prompt, user_message
+from pcm.retrieval.nl2sparql import QueryForm, prompt_version, system_prompt, user_message
 from pcm.retrieval.plan import (
     DIRECTIONS,
     Bounds,
@@ -291,7 +291,8 @@ class _Pipeline:
             if found is not None:
                 return found
         grounding = build_grounding(self.memory, self.question, as_of=self.as_of, ontology=self.ontology)
-        system = system_prompt(grounding.catalogue)
+        json_form = output_format(self.memory.settings.llm_output, self.cache) == "json"
+        system = system_prompt(grounding.catalogue, "json" if json_form else "sparql")
         user = user_message(grounding, self.ontology)
         loop = RepairLoop(
             memory=self.memory,
@@ -307,6 +308,7 @@ class _Pipeline:
             context_hint=lambda: around_entities(
                 self.memory, [e.iri for e in grounding.entities], self.ontology, lambda i: grounding.short(i, self.ontology)
             ),
+            form=QueryForm(grounding.namespace, self.ontology) if json_form else None,
         )
         llm_before = self.cache.ms
         loop_started = time.perf_counter()
@@ -451,6 +453,11 @@ def _episodic_without_llm(memory: Memory, question: str, as_of: datetime, k: int
     hits = _recall(memory, question, k)
     if not hits:
         return AskResult(question, answers.NOT_IN_MEMORY, "none", as_of, note=NO_LLM_NOTE)
+    if _said_by_others(memory, question):
+        # the nearest turns stay as evidence: the asker sees who did say it, and a wrong decline still shows them
+        note = NO_LLM_NOTE + " The question's words match what other people said, not the person it asks about."
+        text = answers.NOT_IN_MEMORY + " The nearest utterances are about someone else."
+        return AskResult(question, text, "none", as_of, note=note, posts=answers.posts_from_hits(hits))
     best = hits[0]
     who = best.speaker or best.role
     when = best.time.date().isoformat() if best.time else "unknown time"
@@ -528,6 +535,16 @@ def _recall(memory: Memory, question: str, k: int, *, session: str | None = None
         return []
 
 
+def _said_by_others(memory: Memory, question: str) -> bool:
+    """Whether the question asks about one person and only others said its words (the index's attribution
+    check); ``False`` when the index is unavailable, so recall's answer stands."""
+    try:
+        return memory.index.said_by_others(question)
+    except (ImportError, PcmError, OSError) as error:
+        log.info("attribution check unavailable: %s", error)
+        return False
+
+
 def _traversal_context(memory: Memory, question: str, start: Sequence[str], k: int) -> list[tuple[str, list[EvidencePost]]]:
     """Facts around the matched entities from :mod:`pcm.retrieval.traversal` (WaterCircles unless the settings
     name another algorithm), each with the posts it came from; empty when traversal is unavailable."""
@@ -585,19 +602,33 @@ class CachingClient:
         if memory is not None:
             shutil.rmtree(memory.settings.memory / CACHE_DIR / "llm", ignore_errors=True)
 
-    def key(self, system: str, messages: list[Message], operation: str) -> str:
-        payload = json.dumps([self.version, self.name, operation, system, [(m.role, m.content) for m in messages]])
+    def key(self, system: str, messages: list[Message], operation: str, schema: JsonSchema | None = None) -> str:
+        parts: list[object] = [self.version, self.name, operation, system, [(m.role, m.content) for m in messages]]
+        if schema is not None:
+            parts.append(schema.name)
+        payload = json.dumps(parts)
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]
 
-    def complete(self, *, system: str, messages: list[Message], operation: str, max_tokens: int = 4096) -> Completion:
-        key = self.key(system, messages, operation)
+    def complete(
+        self,
+        *,
+        system: str,
+        messages: list[Message],
+        operation: str,
+        max_tokens: int = 4096,
+        schema: JsonSchema | None = None,
+    ) -> Completion:
+        key = self.key(system, messages, operation, schema)
         cached = self._lookup(key)
         if cached is not None:
             self.hits += 1
             return Completion(text=cached, model=self.name, input_tokens=0, output_tokens=0, stop_reason="cached")
         started = time.perf_counter()
         try:
-            completion = self.client.complete(system=system, messages=messages, operation=operation, max_tokens=max_tokens)
+            extra = {"schema": schema} if schema is not None else {}
+            completion = self.client.complete(
+                system=system, messages=messages, operation=operation, max_tokens=max_tokens, **extra
+            )
         finally:
             self.ms += (time.perf_counter() - started) * 1000
         self.calls += 1

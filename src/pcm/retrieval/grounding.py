@@ -1,4 +1,4 @@
-"""What the NL→SPARQL model is told about this memory besides the question (DESIGN.md §7).
+"""What the NL→SPARQL model is told about this memory besides the question (docs/DESIGN.md §7).
 
 Four things, each because a query cannot be right without it:
 

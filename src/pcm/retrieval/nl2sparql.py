@@ -49,13 +49,20 @@ def prompt_version() -> str:
     return prompt_file().version
 
 
-def system_prompt(catalogue: str) -> str:
-    """The system part with the vocabulary block replaced by ``catalogue`` (the areas chosen for the question)."""
+def system_prompt(catalogue: str, output: str = "sparql") -> str:
+    """The system part with the vocabulary block replaced by ``catalogue`` (the areas chosen for the question).
+
+    ``output="json"``: the prompt file's ``json`` part follows, asking for the constrained query form instead of
+    SPARQL (see :mod:`pcm.retrieval.query_form`).
+    """
     text = prompt_file().parts["system"]
     begin, end = _BEGIN.search(text), _END.search(text)
     if begin is None or end is None or end.start() < begin.end():
         raise ValueError(f"{PROMPT_FILE} has no catalogue block in its system part")
-    return text[: begin.start()] + catalogue.rstrip("\n") + "\n" + text[end.end() :].lstrip("\n")
+    prompt = text[: begin.start()] + catalogue.rstrip("\n") + "\n" + text[end.end() :].lstrip("\n")
+    if output == "json":
+        prompt = prompt.rstrip("\n") + "\n\n" + prompt_file().parts["json"]
+    return prompt
 
 
 def user_message(grounding: Grounding, ontology: Ontology) -> str:
@@ -106,12 +113,49 @@ def parse_reply(text: str) -> Draft:
     return Draft(text, sparql, compute)
 
 
-def ask_model(client: LLMClient, system: str, messages: list[Message]) -> tuple[Draft, int]:
+@dataclass(frozen=True)
+class QueryForm:
+    """Ask for the constrained JSON query form (compiled to SPARQL in code) instead of free SPARQL."""
+
+    namespace: str
+    ontology: Ontology
+
+
+def ask_model(
+    client: LLMClient, system: str, messages: list[Message], form: QueryForm | None = None
+) -> tuple[Draft, int]:
     """One call; returns the parsed reply and the prompt size in (approximate) tokens."""
-    completion = client.complete(system=system, messages=messages, operation=OPERATION, max_tokens=MAX_OUTPUT_TOKENS)
+    if form is None:
+        completion = client.complete(
+            system=system, messages=messages, operation=OPERATION, max_tokens=MAX_OUTPUT_TOKENS
+        )
+    else:
+        from pcm.retrieval.query_form import query_schema
+
+        completion = client.complete(
+            system=system, messages=messages, operation=OPERATION, max_tokens=MAX_OUTPUT_TOKENS,
+            schema=query_schema(form.ontology),
+        )
     if completion.text is None:  # pragma: no cover - defensive: clients always return text
         raise LLMError(f"{client.name}: empty reply")
-    return parse_reply(completion.text), prompt_tokens(system, messages)
+    draft = parse_reply(completion.text) if form is None else parse_form_reply(completion.text, form)
+    return draft, prompt_tokens(system, messages)
+
+
+def parse_form_reply(text: str, form: QueryForm) -> Draft:
+    """A query form compiled to SPARQL, ``no_query``, or the problem to send back (a free SPARQL reply is read too:
+    a server that refused the schema may still get a query written the other way)."""
+    from pcm.retrieval.query_form import FormProblem, compile_form, parse_form
+
+    if "{" not in text and (_FENCE.search(text) or _QUERY_START.search(text) or _NO_QUERY.search(text)):
+        return parse_reply(text)
+    try:
+        parsed = parse_form(text)
+        if isinstance(parsed.get("no_query"), str) and not parsed.get("where"):
+            return Draft(text, None, no_query=parsed["no_query"].strip() or "the vocabulary cannot express it")
+        return Draft(text, compile_form(parsed, namespace=form.namespace, ontology=form.ontology))
+    except FormProblem as problem:
+        return Draft(text, None, problem=f"the query form cannot be used: {problem}")
 
 
 def prompt_tokens(system: str, messages: list[Message]) -> int:
@@ -121,6 +165,8 @@ def prompt_tokens(system: str, messages: list[Message]) -> int:
 
 __all__ = [
     "Draft",
+    "QueryForm",
+    "parse_form_reply",
     "OPERATION",
     "ask_model",
     "parse_reply",

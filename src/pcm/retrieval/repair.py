@@ -28,7 +28,7 @@ from pcm.backend import QueryResult, Solutions
 from pcm.errors import QueryError
 from pcm.llm.base import LLMClient, Message
 from pcm.namespaces import PCM, PREFIXES, RDF, RDFS, SCHEMA, SKOS
-from pcm.retrieval.nl2sparql import Draft, ask_model, repair_message
+from pcm.retrieval.nl2sparql import Draft, QueryForm, ask_model, repair_message
 from pcm.retrieval.postprocess import Compute, ComputeError, apply
 from pcm.retrieval.safety import (
     QueryRefused,
@@ -130,13 +130,15 @@ class RepairLoop:
     as_of: datetime
     context_hint: Callable[[], str] = lambda: ""
     """Extra grounding for an empty result (the properties around the matched entities), built only when needed."""
+    form: QueryForm | None = None
+    """Ask for the constrained JSON query form (compiled to SPARQL in code) instead of free SPARQL."""
 
     def run(self) -> RepairResult:
         out = RepairResult(None)
         messages = [Message.user(self.user)]
         fallback: Attempt | None = None
         for round_ in range(self.rounds):
-            draft, tokens = ask_model(self.client, self.system, messages)
+            draft, tokens = ask_model(self.client, self.system, messages, self.form)
             out.calls += 1
             out.prompt_tokens.append(tokens)
             if draft.no_query is not None:

@@ -21,7 +21,7 @@ from pathlib import Path
 PROMPTS_DIR = Path(__file__).resolve().parent
 EXTRACT_FILE = "extract.v2.md"
 REPAIR_FILE = "repair.v1.md"
-CATALOGUE_BEGIN = "<!-- catalogue:begin -->"
+CATALOGUE_BEGIN = "<!-- catalogue:begin compact -->"
 CATALOGUE_END = "<!-- catalogue:end -->"
 
 _HEADER = re.compile(r"^<!-- prompt: (?P<version>[\w.-]+) -->\s*$")

@@ -17,7 +17,7 @@ Value = ox.NamedNode | ox.Literal
 
 
 class Kind(StrEnum):
-    """The three kinds of vertex of DESIGN.md §7 (after PersonalAI's object / thesis / episodic memory)."""
+    """The three kinds of vertex of docs/DESIGN.md §7 (after PersonalAI's object / thesis / episodic memory)."""
 
     OBJECT = "o"
     THESIS = "t"
