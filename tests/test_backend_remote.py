@@ -194,7 +194,7 @@ def test_unreachable_server_names_the_url() -> None:
     url = f"http://127.0.0.1:{_free_port()}/query"
     with pytest.raises(PcmError, match=url.replace("/query", "")):
         RemoteBackend(url, timeout=5)  # auto-detection asks the server first
-    with RemoteBackend(url, timeout=5, engine="generic") as backend, pytest.raises(PcmError, match=url.replace("/query", "")):
+    with RemoteBackend(url, timeout=5, engine="generic", update_url=url) as backend, pytest.raises(PcmError, match=url.replace("/query", "")):
         backend.query("ASK {}")
 
 
@@ -663,3 +663,36 @@ def test_virtuoso_answers_cut_at_its_row_limit_are_errors(tmp_path: Path) -> Non
         assert len(backend.query(f"SELECT ?s WHERE {{ ?s <{EX}p> ?o }}", limit=3)) == 3  # type: ignore[arg-type]
         with pytest.raises(PcmError, match="of the 7 triples"):
             list(backend.quads())
+
+
+class _Described(_Recorder):
+    """A generic endpoint whose service description (GET without a query) says whether it takes updates."""
+
+    updates: ClassVar[bool] = True
+
+    def do_GET(self) -> None:
+        sd = "http://www.w3.org/ns/sparql-service-description#"
+        language = "SPARQL11Update" if self.updates else "SPARQL11Query"
+        body = f"<#service> a <{sd}Service> ; <{sd}supportedLanguage> <{sd}{language}> .\n".encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/turtle")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.mark.parametrize("updates", [True, False])
+def test_generic_update_url_comes_from_the_service_description(updates: bool) -> None:
+    _Described.updates = updates
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Described)
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{httpd.server_address[1]}"
+        with RemoteBackend(url + "/query") as backend:
+            assert backend.engine == "generic"
+            assert backend.update_url == (url + "/query" if updates else url + "/update")
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=5)

@@ -3,7 +3,8 @@ Protocol (per graph) for reads, and engine profiles for the deviations of known 
 
 Three URLs: query, update and Graph Store. Each may be set (``PCM_STORE_URL``, ``PCM_STORE_UPDATE_URL``,
 ``PCM_STORE_GSP_URL``); those not set come from the engine's layout (:func:`resolve_endpoints`), so the root URL a
-server prints on start works as well as its query URL. Without a Graph Store URL, graphs are read with
+server prints on start works as well as its query URL, or, on a generic server, from its service description (an
+endpoint that lists ``sd:SPARQL11Update`` takes updates at its own URL). Without a Graph Store URL, graphs are read with
 ``CONSTRUCT`` queries, so a query and an update endpoint are all a standard server needs.
 
 The profile (``PCM_STORE_ENGINE``: ``auto`` detects it from the ``Server`` header) carries what the standard leaves
@@ -66,6 +67,10 @@ DEFAULT_BATCH = 50_000
 VIRTUOSO_BATCH = 1_000
 #: The one column of the table Virtuoso answers an ASK with (one row ``1`` for true, no row for false).
 _VIRTUOSO_ASK = "__ASK_RETVAL"
+#: Service descriptions longer than this are not read (a root URL may answer with anything).
+_MAX_DESCRIPTION = 1_000_000
+_SD_LANGUAGE = ox.NamedNode("http://www.w3.org/ns/sparql-service-description#supportedLanguage")
+_SD_UPDATE = ox.NamedNode("http://www.w3.org/ns/sparql-service-description#SPARQL11Update")
 #: The header with which Virtuoso says it cut an answer at its ``ResultSetMaxRows`` (it says nothing for graphs).
 _MAX_ROWS_HEADER = "x-sparql-maxrows"
 #: Where skolemised blank nodes live (RDF 1.1 §3.5 skolem IRIs, under pcm's own authority).
@@ -188,16 +193,39 @@ def derive_urls(query_url: str) -> tuple[str, str, str]:
 def detect_engine(url: str, *, client: httpx.Client) -> str:
     """``oxigraph``, ``virtuoso`` or ``generic``, from the ``Server`` header of a GET on ``url`` (the service
     description at a SPARQL endpoint, a page at a root). A server that cannot be reached is reported here."""
+    return probe(url, client=client)[0]
+
+
+def probe(url: str, *, client: httpx.Client) -> tuple[str, bool]:
+    """(engine, whether the service description at ``url`` offers SPARQL 1.1 Update there).
+
+    SPARQL 1.1 Service Description: a GET on an endpoint without a query describes it; ``sd:supportedLanguage
+    sd:SPARQL11Update`` says the same URL takes updates. A description that cannot be read offers nothing.
+    """
     try:
-        with client.stream("GET", url, headers={"Accept": "text/turtle, */*;q=0.1"}) as response:
+        with client.stream("GET", url, headers={"Accept": "text/turtle, application/n-triples;q=0.9, */*;q=0.1"}) as response:
             server = response.headers.get("server", "").lower()
+            fmt = ox.RdfFormat.from_media_type(_media_type(response)) if response.status_code == 200 else None
+            body = b""
+            if fmt is not None:
+                for chunk in response.iter_bytes():
+                    body += chunk
+                    if len(body) > _MAX_DESCRIPTION:
+                        body = b""
+                        break
     except httpx.HTTPError as exc:
         reason = _one_line(str(exc)) or type(exc).__name__
         raise PcmError(f"cannot reach the SPARQL server at {url}: {reason}") from exc
-    for name in ("oxigraph", "virtuoso"):
-        if name in server:
-            return name
-    return "generic"
+    engine = next((name for name in ("oxigraph", "virtuoso") if name in server), "generic")
+    updates = False
+    if fmt is not None and body:
+        try:
+            updates = any(
+                q.predicate == _SD_LANGUAGE and q.object == _SD_UPDATE for q in ox.parse(body, fmt, base_iri=url)
+            )
+        except SyntaxError:
+            updates = False
+    return engine, updates
 
 
 class ChallengeAuth(httpx.Auth):
@@ -294,8 +322,11 @@ class RemoteBackend:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         auth = ChallengeAuth(user, password) if user else None
         self._client = httpx.Client(headers=headers, auth=auth, timeout=httpx.Timeout(timeout))
-        if engine == "auto":
-            engine = detect_engine(query_url, client=self._client)
+        if engine == "auto" or engine == "generic" and not update_url:
+            detected, updates_here = probe(query_url, client=self._client)
+            engine = detected if engine == "auto" else engine
+            if engine == "generic" and updates_here and not update_url:
+                update_url = query_url.rstrip("/")  # the service description says this URL takes updates
         self.profile = PROFILES[engine]
         endpoints = resolve_endpoints(
             query_url, engine, update_url=update_url or "", gsp_url=gsp_url or "", authenticated=bool(user)
