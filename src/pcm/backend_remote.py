@@ -1,40 +1,94 @@
-"""A :class:`pcm.backend.Backend` over HTTP: SPARQL 1.1 Protocol for queries and updates, Graph Store Protocol
-for bulk reads and writes.
+"""A :class:`pcm.backend.Backend` over HTTP: the SPARQL 1.1 Protocol for queries and updates, the Graph Store
+Protocol (per graph) for reads, and engine profiles for the deviations of known servers.
 
-Written against Oxigraph's server (``oxigraph serve``) and kept to the standard protocols so that other stores
-(Fuseki, GraphDB, ...) work too. Two Oxigraph-specific touches, both documented where they happen:
+Three URLs: query, update and Graph Store. Each may be set (``PCM_STORE_URL``, ``PCM_STORE_UPDATE_URL``,
+``PCM_STORE_GSP_URL``); those not set come from the engine's layout (:func:`resolve_endpoints`), so the root URL a
+server prints on start works as well as its query URL, or, on a generic server, from its service description (an
+endpoint that lists ``sd:SPARQL11Update`` takes updates at its own URL). Without a Graph Store URL, graphs are read with
+``CONSTRUCT`` queries, so a query and an update endpoint are all a standard server needs.
 
-* the default graph of a query is made the union of all graphs with the ``union-default-graph`` URL parameter.
-  Other servers ignore or refuse it: pass ``union_default_graph=False`` and configure the union on the server
-  (Fuseki: ``tdb2:unionDefaultGraph true``; GraphDB and Stardog: their default already includes named graphs);
-* Oxigraph's ``--timeout-s`` cancels a query *after* it answered ``200``: the body then ends with
-  "The SPARQL operation has been cancelled" (often mid-document). We detect it and raise :class:`QueryError`.
+The profile (``PCM_STORE_ENGINE``: ``auto`` detects it from the ``Server`` header) carries what the standard leaves
+open or what an engine gets wrong:
+
+* ``oxigraph`` (``oxigraph serve``): the default graph of a query is made the union of all graphs with the
+  ``union-default-graph`` URL parameter; the whole dataset is read and bulk-loaded with one Graph Store request
+  (an Oxigraph extension); ``--timeout-s`` cancels a query *after* it answered ``200``: the body then ends with
+  "The SPARQL operation has been cancelled" (often mid-document), which we detect and raise as :class:`QueryError`;
+* ``virtuoso`` (Virtuoso 7.2): queries and updates are POSTed form-encoded (its ``application/sparql-query``
+  POSTs never answer); blank nodes are skolemised before ``INSERT DATA`` (it refuses them there) and turned back
+  into blank nodes when graphs are read; at most :data:`VIRTUOSO_BATCH` quads per request; ``GRAPH ?g {}`` lists
+  no graph there, so graphs are listed from their triples, without Virtuoso's own system graphs; it answers an
+  ASK with a one-column table, read back as the boolean. Its default graph is already the union of all graphs;
+* ``generic``: the standard alone. The server must make the default graph of a query the union of the named
+  graphs itself (Fuseki: ``tdb2:unionDefaultGraph true``; GraphDB, Stardog and Virtuoso do by default).
+
+Atomicity: a write of at most ``batch`` quads (``PCM_STORE_BATCH``; the profile's limit when smaller) is one
+request, which Oxigraph applies in one transaction. A larger write is split into several requests, each applied
+on its own: if one fails, the ones before it stay, and the error says how many quads landed. Blank nodes joined by
+triples are kept in one request, since the same label in two requests names two different nodes. Virtuoso does
+not roll back a request whose later operation fails at run time (only one refused at compile time).
 
 Results are parsed while they stream in, so ``limit`` and ``timeout`` stop reading early exactly as
 :func:`pcm.backend.materialise` does for the embedded store; closing the connection makes Oxigraph stop
 evaluating. A query that blocks inside one step (an aggregate over a huge join) sends nothing: the HTTP read
-timeout bounds our wait, but only the server's own timeout bounds its work.
+timeout bounds our wait, but only the server's own timeout bounds its work. Each query asks for the format of its
+form (results for SELECT and ASK, N-Triples for CONSTRUCT and DESCRIBE); an answer in the other kind is an error.
 """
 
 from __future__ import annotations
 
 import io
 import os
+import re
 import time
-from collections.abc import Iterable, Iterator, Sequence
+import uuid
+from collections.abc import Generator, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import pyoxigraph as ox
 
-from pcm.backend import QueryResult, materialise, quads_to_insert_data
+from pcm.backend import QueryResult, Solutions, materialise, quads_to_insert_data
 from pcm.errors import InputError, MemoryLockedError, PcmError, QueryError, UsageError
 
 #: What Oxigraph writes into a response body when its ``--timeout-s`` cancels a running query.
 CANCELLED_MARKER = "The SPARQL operation has been cancelled"
-_ACCEPT_QUERY = "application/sparql-results+json, application/n-triples"
+_ACCEPT_RESULTS = "application/sparql-results+json"
+_ACCEPT_GRAPH = "application/n-triples, text/turtle;q=0.9"
+_ACCEPT_ANY = "application/sparql-results+json, application/n-triples"
 _TIME_LIMIT = "query stopped: it ran past the time limit"
-_NAMED_GRAPHS = "SELECT DISTINCT ?g WHERE { GRAPH ?g {} }"
 _MAX_MESSAGE = 300
+#: Engines ``PCM_STORE_ENGINE`` names; ``auto`` detects one of the others.
+ENGINES = ("auto", "oxigraph", "virtuoso", "generic")
+#: Quads per write request unless ``PCM_STORE_BATCH`` says otherwise.
+DEFAULT_BATCH = 50_000
+#: Virtuoso 7.2 refuses an ``INSERT DATA`` somewhere past 1,000-1,500 triples.
+VIRTUOSO_BATCH = 1_000
+#: The one column of the table Virtuoso answers an ASK with (one row ``1`` for true, no row for false).
+_VIRTUOSO_ASK = "__ASK_RETVAL"
+#: Service descriptions longer than this are not read (a root URL may answer with anything).
+_MAX_DESCRIPTION = 1_000_000
+_SD_LANGUAGE = ox.NamedNode("http://www.w3.org/ns/sparql-service-description#supportedLanguage")
+_SD_UPDATE = ox.NamedNode("http://www.w3.org/ns/sparql-service-description#SPARQL11Update")
+#: The header with which Virtuoso says it cut an answer at its ``ResultSetMaxRows`` (it says nothing for graphs).
+_MAX_ROWS_HEADER = "x-sparql-maxrows"
+#: Where skolemised blank nodes live (RDF 1.1 §3.5 skolem IRIs, under pcm's own authority).
+SKOLEM_PREFIX = "https://w3id.org/pcm/.well-known/genid/"
+#: Graphs Virtuoso keeps for itself in every database; never a memory's.
+VIRTUOSO_SYSTEM_GRAPHS = (
+    "http://www.openlinksw.com/",
+    "http://www.w3.org/ns/ldp#",
+    "http://localuriqaserver/",
+    "http://www.w3.org/2002/07/owl#",
+)
+#: Tokens to step over when looking at SPARQL text: strings, IRIs and comments.
+_SKIPPED = re.compile(
+    r'"""(?:[^"\\]|\\.|"(?!""))*"""|' r"'''(?:[^'\\]|\\.|'(?!''))*'''|" r'"(?:[^"\\\n]|\\.)*"|'
+    r"'(?:[^'\\\n]|\\.)*'|<[^<>\"{}|^`\\\s]*>|#[^\n]*"
+)
+_FORM = re.compile(r"(?<![?$:\w-])(SELECT|ASK|CONSTRUCT|DESCRIBE)(?![:\w-])", re.IGNORECASE)
+_BLANK_LABEL = re.compile(r"(?<![\w:])_:([A-Za-z0-9_][A-Za-z0-9_.-]*)")
 
 
 def _one_line(text: str) -> str:
@@ -47,18 +101,162 @@ def _media_type(response: httpx.Response) -> str:
     return response.headers.get("content-type", "").split(";")[0].strip().lower()
 
 
-def derive_urls(query_url: str) -> tuple[str, str, str]:
-    """(query, update, GSP) URLs from a query URL, Oxigraph style: ``.../query`` → ``.../update``, ``.../store``.
+def query_form(sparql: str) -> str | None:
+    """``SELECT``, ``ASK``, ``CONSTRUCT`` or ``DESCRIBE``: the first such keyword outside strings, IRIs and
+    comments (a prologue holds none of them); None when there is none (the server will say what is wrong)."""
+    match = _FORM.search(_SKIPPED.sub(" ", sparql))
+    return match.group(1).upper() if match else None
 
-    A URL not ending in ``/query`` or ``/sparql`` is used for all three (a SPARQL 1.1 service may accept
-    queries, updates and graph-store requests at one address, as Fuseki does at its dataset URL).
-    """
-    url = query_url.rstrip("/")
-    for suffix in ("/query", "/sparql"):
+
+@dataclass(frozen=True)
+class Profile:
+    """What an engine needs beyond the standard protocols (see the module docstring)."""
+
+    name: str
+    #: Send Oxigraph's ``union-default-graph`` parameter with every query.
+    union_parameter: bool = False
+    #: POST queries and updates as ``application/x-www-form-urlencoded`` instead of their own media types.
+    form_encoded: bool = False
+    #: Replace blank nodes by skolem IRIs on the way in, back on the way out.
+    skolemise: bool = False
+    #: Most quads one write request may carry (None: only the configured batch size).
+    batch_limit: int | None = None
+    #: Whole-dataset Graph Store GET and POST (not in the standard).
+    dataset_store: bool = False
+    #: ``GRAPH ?g {}`` lists every named graph (Virtuoso lists none).
+    empty_graph_pattern: bool = True
+    #: Graph-name prefixes that belong to the engine, not to any client.
+    system_graphs: tuple[str, ...] = ()
+    #: Check each graph read against the graph's triple count (the engine may cut answers silently).
+    count_graphs: bool = False
+
+
+PROFILES = {
+    "oxigraph": Profile("oxigraph", union_parameter=True, dataset_store=True),
+    "virtuoso": Profile(
+        "virtuoso",
+        form_encoded=True,
+        skolemise=True,
+        batch_limit=VIRTUOSO_BATCH,
+        empty_graph_pattern=False,
+        system_graphs=VIRTUOSO_SYSTEM_GRAPHS,
+        count_graphs=True,
+    ),
+    "generic": Profile("generic"),
+}
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    query: str
+    update: str
+    #: Empty: no Graph Store endpoint; graphs are read with CONSTRUCT.
+    gsp: str
+
+
+def _strip(url: str, suffixes: Sequence[str]) -> str:
+    url = url.rstrip("/")
+    for suffix in suffixes:
         if url.endswith(suffix):
-            base = url[: -len(suffix)]
-            return url, base + "/update", base + "/store"
+            return url[: -len(suffix)]
+    return url
+
+
+def resolve_endpoints(
+    url: str, engine: str, *, update_url: str = "", gsp_url: str = "", authenticated: bool = False
+) -> Endpoints:
+    """The three URLs from the one given (a server root or a query URL) and the engine's layout; URLs set
+    explicitly win. ``authenticated``: Virtuoso answers authenticated requests at ``-auth`` addresses only."""
+    if engine == "oxigraph":
+        base = _strip(url, ("/query",))
+        derived = Endpoints(base + "/query", base + "/update", base + "/store")
+    elif engine == "virtuoso":
+        base = _strip(url, ("/sparql-auth", "/sparql"))
+        auth = "-auth" if authenticated else ""
+        derived = Endpoints(f"{base}/sparql{auth}", f"{base}/sparql{auth}", f"{base}/sparql-graph-crud{auth}")
+    else:
+        query, update, _ = derive_urls(url)
+        derived = Endpoints(query, update, "")
+    return Endpoints(derived.query, update_url or derived.update, gsp_url or derived.gsp)
+
+
+def derive_urls(query_url: str) -> tuple[str, str, str]:
+    """(query, update, GSP) URLs from a query URL by the common layout: ``.../query`` → ``.../update``,
+    ``.../store``; any other URL (``.../sparql``, a Fuseki dataset URL) is used for all three."""
+    url = query_url.rstrip("/")
+    if url.endswith("/query"):
+        base = url[: -len("/query")]
+        return url, base + "/update", base + "/store"
     return url, url, url
+
+
+def detect_engine(url: str, *, client: httpx.Client) -> str:
+    """``oxigraph``, ``virtuoso`` or ``generic``, from the ``Server`` header of a GET on ``url`` (the service
+    description at a SPARQL endpoint, a page at a root). A server that cannot be reached is reported here."""
+    return probe(url, client=client)[0]
+
+
+def probe(url: str, *, client: httpx.Client) -> tuple[str, bool]:
+    """(engine, whether the service description at ``url`` offers SPARQL 1.1 Update there).
+
+    SPARQL 1.1 Service Description: a GET on an endpoint without a query describes it; ``sd:supportedLanguage
+    sd:SPARQL11Update`` says the same URL takes updates. A description that cannot be read offers nothing.
+    """
+    try:
+        with client.stream("GET", url, headers={"Accept": "text/turtle, application/n-triples;q=0.9, */*;q=0.1"}) as response:
+            server = response.headers.get("server", "").lower()
+            fmt = ox.RdfFormat.from_media_type(_media_type(response)) if response.status_code == 200 else None
+            body = b""
+            if fmt is not None:
+                for chunk in response.iter_bytes():
+                    body += chunk
+                    if len(body) > _MAX_DESCRIPTION:
+                        body = b""
+                        break
+    except httpx.HTTPError as exc:
+        reason = _one_line(str(exc)) or type(exc).__name__
+        raise PcmError(f"cannot reach the SPARQL server at {url}: {reason}") from exc
+    engine = next((name for name in ("oxigraph", "virtuoso") if name in server), "generic")
+    updates = False
+    if fmt is not None and body:
+        try:
+            updates = any(
+                q.predicate == _SD_LANGUAGE and q.object == _SD_UPDATE for q in ox.parse(body, fmt, base_iri=url)
+            )
+        except SyntaxError:
+            updates = False
+    return engine, updates
+
+
+class ChallengeAuth(httpx.Auth):
+    """User and password sent the way the server's challenge asks: Basic or Digest (Virtuoso asks for Digest).
+
+    The first request goes without credentials (and, for Digest, once more to fetch the nonce); once the scheme is
+    known it is used from the start (Digest reuses the server's nonce, so later requests need no extra round trip).
+    """
+
+    requires_request_body = True
+
+    def __init__(self, user: str, password: str) -> None:
+        self._basic = httpx.BasicAuth(user, password)
+        self._digest = httpx.DigestAuth(user, password)
+        self._scheme: httpx.Auth | None = None
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        if self._scheme is not None:
+            yield from self._scheme.auth_flow(request)
+            return
+        response = yield request
+        if response.status_code != 401:
+            return
+        challenge = response.headers.get("www-authenticate", "").split(" ", 1)[0].lower()
+        if challenge == "digest":
+            self._scheme = self._digest
+        elif challenge == "basic":
+            self._scheme = self._basic
+        else:
+            return
+        yield from self._scheme.auth_flow(request)
 
 
 class _StreamReader(io.RawIOBase):
@@ -100,7 +298,7 @@ class _StreamReader(io.RawIOBase):
 
 
 class RemoteBackend:
-    """Quads behind a SPARQL 1.1 Protocol + Graph Store Protocol server (one pooled HTTP connection set)."""
+    """Quads behind a SPARQL 1.1 Protocol server (one pooled HTTP connection set); see the module docstring."""
 
     def __init__(
         self,
@@ -109,17 +307,41 @@ class RemoteBackend:
         update_url: str | None = None,
         gsp_url: str | None = None,
         token: str = "",
+        user: str = "",
+        password: str = "",
         timeout: float = 30.0,
-        union_default_graph: bool = True,
+        engine: str = "auto",
+        batch: int | None = None,
+        union_default_graph: bool | None = None,
     ) -> None:
-        derived_query, derived_update, derived_gsp = derive_urls(query_url)
-        self.query_url = derived_query
-        self.update_url = update_url or derived_update
-        self.gsp_url = gsp_url or derived_gsp
-        self.union_default_graph = union_default_graph
+        if engine not in ENGINES:
+            raise UsageError(f"store engine {engine!r}: expected one of {', '.join(ENGINES)}")
+        if token and user:
+            raise UsageError("a remote store takes a bearer token or a user and password, not both")
         self._timeout = timeout
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._client = httpx.Client(headers=headers, timeout=httpx.Timeout(timeout))
+        auth = ChallengeAuth(user, password) if user else None
+        self._client = httpx.Client(headers=headers, auth=auth, timeout=httpx.Timeout(timeout))
+        if engine == "auto" or engine == "generic" and not update_url:
+            detected, updates_here = probe(query_url, client=self._client)
+            engine = detected if engine == "auto" else engine
+            if engine == "generic" and updates_here and not update_url:
+                update_url = query_url.rstrip("/")  # the service description says this URL takes updates
+        self.profile = PROFILES[engine]
+        endpoints = resolve_endpoints(
+            query_url, engine, update_url=update_url or "", gsp_url=gsp_url or "", authenticated=bool(user)
+        )
+        self.query_url, self.update_url, self.gsp_url = endpoints.query, endpoints.update, endpoints.gsp
+        self.union_default_graph = (
+            self.profile.union_parameter if union_default_graph is None else union_default_graph
+        )
+        limit = self.profile.batch_limit
+        wanted = batch if batch and batch > 0 else DEFAULT_BATCH
+        self.batch = min(wanted, limit) if limit else wanted
+
+    @property
+    def engine(self) -> str:
+        return self.profile.name
 
     # -- HTTP plumbing -------------------------------------------------------------------------------------
 
@@ -156,7 +378,7 @@ class RemoteBackend:
             return QueryError(f"{_TIME_LIMIT} of the SPARQL server at {response.request.url.host}")
         if status in (401, 403):
             return PcmError(
-                f"the SPARQL server at {response.request.url} refused the {what} (HTTP {status}): check the token"
+                f"the SPARQL server at {response.request.url} refused the {what} (HTTP {status}): check the token, or the user and password"
             )
         if status == 400 and what in ("query", "update"):
             kind = "SPARQL syntax error" if what == "query" else "SPARQL Update syntax error"
@@ -168,6 +390,15 @@ class RemoteBackend:
 
     # -- queries ---------------------------------------------------------------------------------------------
 
+    def _operation(self, kind: str, text: str) -> dict[str, Any]:
+        """Request body and Content-Type of a query or update, as the profile sends them."""
+        if self.profile.form_encoded:
+            return {"data": {kind: text}}
+        return {
+            "content": text.encode("utf-8"),
+            "headers": {"Content-Type": f"application/sparql-{kind}"},
+        }
+
     def query(self, sparql: str, *, timeout: float | None = None, limit: int | None = None) -> QueryResult:
         """Run a read query; the default graph is the union of all graphs (see the module docstring)."""
         deadline = time.monotonic() + timeout if timeout else None
@@ -175,37 +406,47 @@ class RemoteBackend:
         url = self.query_url
         if self.union_default_graph:
             url += ("&" if "?" in url else "?") + "union-default-graph"
-        response = self._send(
-            "POST",
-            url,
-            "query",
-            read_timeout=read_timeout,
-            content=sparql.encode("utf-8"),
-            headers={"Content-Type": "application/sparql-query", "Accept": _ACCEPT_QUERY},
+        form = query_form(sparql)
+        accept = {"SELECT": _ACCEPT_RESULTS, "ASK": _ACCEPT_RESULTS, "CONSTRUCT": _ACCEPT_GRAPH}.get(
+            form or "", _ACCEPT_GRAPH if form == "DESCRIBE" else _ACCEPT_ANY
         )
+        request = self._operation("query", sparql)
+        headers = {**request.pop("headers", {}), "Accept": accept}
+        response = self._send("POST", url, "query", read_timeout=read_timeout, headers=headers, **request)
         if response.status_code >= 400:
             raise self._refusal(response, "query")
         try:
-            return self._read_result(response, deadline=deadline, limit=limit)
+            result = self._read_result(response, form=form, deadline=deadline, limit=limit)
         finally:
             response.close()
+        cap = response.headers.get(_MAX_ROWS_HEADER, "")
+        if cap.isdigit() and not isinstance(result, bool) and len(result) >= int(cap) and (limit is None or limit > int(cap)):
+            raise QueryError(
+                f"the SPARQL server cut the answer at {cap} rows (Virtuoso: raise ResultSetMaxRows in virtuoso.ini)"
+            )
+        return result
 
     def _read_result(
-        self, response: httpx.Response, *, deadline: float | None, limit: int | None
+        self, response: httpx.Response, *, form: str | None, deadline: float | None, limit: int | None
     ) -> QueryResult:
-        """Parse a query answer by its Content-Type while it streams, mapping every failure to QueryError."""
+        """Parse a query answer by its Content-Type while it streams, mapping every failure to QueryError.
+
+        An answer of the wrong kind for the query's form (a results table for a CONSTRUCT) is an error: reading
+        it as empty would silently lose what the query found.
+        """
         media_type = _media_type(response)
         reader = _StreamReader(response)
         try:
             results_format = ox.QueryResultsFormat.from_media_type(media_type) if media_type else None
+            rdf_format = ox.RdfFormat.from_media_type(media_type) if media_type and results_format is None else None
+            if results_format is None and rdf_format is None:
+                raise QueryError(f"the SPARQL server answered with an unexpected content type {media_type!r}")
+            if form in ("SELECT", "ASK") and results_format is None or form in ("CONSTRUCT", "DESCRIBE") and rdf_format is None:
+                raise QueryError(f"the SPARQL server answered a {form} query with {media_type!r}")
             if results_format is not None:
                 parsed: object = ox.parse_query_results(reader, results_format)
             else:
-                rdf_format = ox.RdfFormat.from_media_type(media_type) if media_type else None
-                if rdf_format is None:
-                    raise QueryError(
-                        f"the SPARQL server answered with an unexpected content type {media_type!r}"
-                    )
+                assert rdf_format is not None
                 parsed = (quad.triple for quad in ox.parse(reader, rdf_format))
             result = materialise(parsed, deadline=deadline, limit=limit)
         except (SyntaxError, ValueError, OSError, httpx.HTTPError) as exc:
@@ -220,41 +461,72 @@ class RemoteBackend:
             raise QueryError(f"unreadable answer from the SPARQL server: {_one_line(str(exc))}") from exc
         if reader.cancelled:
             raise QueryError(f"{_TIME_LIMIT} of the SPARQL server")
+        if form == "ASK" and isinstance(result, Solutions) and result.variables == (_VIRTUOSO_ASK,):
+            return any(row[0] is not None and row[0].value in ("1", "true") for row in result.rows)  # type: ignore[union-attr]
+        if form == "ASK" and not isinstance(result, bool) or form == "SELECT" and isinstance(result, bool):
+            raise QueryError(f"the SPARQL server answered a {form} query with a {type(result).__name__} result")
         return result
 
     def named_graphs(self) -> list[str]:
-        solutions = self.query(_NAMED_GRAPHS)
-        assert not isinstance(solutions, bool | list)
-        return sorted(g.value for g in solutions.values("g") if isinstance(g, ox.NamedNode))
+        """Every named graph, without the engine's own (Virtuoso lists graphs only from their triples)."""
+        inner = "{}" if self.profile.empty_graph_pattern else "{ ?s ?p ?o }"
+        solutions = self.query(f"SELECT DISTINCT ?g WHERE {{ GRAPH ?g {inner} }}")
+        assert isinstance(solutions, Solutions)
+        graphs = {g.value for g in solutions.values("g") if isinstance(g, ox.NamedNode)}
+        return sorted(g for g in graphs if not g.startswith(self.profile.system_graphs or ("\0",)))
 
     # -- writes ----------------------------------------------------------------------------------------------
 
     def update(self, sparql: str) -> None:
-        """POST a SPARQL Update: one request, which Oxigraph applies in one transaction."""
-        response = self._send(
-            "POST",
-            self.update_url,
-            "update",
-            content=sparql.encode("utf-8"),
-            headers={"Content-Type": "application/sparql-update"},
-        )
+        """POST a SPARQL Update: one request, which Oxigraph applies in one transaction (see the module
+        docstring for Virtuoso). Blank nodes in it are skolemised first where the profile asks."""
+        if self.profile.skolemise:
+            sparql = skolemise_text(sparql)
+        response = self._send("POST", self.update_url, "update", **self._operation("update", sparql))
         if response.status_code >= 400:
             raise self._refusal(response, "update")
         response.read()
         response.close()
 
     def extend(self, quads: Sequence[ox.Quad]) -> None:
-        """Insert quads with one ``INSERT DATA`` (one request, so all or nothing)."""
+        """Insert quads with ``INSERT DATA``: one request up to :attr:`batch` quads (all or nothing), several above
+        (each all or nothing; see the module docstring)."""
         _check_quads(quads)
-        if quads:
-            self.update(quads_to_insert_data(quads))
+        if self.profile.skolemise:
+            quads = skolemise(quads)
+        done = 0
+        for part in batches(quads, self.batch):
+            try:
+                self.update(quads_to_insert_data(part))
+            except PcmError as exc:
+                if done:
+                    raise type(exc)(f"{exc} ({done} of {len(quads)} quads were written before)") from exc
+                raise
+            done += len(part)
 
     def bulk_load(self, path: str, fmt: ox.RdfFormat, *, graph: str | None = None) -> None:
-        """Stream a file to the Graph Store (not atomic across servers; meant for validated big imports).
+        """Load a file: one Graph Store POST on Oxigraph, batches of ``INSERT DATA`` elsewhere (not atomic;
+        meant for validated big imports).
 
-        Dataset formats go to the dataset endpoint, triple formats to the default graph, unless ``graph`` is
-        given. The read timeout grows with the file (a second per MB) because the server answers after loading.
+        Dataset formats go to their own graphs, triple formats to the default graph, unless ``graph`` is given.
+        The read timeout of the one POST grows with the file (a second per MB) because the server answers after
+        loading. The batched load streams the file: memory holds one batch, plus the quads with blank nodes.
         """
+        if not self.profile.dataset_store:
+            target = ox.NamedNode(graph) if graph else None
+            chunk: list[ox.Quad] = []
+            blank: list[ox.Quad] = []  # sent last, together, so no group of blank nodes is cut between chunks
+            for quad in ox.parse(path=path, format=fmt):
+                quad = ox.Quad(quad.subject, quad.predicate, quad.object, target) if target else quad
+                if isinstance(quad.subject, ox.BlankNode) or isinstance(quad.object, ox.BlankNode):
+                    blank.append(quad)
+                    continue
+                chunk.append(quad)
+                if len(chunk) >= self.batch:
+                    self.extend(chunk)
+                    chunk = []
+            self.extend(chunk + blank)
+            return
         params = {"graph": graph} if graph else ({} if fmt.supports_datasets else {"default": ""})
         size_mb = os.path.getsize(path) / 1e6
         with open(path, "rb") as body:
@@ -272,10 +544,10 @@ class RemoteBackend:
             response.read()
             response.close()
 
-    # -- reads through the Graph Store Protocol -----------------------------------------------------------------
+    # -- reads ----------------------------------------------------------------------------------------------------
 
     def _get_graph_store(self, fmt: ox.RdfFormat, graph: str | None) -> httpx.Response | None:
-        """GET the dataset (``graph`` None) or one graph; None when that graph does not exist (HTTP 404)."""
+        """GET the dataset (``graph`` None, Oxigraph) or one graph; None when that graph does not exist (404)."""
         if graph is None and not fmt.supports_datasets:
             raise UsageError(f"{fmt.name} cannot hold named graphs: name a graph or use N-Quads or TriG")
         params = {"graph": graph} if graph else {}
@@ -290,12 +562,51 @@ class RemoteBackend:
         return response
 
     def quads(self, graph: str | None = None) -> Iterator[ox.Quad]:
-        """Every quad (of one graph when given), parsed while the GSP answer streams in."""
-        fmt = ox.RdfFormat.N_TRIPLES if graph else ox.RdfFormat.N_QUADS
-        response = self._get_graph_store(fmt, graph)
-        if response is None:
-            return iter(())
-        return self._stream_quads(response, fmt, graph)
+        """Every quad (of one graph when given), parsed while the answer streams in.
+
+        Oxigraph: one Graph Store GET of the whole dataset (the default graph included). Elsewhere: one read per
+        named graph (a Graph Store GET, or a CONSTRUCT without a Graph Store URL); the default graph is left out,
+        since on those servers it is the union of the others. Blank-node labels are scoped to one read there, so a
+        blank node shared by two graphs comes back as two (pcm writes none such).
+        """
+        if graph is None and self.profile.dataset_store:
+            response = self._get_graph_store(ox.RdfFormat.N_QUADS, None)
+            assert response is not None
+            return self._stream_quads(response, ox.RdfFormat.N_QUADS, None)
+        if graph is None and self.profile.count_graphs:
+            return self._counted_quads()
+        if graph is None:
+            return (q for g in self.named_graphs() for q in self._graph_quads(g))
+        return self._graph_quads(graph)
+
+    def _counted_quads(self) -> Iterator[ox.Quad]:
+        """Every graph's quads, each read checked against the graph's size: Virtuoso cuts a CONSTRUCT or Graph
+        Store answer at ``ResultSetMaxRows`` without a word, and an export must not lose data silently."""
+        counts = self.query("SELECT ?g (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } } GROUP BY ?g")
+        assert isinstance(counts, Solutions)
+        for g, n in counts.rows:
+            if not isinstance(g, ox.NamedNode) or g.value.startswith(self.profile.system_graphs or ("\0",)):
+                continue
+            read = 0
+            for quad in self._graph_quads(g.value):
+                read += 1
+                yield quad
+            if n is not None and read < int(n.value):
+                raise PcmError(
+                    f"the SPARQL server sent {read} of the {n.value} triples of graph <{g.value}> "
+                    "(Virtuoso: raise ResultSetMaxRows in virtuoso.ini)"
+                )
+
+    def _graph_quads(self, graph: str) -> Iterator[ox.Quad]:
+        if self.gsp_url:
+            response = self._get_graph_store(ox.RdfFormat.N_TRIPLES, graph)
+            quads = iter(()) if response is None else self._stream_quads(response, ox.RdfFormat.N_TRIPLES, graph)
+        else:
+            name = ox.NamedNode(graph)
+            found = self.query(f"CONSTRUCT {{ ?s ?p ?o }} WHERE {{ GRAPH {name} {{ ?s ?p ?o }} }}")
+            assert isinstance(found, list)
+            quads = iter([ox.Quad(t.subject, t.predicate, t.object, name) for t in found])
+        return deskolemise(quads) if self.profile.skolemise else quads
 
     def _stream_quads(
         self, response: httpx.Response, fmt: ox.RdfFormat, graph: str | None
@@ -313,7 +624,15 @@ class RemoteBackend:
             response.close()
 
     def dump(self, fmt: ox.RdfFormat, *, graph: str | None = None) -> bytes:
-        """The dataset (or one graph) serialised by the server in ``fmt``; re-serialised here if it chose another."""
+        """The dataset (or one graph) in ``fmt``: from Oxigraph's Graph Store as it serialises it, else from
+        :meth:`quads` serialised here."""
+        if graph is None and not fmt.supports_datasets:
+            raise UsageError(f"{fmt.name} cannot hold named graphs: name a graph or use N-Quads or TriG")
+        if not self.profile.dataset_store:
+            quads = list(self.quads(graph))
+            if graph is not None:
+                return ox.serialize([q.triple for q in quads], format=fmt) or b"" if quads else b""
+            return ox.serialize(quads, format=fmt) or b""
         response = self._get_graph_store(fmt, graph)
         if response is None:
             return b""
@@ -358,3 +677,85 @@ def _check_quads(quads: Iterable[object]) -> None:
             raise InputError(
                 f"a quad in blank-node graph {item.graph_name} cannot be written over SPARQL Update"
             )
+
+
+def batches(quads: Sequence[ox.Quad], size: int) -> Iterator[list[ox.Quad]]:
+    """``quads`` in lists of about ``size``, blank nodes joined by triples in the same list (a label names one node
+    within one request only). A group larger than ``size`` goes alone, whole."""
+    if len(quads) <= size:
+        if quads:
+            yield list(quads)
+        return
+    parent: dict[str, str] = {}
+
+    def root(label: str) -> str:
+        while parent.setdefault(label, label) != label:
+            parent[label] = parent[parent[label]]
+            label = parent[label]
+        return label
+
+    for q in quads:
+        labels = [t.value for t in (q.subject, q.object) if isinstance(t, ox.BlankNode)]
+        for other in labels[1:]:
+            parent[root(other)] = root(labels[0])
+    groups: dict[str, list[ox.Quad]] = {}
+    current: list[ox.Quad] = []
+    for q in quads:
+        blank = next((t.value for t in (q.subject, q.object) if isinstance(t, ox.BlankNode)), None)
+        if blank is None:
+            current.append(q)
+            if len(current) >= size:
+                yield current
+                current = []
+        else:
+            groups.setdefault(root(blank), []).append(q)
+    for group in groups.values():
+        if current and len(current) + len(group) > size:
+            yield current
+            current = []
+        current.extend(group)
+    if current:
+        yield current
+
+
+def skolemise(quads: Sequence[ox.Quad]) -> list[ox.Quad]:
+    """Blank nodes replaced by skolem IRIs, one per label within this call (a fresh salt per call, as a fresh
+    request would make fresh nodes)."""
+    salt = uuid.uuid4().hex
+
+    def term(t: ox.NamedNode | ox.BlankNode | ox.Literal | ox.Triple) -> ox.NamedNode | ox.Literal | ox.Triple:
+        if isinstance(t, ox.BlankNode):
+            return ox.NamedNode(f"{SKOLEM_PREFIX}{salt}-{t.value}")
+        return t  # type: ignore[return-value]
+
+    if not any(isinstance(q.subject, ox.BlankNode) or isinstance(q.object, ox.BlankNode) for q in quads):
+        return list(quads)
+    return [ox.Quad(term(q.subject), q.predicate, term(q.object), q.graph_name) for q in quads]  # type: ignore[arg-type]
+
+
+def skolemise_text(update: str) -> str:
+    """``_:label`` outside strings, IRIs and comments replaced by a skolem IRI (one salt per request)."""
+    if "_:" not in update:
+        return update
+    salt = uuid.uuid4().hex
+    out: list[str] = []
+    last = 0
+    for skipped in _SKIPPED.finditer(update):
+        out.append(_BLANK_LABEL.sub(lambda m: f"<{SKOLEM_PREFIX}{salt}-{m.group(1)}>", update[last : skipped.start()]))
+        out.append(skipped.group(0))
+        last = skipped.end()
+    out.append(_BLANK_LABEL.sub(lambda m: f"<{SKOLEM_PREFIX}{salt}-{m.group(1)}>", update[last:]))
+    return "".join(out)
+
+
+def deskolemise(quads: Iterable[ox.Quad]) -> Iterator[ox.Quad]:
+    """Skolem IRIs back into blank nodes (the same IRI into the same node within one read)."""
+    nodes: dict[str, ox.BlankNode] = {}
+
+    def term(t: object) -> object:
+        if isinstance(t, ox.NamedNode) and t.value.startswith(SKOLEM_PREFIX):
+            return nodes.setdefault(t.value, ox.BlankNode())
+        return t
+
+    for q in quads:
+        yield ox.Quad(term(q.subject), q.predicate, term(q.object), q.graph_name)  # type: ignore[arg-type]

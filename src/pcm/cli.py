@@ -211,10 +211,13 @@ def main(ctx: click.Context, memory_path: Path | None, llm: str | None) -> None:
 @memory_option
 @click.option("--owner", default="me", show_default=True, help="Name of the person this memory belongs to.")
 @click.option("--namespace", default=None, help="IRI namespace for this memory's individuals.")
+@click.option("--share-store", is_flag=True, help="Create it even on a remote store that holds another memory.")
 @json_option
 @click.pass_context
 @handle_errors
-def init(ctx: click.Context, memory_path: Path | None, owner: str, namespace: str | None, as_json: bool) -> None:
+def init(
+    ctx: click.Context, memory_path: Path | None, owner: str, namespace: str | None, share_store: bool, as_json: bool
+) -> None:
     """Create a new, empty memory.
 
     \b
@@ -224,7 +227,7 @@ def init(ctx: click.Context, memory_path: Path | None, owner: str, namespace: st
     from pcm.memory import Memory
 
     settings = settings_for(ctx, memory_path)
-    with Memory.init(settings, owner=owner, namespace=namespace) as memory:
+    with Memory.init(settings, owner=owner, namespace=namespace, share_store=share_store) as memory:
         info = {"memory": str(settings.memory), "owner": owner, "namespace": memory.manifest.namespace,
                 "ontology_version": memory.manifest.ontology_version}
     if as_json:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import pyoxigraph as ox
 
-from pcm.backend import Backend, QueryResult
+from pcm.backend import Backend, QueryResult, Solutions
 from pcm.conversations import Conversation, check_conversations, check_text
 from pcm.errors import (
     InputError,
@@ -113,7 +113,17 @@ def _open_backend(settings: Settings, *, read_only: bool) -> Backend:
     if settings.store_url:
         from pcm.backend_remote import RemoteBackend
 
-        return RemoteBackend(settings.store_url, token=settings.token, timeout=max(settings.query_timeout, 30.0))
+        return RemoteBackend(
+            settings.store_url,
+            update_url=settings.store_update_url,
+            gsp_url=settings.store_gsp_url,
+            token=settings.token,
+            user=settings.store_user,
+            password=settings.store_password,
+            engine=settings.store_engine,
+            batch=settings.store_batch,
+            timeout=max(settings.query_timeout, 30.0),
+        )
     from pcm.backend_local import LocalBackend
 
     return LocalBackend(settings.memory / STORE_DIR, read_only=read_only)
@@ -155,7 +165,11 @@ class Memory:
     # -- lifecycle -----------------------------------------------------------------------------------------------
 
     @classmethod
-    def init(cls, settings: Settings, *, owner: str = "me", namespace: str | None = None) -> Memory:
+    def init(
+        cls, settings: Settings, *, owner: str = "me", namespace: str | None = None, share_store: bool = False
+    ) -> Memory:
+        """Create a memory. On a remote store that already holds another memory (another owner's namespace) this is
+        refused unless ``share_store``: memories on one store read each other's graphs."""
         path = settings.memory
         if (path / MANIFEST).exists():
             raise UsageError(f"a memory already exists at {path}")
@@ -169,6 +183,12 @@ class Memory:
             manifest.namespace = namespace if namespace.endswith(("/", "#")) else namespace + "/"
         path.mkdir(parents=True, exist_ok=True)
         backend = _open_backend(settings, read_only=False)
+        if settings.store_url and not share_store:
+            try:
+                _refuse_shared_store(backend, settings.store_url, manifest.namespace)
+            except BaseException:
+                backend.close()
+                raise
         memory = cls(settings, manifest, backend, read_only=False)
         memory.store.replace_ontology(ontology.quads())
         memory.store.write(fixed_agent_quads(memory.naming, owner))
@@ -878,6 +898,22 @@ def expand_iri(iri: str, namespace: str) -> str:
     if "://" not in iri and not iri.startswith("urn:"):
         return namespace + iri
     return iri
+
+
+def _refuse_shared_store(backend: Backend, url: str, namespace: str) -> None:
+    """Refuse a store that holds another memory: its owner (``pcm:MemoryOwner``) has another namespace."""
+    found = backend.query(
+        f"SELECT DISTINCT ?o WHERE {{ GRAPH <{GRAPH_CONVERSATION}> {{ ?o a <https://w3id.org/pcm/ontology#MemoryOwner> }} }}"
+    )
+    assert isinstance(found, Solutions)
+    others = sorted(t.value.removesuffix("owner") for t in found.values("o") if t is not None)
+    others = [ns for ns in others if ns != namespace]
+    if others:
+        raise UsageError(
+            f"the store at {url} already holds another memory (namespace {others[0]}); memories on one store see "
+            "each other's data: use another store (another Oxigraph location, another Virtuoso database), or pass "
+            "--share-store (share_store=True) to share it anyway"
+        )
 
 
 def _dump_namespace(staging: ox.Store) -> str | None:

@@ -99,8 +99,18 @@ class Settings:
     query_limit: int = 1000
     #: Heap, in MB, a user or generated query may use before it is stopped (the query worker's RLIMIT_DATA).
     query_memory_mb: int = 1024
-    #: Remote SPARQL endpoint (query URL) instead of the embedded store; update/GSP URLs are derived from it.
+    #: Remote SPARQL store instead of the embedded one: its root or its query URL (see pcm.backend_remote).
     store_url: str = ""
+    #: Update and Graph Store URLs of the remote store, when the engine's layout does not give them.
+    store_update_url: str = ""
+    store_gsp_url: str = ""
+    #: User and password for the remote store (Basic or Digest, as the server asks); or use ``token``.
+    store_user: str = ""
+    store_password: str = ""
+    #: The remote store's engine: auto (detected), oxigraph, virtuoso or generic (the standard protocols alone).
+    store_engine: str = "auto"
+    #: Most quads one write request to the remote store carries (0: the default, 50,000, or the engine's limit).
+    store_batch: int = 0
     #: Bearer token for the remote endpoint, or the token ``pcm serve`` requires for writes.
     token: str = ""
     #: Turn on the LanceDB side index (off only for benchmarks of the store alone).
@@ -137,6 +147,7 @@ class Settings:
             ("query_limit", int),
             ("max_utterance_chars", int),
             ("query_memory_mb", int),
+            ("store_batch", int),
         ):
             raw = env.get(f"PCM_{name.upper()}")
             if raw:
@@ -151,6 +162,14 @@ class Settings:
             kwargs["llm_output"] = output
         if env.get("PCM_STORE_URL"):
             kwargs["store_url"] = env["PCM_STORE_URL"]
+        for name in ("store_update_url", "store_gsp_url", "store_user", "store_password"):
+            if env.get(f"PCM_{name.upper()}"):
+                kwargs[name] = env[f"PCM_{name.upper()}"]
+        if env.get("PCM_STORE_ENGINE"):
+            engine = env["PCM_STORE_ENGINE"].strip().lower()
+            if engine not in ("auto", "oxigraph", "virtuoso", "generic"):
+                raise UsageError(f"PCM_STORE_ENGINE={env['PCM_STORE_ENGINE']!r}: expected auto, oxigraph, virtuoso or generic")
+            kwargs["store_engine"] = engine
         if env.get("PCM_TOKEN"):
             kwargs["token"] = env["PCM_TOKEN"]
         if env.get("PCM_TRAVERSAL"):

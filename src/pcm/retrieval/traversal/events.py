@@ -163,7 +163,7 @@ def _links(memory: Memory, starts: list[ox.NamedNode], name: str, depth: int, re
         frontier: dict[ox.NamedNode, WalkPath] = {}
         for row in sorted(rows, key=lambda r: (r["from"].value, r["p"].value, r["x"].value)):
             source, target = row["from"], row["x"]
-            forward_step = row["fwd"].value == "true"
+            forward_step = row["fwd"].value in ("true", "1")  # Virtuoso answers a bound true as 1
             if target in seen:
                 continue
             triple = Triple(source, row["p"], target) if forward_step else Triple(target, row["p"], source)

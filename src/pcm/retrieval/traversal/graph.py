@@ -162,8 +162,7 @@ class GraphView:
 
     def _thesis_terms(self) -> str:
         if self._thesis is None:
-            roots = " ".join(f"<{r}>" for r in THESIS_ROOTS)
-            classes = [row[0] for row in self._select("thesis_classes", roots=roots).rows]
+            classes = [row[0] for row in self._select("thesis_classes").rows]  # its roots: THESIS_ROOTS
             self._thesis = ", ".join(str(c) for c in classes if c is not None)
         return self._thesis
 
