@@ -39,7 +39,7 @@ def facts(memory: Memory) -> int:
     return int(rows[0][0].value) if rows and rows[0][0] is not None else 0
 
 
-def run(client: LlamaCppClient, output: str, samples: list[str], repair_rounds: int) -> None:
+def run(client: LlamaCppClient, output: str, samples: list[str], repair_rounds: int, limit: int | None) -> None:
     root = Path(tempfile.mkdtemp(prefix=f"pcm-bench-local-{output}-"))
     try:
         settings = Settings(memory=root / "memory", index_enabled=False, repair_rounds=repair_rounds,
@@ -47,7 +47,7 @@ def run(client: LlamaCppClient, output: str, samples: list[str], repair_rounds: 
         memory = Memory.init(settings, owner="Dana Whitfield")
         paths = [p for p in sample_paths() if any(p.stem.startswith(s) for s in samples)]
         memory.ingest([c for p in paths for c in parse_file(p)])
-        posts = [p.iri for p in memory.store.posts()]
+        posts = [p.iri for p in memory.store.posts()][:limit]
         marks = [time.perf_counter()]
         before = client.usage.totals
         report = extract_posts(memory, posts, client=client, concurrency=1, output=output,
@@ -80,6 +80,7 @@ def main() -> None:
     parser.add_argument("--samples", nargs="+", default=["03-purchase"], help="sample conversation name prefixes")
     parser.add_argument("--formats", nargs="+", default=["turtle", "json"], choices=["turtle", "json"])
     parser.add_argument("--repair-rounds", type=int, default=1)
+    parser.add_argument("--limit", type=int, help="extract only the first N utterances")
     parser.add_argument("--max-tokens", type=int, default=800, help="output budget per call")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--context", type=int, default=8192)
@@ -90,7 +91,7 @@ def main() -> None:
     print(f"model {client.name} loaded in {time.perf_counter() - started:.1f} s; threads {args.threads}, "
           f"context {args.context}, max tokens {args.max_tokens}")
     for output in args.formats:
-        run(client, output, args.samples, args.repair_rounds)
+        run(client, output, args.samples, args.repair_rounds, args.limit)
     client.close()
 
 

@@ -187,3 +187,18 @@ def test_every_gold_fact_of_the_samples_can_be_said_in_the_schema_and_reads_back
     assert errors == []
     back = normalise_json(json.dumps(answer), namespace=NS, ontology=ONTOLOGY).triples
     assert set(back) == set(turtle)
+
+
+def test_every_pattern_is_anchored_as_grammar_converters_require() -> None:
+    from pcm.retrieval.query_form import query_schema
+
+    def patterns(node: object) -> list[str]:
+        if isinstance(node, dict):
+            own = [node["pattern"]] if isinstance(node.get("pattern"), str) else []
+            return own + [p for value in node.values() for p in patterns(value)]
+        if isinstance(node, list):
+            return [p for value in node for p in patterns(value)]
+        return []
+
+    found = patterns(extraction_schema(ONTOLOGY).schema) + patterns(query_schema(ONTOLOGY).schema)
+    assert found and all(p.startswith("^") and p.endswith("$") for p in found), found

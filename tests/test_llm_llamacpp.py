@@ -87,11 +87,16 @@ def test_the_schema_becomes_a_grammar_request_and_the_prompt_keeps_its_order(ggu
                                  max_tokens=100)
     assert (completion.text, completion.input_tokens, completion.output_tokens) == ('{"n": 3}', 42, 5)
     call = client._llama.calls[-1]
-    assert call["response_format"] == {"type": "json_object", "schema": SCHEMA.schema}
+    if HAVE_LLAMA:  # the schema's grammar, built by llama-cpp-python's converter
+        from llama_cpp import LlamaGrammar
+
+        assert isinstance(call["grammar"], LlamaGrammar) and "response_format" not in call
+    else:
+        assert call["response_format"] == {"type": "json_object", "schema": SCHEMA.schema}
     assert call["temperature"] == 0.0 and call["max_tokens"] == 100
     assert [m["role"] for m in call["messages"]] == ["system", "user"]  # stable part first
     client.complete(system="SYSTEM", messages=[Message.user("U")], operation="answer")
-    assert "response_format" not in client._llama.calls[-1]
+    assert "response_format" not in client._llama.calls[-1] and "grammar" not in client._llama.calls[-1]
     assert client.usage.as_dict()["extract"]["input_tokens"] == 42
 
 
@@ -131,3 +136,18 @@ def test_a_long_in_process_call_prints_progress_without_claiming_tokens(gguf: Pa
                             progress_after=0.05)
     client.complete(system="S", messages=[Message.user("U")], operation="extract")
     assert lines and "reading the prompt and writing its answer" in lines[0]
+
+
+@pytest.mark.skipif(not HAVE_LLAMA, reason="llama-cpp-python is not installed (pip install 'pcm[local]')")
+def test_the_generated_schemas_convert_to_llama_cpp_grammars() -> None:
+    """llama-cpp-python's own response_format path falls back to plain JSON silently when a schema does not
+    convert (an unanchored regex pattern did); the extraction and query schemas must convert."""
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    from pcm.extraction.jsonld import extraction_schema
+    from pcm.ontology import load_ontology
+    from pcm.retrieval.query_form import query_schema
+
+    ontology = load_ontology()
+    for schema in (extraction_schema(ontology), query_schema(ontology)):
+        assert "root ::=" in json_schema_to_gbnf(json.dumps(schema.schema))

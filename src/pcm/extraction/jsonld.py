@@ -69,7 +69,7 @@ _LITERALS: dict[str, tuple[dict[str, Any], str | None]] = {
     XSD + "double": ({"type": "number"}, None),
     XSD + "float": ({"type": "number"}, None),
     XSD + "boolean": ({"type": "boolean"}, None),
-    XSD + "anyURI": ({"type": "string", "pattern": r"^https?://", "maxLength": MAX_TEXT}, XSD + "anyURI"),
+    XSD + "anyURI": ({"type": "string", "pattern": r"^https?://[^ ]+$", "maxLength": MAX_TEXT}, XSD + "anyURI"),
 }
 _STRING = _LITERALS[XSD + "string"][0]
 _NUMERIC = frozenset({XSD + "decimal", XSD + "double", XSD + "float", SCHEMA + "Number"})

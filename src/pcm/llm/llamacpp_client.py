@@ -5,8 +5,10 @@ extra (``pip install 'pcm[local]'``); without it this provider says how to insta
 (or where the default native build crashes) build it with
 ``CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON" pip install llama-cpp-python``.
 
-* Constrained output: a :class:`pcm.llm.base.JsonSchema` becomes ``response_format={"type": "json_object",
-  "schema": ...}``, which llama-cpp-python turns into a grammar that holds decoding to the schema.
+* Constrained output: a :class:`pcm.llm.base.JsonSchema` becomes a grammar (llama-cpp-python's JSON Schema
+  converter, built once per schema) that holds decoding to the schema. llama-cpp-python's own ``response_format``
+  path falls back to plain JSON without a word when a schema does not convert; here that fallback is taken with
+  one warning, so a schema the converter cannot read is seen.
 * Threads and context size come from settings (``PCM_LLM_THREADS``, ``PCM_LLM_CONTEXT``).
 * The model keeps the tokens of its previous prompt and re-reads only what changed after their common prefix, so
   the prompts are laid out stable part first (instructions and catalogue in the system prompt, the utterance
@@ -16,6 +18,7 @@ extra (``pip install 'pcm[local]'``); without it this provider says how to insta
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable
@@ -75,6 +78,7 @@ class LlamaCppClient:
         self._progress = progress
         self._progress_after = progress_after
         self._lock = threading.Lock()
+        self._grammars: dict[str, Any] = {}
         make = factory or _default_factory()
         try:
             self._llama = make(
@@ -97,7 +101,7 @@ class LlamaCppClient:
         chat += [{"role": m.role, "content": m.content} for m in messages]
         kwargs: dict[str, Any] = {"messages": chat, "max_tokens": max_tokens, "temperature": 0.0, "seed": 0}
         if schema is not None:
-            kwargs["response_format"] = {"type": "json_object", "schema": schema.schema}
+            kwargs.update(self._constraint(schema))
         with self._lock, waiting(self.name, write=self._progress, after=self._progress_after, streaming=False):
             try:
                 reply = self._llama.create_chat_completion(**kwargs)
@@ -106,6 +110,23 @@ class LlamaCppClient:
         completion = _completion(reply, self.model)
         self.usage.record(operation, completion)
         return completion
+
+    def _constraint(self, schema: JsonSchema) -> dict[str, Any]:
+        """The arguments that hold decoding to ``schema``: its grammar (built once), or plain JSON after a warning."""
+        try:
+            from llama_cpp import LlamaGrammar
+        except ImportError:  # a stand-in for the library (tests): the schema goes as response_format
+            return {"response_format": {"type": "json_object", "schema": schema.schema}}
+        key = json.dumps(schema.schema, sort_keys=True)
+        if key not in self._grammars:
+            try:
+                self._grammars[key] = LlamaGrammar.from_json_schema(key, verbose=False)
+            except (AssertionError, ValueError, RuntimeError) as exc:  # the converter's ways of saying no
+                log.warning("%s: the JSON Schema %r does not convert to a grammar (%s); the model writes plain "
+                            "JSON instead", self.name, schema.name, one_line(exc))
+                self._grammars[key] = None
+        grammar = self._grammars[key]
+        return {"grammar": grammar} if grammar is not None else {"response_format": {"type": "json_object"}}
 
     def close(self) -> None:
         close = getattr(self._llama, "close", None)
