@@ -6,7 +6,7 @@ recurs in many haystacks), so the run costs about one embedding pass over the or
 Prints evidence recall@5/@10/@20 per question type (all ``has_answer`` turns in the top k) and session recall@10.
 
     python benchmarks/bench_recall_haystack.py ../shared/data/longmemeval/longmemeval-oracle-dev48.json
-    python benchmarks/bench_recall_haystack.py ORACLE --types multi-session --set SESSION_SPREAD=0.8
+    python benchmarks/bench_recall_haystack.py ORACLE --types multi-session --set VECTOR_WEIGHT=0.5
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from bench_recall_memories import override  # noqa: E402
 from make_lme_haystack import DISTRACTORS, SEED, build  # noqa: E402
-from pcm.evaluation.datasets import _longmemeval_item, category_of  # noqa: E402
+from pcm.evaluation.datasets import category_of, load_items  # noqa: E402
 from pcm.evaluation.metrics import KS, hits_at, percentile, ranked_unique  # noqa: E402
 from pcm.index import PostRecord, SideIndex, get_embedder  # noqa: E402
 from pcm.index.embedder import Embedder  # noqa: E402
@@ -55,13 +55,16 @@ class CachedEmbedder(Embedder):
 
 def run(path: Path, distractors: int, seed: int, types: set[str] | None) -> dict[str, Any]:
     records = build(json.loads(path.read_text(encoding="utf-8")), distractors, seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        haystack = Path(tmp) / path.name
+        haystack.write_text(json.dumps(records), encoding="utf-8")
+        items = load_items("longmemeval", haystack)  # the parser pcm eval uses
     embedder = CachedEmbedder(get_embedder())
     hits: dict[str, dict[int, list[bool]]] = defaultdict(lambda: defaultdict(list))
     session_hits: dict[str, list[bool]] = defaultdict(list)
     latencies: list[float] = []
     posts_per_question = []
-    for record in records:
-        item = _longmemeval_item(path, record)
+    for item in items:
         (q,) = item.questions
         category = category_of(q)
         if (types and category not in types) or q.abstention or not q.evidence:
