@@ -32,7 +32,7 @@ def ontology() -> None:
     """
 
 
-def _load(ontology_dir: Path | None):  # type: ignore[no-untyped-def]
+def _load(ontology_dir: Path | None):
     from pcm.ontology import load_ontology
     from pcm.ontology_tools.diff import load_version
 

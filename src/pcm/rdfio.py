@@ -126,9 +126,9 @@ def _as_quad(t: ox.Triple | ox.Quad) -> ox.Quad:
 def serialize(quads: Iterable[ox.Quad], fmt: str, *, prefixes: dict[str, str] | None = None) -> bytes:
     rdf = rdf_format(fmt)
     if rdf.supports_datasets:
-        return ox.serialize(quads, format=rdf, prefixes=prefixes)  # type: ignore[call-arg]
+        return ox.serialize(quads, format=rdf, prefixes=prefixes)
     triples = [ox.Triple(q.subject, q.predicate, q.object) for q in quads]
-    return ox.serialize(triples, format=rdf, prefixes=prefixes)  # type: ignore[call-arg]
+    return ox.serialize(triples, format=rdf, prefixes=prefixes)
 
 
 def _one_line(text: str) -> str:

@@ -281,7 +281,7 @@ class _PreparedQueryGraph(rdflib.Graph):
     the isolated-individual rule from the dominant cost into a negligible one.
     """
 
-    def query(self, query_object: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def query(self, query_object: Any, *args: Any, **kwargs: Any) -> Any:
         if isinstance(query_object, str):
             query_object = _prepared(query_object)
         return super().query(query_object, *args, **kwargs)

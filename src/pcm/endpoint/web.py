@@ -168,6 +168,6 @@ def create_app(front: App, *, mounted: Sequence[Mounted] = ()) -> Starlette:
         return starlette_response(json_error(500, f"internal error: {type(exc).__name__}"))
 
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={Exception: internal_error})
-    app.add_middleware(Guard, front=front)  # type: ignore[arg-type]
+    app.add_middleware(Guard, front=front)
     return app
 

@@ -655,7 +655,7 @@ def restore_backup(memory: Memory, backup: Backup, *, data: bool = True) -> None
             source = ox.Store.read_only(str(backup.path / "oxigraph"))
             quads: Iterable[ox.Quad] = source
         else:
-            quads = ox.parse(path=str(backup.path / "dataset.nq"), format=ox.RdfFormat.N_QUADS)  # type: ignore[assignment]
+            quads = ox.parse(path=str(backup.path / "dataset.nq"), format=ox.RdfFormat.N_QUADS)
         memory.backend.update("CLEAR ALL")
         chunk: list[ox.Quad] = []
         for quad in quads:
@@ -707,7 +707,7 @@ def _posts_in(quads: Iterable[ox.Quad]) -> list[str]:
 
 def _dump_quads(backup: Path) -> Iterable[ox.Quad]:
     dump = backup / "dataset.nq"
-    return ox.parse(path=str(dump), format=ox.RdfFormat.N_QUADS) if dump.is_file() else ()  # type: ignore[return-value]
+    return ox.parse(path=str(dump), format=ox.RdfFormat.N_QUADS) if dump.is_file() else ()
 
 
 def mark_pending(memory: Memory, posts: Sequence[str]) -> int:

@@ -334,7 +334,7 @@ def _fact_text(s: str, p: str, o: str, ontology: Ontology, labels: Mapping[str, 
 
 def _literal(text: str) -> ox.Literal | None:
     try:
-        return next(iter(ox.parse(f"<urn:x:s> <urn:x:p> {text} .", format=ox.RdfFormat.N_TRIPLES))).object  # type: ignore[return-value]
+        return next(iter(ox.parse(f"<urn:x:s> <urn:x:p> {text} .", format=ox.RdfFormat.N_TRIPLES))).object
     except (SyntaxError, StopIteration, ValueError):
         return None
 

@@ -296,7 +296,7 @@ def match_question_entities(memory: Memory, question: str, *, limit: int = MAX_E
     ]
 
 
-def _index(memory: Memory):  # type: ignore[no-untyped-def]
+def _index(memory: Memory):
     """The side index when it can be used; otherwise None (grounding keeps the exact label lookups)."""
     if not memory.settings.index_enabled:
         return None

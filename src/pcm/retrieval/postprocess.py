@@ -149,7 +149,7 @@ def _sum(compute: Compute, rows: Sequence[Row], as_of: datetime) -> Computed:
     total = Decimal(0)
     for row in distinct.values():
         if var in row:
-            total += to_number(row[var])  # type: ignore[arg-type]
+            total += to_number(row[var])
     return Computed(compute, total, format_number(total))
 
 
@@ -163,9 +163,9 @@ def _extreme(compute: Compute, rows: Sequence[Row], as_of: datetime) -> Computed
     ordered = sorted(candidates, key=lambda r: (sort_key(r[key_var]), str(r[value_var])))  # type: ignore[index]
     chosen = ordered[0] if compute.op in ("first", "min") else ordered[-1]
     value = chosen[value_var]
-    text = format_term(value)  # type: ignore[arg-type]
+    text = format_term(value)
     if key_var != value_var:
-        text += f" ({format_term(chosen[key_var])})"  # type: ignore[arg-type]
+        text += f" ({format_term(chosen[key_var])})"
     return Computed(compute, value, text, chosen)
 
 

@@ -1024,8 +1024,8 @@ def _decode_result(message: dict[str, Any], memory_mb: int) -> QueryResult:
         return bool(message["value"])
     if message["kind"] == "solutions":
         rows = [tuple(_decode_term(t) for t in row) for row in message["rows"]]
-        return Solutions(tuple(message["vars"]), rows)  # type: ignore[arg-type]
-    return [_decode_term(t) for t in message["triples"]]  # type: ignore[misc]
+        return Solutions(tuple(message["vars"]), rows)
+    return [_decode_term(t) for t in message["triples"]]
 
 
 def _encode_term(term: Any) -> Any:

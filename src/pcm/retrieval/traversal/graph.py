@@ -289,7 +289,7 @@ class GraphView:
         for a, b, p, fwd in rows:
             forward = _true(fwd)
             triple = Triple(a, p, b) if forward else Triple(b, p, a)  # type: ignore[arg-type]
-            found.setdefault((a, b), []).append(Step(triple, forward))  # type: ignore[index]
+            found.setdefault((a, b), []).append(Step(triple, forward))
         for steps in found.values():
             steps.sort(key=lambda s: (not s.forward, s.triple.p.value))
         return found
