@@ -207,10 +207,10 @@ def _validation_problems(quads: Sequence[ox.Quad], validator: object) -> list[st
     graph, derived = ox.NamedNode(FIXTURE_GRAPH), ox.NamedNode(PROV + "wasDerivedFrom")
     facts = [q for q in quads if q.graph_name == graph and q.predicate != derived]
     rest = [q for q in quads if q.graph_name != graph]
-    for graph, chosen in ((delta, facts), (context, rest)):
+    for target, chosen in ((delta, facts), (context, rest)):
         if chosen:
             triples = [ox.Quad(q.subject, q.predicate, q.object) for q in chosen]
-            graph.parse(data=ox.serialize(triples, format=ox.RdfFormat.N_TRIPLES).decode("utf-8"), format="nt")
+            target.parse(data=ox.serialize(triples, format=ox.RdfFormat.N_TRIPLES).decode("utf-8"), format="nt")
     report = validator.validate(delta, memory_namespace=FIXTURE_NAMESPACE, context=context)  # type: ignore[attr-defined]
     return [f"fixture violates [{v.rule}]: {v.message}" for v in report.violations]
 

@@ -73,9 +73,9 @@ def collect_examples(ontology: Ontology, directory: Path | None = None) -> Examp
                 examples.questions.setdefault(iri, []).append((question.name, question.question))
         for statement in _statements(question.fixture.read_text(encoding="utf-8")):
             for token in set(re.findall(r"[A-Za-z][\w-]*:[A-Za-z_][\w-]*", statement)):
-                iri = names.get(token)
-                if iri is not None and iri not in examples.snippets:
-                    examples.snippets[iri] = (question.name, statement)
+                named = names.get(token)
+                if named is not None and named not in examples.snippets:
+                    examples.snippets[named] = (question.name, statement)
     return examples
 
 

@@ -368,7 +368,7 @@ def memory_version(memory: Memory) -> str:
             if cached and now - cached[0] < _REMOTE_VERSION_TTL:
                 return cached[1]
     rows = memory.store.select(render_query("ask/memory_version")).rows
-    values = [term.value if term is not None else "" for term in (rows[0] if rows else ())]  # type: ignore[union-attr]
+    values = [term.value if term is not None else "" for term in (rows[0] if rows else ())]
     version = hashlib.sha256("|".join([memory.naming.namespace, *values]).encode()).hexdigest()[:16]
     with _LOCK:
         if len(_VERSIONS) > 64:

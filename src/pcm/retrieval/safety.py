@@ -1061,13 +1061,13 @@ def _evaluate(store: ox.Store, text: str, limit: int) -> dict[str, Any]:
         return {"kind": "boolean", "value": bool(result)}
     if isinstance(result, ox.QuerySolutions):
         variables = [v.value for v in result.variables]
-        rows = []
+        rows: list[list[Any]] = []
         for solution in result:
             if len(rows) >= limit:
                 break
             rows.append([_encode_term(solution[v]) for v in variables])
         return {"kind": "solutions", "vars": variables, "rows": rows}
-    triples = []
+    triples: list[Any] = []
     for triple in result:
         if len(triples) >= limit:
             break
