@@ -89,6 +89,7 @@ def settings_for(ctx: click.Context, memory_path: Path | None, **overrides: obje
     root = ctx.find_root().obj or {}
     llm = overrides.pop("llm", None) or root.get("llm")
     return Settings.from_env(
+        None,  # the process environment
         memory=memory_path or root.get("memory"),
         llm=LLMSpec.parse(llm) if isinstance(llm, str) else None,
         **overrides,

@@ -39,7 +39,7 @@ from pcm.endpoint.timing import server_timing
 ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
 _STARTED = "pcm.started_ns"
 
-Lifespan = Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]]
+Lifespan = Callable[[Starlette], contextlib.AbstractAsyncContextManager[object]]
 
 
 @dataclass(frozen=True)

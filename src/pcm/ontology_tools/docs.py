@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rdflib import OWL, URIRef
+from rdflib import OWL, Graph, URIRef
 
 from pcm.namespaces import PREFIXES
 from pcm.ontology import (
@@ -227,9 +227,9 @@ class _Model:
         return found
 
 
-def _pairs(graph: object, predicate: URIRef) -> dict[str, set[str]]:
+def _pairs(graph: Graph, predicate: URIRef) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
-    for left, right in graph.subject_objects(predicate):  # type: ignore[attr-defined]
+    for left, right in graph.subject_objects(predicate):
         if isinstance(left, URIRef) and isinstance(right, URIRef):
             out.setdefault(str(left), set()).add(str(right))
             out.setdefault(str(right), set()).add(str(left))
