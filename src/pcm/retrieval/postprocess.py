@@ -87,6 +87,7 @@ def apply(compute: Compute, rows: Sequence[Row], *, as_of: datetime) -> Computed
 # ------------------------------------------------------------------------------------------------ operations
 
 
+# A required variable (the default) is a name or a ComputeError, never None.
 @overload
 def _var(compute: Compute, index: int, rows: Sequence[Row]) -> str: ...
 @overload
