@@ -35,6 +35,7 @@ from pcm.retrieval.safety import store_fingerprint
 from pcm.sparql import literal_term, values_clause
 
 if TYPE_CHECKING:
+    from pcm.index import SideIndex
     from pcm.memory import Memory
     from pcm.ontology import Ontology
 
@@ -296,7 +297,7 @@ def match_question_entities(memory: Memory, question: str, *, limit: int = MAX_E
     ]
 
 
-def _index(memory: Memory):
+def _index(memory: Memory) -> SideIndex | None:
     """The side index when it can be used; otherwise None (grounding keeps the exact label lookups)."""
     if not memory.settings.index_enabled:
         return None
