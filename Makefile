@@ -19,6 +19,7 @@ demo: install
 
 test: install-test
 	$(PYTHON) -m ruff check src tests benchmarks
+	$(PYTHON) -m mypy
 	pcm ontology check
 	pcm ontology test
 	$(PYTHON) -m pytest -q

@@ -7,15 +7,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from pcm.conversations import parse_file, sample_paths
 from pcm.errors import MemoryVersionError
+from pcm.index import SideIndex
 from pcm.manifest import Manifest
-from pcm.memory import Memory
+from pcm.memory import INDEX_DIR, Memory
 from pcm.settings import Settings
 from pcm.store import MemoryStore
 
@@ -49,17 +49,24 @@ def indexed(tmp_path: Path) -> Settings:
 
 
 def test_a_killed_ingest_loses_nothing_and_the_index_catches_up(indexed: Settings) -> None:
+    # the writer kills itself (SIGKILL) right after its 20th store write, before that utterance reaches the index
+    env = {**os.environ, "PCM_FAULT_POINT": "store:20"}
     proc = subprocess.Popen([sys.executable, "-c", INGEST_FOREVER, str(indexed.memory)], stdout=subprocess.PIPE,
-                            text=True)
+                            text=True, env=env)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-        time.sleep(4)  # let it write a few hundred posts, then kill it without warning, mid-write
-        os.kill(proc.pid, signal.SIGKILL)
+        returncode = proc.wait(timeout=120)
     finally:
-        proc.wait(timeout=60)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert returncode == -signal.SIGKILL
+    with SideIndex.open(indexed.memory / INDEX_DIR) as raw:
+        indexed_before = raw.post_iris()
     with Memory.open(indexed) as memory:
         stored = {p.iri for p in memory.store.posts()}
         assert len(stored) > 5
+        assert stored - indexed_before  # the kill left stored utterances the index had not seen
         assert memory.index.post_iris() == stored  # opening the index replayed what the store had and it lacked
         # every stored utterance is complete (one atomic write each): content, session, position, time
         assert all(p.text and p.session and p.time for p in memory.store.posts())

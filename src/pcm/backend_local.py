@@ -78,8 +78,11 @@ class LocalBackend:
 
     def dump(self, fmt: ox.RdfFormat, *, graph: str | None = None) -> bytes:
         if graph is not None:
-            return self._store.dump(format=fmt, from_graph=ox.NamedNode(graph))
-        return self._store.dump(format=fmt)
+            data = self._store.dump(format=fmt, from_graph=ox.NamedNode(graph))
+        else:
+            data = self._store.dump(format=fmt)
+        assert data is not None, "pyoxigraph returns the bytes when given no output"
+        return data
 
     def flush(self) -> None:
         self._store.flush()

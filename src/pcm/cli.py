@@ -26,7 +26,10 @@ from pcm.errors import MemoryLockedError, PcmError, UsageError
 from pcm.terminal import echo
 
 if TYPE_CHECKING:
+    from pcm.endpoint.client import ServeClient
     from pcm.memory import PurgeReport
+    from pcm.serve_link import Link
+    from pcm.settings import Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -83,12 +86,13 @@ def json_option(func: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")(func)
 
 
-def settings_for(ctx: click.Context, memory_path: Path | None, **overrides: object):  # type: ignore[no-untyped-def]
+def settings_for(ctx: click.Context, memory_path: Path | None, **overrides: object) -> Settings:
     from pcm.settings import LLMSpec, Settings
 
     root = ctx.find_root().obj or {}
     llm = overrides.pop("llm", None) or root.get("llm")
     return Settings.from_env(
+        None,  # the process environment
         memory=memory_path or root.get("memory"),
         llm=LLMSpec.parse(llm) if isinstance(llm, str) else None,
         **overrides,
@@ -122,7 +126,9 @@ def _json_default(value: object) -> object:
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
-def progress_bar(total: int | None, desc: str):  # type: ignore[no-untyped-def]
+def progress_bar(total: int | None, desc: str) -> Any:
+    """A tqdm bar on stderr; ``Any`` because its ``update`` (returning bool) is passed where progress callbacks
+    are typed to return None."""
     from tqdm import tqdm
 
     return tqdm(total=total, desc=desc, unit="utt", file=sys.stderr, disable=None, dynamic_ncols=True)
@@ -144,7 +150,7 @@ LAZY_COMMANDS: dict[str, str] = {
 }
 
 
-def running_server(ctx: click.Context, memory_path: Path | None, *, write: bool = False):  # type: ignore[no-untyped-def]
+def running_server(ctx: click.Context, memory_path: Path | None, *, write: bool = False) -> ServeClient | None:
     """A ServeClient when `pcm serve` holds this memory (commands then go through it), else None.
 
     ``write``: the command will write, so without the server's token it is refused now (MemoryLockedError, exit 4,
@@ -166,7 +172,7 @@ def running_server(ctx: click.Context, memory_path: Path | None, *, write: bool 
     return ServeClient(info, token=settings.token)
 
 
-def warm_server(ctx: click.Context, memory_path: Path | None):  # type: ignore[no-untyped-def]
+def warm_server(ctx: click.Context, memory_path: Path | None) -> Link | None:
     """A :class:`pcm.serve_link.Link` to the `pcm serve` holding this memory, for the reads that must start fast
     (ask, recall), else None."""
     from pcm.serve_link import find
@@ -184,7 +190,7 @@ class LazyGroup(click.Group):
             import importlib
 
             module, _, attr = LAZY_COMMANDS[cmd_name].partition(":")
-            return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
+            return getattr(importlib.import_module(module), attr)
         return super().get_command(ctx, cmd_name)
 
 

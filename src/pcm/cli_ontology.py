@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from pcm.cli import emit_json, handle_errors, json_option, memory_option, opened, settings_for
 from pcm.errors import UsageError
 from pcm.terminal import echo
+
+if TYPE_CHECKING:
+    from pcm.ontology import Ontology
 
 _DIR = click.Path(path_type=Path, file_okay=False, exists=True)
 _FILE = click.Path(path_type=Path, dir_okay=False, exists=True)
@@ -32,7 +36,7 @@ def ontology() -> None:
     """
 
 
-def _load(ontology_dir: Path | None):  # type: ignore[no-untyped-def]
+def _load(ontology_dir: Path | None) -> Ontology:
     from pcm.ontology import load_ontology
     from pcm.ontology_tools.diff import load_version
 

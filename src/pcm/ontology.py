@@ -315,7 +315,8 @@ class Ontology:
             graph_name = pyoxigraph.NamedNode(GRAPH_ONTOLOGY)
             blanks: dict[BNode, pyoxigraph.BlankNode] = {}
             self._quads = tuple(
-                pyoxigraph.Quad(_ox(s, blanks), _ox(p, blanks), _ox(o, blanks), graph_name)
+                # an rdflib graph never holds a literal subject or a non-IRI predicate
+                pyoxigraph.Quad(_ox(s, blanks), _ox(p, blanks), _ox(o, blanks), graph_name)  # type: ignore[arg-type]
                 for s, p, o in sorted(self.graph, key=lambda triple: tuple(t.n3() for t in triple))
             )
         return list(self._quads)

@@ -75,5 +75,5 @@ def _facts(files: tuple[tuple[str, int, int], ...]) -> tuple[str | None, str]:
         for triple in pyoxigraph.parse(path=path, format=pyoxigraph.RdfFormat.TURTLE):
             triples.append(triple)
             if version is None and triple.subject == subject and triple.predicate == predicate:
-                version = str(triple.object.value)  # type: ignore[union-attr]
+                version = str(triple.object.value)
     return version, ontology_digest(triples)

@@ -126,9 +126,11 @@ def _as_quad(t: ox.Triple | ox.Quad) -> ox.Quad:
 def serialize(quads: Iterable[ox.Quad], fmt: str, *, prefixes: dict[str, str] | None = None) -> bytes:
     rdf = rdf_format(fmt)
     if rdf.supports_datasets:
-        return ox.serialize(quads, format=rdf, prefixes=prefixes)  # type: ignore[call-arg]
-    triples = [ox.Triple(q.subject, q.predicate, q.object) for q in quads]
-    return ox.serialize(triples, format=rdf, prefixes=prefixes)  # type: ignore[call-arg]
+        data = ox.serialize(quads, format=rdf, prefixes=prefixes)
+    else:
+        data = ox.serialize([ox.Triple(q.subject, q.predicate, q.object) for q in quads], format=rdf, prefixes=prefixes)
+    assert data is not None, "pyoxigraph returns the bytes when given no output"
+    return data
 
 
 def _one_line(text: str) -> str:

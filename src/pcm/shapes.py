@@ -258,7 +258,8 @@ class Validator:
 
     def _read_results(self, report: rdflib.Graph, data: rdflib.Graph) -> Iterator[Violation]:
         for result in report.objects(None, SH.result):
-            info = self._shape_info.get(report.value(result, SH.sourceShape))
+            source = report.value(result, SH.sourceShape)
+            info = self._shape_info.get(source) if source is not None else None
             if info is None:
                 continue
             focus = report.value(result, SH.focusNode)
@@ -281,7 +282,7 @@ class _PreparedQueryGraph(rdflib.Graph):
     the isolated-individual rule from the dominant cost into a negligible one.
     """
 
-    def query(self, query_object: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def query(self, query_object: Any, *args: Any, **kwargs: Any) -> Any:
         if isinstance(query_object, str):
             query_object = _prepared(query_object)
         return super().query(query_object, *args, **kwargs)
@@ -355,7 +356,8 @@ def _isolated_individuals(data: rdflib.Graph) -> Iterator[Violation]:
         if p in _LINKLESS or isinstance(o, Literal) or s == o:
             continue
         linked.update((s, o))
-    for focus in sorted(set(data.subjects(RDF.type)) - linked):
+    # rdflib's terms order among themselves at run time; its stubs give Node no ``__lt__``.
+    for focus in sorted(set(data.subjects(RDF.type)) - linked):  # type: ignore[type-var]
         yield Violation(
             _ISOLATED.rule,
             _node_id(focus),
@@ -393,8 +395,8 @@ def value_limits(directory: Path | None = None) -> dict[str, ValueLimit]:
     """Property IRI -> :class:`ValueLimit` for every property a shape bounds with ``sh:maxCount 1`` or marks
     ``pcmsh:laterValuesReplace`` (``directory`` defaults to the bundled ``shapes/``; parsed once per directory)."""
     graph = rdflib.Graph()
-    for path in sorted((directory or resources.shapes_dir()).glob("*.ttl")):
-        graph.parse(path, format="turtle")
+    for file in sorted((directory or resources.shapes_dir()).glob("*.ttl")):
+        graph.parse(file, format="turtle")
     replace = URIRef(SHAPES_NS + "laterValuesReplace")
     found: dict[str, tuple[set[str], set[str], list[bool]]] = {}
     for shape in set(graph.subjects(SH.path, None)):

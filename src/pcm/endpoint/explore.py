@@ -215,9 +215,9 @@ def _checked(iri: str) -> str:
         raise InputError(f"not an IRI: {iri!r}") from exc
 
 
-def _group_facts(rows: list[dict[str, Term]]) -> dict[tuple[str, str, str], dict]:  # type: ignore[type-arg]
+def _group_facts(rows: list[dict[str, Term]]) -> dict[tuple[str, str, str], dict]:
     """One entry per (direction, predicate, other end), with the distinct sources that support it."""
-    facts: dict[tuple[str, str, str], dict] = {}  # type: ignore[type-arg]
+    facts: dict[tuple[str, str, str], dict] = {}
     for r in rows:
         if r["p"].value == PROV + "wasDerivedFrom":
             continue

@@ -181,8 +181,8 @@ class PcmServer:
         memory = Memory.open(self.settings.with_(store_url=engine.query_url, token=""))
         _expire_before_the_engine(memory.backend, engine)
         guarded = GuardedBackend(memory.backend, watchdog)
-        memory.backend = guarded  # type: ignore[assignment]
-        memory.store.backend = guarded  # type: ignore[assignment]
+        memory.backend = guarded
+        memory.store.backend = guarded
         self.watchdog, self.memory = watchdog, memory
         self.app = App(self.config, memory, upstream, watchdog, public_url="http://" + self.config.bind)
 

@@ -39,7 +39,7 @@ from pcm.endpoint.timing import server_timing
 ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
 _STARTED = "pcm.started_ns"
 
-Lifespan = Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]]
+Lifespan = Callable[[Starlette], contextlib.AbstractAsyncContextManager[object]]
 
 
 @dataclass(frozen=True)
@@ -168,6 +168,6 @@ def create_app(front: App, *, mounted: Sequence[Mounted] = ()) -> Starlette:
         return starlette_response(json_error(500, f"internal error: {type(exc).__name__}"))
 
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={Exception: internal_error})
-    app.add_middleware(Guard, front=front)  # type: ignore[arg-type]
+    app.add_middleware(Guard, front=front)
     return app
 

@@ -186,10 +186,11 @@ def parse_types(dataset: str, values: Iterable[str]) -> frozenset[str] | None:
     names: set[str] = set()
     for value in wanted:
         if dataset == "locomo":
-            name = LOCOMO_CATEGORIES.get(int(value)) if value.isdigit() else value
-            if name not in LOCOMO_CATEGORIES.values():
+            found = LOCOMO_CATEGORIES.get(int(value)) if value.isdigit() else value
+            if found is None or found not in LOCOMO_CATEGORIES.values():
                 choices = ", ".join(f"{n} {c}" for n, c in LOCOMO_CATEGORIES.items())
                 raise UsageError(f"unknown LoCoMo category {value!r}: expected one of {choices}")
+            name = found
         else:
             name = value
             if name not in (*LONGMEMEVAL_TYPES, "abstention"):

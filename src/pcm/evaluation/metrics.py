@@ -87,10 +87,12 @@ def recall_table(rows: Iterable[tuple[str, Mapping[int, bool]]], ks: Sequence[in
     for category, hits in rows:
         buckets[category].append(hits)
         buckets["all"].append(hits)
-    table = {}
+    table: dict[str, dict[str, float]] = {}
     for category in sorted(buckets, key=lambda c: (c == "all", c)):
-        hits = buckets[category]
-        table[category] = {"n": len(hits), **{f"R@{k}": round(statistics.fmean(bool(h.get(k)) for h in hits), 4) for k in ks}}
+        rows_of = buckets[category]
+        table[category] = {
+            "n": len(rows_of), **{f"R@{k}": round(statistics.fmean(bool(h.get(k)) for h in rows_of), 4) for k in ks}
+        }
     return table
 
 

@@ -266,9 +266,9 @@ class _Run:
             found = retrieve(memory, question).triples
         except (PcmError, ImportError, OSError, ValueError):
             return []
-        posts = [s.post for item in found for s in item.sources if getattr(s, "post", None)]
+        posts = [s.post for item in found for s in item.sources if s.post]
         if posts and self._source_ids is None:
-            self._source_ids = {p.post: p.source_id for p in memory.store.posts()}
+            self._source_ids = {p.iri: p.source_id for p in memory.store.posts()}
         return ranked_unique((self._source_ids or {}).get(p) for p in posts)
 
 

@@ -46,7 +46,7 @@ class OutboxWatcher:
             return  # marked by an earlier process (needs a reconcile), raced by a write, or nothing to clear
         if getattr(self._store, "index_dirty", False):
             return  # an index write failed in this process: only a full reconcile covers it
-        self.clear(int(token))  # type: ignore[call-overload]
+        self.clear(int(token))
 
     def clear(self, token: int) -> None:
         """Remove the marker (after a full reconcile, or an index write covering every marked write up to token)."""

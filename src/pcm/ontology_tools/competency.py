@@ -28,6 +28,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyoxigraph as ox
 import rdflib
@@ -39,6 +40,9 @@ from pcm.naming import Naming
 from pcm.ontology import META_AREAS, Ontology, load_ontology
 from pcm.ontology_tools.usage import sparql_terms
 from pcm.provenance import fixed_agent_quads
+
+if TYPE_CHECKING:
+    from pcm.shapes import Validator
 
 FIXTURE_NAMESPACE = "https://pcm.invalid/m/fixture/"
 FIXTURE_GRAPH = GRAPH_EXTRACTION_PREFIX + "fixture"
@@ -135,7 +139,7 @@ def run_competency(
     onto = ontology or load_ontology()
     questions = load_questions(directory)
     wanted = set(names) if names else None
-    validator = None
+    validator: Validator | None = None
     if validate:
         from pcm.shapes import Validator
 
@@ -160,7 +164,7 @@ def question_areas(question: CompetencyQuestion, ontology: Ontology) -> tuple[st
     return tuple(a for a in ontology.areas if any(ontology.terms[i].area == a for i in used if i in ontology.terms))
 
 
-def _run_one(question: CompetencyQuestion, ontology: Ontology, areas: tuple[str, ...], validator: object) -> CompetencyResult:
+def _run_one(question: CompetencyQuestion, ontology: Ontology, areas: tuple[str, ...], validator: Validator | None) -> CompetencyResult:
     result = CompetencyResult(question.name, question.question, False, areas)
     try:
         quads = fixture_quads(question.fixture)
@@ -201,17 +205,19 @@ def fixture_quads(path: Path) -> list[ox.Quad]:
     return quads + fixed_agent_quads(Naming(FIXTURE_NAMESPACE), FIXTURE_OWNER)
 
 
-def _validation_problems(quads: Sequence[ox.Quad], validator: object) -> list[str]:
+def _validation_problems(quads: Sequence[ox.Quad], validator: Validator) -> list[str]:
     """The extracted facts of a fixture must pass the shapes, with the other graphs as context."""
     delta, context = rdflib.Graph(), rdflib.Graph()
     graph, derived = ox.NamedNode(FIXTURE_GRAPH), ox.NamedNode(PROV + "wasDerivedFrom")
     facts = [q for q in quads if q.graph_name == graph and q.predicate != derived]
     rest = [q for q in quads if q.graph_name != graph]
-    for graph, chosen in ((delta, facts), (context, rest)):
+    for target, chosen in ((delta, facts), (context, rest)):
         if chosen:
             triples = [ox.Quad(q.subject, q.predicate, q.object) for q in chosen]
-            graph.parse(data=ox.serialize(triples, format=ox.RdfFormat.N_TRIPLES).decode("utf-8"), format="nt")
-    report = validator.validate(delta, memory_namespace=FIXTURE_NAMESPACE, context=context)  # type: ignore[attr-defined]
+            data = ox.serialize(triples, format=ox.RdfFormat.N_TRIPLES)
+            assert data is not None, "pyoxigraph returns the bytes when given no output"
+            target.parse(data=data.decode("utf-8"), format="nt")
+    report = validator.validate(delta, memory_namespace=FIXTURE_NAMESPACE, context=context)
     return [f"fixture violates [{v.rule}]: {v.message}" for v in report.violations]
 
 

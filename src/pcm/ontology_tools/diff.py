@@ -307,8 +307,9 @@ def data_from_file(path: Path) -> QueryRunner:
 
     def run(sparql: str) -> Solutions:
         result = store.query(sparql, use_default_graph_as_union=True)
-        variables = tuple(v.value for v in result.variables)  # type: ignore[union-attr]
-        return Solutions(variables, [tuple(s[v] for v in variables) for s in result])  # type: ignore[union-attr]
+        assert isinstance(result, ox.QuerySolutions), "expected a SELECT query"
+        variables = tuple(v.value for v in result.variables)
+        return Solutions(variables, [tuple(s[v] for v in variables) for s in result])
 
     return run
 

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rdflib import OWL, URIRef
+from rdflib import OWL, Graph, URIRef
 
 from pcm.namespaces import PREFIXES
 from pcm.ontology import (
@@ -73,9 +73,9 @@ def collect_examples(ontology: Ontology, directory: Path | None = None) -> Examp
                 examples.questions.setdefault(iri, []).append((question.name, question.question))
         for statement in _statements(question.fixture.read_text(encoding="utf-8")):
             for token in set(re.findall(r"[A-Za-z][\w-]*:[A-Za-z_][\w-]*", statement)):
-                iri = names.get(token)
-                if iri is not None and iri not in examples.snippets:
-                    examples.snippets[iri] = (question.name, statement)
+                named = names.get(token)
+                if named is not None and named not in examples.snippets:
+                    examples.snippets[named] = (question.name, statement)
     return examples
 
 
@@ -227,9 +227,9 @@ class _Model:
         return found
 
 
-def _pairs(graph: object, predicate: URIRef) -> dict[str, set[str]]:
+def _pairs(graph: Graph, predicate: URIRef) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
-    for left, right in graph.subject_objects(predicate):  # type: ignore[attr-defined]
+    for left, right in graph.subject_objects(predicate):
         if isinstance(left, URIRef) and isinstance(right, URIRef):
             out.setdefault(str(left), set()).add(str(right))
             out.setdefault(str(right), set()).add(str(left))

@@ -341,7 +341,7 @@ def validate_memory(memory: Memory, validator: Validator, *, examples: int = 3) 
         where: dict[str, set[str]] = {}
         stated: dict[tuple[str, str], set[str]] = {}
         for q in quads:
-            graph = q.graph_name.value  # type: ignore[union-attr]
+            graph = q.graph_name.value
             for node in (q.subject, q.object):
                 if isinstance(node, ox.NamedNode | ox.BlankNode):
                     where.setdefault(_node_id(node), set()).add(graph)
@@ -371,8 +371,14 @@ def _rdflib_graph(quads: Sequence[ox.Quad]) -> rdflib.Graph:
     graph = rdflib.Graph()
     if quads:
         triples = [ox.Quad(q.subject, q.predicate, q.object) for q in quads]
-        graph.parse(data=ox.serialize(triples, format=ox.RdfFormat.N_TRIPLES).decode("utf-8"), format="nt")
+        graph.parse(data=_ntriples(triples), format="nt")
     return graph
+
+
+def _ntriples(triples: Sequence[ox.Triple] | Sequence[ox.Quad]) -> str:
+    data = ox.serialize(triples, format=ox.RdfFormat.N_TRIPLES)
+    assert data is not None, "pyoxigraph returns the bytes when given no output"
+    return data.decode("utf-8")
 
 
 def _context(memory: Memory, quads: Sequence[ox.Quad]) -> rdflib.Graph:
@@ -382,7 +388,7 @@ def _context(memory: Memory, quads: Sequence[ox.Quad]) -> rdflib.Graph:
     for start in range(0, len(nodes), 400):
         result = memory.backend.query(render_query("node_context", nodes=values_clause("n", nodes[start : start + 400])))
         if isinstance(result, list) and result:
-            context.parse(data=ox.serialize(result, format=ox.RdfFormat.N_TRIPLES).decode("utf-8"), format="nt")
+            context.parse(data=_ntriples(result), format="nt")
     return context
 
 
@@ -655,7 +661,7 @@ def restore_backup(memory: Memory, backup: Backup, *, data: bool = True) -> None
             source = ox.Store.read_only(str(backup.path / "oxigraph"))
             quads: Iterable[ox.Quad] = source
         else:
-            quads = ox.parse(path=str(backup.path / "dataset.nq"), format=ox.RdfFormat.N_QUADS)  # type: ignore[assignment]
+            quads = ox.parse(path=str(backup.path / "dataset.nq"), format=ox.RdfFormat.N_QUADS)
         memory.backend.update("CLEAR ALL")
         chunk: list[ox.Quad] = []
         for quad in quads:
@@ -707,7 +713,7 @@ def _posts_in(quads: Iterable[ox.Quad]) -> list[str]:
 
 def _dump_quads(backup: Path) -> Iterable[ox.Quad]:
     dump = backup / "dataset.nq"
-    return ox.parse(path=str(dump), format=ox.RdfFormat.N_QUADS) if dump.is_file() else ()  # type: ignore[return-value]
+    return ox.parse(path=str(dump), format=ox.RdfFormat.N_QUADS) if dump.is_file() else ()
 
 
 def mark_pending(memory: Memory, posts: Sequence[str]) -> int:

@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pcm.backend import Solutions
 from pcm.namespaces import SCHEMA, SCHEMA_HTTP, VOCABULARY_NAMESPACES
 from pcm.ontology import Ontology
 from pcm.resources import render_query
+
+if TYPE_CHECKING:
+    from pcm.memory import Memory
 
 
 @dataclass
@@ -63,10 +67,10 @@ def collect_proposals(rows: Solutions, ontology: Ontology, *, examples: int = 3)
     return sorted(found.values(), key=lambda p: (-p.count, p.curie))
 
 
-def proposals_for(memory: object, *, examples: int = 3) -> list[Proposal]:
+def proposals_for(memory: Memory, *, examples: int = 3) -> list[Proposal]:
     """Proposals from an open memory (read-only is enough)."""
-    rows = memory.store.select(render_query("unknown_terms"))  # type: ignore[attr-defined]
-    return collect_proposals(rows, memory.ontology, examples=examples)  # type: ignore[attr-defined]
+    rows = memory.store.select(render_query("unknown_terms"))
+    return collect_proposals(rows, memory.ontology, examples=examples)
 
 
 def similar_terms(term: str, ontology: Ontology, limit: int = 3) -> list[str]:

@@ -93,7 +93,7 @@ class EvidenceFact:
     text: str
     """The triple as a reader sees it: labels and CURIEs."""
 
-    def as_json(self) -> dict[str, object]:
+    def as_json(self) -> dict[str, Any]:
         return {
             "subject": self.subject,
             "predicate": self.predicate,
@@ -234,7 +234,7 @@ def _locate(memory: Memory, triples: Sequence[tuple[str, str, str]]) -> list[tup
         query = f"SELECT ?s ?p ?o ?g WHERE {{ VALUES (?s ?p ?o) {{ {values} }} GRAPH ?g {{ ?s ?p ?o }} }}"
         for row in memory.store.select(query).rows:
             s, p, o, g = row
-            found.append(((str(s), str(p), str(o)), g.value))  # type: ignore[union-attr]
+            found.append(((str(s), str(p), str(o)), g.value))
     return sorted(set(found))
 
 
@@ -249,7 +249,7 @@ def _history_posts(memory: Memory, subjects: Iterable[str]) -> dict[str, tuple[s
     )
     out: dict[str, list[str]] = {}
     for row in memory.store.select(query).rows:
-        out.setdefault(str(row[0]), []).append(row[1].value)  # type: ignore[union-attr]
+        out.setdefault(str(row[0]), []).append(row[1].value)
     return {k: tuple(sorted(set(v))) for k, v in out.items()}
 
 
@@ -278,7 +278,7 @@ def _derived_posts(memory: Memory, iris: Sequence[str]) -> list[str]:
     from pcm.sparql import values_clause
 
     query = f"SELECT DISTINCT ?post WHERE {{ {values_clause('e', list(iris)[:200])} ?e <{PROV}wasDerivedFrom> ?post }}"
-    return [row[0].value for row in memory.store.select(query).rows if row[0] is not None]  # type: ignore[union-attr]
+    return [row[0].value for row in memory.store.select(query).rows if row[0] is not None]
 
 
 def posts_of(memory: Memory, iris: Sequence[str]) -> list[EvidencePost]:
@@ -334,7 +334,7 @@ def _fact_text(s: str, p: str, o: str, ontology: Ontology, labels: Mapping[str, 
 
 def _literal(text: str) -> ox.Literal | None:
     try:
-        return next(iter(ox.parse(f"<urn:x:s> <urn:x:p> {text} .", format=ox.RdfFormat.N_TRIPLES))).object  # type: ignore[return-value]
+        return next(iter(ox.parse(f"<urn:x:s> <urn:x:p> {text} .", format=ox.RdfFormat.N_TRIPLES))).object
     except (SyntaxError, StopIteration, ValueError):
         return None
 

@@ -35,6 +35,7 @@ from pcm.retrieval.safety import store_fingerprint
 from pcm.sparql import literal_term, values_clause
 
 if TYPE_CHECKING:
+    from pcm.index import SideIndex
     from pcm.memory import Memory
     from pcm.ontology import Ontology
 
@@ -296,7 +297,7 @@ def match_question_entities(memory: Memory, question: str, *, limit: int = MAX_E
     ]
 
 
-def _index(memory: Memory):  # type: ignore[no-untyped-def]
+def _index(memory: Memory) -> SideIndex | None:
     """The side index when it can be used; otherwise None (grounding keeps the exact label lookups)."""
     if not memory.settings.index_enabled:
         return None
@@ -368,7 +369,7 @@ def memory_version(memory: Memory) -> str:
             if cached and now - cached[0] < _REMOTE_VERSION_TTL:
                 return cached[1]
     rows = memory.store.select(render_query("ask/memory_version")).rows
-    values = [term.value if term is not None else "" for term in (rows[0] if rows else ())]  # type: ignore[union-attr]
+    values = [term.value if term is not None else "" for term in (rows[0] if rows else ())]
     version = hashlib.sha256("|".join([memory.naming.namespace, *values]).encode()).hexdigest()[:16]
     with _LOCK:
         if len(_VERSIONS) > 64:

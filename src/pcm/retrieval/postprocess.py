@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal, InvalidOperation
+from typing import overload
 
 import pyoxigraph as ox
 
@@ -86,6 +87,11 @@ def apply(compute: Compute, rows: Sequence[Row], *, as_of: datetime) -> Computed
 # ------------------------------------------------------------------------------------------------ operations
 
 
+# A required variable (the default) is a name or a ComputeError, never None.
+@overload
+def _var(compute: Compute, index: int, rows: Sequence[Row]) -> str: ...
+@overload
+def _var(compute: Compute, index: int, rows: Sequence[Row], *, required: bool) -> str | None: ...
 def _var(compute: Compute, index: int, rows: Sequence[Row], *, required: bool = True) -> str | None:
     if index >= len(compute.args):
         if required:
@@ -113,7 +119,7 @@ def _between(compute: Compute, rows: Sequence[Row], as_of: datetime) -> Computed
     row = next((r for r in rows if start_var in r and end_var in r), None)
     if row is None:
         raise ComputeError(f"no row binds both ?{start_var} and ?{end_var}")
-    start, end = to_date(row[start_var]), to_date(row[end_var])  # type: ignore[index]
+    start, end = to_date(row[start_var]), to_date(row[end_var])
     amount = difference(start, end, unit)
     return Computed(compute, amount, f"{_amount(amount, unit)} (from {format_date(start)} to {format_date(end)})")
 
@@ -121,7 +127,7 @@ def _between(compute: Compute, rows: Sequence[Row], as_of: datetime) -> Computed
 def _since(compute: Compute, rows: Sequence[Row], as_of: datetime) -> Computed:
     var = _var(compute, 0, rows)
     unit = _unit(compute, 1)
-    start = to_date(next(r[var] for r in rows if var in r))  # type: ignore[index]
+    start = to_date(next(r[var] for r in rows if var in r))
     amount = difference(start, as_of.date(), unit)
     return Computed(compute, amount, f"{_amount(amount, unit)} (from {format_date(start)} to {format_date(as_of.date())})")
 
@@ -129,7 +135,7 @@ def _since(compute: Compute, rows: Sequence[Row], as_of: datetime) -> Computed:
 def _until(compute: Compute, rows: Sequence[Row], as_of: datetime) -> Computed:
     var = _var(compute, 0, rows)
     unit = _unit(compute, 1)
-    end = to_date(next(r[var] for r in rows if var in r))  # type: ignore[index]
+    end = to_date(next(r[var] for r in rows if var in r))
     amount = difference(as_of.date(), end, unit)
     return Computed(compute, amount, f"{_amount(amount, unit)} (from {format_date(as_of.date())} to {format_date(end)})")
 
@@ -149,23 +155,22 @@ def _sum(compute: Compute, rows: Sequence[Row], as_of: datetime) -> Computed:
     total = Decimal(0)
     for row in distinct.values():
         if var in row:
-            total += to_number(row[var])  # type: ignore[arg-type]
+            total += to_number(row[var])
     return Computed(compute, total, format_number(total))
 
 
 def _extreme(compute: Compute, rows: Sequence[Row], as_of: datetime) -> Computed:
     value_var = _var(compute, 0, rows)
-    key_var = _var(compute, 1, rows, required=False) if compute.op in ("first", "last") else value_var
-    key_var = key_var or value_var
+    key_var = (_var(compute, 1, rows, required=False) if compute.op in ("first", "last") else None) or value_var
     candidates = [r for r in rows if value_var in r and key_var in r]
     if not candidates:
         raise ComputeError(f"no row binds ?{value_var} and ?{key_var}")
-    ordered = sorted(candidates, key=lambda r: (sort_key(r[key_var]), str(r[value_var])))  # type: ignore[index]
+    ordered = sorted(candidates, key=lambda r: (sort_key(r[key_var]), str(r[value_var])))
     chosen = ordered[0] if compute.op in ("first", "min") else ordered[-1]
     value = chosen[value_var]
-    text = format_term(value)  # type: ignore[arg-type]
+    text = format_term(value)
     if key_var != value_var:
-        text += f" ({format_term(chosen[key_var])})"  # type: ignore[arg-type]
+        text += f" ({format_term(chosen[key_var])})"
     return Computed(compute, value, text, chosen)
 
 

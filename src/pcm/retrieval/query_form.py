@@ -148,7 +148,8 @@ def compile_form(form: dict[str, Any], *, namespace: str, ontology: Ontology) ->
     patterns = form.get("where")
     if not isinstance(patterns, list) or not patterns:
         raise FormProblem('"where" must list at least one triple pattern {"s", "p", "o"}')
-    required, optional = [], []
+    required: list[str] = []
+    optional: list[str] = []
     for pattern in patterns:
         if not isinstance(pattern, dict):
             raise FormProblem("each item of \"where\" must be an object {\"s\", \"p\", \"o\"}")

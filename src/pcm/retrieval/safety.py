@@ -590,7 +590,7 @@ class _ShapeParser:
     def triples(self) -> None:
         if self.is_text("["):
             subject = self.blank_list()
-            if self.is_text(".", "}") or (self.peek() is not None and self.peek().kind == "word" and self.peek().upper in _GROUP_KEYWORDS):  # type: ignore[union-attr]
+            if self.is_text(".", "}") or ((nxt := self.peek()) is not None and nxt.kind == "word" and nxt.upper in _GROUP_KEYWORDS):
                 return
         else:
             subject = self.term()
@@ -609,7 +609,7 @@ class _ShapeParser:
                 return
             while self.is_text(";"):
                 self.take()
-            if self.is_text(".", "}", "]") or self.peek() is None or (self.peek().kind == "word" and self.peek().upper in _GROUP_KEYWORDS and self.peek().text != "a"):  # type: ignore[union-attr]
+            if self.is_text(".", "}", "]") or (nxt := self.peek()) is None or (nxt.kind == "word" and nxt.upper in _GROUP_KEYWORDS and nxt.text != "a"):
                 return
 
     def record(self, subject: str, verb: str, path: bool, unbounded: bool, obj: str) -> None:
@@ -696,7 +696,7 @@ class _ShapeParser:
             return self.literal(token)
         if token.kind == "number":
             return _number(token.text)
-        if token.text in ("+", "-") and self.peek() is not None and self.peek().kind == "number":  # type: ignore[union-attr]
+        if token.text in ("+", "-") and (nxt := self.peek()) is not None and nxt.kind == "number":
             return _number(token.text + self.take().text)
         if token.kind == "word" and token.text.lower() in ("true", "false"):
             return str(ox.Literal(token.text.lower(), datatype=ox.NamedNode(_XSD + "boolean")))
@@ -718,9 +718,9 @@ class _ShapeParser:
 
     def literal(self, token: Token) -> str:
         value = _unescape(token.text[3:-3] if token.text[:3] in ('"""', "'''") else token.text[1:-1])
-        if self.peek() is not None and self.peek().kind == "lang":  # type: ignore[union-attr]
+        if (nxt := self.peek()) is not None and nxt.kind == "lang":
             return str(ox.Literal(value, language=self.take().text[1:]))
-        if self.peek() is not None and self.peek().kind == "dtype":  # type: ignore[union-attr]
+        if (nxt := self.peek()) is not None and nxt.kind == "dtype":
             self.take()
             datatype = self.iri(self.take())[1:-1]
             return str(ox.Literal(value, datatype=ox.NamedNode(datatype)))
@@ -1024,8 +1024,8 @@ def _decode_result(message: dict[str, Any], memory_mb: int) -> QueryResult:
         return bool(message["value"])
     if message["kind"] == "solutions":
         rows = [tuple(_decode_term(t) for t in row) for row in message["rows"]]
-        return Solutions(tuple(message["vars"]), rows)  # type: ignore[arg-type]
-    return [_decode_term(t) for t in message["triples"]]  # type: ignore[misc]
+        return Solutions(tuple(message["vars"]), rows)
+    return [_decode_term(t) for t in message["triples"]]
 
 
 def _encode_term(term: Any) -> Any:
@@ -1061,13 +1061,13 @@ def _evaluate(store: ox.Store, text: str, limit: int) -> dict[str, Any]:
         return {"kind": "boolean", "value": bool(result)}
     if isinstance(result, ox.QuerySolutions):
         variables = [v.value for v in result.variables]
-        rows = []
+        rows: list[list[Any]] = []
         for solution in result:
             if len(rows) >= limit:
                 break
             rows.append([_encode_term(solution[v]) for v in variables])
         return {"kind": "solutions", "vars": variables, "rows": rows}
-    triples = []
+    triples: list[Any] = []
     for triple in result:
         if len(triples) >= limit:
             break

@@ -100,9 +100,9 @@ def summary_posts(
             scores.setdefault(hit.post, 1.0 / (RRF_C + len(hits) + rank))  # complement: below every recall hit
             session_of[hit.post] = session_id
     for post in scores:
-        rank = session_rank.get(session_of.get(post, ""))
-        if rank is not None:
-            scores[post] += weight / (RRF_C + rank)
+        session_at = session_rank.get(session_of.get(post, ""))
+        if session_at is not None:
+            scores[post] += weight / (RRF_C + session_at)
     return [p for p, _ in sorted(scores.items(), key=lambda item: (-item[1], item[0]))][:k]
 
 

@@ -87,9 +87,9 @@ def beam_search(
     found: dict[Triple, Found] = {}
     paths: list[Path] = []
     for i, start in enumerate(starts):
-        stopped = {id(b) for b in ended[i]}
+        ended_ids = {id(b) for b in ended[i]}
         for beam in _final(ended[i], live[i], config):
-            path = Path(NAME, start, beam.steps, score=math.exp(-beam.score(config.mean_alpha)), ended=id(beam) in stopped)
+            path = Path(NAME, start, beam.steps, score=math.exp(-beam.score(config.mean_alpha)), ended=id(beam) in ended_ids)
             paths.append(path)
             for step in beam.steps:
                 if step.triple not in found:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import pyoxigraph as ox
 
@@ -162,11 +162,12 @@ def _links(memory: Memory, starts: list[ox.NamedNode], name: str, depth: int, re
         result.stats.rows += len(rows)
         frontier: dict[ox.NamedNode, WalkPath] = {}
         for row in sorted(rows, key=lambda r: (r["from"].value, r["p"].value, r["x"].value)):
-            source, target = row["from"], row["x"]
+            # the walk query binds ?from, ?p and ?x to IRIs only
+            source, predicate, target = (cast(ox.NamedNode, row[v]) for v in ("from", "p", "x"))
             forward_step = row["fwd"].value in ("true", "1")  # Virtuoso answers a bound true as 1
             if target in seen:
                 continue
-            triple = Triple(source, row["p"], target) if forward_step else Triple(target, row["p"], source)
+            triple = Triple(source, predicate, target) if forward_step else Triple(target, predicate, source)
             parent = paths[source]
             path = WalkPath(ALGORITHM, parent.start, (*parent.steps, Step(triple, forward_step)), 1.0 / (level + 1))
             seen.add(target)
@@ -274,7 +275,7 @@ def _attach_sources(memory: Memory, found: Sequence[Found]) -> None:
         for end in (item.triple.s, item.triple.o):
             seen += [p for p in derived.get(end.value, []) if p not in seen]
         item.sources = [
-            Source(p, posts[p].content, posts[p].session, posts[p].time.isoformat() if posts[p].time else None,
+            Source(p, posts[p].content, posts[p].session, t.isoformat() if (t := posts[p].time) else None,
                    posts[p].speaker, posts[p].source_id)
             for p in seen if p in posts
         ]

@@ -183,7 +183,7 @@ class GraphView:
         ).rows
         walkable = self.walkable
         return [
-            Neighbour(int(tag.value), vertex, parent)  # type: ignore[union-attr, arg-type]
+            Neighbour(int(tag.value), vertex, parent)  # type: ignore[arg-type]
             for tag, vertex, parent in rows
             if parent is not None and walkable(vertex)
         ]
@@ -203,7 +203,7 @@ class GraphView:
             "meet", frontier=" ".join(f"({tag} {vertex})" for tag, vertex in frontier), **self._terms
         ).rows
         return [
-            (x, int(tag.value), parent)  # type: ignore[union-attr, misc]
+            (x, int(tag.value), parent)  # type: ignore[misc]
             for x, tag, parent in rows
             if parent is not None and self.walkable(x)
         ]
@@ -241,7 +241,7 @@ class GraphView:
         for start in range(0, len(vertices), 1000):
             chunk = vertices[start : start + 1000]
             for v, n in self._select("degrees", iris=" ".join(str(x) for x in chunk)).rows:
-                self._degree[v] = int(n.value)  # type: ignore[index, union-attr]
+                self._degree[v] = int(n.value)  # type: ignore[index]
 
     def degrees(self, vertices: Sequence[Node]) -> dict[Node, int]:
         """Triples touching each vertex (counted in the engine the first time, nothing shipped)."""
@@ -285,10 +285,10 @@ class GraphView:
             return {}
         rows = self._select("between", pairs=" ".join(f"({a} {b})" for a, b in wanted), **self._terms).rows
         found: dict[tuple[Node, Node], list[Step]] = {}
-        for a, b, p, fwd in rows:
+        for a, b, p, fwd in rows:  # the query binds ?a ?b ?p to IRIs only
             forward = _true(fwd)
             triple = Triple(a, p, b) if forward else Triple(b, p, a)  # type: ignore[arg-type]
-            found.setdefault((a, b), []).append(Step(triple, forward))  # type: ignore[index]
+            found.setdefault((a, b), []).append(Step(triple, forward))  # type: ignore[arg-type]
         for steps in found.values():
             steps.sort(key=lambda s: (not s.forward, s.triple.p.value))
         return found

@@ -150,7 +150,7 @@ def _widest(graph: GraphView, circles: _Circles, i: int, reached: list[Node], wi
         chosen = sorted(reached, key=lambda v: order[kinds[v]])[:width]
         circles.truncated += len(reached) - width
     for x in chosen:
-        circles.tree.append((i, circles.parent[i][x] or circles.starts[i], x))  # type: ignore[arg-type]
+        circles.tree.append((i, circles.parent[i][x] or circles.starts[i], x))
     return chosen
 
 
