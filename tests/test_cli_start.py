@@ -59,13 +59,6 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def test_the_serve_file_name_is_the_one_pcm_serve_writes() -> None:
-    from pcm.endpoint.discovery import SERVE_FILE
-    from pcm.serve_link import SERVE_FILE as QUICK
-
-    assert QUICK == SERVE_FILE
-
-
 def test_the_fast_ontology_read_agrees_with_the_full_one(tmp_path: Path) -> None:
     from pcm.ontology import load_ontology as full
     from pcm.ontology_files import file_facts

@@ -15,17 +15,15 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
+from pcm.endpoint.discovery import SERVE_FILE, pid_alive, read_info
 from pcm.errors import InputError, PcmError, QueryError
 
-#: The file ``pcm serve`` writes into the memory directory (:data:`pcm.endpoint.discovery.SERVE_FILE`).
-SERVE_FILE = "serve.json"
 #: An answer may wait for an LLM; the same limit as :class:`pcm.endpoint.client.ServeClient`.
 TIMEOUT = 600.0
 
@@ -87,31 +85,20 @@ class Link:
 
 
 def find(memory_path: Path, *, token: str = "", timeout: float = 1.0) -> Link | None:
-    """The server running for this memory, checked as :func:`pcm.endpoint.discovery.discover` checks it, or None."""
-    try:
-        info = json.loads((Path(memory_path) / SERVE_FILE).read_text(encoding="utf-8"))
-        url, pid = str(info["url"]).rstrip("/"), int(info["pid"])
-    except (OSError, ValueError, KeyError, TypeError):
+    """The server running for this memory, checked as :func:`pcm.endpoint.discovery.discover` checks it (the same
+    ``serve.json`` reading and pid check), but probed with the standard library's client, or None."""
+    info = read_info(Path(memory_path) / SERVE_FILE)
+    if info is None or not pid_alive(info.pid):
         return None
-    parts = urlsplit(url)
-    if parts.scheme != "http" or not parts.hostname or not _alive(pid):
+    parts = urlsplit(info.url)
+    if parts.scheme != "http" or not parts.hostname:
         return None
-    link = Link(url, parts.hostname, parts.port or 80, token)
+    link = Link(info.url, parts.hostname, parts.port or 80, token)
     try:
         health = link._call("GET", "/api/health", timeout=timeout)
     except PcmError:
         return None
-    return link if isinstance(health, dict) and health.get("pid") == pid else None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return link if isinstance(health, dict) and health.get("pid") == info.pid else None
 
 
 __all__ = ["Link", "find"]

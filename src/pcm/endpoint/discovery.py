@@ -14,8 +14,6 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import httpx
-
 SERVE_FILE = "serve.json"
 
 
@@ -67,13 +65,13 @@ def write_info(memory_path: Path, info: ServerInfo) -> Path:
 def remove_info(memory_path: Path, pid: int) -> None:
     """Remove ``serve.json`` if it is this server's (a newer server may have replaced it)."""
     path = memory_path / SERVE_FILE
-    info = _read(path)
+    info = read_info(path)
     if info is not None and info.pid == pid:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
 
 
-def _read(path: Path) -> ServerInfo | None:
+def read_info(path: Path) -> ServerInfo | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         return ServerInfo(
@@ -87,7 +85,7 @@ def _read(path: Path) -> ServerInfo | None:
         return None
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -103,11 +101,13 @@ def discover(memory_path: Path, *, probe: bool = True, timeout: float = 1.0) -> 
     ``probe`` asks the server itself (``GET /api/health``) and checks it serves this memory, so a stale file whose
     pid was reused by an unrelated process is not trusted.
     """
-    info = _read(Path(memory_path) / SERVE_FILE)
-    if info is None or not _pid_alive(info.pid):
+    info = read_info(Path(memory_path) / SERVE_FILE)
+    if info is None or not pid_alive(info.pid):
         return None
     if not probe:
         return info
+    import httpx  # only here: reading the file is on every command's path, probing is not
+
     try:
         response = httpx.get(info.url + "/api/health", timeout=timeout)
         health = response.json()
