@@ -11,6 +11,12 @@ import pyoxigraph as ox
 from pcm.naming import check_iri
 
 
+def is_true(term: object) -> bool:
+    """A bound boolean that says true: ``"true"``, or ``1`` where an engine (Virtuoso) answers a bound boolean as
+    an integer. Every query result read as a flag goes through this one test."""
+    return isinstance(term, ox.Literal) and term.value in ("true", "1")
+
+
 def iri_term(iri: str) -> str:
     return f"<{check_iri(iri)}>"
 

@@ -34,7 +34,7 @@ from pcm.resources import render_query
 from pcm.retrieval.traversal.model import Found, Result, Source, Step, Triple
 from pcm.retrieval.traversal.model import Path as WalkPath
 from pcm.retrieval.traversal.starts import StartMatch
-from pcm.sparql import iri_term, values_clause
+from pcm.sparql import iri_term, is_true, values_clause
 
 if TYPE_CHECKING:
     from pcm.memory import Memory
@@ -164,7 +164,7 @@ def _links(memory: Memory, starts: list[ox.NamedNode], name: str, depth: int, re
         for row in sorted(rows, key=lambda r: (r["from"].value, r["p"].value, r["x"].value)):
             # the walk query binds ?from, ?p and ?x to IRIs only
             source, predicate, target = (cast(ox.NamedNode, row[v]) for v in ("from", "p", "x"))
-            forward_step = row["fwd"].value in ("true", "1")  # Virtuoso answers a bound true as 1
+            forward_step = is_true(row["fwd"])
             if target in seen:
                 continue
             triple = Triple(source, predicate, target) if forward_step else Triple(target, predicate, source)

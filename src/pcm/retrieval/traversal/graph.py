@@ -71,6 +71,7 @@ from pcm.namespaces import (
 )
 from pcm.resources import render_query
 from pcm.retrieval.traversal.model import Kind, Node, Source, Stats, Step, Triple
+from pcm.sparql import is_true
 
 NON_FACT_GRAPHS = (GRAPH_ONTOLOGY, GRAPH_CONVERSATION, GRAPH_PROVENANCE, GRAPH_HISTORY)
 #: Predicates that are not edges: class membership and names (names are how a vertex is verbalised instead).
@@ -272,7 +273,7 @@ class GraphView:
             return Step(Triple(y, p, x), True)
         if not self.walkable(x):
             return None
-        return Step(Triple(y, p, x), True) if _true(fwd) else Step(Triple(x, p, y), False)  # type: ignore[arg-type]
+        return Step(Triple(y, p, x), True) if is_true(fwd) else Step(Triple(x, p, y), False)  # type: ignore[arg-type]
 
     def begin(self) -> None:
         """Start one retrieval: triples read from now on are kept until the next one (the store may change)."""
@@ -286,7 +287,7 @@ class GraphView:
         rows = self._select("between", pairs=" ".join(f"({a} {b})" for a, b in wanted), **self._terms).rows
         found: dict[tuple[Node, Node], list[Step]] = {}
         for a, b, p, fwd in rows:  # the query binds ?a ?b ?p to IRIs only
-            forward = _true(fwd)
+            forward = is_true(fwd)
             triple = Triple(a, p, b) if forward else Triple(b, p, a)  # type: ignore[arg-type]
             found.setdefault((a, b), []).append(Step(triple, forward))  # type: ignore[arg-type]
         for steps in found.values():
@@ -398,10 +399,6 @@ def predicate_words(iri: str) -> str:
 def _snippet(text: str, words: int = 16) -> str:
     parts = text.split()
     return " ".join(parts[:words]) + (" …" if len(parts) > words else "")
-
-
-def _true(term: object) -> bool:
-    return isinstance(term, ox.Literal) and term.value in ("true", "1")
 
 
 def _value(term: object) -> str | None:
