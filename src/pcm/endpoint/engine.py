@@ -246,28 +246,31 @@ class Watchdog:
     def request(self) -> Iterator[int]:
         """Count one request to the engine while it runs; yields the engine generation it runs against."""
         self._open.wait(timeout=30)
-        with self._lock:
-            self._inflight += 1
-            generation = self.generation
+        generation = self._enter()
         try:
             yield generation
         finally:
-            with self._lock:
-                self._inflight -= 1
+            self._leave()
 
     @contextlib.asynccontextmanager
     async def arequest(self) -> AsyncIterator[int]:
         """:meth:`request` for the event loop: waiting at the gate during a restart does not block the loop."""
         if not self._open.is_set():
             await anyio.to_thread.run_sync(self._open.wait, 30)
-        with self._lock:
-            self._inflight += 1
-            generation = self.generation
+        generation = self._enter()
         try:
             yield generation
         finally:
-            with self._lock:
-                self._inflight -= 1
+            self._leave()
+
+    def _enter(self) -> int:
+        with self._lock:
+            self._inflight += 1
+            return self.generation
+
+    def _leave(self) -> None:
+        with self._lock:
+            self._inflight -= 1
 
     def abandoned(self) -> None:
         """A request to the engine was given up at its time limit."""
