@@ -38,6 +38,8 @@ INSTALL_HINT = (
 )
 
 LlamaFactory = Callable[..., Any]
+#: JSON Schema text -> the decoding constraint ``create_chat_completion`` takes as ``grammar``.
+GrammarBuilder = Callable[[str], Any]
 
 
 def _default_factory() -> LlamaFactory:
@@ -46,6 +48,14 @@ def _default_factory() -> LlamaFactory:
     except ImportError as exc:
         raise LLMError(f"PCM_LLM=llamacpp needs llama-cpp-python: {INSTALL_HINT}") from exc
     return llama_cpp.Llama  # type: ignore[no-any-return]
+
+
+def _default_grammar() -> GrammarBuilder:
+    try:
+        from llama_cpp import LlamaGrammar
+    except ImportError as exc:
+        raise LLMError(f"PCM_LLM=llamacpp needs llama-cpp-python: {INSTALL_HINT}") from exc
+    return lambda text: LlamaGrammar.from_json_schema(text, verbose=False)
 
 
 class LlamaCppClient:
@@ -63,6 +73,7 @@ class LlamaCppClient:
         threads: int,
         context: int,
         factory: LlamaFactory | None = None,
+        grammar: GrammarBuilder | None = None,
         progress: Callable[[str], None] | None = None,
         progress_after: float = PROGRESS_AFTER,
     ) -> None:
@@ -79,6 +90,7 @@ class LlamaCppClient:
         self._progress_after = progress_after
         self._lock = threading.Lock()
         self._grammars: dict[str, Any] = {}
+        self._build_grammar = grammar
         make = factory or _default_factory()
         try:
             self._llama = make(
@@ -113,14 +125,12 @@ class LlamaCppClient:
 
     def _constraint(self, schema: JsonSchema) -> dict[str, Any]:
         """The arguments that hold decoding to ``schema``: its grammar (built once), or plain JSON after a warning."""
-        try:
-            from llama_cpp import LlamaGrammar
-        except ImportError:  # a stand-in for the library (tests): the schema goes as response_format
-            return {"response_format": {"type": "json_object", "schema": schema.schema}}
+        if self._build_grammar is None:
+            self._build_grammar = _default_grammar()
         key = json.dumps(schema.schema, sort_keys=True)
         if key not in self._grammars:
             try:
-                self._grammars[key] = LlamaGrammar.from_json_schema(key, verbose=False)
+                self._grammars[key] = self._build_grammar(key)
             except (AssertionError, ValueError, RuntimeError) as exc:  # the converter's ways of saying no
                 log.warning("%s: the JSON Schema %r does not convert to a grammar (%s); the model writes plain "
                             "JSON instead", self.name, schema.name, one_line(exc))
