@@ -16,7 +16,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -52,18 +52,20 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait(timeout=STOP_TIMEOUT_S)
 
 
-def _wait_until_up(proc: subprocess.Popen[bytes], base_url: str) -> bool:
-    """True once the server answers HTTP; False if it exited (port taken, bad location) first."""
-    deadline = time.monotonic() + START_TIMEOUT_S
+def wait_until_up(proc: subprocess.Popen[bytes], answers: Callable[[], bool], what: str, timeout_s: float) -> bool:
+    """True once ``answers()`` (one bounded HTTP probe) says the server is ready; False if it exited first (port
+    taken, bad location). A server says nothing else when it is ready, so readiness is its first good answer."""
+    deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             return False
         try:
-            httpx.head(base_url + "/", timeout=0.5)
-            return True
+            if answers():
+                return True
         except httpx.HTTPError:
-            time.sleep(0.05)
-    raise RuntimeError(f"oxigraph serve did not answer at {base_url} within {START_TIMEOUT_S:g} s")
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"{what} did not answer within {timeout_s:g} s")
 
 
 @contextmanager
@@ -94,7 +96,10 @@ def start_oxigraph(
         threading.Thread(target=_drain, args=(proc.stderr, stderr_tail), daemon=True).start()
         base_url = f"http://127.0.0.1:{port}"
         try:
-            if _wait_until_up(proc, base_url):
+            def answers(url: str = base_url) -> bool:
+                return httpx.head(url + "/", timeout=0.5).status_code > 0  # any answer: it is serving
+
+            if wait_until_up(proc, answers, "oxigraph serve", START_TIMEOUT_S):
                 yield base_url
                 return
         finally:

@@ -12,15 +12,12 @@ from typing import ClassVar
 import pyoxigraph as ox
 import pytest
 
+from oxigraph_server import _free_port, start_oxigraph
 from pcm.backend import Solutions
 from pcm.backend_local import LocalBackend
 from pcm.backend_remote import CANCELLED_MARKER, RemoteBackend, derive_urls
 from pcm.errors import InputError, PcmError, QueryError, UsageError
-
-try:
-    from oxigraph_server import _free_port, start_oxigraph
-except ImportError:  # tests/ imported as a package
-    from tests.oxigraph_server import _free_port, start_oxigraph
+from virtuoso_server import start_virtuoso
 
 EX = "http://example.org/"
 G1 = EX + "graph/one"
@@ -593,10 +590,6 @@ def test_store_settings_come_from_the_environment() -> None:
 
 @pytest.fixture(scope="module")
 def virtuoso(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    try:
-        from virtuoso_server import start_virtuoso
-    except ImportError:  # tests/ imported as a package
-        from tests.virtuoso_server import start_virtuoso
     with start_virtuoso(tmp_path_factory.mktemp("virtuoso")) as url:
         yield url
 
@@ -652,10 +645,6 @@ def test_virtuoso_takes_blank_nodes_and_big_writes(on_virtuoso: RemoteBackend, t
 def test_virtuoso_answers_cut_at_its_row_limit_are_errors(tmp_path: Path) -> None:
     """A stock Virtuoso cuts answers at ResultSetMaxRows: a SELECT says so in a header, a graph read says nothing;
     both become errors instead of short results."""
-    try:
-        from virtuoso_server import start_virtuoso
-    except ImportError:  # tests/ imported as a package
-        from tests.virtuoso_server import start_virtuoso
     with start_virtuoso(tmp_path, max_rows=5) as url, RemoteBackend(url, user="dba", password="dba") as backend:
         backend.extend([ox.Quad(N(f"s{i}"), N("p"), ox.Literal(str(i)), N("graph/seven")) for i in range(7)])
         with pytest.raises(QueryError, match="cut the answer at 5 rows"):

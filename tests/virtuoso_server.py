@@ -17,7 +17,6 @@ import collections
 import shutil
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,10 +24,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-try:
-    from oxigraph_server import _drain, _free_port, _stop
-except ImportError:  # tests/ imported as a package
-    from tests.oxigraph_server import _drain, _free_port, _stop
+from oxigraph_server import _drain, _free_port, _stop, wait_until_up
 
 VIRTUOSO_USER = "dba"
 VIRTUOSO_PASSWORD = "dba"
@@ -78,21 +74,6 @@ MaxQueryExecutionTime = 60
 """
 
 
-def _wait_until_up(proc: subprocess.Popen[bytes], base_url: str) -> bool:
-    """True once the SPARQL endpoint answers; False if the server exited (port taken) first."""
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            return False
-        try:
-            if httpx.get(base_url + "/sparql", timeout=1.0).status_code == 200:
-                return True
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"virtuoso did not answer at {base_url} within {START_TIMEOUT_S:g} s")
-
-
 @contextmanager
 def start_virtuoso(location: Path, *, max_rows: int = 1_000_000) -> Iterator[str]:
     """Start ``virtuoso-t`` over a new database in ``location`` and yield its base URL (``http://127.0.0.1:PORT``).
@@ -119,7 +100,10 @@ def start_virtuoso(location: Path, *, max_rows: int = 1_000_000) -> Iterator[str
         threading.Thread(target=_drain, args=(proc.stderr, stderr_tail), daemon=True).start()
         base_url = f"http://127.0.0.1:{http_port}"
         try:
-            if _wait_until_up(proc, base_url):
+            def answers(url: str = base_url + "/sparql") -> bool:
+                return httpx.get(url, timeout=1.0).status_code == 200
+
+            if wait_until_up(proc, answers, "virtuoso", START_TIMEOUT_S):
                 yield base_url
                 return
         finally:
