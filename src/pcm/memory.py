@@ -873,19 +873,6 @@ def refuse_write_without_token(settings: Settings, info: ServerInfo) -> None:
         )
 
 
-def shipped_ontology_version() -> str:
-    """``owl:versionInfo`` of the shipped ontology, read with the store's parser (milliseconds)."""
-    from pcm.ontology_files import file_facts
-
-    version = file_facts()[0]
-    if version is None:
-        from pcm.ontology import load_ontology
-
-        return load_ontology().version  # no version found this way: let the full loader say what is wrong
-    return version
-
-
-
 def expand_iri(iri: str, namespace: str) -> str:
     """Accept a full IRI, ``<IRI>``, a CURIE with a known prefix, or ``m:slug`` for this memory's individuals."""
     iri = iri.strip().removeprefix("<").removesuffix(">")
