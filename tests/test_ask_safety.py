@@ -13,7 +13,7 @@ from pathlib import Path
 import pyoxigraph as ox
 import pytest
 
-from pcm.backend_local import LocalBackend
+from pcm.backend_local import LocalBackend, store_fingerprint
 from pcm.errors import QueryError
 from pcm.retrieval.safety import (
     QueryRefused,
@@ -24,7 +24,6 @@ from pcm.retrieval.safety import (
     check_query,
     check_read_only,
     query_shape,
-    store_fingerprint,
 )
 from pcm.sparql import check_read_only as regex_check_read_only
 

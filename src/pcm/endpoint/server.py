@@ -9,6 +9,7 @@ its socket, and only then is ``serve.json`` written, so a command that finds the
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import socket
@@ -22,7 +23,7 @@ import pyoxigraph as ox
 import uvicorn
 from starlette.types import ASGIApp
 
-from pcm.backend import Backend, QueryResult
+from pcm.backend import Backend, Capabilities, PurgeScope, QueryIsolation, QueryResult
 from pcm.backend_remote import RemoteBackend
 from pcm.endpoint.app import App
 from pcm.endpoint.config import ServeConfig
@@ -51,6 +52,23 @@ class GuardedBackend:
     def __init__(self, inner: Backend, watchdog: Watchdog) -> None:
         self.inner = inner
         self.watchdog = watchdog
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """The engine's, except that a runaway query is the watchdog's to stop (it restarts the engine) and the
+        files are held by the engine while the server runs."""
+        return dataclasses.replace(
+            self.inner.capabilities, isolation=QueryIsolation.ENGINE, purge=PurgeScope.HELD, files=None
+        )
+
+    def fingerprint(self) -> str:
+        return ""
+
+    def checkpoint(self, destination: Path) -> None:
+        raise MemoryLockedError("a served memory's files are held by its engine: stop `pcm serve` first")
+
+    def replace_with(self, source: Path) -> int:
+        raise MemoryLockedError("a served memory's files are held by its engine: stop `pcm serve` first")
 
     def query(self, sparql: str, *, timeout: float | None = None, limit: int | None = None) -> QueryResult:
         with self.watchdog.request():

@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING
 
 from pcm.errors import PcmError
 from pcm.resources import render_query
-from pcm.retrieval.safety import store_fingerprint
 from pcm.sparql import literal_term, values_clause
 
 if TYPE_CHECKING:
@@ -355,10 +354,10 @@ def memory_version(memory: Memory) -> str:
     nothing and a compaction, which changes files but no fact, keeps the version. A remote store is re-read at
     most every few seconds.
     """
-    path = getattr(memory.backend, "path", None)
+    fingerprint = memory.backend.fingerprint()
     now = time.monotonic()
-    if path is not None:
-        key = f"{path}|{store_fingerprint(Path(path))}"
+    if fingerprint:
+        key = f"{memory.settings.memory}|{fingerprint}"
         with _LOCK:
             if key in _VERSIONS:
                 return _VERSIONS[key][1]

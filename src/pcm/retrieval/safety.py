@@ -21,7 +21,9 @@ store has changed on disk, and is killed when a query overruns: killing a proces
 queries (``pcm sparql``, :meth:`pcm.memory.Memory.sparql`) go through the same worker (:func:`runner_for`). The
 worker's heap is capped too (``RLIMIT_DATA``, ``PCM_QUERY_MEMORY_MB``), so a join that materialises gigabytes
 stops with a clear error instead of swapping. Our own fixed queries, a remote store (whose server enforces its
-own timeout) and an in-memory store run in-process with the deadline between rows.
+own timeout) and an in-memory store run in-process with the deadline between rows. Which of these applies is the
+backend's to say (``capabilities.isolation``, :class:`pcm.backend.QueryIsolation`), for the CLI and ``pcm serve``
+alike: behind ``pcm serve`` the engine is a process its watchdog restarts instead.
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
-import os
 import re
 import resource
 import select
@@ -47,7 +48,7 @@ from typing import Any
 
 import pyoxigraph as ox
 
-from pcm.backend import QueryResult, Solutions
+from pcm.backend import QueryIsolation, QueryResult, Solutions
 from pcm.errors import QueryError
 from pcm.namespaces import PREFIXES
 
@@ -853,25 +854,6 @@ def _token_paths(tokens: list[Token]) -> bool:
 # ---------------------------------------------------------------------------------------------------- running
 
 
-def store_fingerprint(path: Path) -> str:
-    """Changes whenever the RocksDB directory is written (WAL, SST, MANIFEST), read in well under a millisecond.
-
-    The informational ``LOG`` files and the ``LOCK`` file are left out: they change when a process merely opens
-    the store. A compaction changes it without changing any fact; that only costs a cache miss.
-    """
-    parts: list[str] = []
-    try:
-        with os.scandir(path) as entries:
-            for entry in entries:
-                if entry.name.startswith("LOG") or entry.name == "LOCK" or not entry.is_file():
-                    continue
-                stat = entry.stat()
-                parts.append(f"{entry.name}:{stat.st_size}:{stat.st_mtime_ns}")
-    except OSError:
-        return ""
-    return "|".join(sorted(parts))
-
-
 class QueryRunner:
     """Runs queries under a hard time limit and a memory bound (see the module docstring for how).
 
@@ -884,8 +866,8 @@ class QueryRunner:
         self.timeout = timeout
         self.limit = limit
         self.memory_mb = memory_mb
-        path = getattr(backend, "path", None)
-        self._path: Path | None = Path(path) if path is not None and type(backend).__name__ == "LocalBackend" else None
+        capabilities = backend.capabilities
+        self._path: Path | None = capabilities.files if capabilities.isolation is QueryIsolation.WORKER else None
         self._worker: _Worker | None = None
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _stop_worker, self)
@@ -910,7 +892,7 @@ class QueryRunner:
             if self._worker is None or not self._worker.alive:
                 self._worker = _Worker(self._path, self.memory_mb)
             return self._worker.run(
-                text, limit=limit, timeout=seconds, deadline=deadline, version=store_fingerprint(self._path)
+                text, limit=limit, timeout=seconds, deadline=deadline, version=self.backend.fingerprint()
             )
 
     def close(self) -> None:
@@ -1122,6 +1104,5 @@ __all__ = [
     "query_shape",
     "release",
     "runner_for",
-    "store_fingerprint",
     "tokenize",
 ]
