@@ -496,8 +496,11 @@ class RemoteBackend:
 
     def named_graphs(self) -> list[str]:
         """Every named graph, without the engine's own (Virtuoso lists graphs only from their triples)."""
-        inner = "{}" if self.profile.empty_graph_pattern else "{ ?s ?p ?o }"
-        solutions = self.query(f"SELECT DISTINCT ?g WHERE {{ GRAPH ?g {inner} }}")
+        if self.profile.empty_graph_pattern:
+            text = "SELECT DISTINCT ?g WHERE { GRAPH ?g {} }"
+        else:  # GROUP BY, not DISTINCT: Virtuoso 7.2 takes ~0.1 s per graph for the DISTINCT form, 1,000x this one
+            text = "SELECT ?g WHERE { GRAPH ?g { ?s ?p ?o } } GROUP BY ?g"
+        solutions = self.query(text)
         assert isinstance(solutions, Solutions)
         graphs = {g.value for g in solutions.values("g") if isinstance(g, ox.NamedNode)}
         return sorted(g for g in graphs if not g.startswith(self.profile.system_graphs or ("\0",)))

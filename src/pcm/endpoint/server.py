@@ -124,8 +124,6 @@ class PcmServer:
     def __init__(
         self, settings: Settings, config: ServeConfig, *, mounted: Sequence[Mounted] = (), verbose: bool = False
     ) -> None:
-        if settings.store_url:
-            raise UsageError("pcm serve serves a local memory: unset PCM_STORE_URL")
         self.settings = settings
         self.config = config
         self.verbose = verbose
@@ -166,16 +164,20 @@ class PcmServer:
         if running is not None:
             raise MemoryLockedError(f"memory {path} is already served by pid {running.pid} at {running.url}")
         try:
-            self._start_engine(path)
-            self._open_memory()
+            if self.settings.store_url:
+                self._open_external()
+            else:
+                self._start_engine(path)
+                self._open_memory()
             self._bind()
         except BaseException:
             self.close()
             raise
-        assert self.app is not None and self.watchdog is not None
+        assert self.app is not None
         self.app.public_url = self.url
         self.app.explorer.timeout = self.config.query_timeout
-        self.watchdog.start()
+        if self.watchdog is not None:
+            self.watchdog.start()
         self.info = ServerInfo(
             url=self.url,
             pid=os.getpid(),
@@ -203,6 +205,16 @@ class PcmServer:
         memory.store.backend = guarded
         self.watchdog, self.memory = watchdog, memory
         self.app = App(self.config, memory, upstream, watchdog, public_url="http://" + self.config.bind)
+
+    def _open_external(self) -> None:
+        """Over an external store (``PCM_STORE_URL``) no engine is pcm's: the memory talks to the server as every
+        command does, its server bounds runaway queries (``QueryIsolation.SERVER``), and the front answers reads
+        through the memory. The token guards the front's writes; it goes to the store too only when the store is
+        given no user (a store takes a bearer token or a user and password)."""
+        settings = self.settings.with_(token="") if self.settings.store_user else self.settings
+        memory = Memory.open(settings)
+        self.memory = memory
+        self.app = App(self.config, memory, None, None, public_url="http://" + self.config.bind)
 
     def _mount_mcp(self) -> None:
         """MCP over streamable HTTP at ``/mcp``, on the open memory, sharing the front's memory lock and token.
