@@ -19,13 +19,13 @@ from pcm.retrieval.safety import (
     QueryRefused,
     QueryRunner,
     QueryTimeout,
-    _rdflib_shape,
     bound_limit,
     check_query,
     check_read_only,
     query_shape,
 )
 from pcm.sparql import check_read_only as regex_check_read_only
+from pcm.sparql.query import rdflib_shape as _rdflib_shape
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 SPARQL11 = SHARED / "conformance" / "w3c-rdf-tests" / "sparql" / "sparql11"

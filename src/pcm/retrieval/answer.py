@@ -35,7 +35,9 @@ from pcm.namespaces import (
     PROV,
 )
 from pcm.retrieval.postprocess import Computed, format_term
-from pcm.retrieval.safety import QueryRunner, SafeQuery, check_query, query_shape, tokenize
+from pcm.retrieval.safety import QueryRunner
+from pcm.sparql.check import SafeQuery, check_query
+from pcm.sparql.query import parse, query_shape
 
 if TYPE_CHECKING:
     from pcm.extraction.prompts import PromptFile
@@ -136,22 +138,8 @@ def sparql_evidence(
 
 
 def where_group(text: str) -> tuple[str, str] | None:
-    """(prologue, WHERE group text) of a query, found on tokens; None when the shape is unusual."""
-    tokens = tokenize(text)
-    form = next((i for i, t in enumerate(tokens) if t.kind == "word" and t.upper in ("SELECT", "ASK", "CONSTRUCT", "DESCRIBE")), None)
-    if form is None:
-        return None
-    where = next((i for i in range(form, len(tokens)) if tokens[i].kind == "word" and tokens[i].upper == "WHERE" and tokens[i].depth == 0), None)
-    start = where if where is not None else form
-    if where is None and tokens[form].upper == "CONSTRUCT":
-        return None
-    open_ = next((i for i in range(start, len(tokens)) if tokens[i].text == "{" and tokens[i].depth == 0), None)
-    if open_ is None:
-        return None
-    close = next((i for i in range(open_ + 1, len(tokens)) if tokens[i].text == "}" and tokens[i].depth == 0), None)
-    if close is None:
-        return None
-    return text[: tokens[form].start], text[tokens[open_].start : tokens[close].end]
+    """(prologue, WHERE group text) of a query (:meth:`pcm.sparql.query.Query.where_group`)."""
+    return parse(text).where_group()
 
 
 def _evidence_rows(runner: QueryRunner, safe: SafeQuery, result: QueryResult, projected: Sequence[str]) -> list[dict[str, Any]] | None:
