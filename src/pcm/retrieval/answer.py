@@ -9,7 +9,7 @@ utterance where the fact was said, and a fact said twice cites both.
 
 The sentence is composed in code from the bindings (labels for IRIs, dates written out, exact numbers), so the same
 result always reads the same. The model is only asked to write prose on the fallback paths (traversal facts or
-recalled utterances, ``answer.v1.md``), where it must also say when the context does not answer the question.
+recalled utterances, ``pcm/prompts/retrieval/answer.v1.md``), where it must also say when the context does not answer the question.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cache
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyoxigraph as ox
@@ -34,13 +32,13 @@ from pcm.namespaces import (
     GRAPH_IMPORT_PREFIX,
     PROV,
 )
+from pcm.prompts import PromptFile, load
 from pcm.retrieval.postprocess import Computed, format_term
 from pcm.retrieval.safety import QueryRunner
 from pcm.sparql.check import SafeQuery, check_query
 from pcm.sparql.query import parse, query_shape
 
 if TYPE_CHECKING:
-    from pcm.extraction.prompts import PromptFile
     from pcm.index import RecallHit
     from pcm.memory import Memory
     from pcm.ontology import Ontology
@@ -54,7 +52,6 @@ MAX_FACTS = 400
 #: Rows written out in an answer sentence.
 ANSWER_ROWS = 10
 NOT_IN_MEMORY = "Not in memory: nothing stored answers this question."
-PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 OPERATION = "answer"
 
 
@@ -397,11 +394,8 @@ def _sentence(text: str) -> str:
 # ------------------------------------------------------------------------------------------------ fallback prose
 
 
-@cache
 def answer_prompt() -> PromptFile:
-    from pcm.extraction.prompts import read_prompt
-
-    return read_prompt(PROMPTS_DIR / "answer.v1.md")
+    return load("retrieval/answer.v1.md")
 
 
 @dataclass(frozen=True)

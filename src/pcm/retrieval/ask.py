@@ -430,7 +430,9 @@ class _Pipeline:
             return None
         chosen = reply.cited or tuple(range(1, len(items) + 1))
         cited = [post for i in chosen for post in items[i - 1][1]]
-        return AskResult(self.question, reply.text, path, self.as_of, note=note, posts=_ordered(cited))
+        result = AskResult(self.question, reply.text, path, self.as_of, note=note, posts=_ordered(cited))
+        result.stats["answer_prompt_version"] = answers.answer_prompt().ref
+        return result
 
 
 def _ordered(posts: Sequence[EvidencePost]) -> list[EvidencePost]:
