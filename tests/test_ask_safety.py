@@ -223,14 +223,16 @@ def test_a_runaway_query_is_killed_at_the_time_limit_and_the_next_one_runs(local
         # the wait if it does not); how soon after the limit it lands is benchmarks/bench_runaway.py's figure
         with pytest.raises(QueryTimeout, match="time limit of 1 s"):
             runner.run(check_query("SELECT (COUNT(*) AS ?n) WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i }"))
-        rows = runner.run(check_query("SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }"))
+        # a fresh worker answers the next one (its own limit generous: starting a worker counts inside it, and a
+        # loaded machine may take more than a second to start one)
+        rows = runner.run(check_query("SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }"), timeout=120)
         assert rows.rows[0][0].value == "2000"  # type: ignore[union-attr]
     finally:
         runner.close()
 
 
 def test_the_worker_sees_what_was_written_after_it_started(local_store: LocalBackend) -> None:
-    runner = QueryRunner(local_store, timeout=5.0, limit=100)
+    runner = QueryRunner(local_store, timeout=120.0, limit=100)
     try:
         count = check_query("SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }")
         assert runner.run(count).rows[0][0].value == "2000"  # type: ignore[union-attr]
@@ -245,7 +247,7 @@ def test_the_worker_sees_what_was_written_after_it_started(local_store: LocalBac
 def test_rows_are_bounded_and_terms_survive_the_pipe(local_store: LocalBackend) -> None:
     local_store.extend([ox.Quad(ox.NamedNode("urn:t"), ox.NamedNode("urn:p"), ox.Literal("été", language="fr"),
                                 ox.NamedNode("urn:g"))])
-    runner = QueryRunner(local_store, timeout=5.0, limit=10)
+    runner = QueryRunner(local_store, timeout=120.0, limit=10)
     try:
         assert len(runner.run(check_query("SELECT * WHERE { ?s ?p ?o }"))) == 10
         row = runner.run(check_query("SELECT ?o WHERE { <urn:t> ?p ?o }")).rows[0]

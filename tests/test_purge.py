@@ -256,8 +256,11 @@ print("done", flush=True)
 """
 
 
-@pytest.mark.parametrize("delay", [0.0, 0.05, 0.2, 0.5, 0.8])
-def test_a_purge_killed_at_any_moment_loses_nothing(tmp_path: Path, delay: float) -> None:
+@pytest.mark.parametrize("point", ["copying", "compact:1", "compact:2", "compact:3", "compact:4"])
+def test_a_purge_killed_at_any_moment_loses_nothing(tmp_path: Path, point: str) -> None:
+    """Killed while the copy is written (as soon as its directory appears), or right after each durable step of
+    the swap (``PCM_FAULT_POINT=compact:n``: copy done, marked complete, original retired, copy renamed in)."""
+    import os
     import signal
     import subprocess
     import sys
@@ -271,14 +274,19 @@ def test_a_purge_killed_at_any_moment_loses_nothing(tmp_path: Path, delay: float
                                for i in range(60_000)])
         memory.backend.update("DELETE WHERE { GRAPH <urn:pcm:graph:import:bulk> { <urn:x:7> ?p ?o } }")
         before = set(memory.backend.quads())
-    child = subprocess.Popen([sys.executable, "-c", KILLED_PURGE, str(path)], stdout=subprocess.PIPE, text=True)
+    new, old, ready = compaction_paths(path / "oxigraph")
+    env = {k: v for k, v in os.environ.items() if k != "PCM_FAULT_POINT"}
+    if point != "copying":
+        env["PCM_FAULT_POINT"] = point
+    child = subprocess.Popen([sys.executable, "-c", KILLED_PURGE, str(path)], stdout=subprocess.PIPE, text=True, env=env)
     assert child.stdout is not None and child.stdout.readline().strip() == "purging"
-    time.sleep(delay)
-    child.send_signal(signal.SIGKILL)
-    child.wait()
+    if point == "copying":
+        while not new.exists() and child.poll() is None:  # the copy has begun (pytest's timeout bounds the wait)
+            time.sleep(0.005)
+        child.send_signal(signal.SIGKILL)
+    assert child.wait() == -signal.SIGKILL
     with Memory.open(Settings(memory=path, index_enabled=False)) as memory:
         assert set(memory.backend.quads()) == before
-    new, old, ready = compaction_paths(path / "oxigraph")
     assert not new.exists() and not old.exists() and not ready.exists()
 
 
