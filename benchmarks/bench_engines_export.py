@@ -29,6 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import pyoxigraph as ox  # noqa: E402
+
 from bench_engines import empty, engine_settings  # noqa: E402
 from pcm.memory import Memory  # noqa: E402
 from pcm.namespaces import GRAPH_CONVERSATION, GRAPH_PROVENANCE  # noqa: E402
