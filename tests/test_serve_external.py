@@ -57,8 +57,8 @@ def remote(store: Settings, tmp_path: Path) -> Iterator[Settings]:
     _empty(store)
 
 
-def _select(url: str, query: str) -> list[dict[str, Any]]:
-    response = httpx.post(url + "/query", content=query, headers={
+def _select(http: httpx.Client, url: str, query: str) -> list[dict[str, Any]]:
+    response = http.post(url + "/query", content=query, headers={
         "Content-Type": "application/sparql-query", "Accept": "application/sparql-results+json"})
     assert response.status_code == 200, response.text
     assert response.headers["content-type"].startswith("application/sparql-results+json")
@@ -87,38 +87,38 @@ def test_the_json_api_sparql_reads_and_mcp_over_an_external_store(remote: Settin
             f"<{ns}biscuit> a pcm:Pet ; rdfs:label \"Biscuit\" .\n<{ns}owner> pcm:hasPet <{ns}biscuit> .\n"
         )
         memory.import_rdf(facts)
-    with PcmServer(settings, ServeConfig(bind="127.0.0.1:0", token=TOKEN)) as server:
+    with PcmServer(settings, ServeConfig(bind="127.0.0.1:0", token=TOKEN)) as server, httpx.Client(timeout=300) as http:
         url = server.url
-        info = httpx.get(url + "/api/info").json()
+        info = http.get(url + "/api/info").json()
         assert info["namespace"] == ns and info["endpoints"]["update"] == ""
         for text, key, at in ((BISCUIT, "m1", "2025-03-02T10:00:00"), (RIVER, "m2", "2025-03-02T10:02:00")):
             body = {"text": text, "session": "s1", "at": at, "id": key}
-            assert httpx.post(url + "/api/ingest", json=body).status_code == 401  # the front's token still guards
-            stored = httpx.post(url + "/api/ingest", json=body, headers=AUTH)
+            assert http.post(url + "/api/ingest", json=body).status_code == 401  # the front's token still guards
+            stored = http.post(url + "/api/ingest", json=body, headers=AUTH)
             assert stored.status_code == 200, stored.text
             assert stored.json()["stored"] == 1
-        assert httpx.get(url + "/api/stats").json()["posts"] == 2
-        conversation = httpx.get(url + "/api/conversation", params={"id": "s1"}).json()
+        assert http.get(url + "/api/stats").json()["posts"] == 2
+        conversation = http.get(url + "/api/conversation", params={"id": "s1"}).json()
         assert [p["text"] for p in conversation["posts"]] == [BISCUIT, RIVER]
-        hits = httpx.get(url + "/api/recall", params={"q": "dog beagle", "k": 2}).json()
+        hits = http.get(url + "/api/recall", params={"q": "dog beagle", "k": 2}).json()
         assert hits[0]["text"] == BISCUIT
-        answer = httpx.post(url + "/api/ask", json={"question": "What is my dog called?"})
+        answer = http.post(url + "/api/ask", json={"question": "What is my dog called?"})
         assert answer.status_code == 200, answer.text
         assert "Biscuit" in answer.json()["answer"]
-        entity = httpx.get(url + "/api/entity", params={"iri": ns + "biscuit"})
+        entity = http.get(url + "/api/entity", params={"iri": ns + "biscuit"})
         assert entity.status_code == 200 and "Biscuit" in entity.text
 
         # SPARQL reads through the memory: results JSON for SELECT and ASK, N-Triples for CONSTRUCT
-        rows = _select(url, "SELECT ?t WHERE { ?p a <http://rdfs.org/sioc/ns#Post> ; <http://rdfs.org/sioc/ns#content> ?t } ORDER BY ?t")
+        rows = _select(http, url, "SELECT ?t WHERE { ?p a <http://rdfs.org/sioc/ns#Post> ; <http://rdfs.org/sioc/ns#content> ?t } ORDER BY ?t")
         assert [r["t"]["value"] for r in rows] == sorted([BISCUIT, RIVER])
-        ask = httpx.post(url + "/query", data={"query": f"ASK {{ <{ns}owner> ?p <{ns}biscuit> }}"})
+        ask = http.post(url + "/query", data={"query": f"ASK {{ <{ns}owner> ?p <{ns}biscuit> }}"})
         assert ask.json()["boolean"] is True
-        graph = httpx.post(url + "/query", data={"query": f"CONSTRUCT {{ <{ns}biscuit> ?p ?o }} WHERE {{ <{ns}biscuit> ?p ?o }}"})
+        graph = http.post(url + "/query", data={"query": f"CONSTRUCT {{ <{ns}biscuit> ?p ?o }} WHERE {{ <{ns}biscuit> ?p ?o }}"})
         assert graph.headers["content-type"].startswith("application/n-triples")
         assert len(list(ox.parse(graph.content, format=ox.RdfFormat.N_TRIPLES))) >= 2
-        refused = httpx.post(url + "/query", data={"query": "DELETE WHERE { ?s ?p ?o }"})
+        refused = http.post(url + "/query", data={"query": "DELETE WHERE { ?s ?p ?o }"})
         assert refused.status_code == 400
-        update = httpx.post(url + "/update", data={"update": "INSERT DATA { <urn:x> <urn:y> <urn:z> }"}, headers=AUTH)
+        update = http.post(url + "/update", data={"update": "INSERT DATA { <urn:x> <urn:y> <urn:z> }"}, headers=AUTH)
         assert update.status_code == 501 and remote.store_url in update.text  # writes go to the store itself
 
         # why and forget through MCP at /mcp (the JSON API has neither)
@@ -127,9 +127,9 @@ def test_the_json_api_sparql_reads_and_mcp_over_an_external_store(remote: Settin
         forgotten = asyncio.run(_mcp(url, "forget", {"post": "m1"}))
         assert len(forgotten["posts"]) == 1 and forgotten["purged"] is True
         assert "not guaranteed" in forgotten["note"] and "engine" in forgotten["note"]
-        assert httpx.get(url + "/api/stats").json()["posts"] == 1
-        assert all(h["text"] != BISCUIT for h in httpx.get(url + "/api/recall", params={"q": "dog beagle"}).json())
-        assert _select(url, f'SELECT ?p WHERE {{ ?p <http://rdfs.org/sioc/ns#content> "{BISCUIT}" }}') == []
+        assert http.get(url + "/api/stats").json()["posts"] == 1
+        assert all(h["text"] != BISCUIT for h in http.get(url + "/api/recall", params={"q": "dog beagle"}).json())
+        assert _select(http, url, f'SELECT ?p WHERE {{ ?p <http://rdfs.org/sioc/ns#content> "{BISCUIT}" }}') == []
 
 
 def test_purge_on_an_external_store_says_what_it_cannot_guarantee(remote: Settings, tmp_path: Path) -> None:
