@@ -324,7 +324,10 @@ class RemoteBackend:
         engine: str = "auto",
         batch: int | None = None,
         union_default_graph: bool | None = None,
+        keepalive_expiry: float | None = None,
     ) -> None:
+        """``keepalive_expiry``: seconds a pooled connection may sit idle (httpx's default when None); shorter than
+        the server's own idle timeout when that server answers an idle connection with an unasked error."""
         if engine not in ENGINES:
             raise UsageError(f"store engine {engine!r}: expected one of {', '.join(ENGINES)}")
         if token and user:
@@ -332,7 +335,8 @@ class RemoteBackend:
         self._timeout = timeout
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         auth = ChallengeAuth(user, password) if user else None
-        self._client = httpx.Client(headers=headers, auth=auth, timeout=httpx.Timeout(timeout))
+        limits = httpx.Limits(keepalive_expiry=keepalive_expiry) if keepalive_expiry else httpx.Limits()
+        self._client = httpx.Client(headers=headers, auth=auth, timeout=httpx.Timeout(timeout), limits=limits)
         if engine == "auto" or engine == "generic" and not update_url:
             detected, updates_here = probe(query_url, client=self._client)
             engine = detected if engine == "auto" else engine

@@ -18,7 +18,6 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-import httpx
 import pyoxigraph as ox
 import uvicorn
 from starlette.types import ASGIApp
@@ -198,9 +197,16 @@ class PcmServer:
         engine = self.engine
         watchdog = Watchdog(engine, grace=self.config.grace)
         upstream = Upstream(engine, watchdog)
-        memory = Memory.open(self.settings.with_(store_url=engine.query_url, token=""))
-        _expire_before_the_engine(memory.backend, engine)
-        guarded = GuardedBackend(memory.backend, watchdog)
+        settings = self.settings.with_(store_url=engine.query_url, token="")
+        memory = Memory.open(settings)
+        # the memory's own client to the engine gets the front's keep-alive rule (see pcm.endpoint.upstream): a
+        # connection idle for the engine's timeout gets an unasked 500 and is closed
+        memory.backend.close()
+        client = RemoteBackend(
+            engine.query_url, engine="oxigraph", timeout=max(settings.query_timeout, 30.0),
+            keepalive_expiry=keepalive_expiry(engine),
+        )
+        guarded = GuardedBackend(client, watchdog)
         memory.backend = guarded
         memory.store.backend = guarded
         self.watchdog, self.memory = watchdog, memory
@@ -310,17 +316,6 @@ class PcmServer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _expire_before_the_engine(backend: Backend | RemoteBackend, engine: Engine) -> None:
-    """Give the memory's own client to the engine the same keep-alive rule as the front's (see
-    :mod:`pcm.endpoint.upstream`): a connection idle for the engine's timeout gets an unasked 500 and is closed."""
-    if isinstance(backend, RemoteBackend):
-        old = backend._client
-        backend._client = httpx.Client(
-            headers=old.headers, timeout=old.timeout, limits=httpx.Limits(keepalive_expiry=keepalive_expiry(engine))
-        )
-        old.close()
 
 
 def _log_to_stderr() -> None:
