@@ -192,6 +192,8 @@ class FakeLLMServer:
         self._script: deque[Script] = deque(script)
         #: The JSON answered to ``GET /v1/models`` (None: 404, as a server without the route).
         self.models = models
+        #: Paths of the GET requests (kept apart from :attr:`requests`, the chat calls).
+        self.gets: list[str] = []
         self._lock = threading.Lock()
         self.requests: list[Received] = []
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
@@ -246,7 +248,7 @@ class FakeLLMServer:
                 pass
 
             def do_GET(self) -> None:
-                server.requests.append(Received(self.path, {k.lower(): v for k, v in self.headers.items()}, None))
+                server.gets.append(self.path)
                 found = self.path == "/v1/models" and server.models is not None
                 payload = _dump(server.models if found else {"error": {"message": "not found", "code": 404}})
                 self.send_response(200 if found else 404)
