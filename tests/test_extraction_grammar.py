@@ -223,3 +223,21 @@ def test_lists_of_values_are_bounded() -> None:
     assert grammar.accepts(compact({"@graph": [many]}))
     many["foaf:knows"] = [f"m:p{i}" for i in range(GRAMMAR_VALUES + 1)]
     assert not grammar.accepts(compact({"@graph": [many]}))
+
+
+def test_the_pretty_printed_answer_of_the_prompt_example_is_accepted(ontology: Any) -> None:
+    """The prompt shows JSON with spaces and indented lines; a grammar that refused them made a model close the
+    document at once (an empty @graph for every utterance)."""
+    document = """{"@graph": [
+  {"@id": "m:buy-breville-barista-express", "@type": ["schema:BuyAction"],
+   "rdfs:label": "buying the Breville Barista Express", "schema:agent": "m:owner",
+   "schema:object": "m:breville-barista-express", "schema:seller": "m:williams-sonoma", "schema:price": 549,
+   "schema:priceCurrency": "USD", "schema:startDate": "2025-02-04",
+   "schema:actionStatus": "schema:CompletedActionStatus"},
+  {"@id": "m:breville-barista-express", "@type": ["schema:Product"], "rdfs:label": "Breville Barista Express",
+   "schema:brand": "m:breville"},
+  {"@id": "m:breville", "@type": ["schema:Brand"], "rdfs:label": "Breville"},
+  {"@id": "m:williams-sonoma", "@type": ["schema:Store"], "rdfs:label": "Williams Sonoma"}
+]}"""
+    assert grammar_for(3000).accepts(document)
+    assert len(answer_triples(document, namespace=NS, ontology=ontology)) == 16

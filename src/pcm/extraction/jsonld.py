@@ -187,11 +187,16 @@ SLOT = 8
 #: Longest literal string and longest ``m:`` name in the grammar (tighter than the schema's: each is paid for at
 #: its longest in the budget, so a generous bound would leave room for few facts).
 GRAMMAR_TEXT = 120
+#: A text value may also be paid for as short (most labels and names are), so short values cost what they are.
+GRAMMAR_SHORT_TEXT = 32
 GRAMMAR_NAME = 40
 #: Longest list of values of one property in the grammar.
 GRAMMAR_VALUES = 4
 #: Characters outside the budget: the document's opening and the closing brackets a full budget still needs.
-_FRAME = len('{"@graph":[') + len(']}}]')
+#: Optional whitespace where a model habitually writes it (a space after ":" and ",", a newline and indent before
+#: a node or member): forbidding it made a model used to pretty JSON close the document at once. Paid for too.
+_WS = 4
+_FRAME = len('{"@graph":[') + len(']}}]') + 5 * _WS
 _ASCII_NAME_CHARS = "[A-Za-z0-9._-]"
 
 
@@ -243,15 +248,19 @@ def _grammar(ontology: Ontology, budget: int) -> str:
     for iri in properties:
         name, value = _value_schema(ontology, iri, values)
         if name not in shapes:
-            body, longest = _gbnf(value)
-            shapes[name] = _Shape("v-" + re.sub(r"[^a-z0-9]+", "-", name.lower()), body, longest)
+            rule = "v-" + re.sub(r"[^a-z0-9]+", "-", name.lower())
+            shapes[name] = _Shape(rule, *_gbnf(value))
+            short = _Shape(rule + "-short", *_gbnf(value, GRAMMAR_SHORT_TEXT))
+            if short.body != shapes[name].body:
+                shapes[name + "-short"] = short
         keys.setdefault((name, iri not in ontology.functional_properties), []).append(ontology.curie(iri))
-    text_shape = _gbnf(_STRING | {"maxLength": GRAMMAR_TEXT})
     keys.setdefault(("string", False), []).append("rdfs:label")
-    shapes.setdefault("string", _Shape("v-string", *text_shape))
+    shapes.setdefault("string", _Shape("v-string", *_gbnf(_STRING)))
+    shapes.setdefault("string-short", _Shape("v-string-short", *_gbnf(_STRING, GRAMMAR_SHORT_TEXT)))
     lines = [
-        'root ::= "{\\"@graph\\":[" ( "]}" | "{" ' + (f"n{slots}" if slots >= _cost(_id_len()) else '"}]}"')
-        + " )",
+        'root ::= "{\\"@graph\\":" w "[" w ( "]" w "}" ' + (f'| "{{" w n{slots} ' if slots >= _cost(_id_len()) else "")
+        + ")",
+        'w ::= ( " " | "\\n" " "{0,3} )?',
         f'name ::= "\\"m:" [A-Za-z0-9] {_ASCII_NAME_CHARS}{{0,{GRAMMAR_NAME - 3}}} "\\""',
         'text-char ::= [^"\\\\\\x00-\\x1f]',
         "cls ::= " + " | ".join(_quoted(ontology.curie(c)) for c in classes),
@@ -264,27 +273,30 @@ def _grammar(ontology: Ontology, budget: int) -> str:
     for (name, many), curies in sorted(keys.items()):
         rule = "k-" + shapes[name].rule[2:] + ("-many" if many else "")
         lines.append(f"{rule} ::= " + " | ".join(_quoted(c) for c in sorted(curies)))
-        head = max(len(c) for c in curies) + 2 + 2  # the key, quoted, with "," and ":"
-        value, longest = shapes[name].rule, shapes[name].longest
-        by_cost.setdefault(_cost(head + longest), []).append(f"{rule} \":\" {value}")
-        for n in range(2, GRAMMAR_VALUES + 1) if many else ():
-            listed = f'{rule} ":[" {value}' + f' "," {value}' * (n - 1) + ' "]"'
-            by_cost.setdefault(_cost(head + 2 + n * (longest + 1)), []).append(listed)
+        head = max(len(c) for c in curies) + 2 + 2 + 2 * _WS  # the key, quoted, with "," and ":" and spaces
+        for shape in (shapes[name], shapes.get(name + "-short")):
+            if shape is None:
+                continue
+            value, longest = shape.rule, shape.longest
+            by_cost.setdefault(_cost(head + longest), []).append(f'{rule} ":" w {value}')
+            for n in range(2, GRAMMAR_VALUES + 1) if many else ():
+                listed = f'{rule} ":" w "[" {value}' + f' "," w {value}' * (n - 1) + ' "]"'
+                by_cost.setdefault(_cost(head + 2 + n * (longest + 1 + _WS)), []).append(listed)
     for cost, bodies in sorted(by_cost.items()):
         lines.append(f"m{cost} ::= " + " | ".join(bodies))
     id_cost = _cost(_id_len())
-    type_cost = _cost(max(len(ontology.curie(c)) for c in classes) + 2 + len(',"@type":[]'))
+    type_cost = _cost(max(len(ontology.curie(c)) for c in classes) + 2 + len(',"@type":[]') + 2 * _WS)
     for k in range(slots + 1):
         # n: a node's body after "{"; t: inside its @type list; p: after a member; g: after a node
         if k >= id_cost:
             rest = k - id_cost
-            first_type = f' | ",\\"@type\\":[" cls t{rest - type_cost}' if rest >= type_cost else ""
-            lines.append(f'n{k} ::= "\\"@id\\":" name ( p{rest}{first_type} )')
-        more_type = f' | "," cls t{k - type_cost}' if k >= type_cost else ""
+            first_type = f' | "," w "\\"@type\\":" w "[" cls t{rest - type_cost}' if rest >= type_cost else ""
+            lines.append(f'n{k} ::= "\\"@id\\":" w name ( p{rest}{first_type} )')
+        more_type = f' | "," w cls t{k - type_cost}' if k >= type_cost else ""
         lines.append(f't{k} ::= "]" p{k}{more_type}')
-        alternatives = [f'"}}" g{k}'] + [f'"," m{cost} p{k - cost}' for cost in sorted(by_cost) if cost <= k]
+        alternatives = [f'"}}" g{k}'] + [f'"," w m{cost} p{k - cost}' for cost in sorted(by_cost) if cost <= k]
         lines.append(f"p{k} ::= " + " | ".join(alternatives))
-        lines.append(f'g{k} ::= "]}}"' + (f' | ",{{" n{k}' if k >= id_cost else ""))
+        lines.append(f'g{k} ::= w "]" w "}}"' + (f' | "," w "{{" w n{k}' if k >= id_cost else ""))
     return "\n".join(lines) + "\n"
 
 
@@ -293,7 +305,7 @@ def _cost(characters: int) -> int:
 
 
 def _id_len() -> int:
-    return len('"@id":') + GRAMMAR_NAME + 2 + len("{},")
+    return len('"@id":') + GRAMMAR_NAME + 2 + len("{},") + 3 * _WS
 
 
 def _quoted(text: str) -> str:
@@ -318,10 +330,11 @@ _NUMBER = '"-"? [0-9]{1,12} ( "." [0-9]{1,6} )?'
 _NUMBER_LONGEST = 20
 
 
-def _gbnf(schema: dict[str, Any]) -> tuple[str, int]:
-    """GBNF body and longest text of one value's JSON Schema (the shapes :func:`_value_schema` makes)."""
+def _gbnf(schema: dict[str, Any], text: int = GRAMMAR_TEXT) -> tuple[str, int]:
+    """GBNF body and longest text of one value's JSON Schema (the shapes :func:`_value_schema` makes), with free
+    text up to ``text`` characters."""
     if "anyOf" in schema:
-        parts = [_gbnf(s) for s in schema["anyOf"]]
+        parts = [_gbnf(s, text) for s in schema["anyOf"]]
         return "( " + " | ".join(body for body, _ in parts) + " )", max(n for _, n in parts)
     kind = schema.get("type")
     if "enum" in schema:
@@ -329,7 +342,7 @@ def _gbnf(schema: dict[str, Any]) -> tuple[str, int]:
     if kind == "string" and "pattern" in schema:
         return _PATTERNS[schema["pattern"]], _PATTERN_LONGEST[schema["pattern"]]
     if kind == "string":
-        return f'"\\"" text-char{{0,{GRAMMAR_TEXT}}} "\\""', GRAMMAR_TEXT + 2
+        return f'"\\"" text-char{{0,{text}}} "\\""', text + 2
     if kind == "integer":
         return '"-"? [0-9]{1,12}' if "minimum" not in schema else "[0-9]{1,12}", 13
     if kind == "number":
