@@ -15,6 +15,7 @@ from typing import Protocol
 import pyoxigraph as ox
 
 from pcm.errors import QueryError
+from pcm.layout import DatasetLayout
 
 Term = ox.NamedNode | ox.BlankNode | ox.Literal | ox.Triple
 
@@ -42,7 +43,13 @@ QueryResult = Solutions | bool | list[ox.Triple]
 
 
 class Backend(Protocol):
-    """Where quads live. Every write method is atomic: all of it lands or none of it does."""
+    """Where quads live. Every write method is atomic: all of it lands or none of it does.
+
+    ``layout`` names the memory's graphs: ``query`` and ``update`` fill the graph placeholders of the text with it
+    (:meth:`pcm.layout.DatasetLayout.render`), and a store other memories may share scopes every query to them.
+    """
+
+    layout: DatasetLayout | None
 
     def query(self, sparql: str, *, timeout: float | None = None, limit: int | None = None) -> QueryResult:
         """Run a read query over the union of all graphs (the default graph is the union)."""
