@@ -167,7 +167,8 @@ class Memory:
         cls, settings: Settings, *, owner: str = "me", namespace: str | None = None, share_store: bool = False
     ) -> Memory:
         """Create a memory. On a remote store that already holds another memory (another owner's namespace) this is
-        refused unless ``share_store``: memories on one store read each other's graphs."""
+        refused unless ``share_store``. A memory made on a remote store names its graphs with its id
+        (docs/DESIGN.md §3, dataset layout), so memories sharing a store read only their own graphs."""
         path = settings.memory
         if (path / MANIFEST).exists():
             raise UsageError(f"a memory already exists at {path}")
@@ -905,9 +906,8 @@ def _refuse_shared_store(backend: Backend, url: str, namespace: str) -> None:
     others = [ns for ns in others if ns != namespace]
     if others:
         raise UsageError(
-            f"the store at {url} already holds another memory (namespace {others[0]}); memories on one store see "
-            "each other's data: use another store (another Oxigraph location, another Virtuoso database), or pass "
-            "--share-store (share_store=True) to share it anyway"
+            f"the store at {url} already holds another memory (namespace {others[0]}): pass --share-store "
+            "(share_store=True) to keep both there, each reading only its own graphs, or use another store"
         )
 
 
