@@ -26,9 +26,9 @@ from typing import Any
 from pcm.conversations import parse_file, sample_paths
 from pcm.extraction import extract_posts
 from pcm.extraction import extractor as extractor_module
+from pcm.layout import LEGACY_LAYOUT
 from pcm.llm.llamacpp_client import LlamaCppClient
 from pcm.memory import Memory
-from pcm.namespaces import GRAPH_EXTRACTION_PREFIX
 from pcm.settings import Settings
 
 
@@ -36,7 +36,7 @@ def facts(memory: Memory) -> int:
     """Triples in the extraction graphs (one per extracted post)."""
     rows = memory.store.select(
         "SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } "
-        f'FILTER(STRSTARTS(STR(?g), "{GRAPH_EXTRACTION_PREFIX}")) }}'
+        f'FILTER(STRSTARTS(STR(?g), "{LEGACY_LAYOUT.extraction_prefix}")) }}'
     ).rows
     return int(rows[0][0].value) if rows and rows[0][0] is not None else 0
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from pcm.extraction.history import forget_delta
+from pcm.layout import HISTORY
 from pcm.memory import Memory
-from pcm.namespaces import GRAPH_HISTORY
 from pcm.settings import Settings
 from test_extraction_updates import HOME, WORKS, history_subjects, moved, values
 
@@ -37,9 +37,9 @@ def test_forgetting_the_superseding_post_is_one_update(memory: Memory, monkeypat
     updates = count_updates(memory, monkeypatch)
     memory.forget(post=new)
     forget = [u for u in updates if "DROP SILENT GRAPH" in u]
-    assert len(forget) == 1 and GRAPH_HISTORY in forget[0]  # the forget carries the restore
+    assert len(forget) == 1 and HISTORY in forget[0]  # the forget carries the restore
     rest = [u for u in updates if u not in forget]
-    assert all(GRAPH_HISTORY not in u and "graph:extraction" not in u for u in rest)  # only summaries follow
+    assert all(HISTORY not in u and "graph:extraction" not in u for u in rest)  # only summaries follow
     assert values(memory, ns + "owner", HOME) == {ns + "portland"}
     assert values(memory, ns + "owner", WORKS) == {ns + "harbor-analytics"}
     assert history_subjects(memory) == 0

@@ -27,8 +27,9 @@ import pytest
 from fault_driver import install, restore
 from pcm.conversations import parse_file, samples_dir
 from pcm.index import SideIndex
+from pcm.layout import LEGACY_LAYOUT
 from pcm.memory import INDEX_DIR, Memory
-from pcm.namespaces import GRAPH_CONVERSATION, SIOC
+from pcm.namespaces import SIOC
 from pcm.provenance import post_quads
 from pcm.resources import render_query
 from pcm.settings import Settings
@@ -67,7 +68,7 @@ def run(memory: Path, args: list[str], point: str, script: Path | None = None) -
 
 
 def stored_posts(memory: Memory) -> set[str]:
-    q = f"SELECT ?p WHERE {{ GRAPH <{GRAPH_CONVERSATION}> {{ ?p a <{SIOC}Post> }} }}"
+    q = f"SELECT ?p WHERE {{ GRAPH <{LEGACY_LAYOUT.conversation}> {{ ?p a <{SIOC}Post> }} }}"
     return {t.value for t in memory.store.select(q).values("p") if t is not None}
 
 

@@ -22,9 +22,10 @@ from pcm.conversations import Conversation, Utterance
 from pcm.extraction import extract_posts, fact_history
 from pcm.extraction.history import restore_after_forget
 from pcm.extraction.supersede import single_valued_properties
+from pcm.layout import LEGACY_LAYOUT
 from pcm.llm import ScriptedClient
 from pcm.memory import Memory
-from pcm.namespaces import GRAPH_HISTORY, PCM, PROV, RDF, SCHEMA
+from pcm.namespaces import PCM, PROV, RDF, SCHEMA
 from pcm.ontology import Ontology, load_ontology
 from pcm.settings import Settings
 
@@ -80,7 +81,7 @@ def values(memory: Memory, subject: str, prop: str) -> set[str]:
 
 def history_rows(memory: Memory) -> set[tuple[str, ...]]:
     """(object, superseded by, superseded at, said by) of every history record."""
-    rows = memory.store.select(f"""SELECT ?o ?by ?at ?from WHERE {{ GRAPH <{GRAPH_HISTORY}> {{
+    rows = memory.store.select(f"""SELECT ?o ?by ?at ?from WHERE {{ GRAPH <{LEGACY_LAYOUT.history}> {{
         ?h a <{RDF}Statement> ; <{RDF}object> ?o .
         OPTIONAL {{ ?h <{PCM}supersededBy> ?by }} OPTIONAL {{ ?h <{PCM}supersededAt> ?at }}
         OPTIONAL {{ ?h <{PROV}wasDerivedFrom> ?from }} }} }}""").rows
@@ -88,7 +89,7 @@ def history_rows(memory: Memory) -> set[tuple[str, ...]]:
 
 
 def history_subjects(memory: Memory) -> int:
-    return len(memory.store.select(f"SELECT ?h WHERE {{ GRAPH <{GRAPH_HISTORY}> {{ ?h a <{RDF}Statement> }} }}").rows)
+    return len(memory.store.select(f"SELECT ?h WHERE {{ GRAPH <{LEGACY_LAYOUT.history}> {{ ?h a <{RDF}Statement> }} }}").rows)
 
 
 def moved(memory: Memory) -> tuple[str, str, str]:

@@ -12,9 +12,10 @@ from click.testing import CliRunner
 from pcm.cli_ontology import ontology as ontology_cli
 from pcm.conversations import Conversation, Utterance
 from pcm.errors import UsageError, ValidationError
+from pcm.layout import LEGACY_LAYOUT
 from pcm.manifest import Manifest
 from pcm.memory import Memory
-from pcm.namespaces import GRAPH_ONTOLOGY, GRAPH_PROVENANCE, PCM, PROV, RDF, RDFS
+from pcm.namespaces import PCM, PROV, RDF, RDFS
 from pcm.ontology import Ontology
 from pcm.ontology_tools.diff import load_version
 from pcm.ontology_tools.migrate import (
@@ -97,7 +98,7 @@ def fill(memory: Memory) -> list[str]:
 
 
 def data_quads(memory: Memory) -> set[ox.Quad]:
-    return {q for q in memory.backend.quads() if q.graph_name != N(GRAPH_ONTOLOGY)}
+    return {q for q in memory.backend.quads() if q.graph_name != N(LEGACY_LAYOUT.ontology)}
 
 
 def ask(memory: Memory, query: str) -> bool:
@@ -131,7 +132,7 @@ def test_migrate_moves_the_data_keeps_a_backup_and_bumps_the_version(
     assert memory.manifest.ontology_version == "0.2.0"
     assert Manifest.load(memory.settings.memory).ontology_version == "0.2.0"
     assert memory.store.ontology_version() == "0.2.0"
-    assert ask(memory, f"GRAPH <{GRAPH_PROVENANCE}> {{ ?a a <{PROV}Activity> ; pcm:ontologyVersion '0.2.0' }}")
+    assert ask(memory, f"GRAPH <{LEGACY_LAYOUT.provenance}> {{ ?a a <{PROV}Activity> ; pcm:ontologyVersion '0.2.0' }}")
     # the backup is a complete, openable copy of the memory as it was
     assert report.backup is not None and (report.backup / "memory.toml").is_file()
     saved = ox.Store.read_only(str(report.backup / "oxigraph"))
@@ -140,7 +141,7 @@ def test_migrate_moves_the_data_keeps_a_backup_and_bumps_the_version(
     # what still breaks a rule is Luna's breed: that post, and only it, is marked for re-extraction
     assert report.after is not None and report.after.violations == 1
     assert report.reextract == [posts[1]] and report.marked_pending == 1
-    assert ask(memory, f"GRAPH <{GRAPH_PROVENANCE}> {{ <{posts[1]}> pcm:extractionStatus 'pending' }}")
+    assert ask(memory, f"GRAPH <{LEGACY_LAYOUT.provenance}> {{ <{posts[1]}> pcm:extractionStatus 'pending' }}")
     assert "marked 1 post(s) pending" in report.text()
     assert "broken facts kept (--allow-violations):" in report.text() and "petBreed" in report.text()
 

@@ -9,15 +9,16 @@ from click.testing import CliRunner
 
 from pcm.cli_ontology import ontology as ontology_cli
 from pcm.conversations import Conversation, Utterance
+from pcm.layout import LEGACY_LAYOUT
 from pcm.memory import Memory
-from pcm.namespaces import GRAPH_PROVENANCE, PCM, PROV, SCHEMA
+from pcm.namespaces import PCM, PROV, SCHEMA
 from pcm.ontology import load_ontology
 from pcm.ontology_tools.propose import proposals_for, render_text, similar_terms
 from pcm.settings import Settings
 
 N = ox.NamedNode
 UNKNOWN = N(PCM + "unknownTerm")
-G = N(GRAPH_PROVENANCE)
+G = N(LEGACY_LAYOUT.provenance)
 
 
 def record(memory: Memory) -> list[str]:

@@ -28,10 +28,9 @@ from pcm.errors import (
     UsageError,
     ValidationError,
 )
+from pcm.layout import BY_ID, CONVERSATION, DatasetLayout, layout_of_graph
 from pcm.manifest import MANIFEST, Manifest
 from pcm.namespaces import (
-    GRAPH_CONVERSATION,
-    GRAPH_ONTOLOGY,
     PREFIXES,
     RDF,
     SCHEMA_HTTP,
@@ -42,7 +41,7 @@ from pcm.provenance import Activity, PostRef, activity_quads, fixed_agent_quads,
 from pcm.rdfio import detect_rdf_format, load_staging, serialize
 from pcm.settings import Settings
 from pcm.sparql import check_read_only
-from pcm.store import SUMMARIES_PENDING, MemoryStore, PostInfo, Source, Stats
+from pcm.store import MemoryStore, PostInfo, Source, Stats
 
 if TYPE_CHECKING:
     from pcm.endpoint.discovery import ServerInfo
@@ -55,7 +54,6 @@ if TYPE_CHECKING:
 
 STORE_DIR = "oxigraph"
 INDEX_DIR = "index"
-PCM_GRAPH_PREFIX = "urn:pcm:graph:"
 #: A read-only open that finds at most this many posts missing from the side index embeds them in memory so recall
 #: still finds them (~2-5 ms a post); beyond it, it only says they are missing.
 READ_ONLY_CATCH_UP = 2000
@@ -173,7 +171,7 @@ class Memory:
     def __init__(self, settings: Settings, manifest: Manifest, backend: Backend, *, read_only: bool) -> None:
         self.settings = settings
         self.manifest = manifest
-        self.naming = Naming(manifest.namespace)
+        self.naming = Naming(manifest.namespace, DatasetLayout.of(manifest.layout, manifest.memory_id))
         self.backend = backend
         self.store = MemoryStore(backend, self.naming)
         self.read_only = read_only
@@ -191,7 +189,8 @@ class Memory:
         cls, settings: Settings, *, owner: str = "me", namespace: str | None = None, share_store: bool = False
     ) -> Memory:
         """Create a memory. On a remote store that already holds another memory (another owner's namespace) this is
-        refused unless ``share_store``: memories on one store read each other's graphs."""
+        refused unless ``share_store``. A memory made on a remote store names its graphs with its id
+        (docs/DESIGN.md §3, dataset layout), so memories sharing a store read only their own graphs."""
         path = settings.memory
         if (path / MANIFEST).exists():
             raise UsageError(f"a memory already exists at {path}")
@@ -201,6 +200,8 @@ class Memory:
 
         ontology = load_ontology()
         manifest = Manifest(owner=owner, ontology_version=ontology.version, ontology_digest=ontology.digest)
+        if settings.store_url:
+            manifest.layout = BY_ID  # a server may hold other memories: this one's graphs carry its id
         if namespace:
             manifest.namespace = namespace if namespace.endswith(("/", "#")) else namespace + "/"
         path.mkdir(parents=True, exist_ok=True)
@@ -212,7 +213,7 @@ class Memory:
                 backend.close()
                 raise
         memory = cls(settings, manifest, backend, read_only=False)
-        memory.store.replace_ontology(ontology.quads())
+        memory.store.replace_ontology(ontology.quads(memory.naming.layout))
         memory.store.write(fixed_agent_quads(memory.naming, owner))
         manifest.save(path)  # last: a memory without memory.toml is not a memory, so a failed init is retried
         return memory
@@ -281,7 +282,7 @@ class Memory:
         from pcm.ontology_tools.migrate import ontology_drift
 
         shipped = load_ontology()
-        drift = ontology_drift(self.manifest, shipped, lambda: ontology_digest(self.backend.quads(GRAPH_ONTOLOGY)))
+        drift = ontology_drift(self.manifest, shipped, lambda: ontology_digest(self.backend.quads(self.naming.layout.ontology)))
         if drift is None:
             if not self.read_only and not self.manifest.ontology_digest:
                 self.manifest.ontology_digest = shipped.digest
@@ -347,7 +348,7 @@ class Memory:
 
         if index.sync_record() == self._sync_stamp() and not self.store.index_pending():
             return None
-        q = f"SELECT ?p WHERE {{ GRAPH <{GRAPH_CONVERSATION}> {{ ?p a <{SIOC}Post> }} }}"
+        q = f"SELECT ?p WHERE {{ GRAPH {CONVERSATION} {{ ?p a <{SIOC}Post> }} }}"
         stored = {t.value for t in self.store.select(q).values("p") if t is not None}
         indexed = index.post_iris()
         missing, forgotten = stored - indexed, indexed - stored
@@ -464,7 +465,7 @@ class Memory:
                     quads = session_quads(self.naming, conv.id, conv.title, conv.started) + quads
                     thread_written = True
                 if self.settings.summaries_enabled:
-                    quads.append(SUMMARIES_PENDING)  # the post and "its summary is behind" land together
+                    quads.append(self.store.summaries_marker)  # the post and "its summary is behind" land together
                 self.store.write(quads)
                 report.added += 1
                 report.pending += 1
@@ -581,7 +582,7 @@ class Memory:
         data = path.read_bytes()
         staging = load_staging(data, fmt, name=path.name, base_iri=path.resolve().as_uri())
         named = [g.value for g in staging.named_graphs() if isinstance(g, ox.NamedNode)]
-        if any(g.startswith(PCM_GRAPH_PREFIX) for g in named):
+        if any(layout_of_graph(g) is not None for g in named):
             # an N-Quads dump that needs no rewriting can go straight from the file to the bulk loader
             direct = fmt == "nquads" and SCHEMA_HTTP.encode() not in data
             return self._restore(path, staging, direct=direct)
@@ -608,8 +609,16 @@ class Memory:
         bulk loaded (the engine's fast path is not transactional); if that load fails, the graphs it created are
         dropped again.
         """
-        if staging.contains_named_graph(ox.NamedNode(GRAPH_ONTOLOGY)):
-            staging.remove_graph(ox.NamedNode(GRAPH_ONTOLOGY))  # this pcm's own ontology graph stays authoritative
+        layouts = {layout_of_graph(g.value) for g in staging.named_graphs() if isinstance(g, ox.NamedNode)} - {None}
+        for source in layouts:
+            assert source is not None
+            if staging.contains_named_graph(ox.NamedNode(source.ontology)):
+                staging.remove_graph(ox.NamedNode(source.ontology))  # this pcm's own ontology graph stays authoritative
+                direct = False
+        if layouts - {self.naming.layout}:  # a dump of a memory with other graph names: renamed to this one's
+            renamed = [_rehome_graphs(q, layouts, self.naming.layout) for q in staging]
+            staging = ox.Store()
+            staging.extend(renamed)
             direct = False
         if next(iter(staging.quads_for_pattern(None, None, None, ox.DefaultGraph())), None) is not None:
             raise InputError(f"{path.name}: a pcm dump has no default-graph triples; import plain triples as Turtle")
@@ -727,7 +736,7 @@ class Memory:
         # an entity other posts still mention keeps the type and label only forgotten graphs held
         cards = orphaned_cards(self, [self.naming.extraction_graph(p) for p in posts])
         summarised, clear = summary_clearing(self, posts)
-        rebuild = [SUMMARIES_PENDING] if summarised and self.settings.summaries_enabled else []
+        rebuild = [self.store.summaries_marker] if summarised and self.settings.summaries_enabled else []
         self.store.forget_posts(
             posts, session_iri, delete=delta.delete, insert=[*delta.insert, *cards, *rebuild],
             extra=[*delta.extra, *clear],
@@ -783,7 +792,7 @@ class Memory:
             triples = []
             for q in quads:
                 g = q.graph_name
-                if isinstance(g, ox.NamedNode) and g.value in (GRAPH_ONTOLOGY,):
+                if isinstance(g, ox.NamedNode) and g.value == self.naming.layout.ontology:
                     continue
                 key = (q.subject, q.predicate, q.object)
                 if key not in seen:
@@ -833,7 +842,7 @@ class Memory:
         return ask(self, question, client=self._client, as_of=as_of, explain=explain, k=k, plan=plan)
 
     def post_count(self) -> int:
-        q = f"SELECT (COUNT(?p) AS ?n) WHERE {{ GRAPH <{GRAPH_CONVERSATION}> {{ ?p a <{SIOC}Post> }} }}"
+        q = f"SELECT (COUNT(?p) AS ?n) WHERE {{ GRAPH {CONVERSATION} {{ ?p a <{SIOC}Post> }} }}"
         return int(self.store.select(q).rows[0][0].value)  # type: ignore[union-attr]
 
 
@@ -917,16 +926,15 @@ def expand_iri(iri: str, namespace: str) -> str:
 def _refuse_shared_store(backend: Backend, url: str, namespace: str) -> None:
     """Refuse a store that holds another memory: its owner (``pcm:MemoryOwner``) has another namespace."""
     found = backend.query(
-        f"SELECT DISTINCT ?o WHERE {{ GRAPH <{GRAPH_CONVERSATION}> {{ ?o a <https://w3id.org/pcm/ontology#MemoryOwner> }} }}"
+        "SELECT DISTINCT ?o WHERE { GRAPH ?g { ?o a <https://w3id.org/pcm/ontology#MemoryOwner> } }"
     )
     assert isinstance(found, Solutions)
     others = sorted(t.value.removesuffix("owner") for t in found.values("o") if t is not None)
     others = [ns for ns in others if ns != namespace]
     if others:
         raise UsageError(
-            f"the store at {url} already holds another memory (namespace {others[0]}); memories on one store see "
-            "each other's data: use another store (another Oxigraph location, another Virtuoso database), or pass "
-            "--share-store (share_store=True) to share it anyway"
+            f"the store at {url} already holds another memory (namespace {others[0]}): pass --share-store "
+            "(share_store=True) to keep both there, each reading only its own graphs, or use another store"
         )
 
 
@@ -963,6 +971,20 @@ def _rehome_term(term, rename):  # type: ignore[no-untyped-def]
     if isinstance(term, ox.NamedNode) and term.value.startswith(old):
         return ox.NamedNode(new + term.value[len(old) :])
     return term
+
+
+def _rehome_graphs(q: ox.Quad, sources: set[DatasetLayout | None], target: DatasetLayout) -> ox.Quad:
+    """A dump's quad with the graph names of its memory (as graphs and as the subjects and objects of provenance)
+    renamed to ``target``'s."""
+
+    def term(t):  # type: ignore[no-untyped-def]
+        if isinstance(t, ox.NamedNode):
+            for source in sources:
+                if source is not None and source.owns(t.value):
+                    return ox.NamedNode(target.rehome(t.value, source))
+        return t
+
+    return ox.Quad(term(q.subject), q.predicate, term(q.object), term(q.graph_name))
 
 
 def _rehome(q: ox.Quad, rename: tuple[str, str]) -> ox.Quad:

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 import pyoxigraph as ox
 
 from pcm.extraction.queries import render
-from pcm.namespaces import GRAPH_CONVERSATION, RDF, RDFS
+from pcm.layout import CONVERSATION
+from pcm.namespaces import RDF, RDFS
 from pcm.sparql import iri_term, literal_term, values_clause
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ def restated(memory: Memory, triples: Sequence[ox.Triple], *, graph: str) -> set
         elif t.subject.value in agents:
             about_agents.append(t)
     found: set[ox.Triple] = set()
-    for candidates, holder in ((cards, f"?g != {iri_term(graph)}"), (about_agents, f"?g = <{GRAPH_CONVERSATION}>")):
+    for candidates, holder in ((cards, f"?g != {iri_term(graph)}"), (about_agents, f"?g = {CONVERSATION}")):
         for start in range(0, len(candidates), _BATCH):
             rows = " ".join(f"({t.subject} {t.predicate} {t.object})" for t in candidates[start : start + _BATCH])
             q = render("card_restated", triples=f"VALUES (?s ?p ?o) {{ {rows} }}", holder=holder)

@@ -12,15 +12,18 @@ import pyoxigraph as ox
 
 from pcm.extraction.queries import render
 from pcm.extraction.supersede import StoredValue, history_record, parse_time, said_later, stored_values
-from pcm.namespaces import GRAPH_HISTORY
+from pcm.layout import HISTORY
 from pcm.sparql import iri_term, values_clause
 
 if TYPE_CHECKING:
     from pcm.memory import Memory
 
 N = ox.NamedNode
-#: A graph IRI no statement lives in (for "values in every graph but this one").
-NO_GRAPH = "urn:pcm:graph:none"
+
+
+def _no_graph(memory: Memory) -> str:
+    """A graph IRI of the memory's that no statement lives in (for "values in every graph but this one")."""
+    return memory.naming.layout.prefix + "none"
 
 
 @dataclass
@@ -152,7 +155,7 @@ def forget_delta(memory: Memory, post_iris: Sequence[str]) -> RestoreDelta:
     change = _Change()
     for key, group in sorted(groups.items()):
         change.settle(memory, group, current.get(key, []))
-    drop = [f"DELETE WHERE {{ GRAPH <{GRAPH_HISTORY}> {{ {iri_term(r.node)} ?p ?o }} }}" for r in records]
+    drop = [f"DELETE WHERE {{ GRAPH {HISTORY} {{ {iri_term(r.node)} ?p ?o }} }}" for r in records]
     return RestoreDelta(change.delete, list(dict.fromkeys(change.insert)), drop, change.restored)
 
 
@@ -193,7 +196,7 @@ class _Change:
             self.insert += _restatements(memory, group, by=latest.post, at=latest.time)
             return
         for r in winners:  # what the newest remaining post said (several values, for laterValuesReplace)
-            self.insert.append(ox.Quad(r.triple.subject, r.triple.predicate, r.triple.object, N(r.source or NO_GRAPH)))
+            self.insert.append(ox.Quad(r.triple.subject, r.triple.predicate, r.triple.object, N(r.source or _no_graph(memory))))
         self.restored += len(winners)
         older = [r for r in group if r not in winners]
         self.insert += _restatements(memory, older, by=newest.said_by, at=newest.said_at)
@@ -239,7 +242,7 @@ def _current_values(
     found: dict[tuple[str, str], list[StoredValue]] = {}
     keys = list(keys)
     if keys:
-        for stored in stored_values(memory, keys, graph=NO_GRAPH):
+        for stored in stored_values(memory, keys, graph=_no_graph(memory)):
             if stored.graph in gone:
                 continue
             found.setdefault((stored.triple.subject.value, stored.triple.predicate.value), []).append(stored)
@@ -250,7 +253,7 @@ def _restatements(memory: Memory, records: Sequence[_Record], *, by: str | None,
     """Records that stay in history, now superseded by ``by`` (their old records are dropped)."""
     out: list[ox.Quad] = []
     for r in records:
-        out += history_record(memory, r.triple, by=by, at=at, origin=r.said_by, source=r.source or NO_GRAPH)
+        out += history_record(memory, r.triple, by=by, at=at, origin=r.said_by, source=r.source or _no_graph(memory))
     return out
 
 

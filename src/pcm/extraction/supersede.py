@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import pyoxigraph as ox
 
 from pcm.extraction.queries import render
-from pcm.namespaces import DCTERMS, GRAPH_HISTORY, PCM, PROV, RDF
+from pcm.namespaces import DCTERMS, PCM, PROV, RDF
 from pcm.naming import digest
 from pcm.provenance import dt_literal
 from pcm.sparql import iri_term, values_clause
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from pcm.ontology import Ontology
 
 N = ox.NamedNode
-G_HISTORY = N(GRAPH_HISTORY)
 
 
 @dataclass
@@ -201,6 +200,7 @@ def history_record(
 ) -> list[ox.Quad]:
     """The ``rdf:Statement`` record of a superseded triple (its IRI is stable, so re-runs add nothing)."""
     node = N(f"{memory.naming.namespace}history/{digest(str(triple), by or '')}")
+    G_HISTORY = N(memory.naming.layout.history)
     quads = [
         ox.Quad(node, N(RDF + "type"), N(RDF + "Statement"), G_HISTORY),
         ox.Quad(node, N(RDF + "subject"), triple.subject, G_HISTORY),

@@ -2,7 +2,7 @@
 
 The post itself was written first (by ``Memory.ingest``), so whatever happens here, what was said is kept. This
 write replaces the post's previous extraction (``DROP`` of its graph and of that graph's activity record), inserts
-the new triples into ``urn:pcm:graph:extraction:<key>`` with entity-level ``prov:wasDerivedFrom`` the post, records
+the new triples into the post's extraction graph (``…:extraction:<key>``) with entity-level ``prov:wasDerivedFrom`` the post, records
 the activity (model, prompt and ontology versions, tokens) and the unknown vocabulary terms the model tried, sets
 the status, and moves superseded statements to the history graph, all in one ``MemoryStore.apply`` call.
 
@@ -26,7 +26,7 @@ from pcm.extraction.extractor import EXTRACTED, Extraction
 from pcm.extraction.queries import render
 from pcm.extraction.resolve import resolve_entities
 from pcm.extraction.supersede import SingleValued, plan_supersessions
-from pcm.namespaces import GRAPH_PROVENANCE, PCM, PROV
+from pcm.namespaces import PCM, PROV
 from pcm.provenance import Activity, activity_quads, entity_derivation_quads
 from pcm.sparql import iri_term, values_clause
 
@@ -37,7 +37,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 N = ox.NamedNode
-G_PROV = N(GRAPH_PROVENANCE)
 #: Where the unknown vocabulary terms an extraction tried are recorded (on the post, in the provenance graph).
 UNKNOWN_TERM = PCM + "unknownTerm"
 _ATTRIBUTED = N(PROV + "wasAttributedTo")
@@ -87,9 +86,9 @@ def write_extraction(
         insert += [ox.Quad(N(s), _ATTRIBUTED, N(memory.naming.assistant), g) for s in sorted(resolution.new_nodes)
                    if s in subjects]
     insert += activity_quads(memory.naming, _activity(extraction, prompt_version, ontology), graph, post)
-    insert += [ox.Quad(g, _ATTRIBUTED, N(extraction.speaker), G_PROV)]
+    insert += [ox.Quad(g, _ATTRIBUTED, N(extraction.speaker), N(memory.naming.layout.provenance))]
     insert += plan.history
-    insert += _unknown_term_quads(post, extraction.unknown_terms)
+    insert += _unknown_term_quads(memory, post, extraction.unknown_terms)
     extra = [
         render("replace_extraction.ru", graph=iri_term(graph)),
         render("clear_unknown_terms.ru", post=iri_term(post)),
@@ -110,7 +109,7 @@ def _write_outcome_only(memory: Memory, extraction: Extraction) -> Written:
         render("clear_unknown_terms.ru", post=iri_term(post)),
         *memory.store.set_status(post, extraction.status, extraction.report),
     ]
-    memory.store.apply(insert=_unknown_term_quads(post, extraction.unknown_terms), extra=extra)
+    memory.store.apply(insert=_unknown_term_quads(memory, post, extraction.unknown_terms), extra=extra)
     return Written(extraction.status)
 
 
@@ -126,8 +125,9 @@ def _activity(extraction: Extraction, prompt_version: str, ontology: Ontology) -
     )
 
 
-def _unknown_term_quads(post: str, terms: Sequence[str] | set[str]) -> list[ox.Quad]:
-    return [ox.Quad(N(post), N(UNKNOWN_TERM), ox.Literal(t), G_PROV) for t in sorted(terms)]
+def _unknown_term_quads(memory: Memory, post: str, terms: Sequence[str] | set[str]) -> list[ox.Quad]:
+    provenance = N(memory.naming.layout.provenance)
+    return [ox.Quad(N(post), N(UNKNOWN_TERM), ox.Literal(t), provenance) for t in sorted(terms)]
 
 
 def update_index(memory: Memory, iris: Sequence[str]) -> None:

@@ -29,12 +29,9 @@ import rdflib
 from pcm import resources
 from pcm.backend import quads_to_insert_data
 from pcm.errors import MemoryVersionError, PcmError, UsageError, ValidationError
+from pcm.layout import GRAPH_PREFIX, LEGACY_LAYOUT, ONTOLOGY, layout_of_graph
 from pcm.manifest import MANIFEST, Manifest
 from pcm.namespaces import (
-    GRAPH_EXTRACTION_PREFIX,
-    GRAPH_IMPORT_PREFIX,
-    GRAPH_ONTOLOGY,
-    GRAPH_PROVENANCE,
     PCM,
     PROV,
     RDF,
@@ -135,7 +132,7 @@ def replacement_script(ontology: Ontology, replacements: dict[str, str] | None =
         return ""
     parts = []
     for old, new in sorted(pairs.items()):
-        keep_out = f"FILTER(?g != <{GRAPH_ONTOLOGY}>)"
+        keep_out = f"FILTER(?g != {ONTOLOGY} && STRSTARTS(STR(?g), {GRAPH_PREFIX}))"
         parts.append(
             f"# {ontology.curie(old)} is replaced by {ontology.curie(new)}\n"
             f"DELETE {{ GRAPH ?g {{ ?s <{old}> ?o }} }} INSERT {{ GRAPH ?g {{ ?s <{new}> ?o }} }}\n"
@@ -271,7 +268,7 @@ class BrokenFact:
         if self.reextractable:
             fix = "re-extractable from " + ", ".join(self.posts)
         else:
-            kept = [g for g in self.graphs if not g.startswith(GRAPH_EXTRACTION_PREFIX)] or ["(no graph found)"]
+            kept = [g for g in self.graphs if not g.startswith((layout_of_graph(g) or LEGACY_LAYOUT).extraction_prefix)] or ["(no graph found)"]
             fix = "cannot be re-extracted (imported, no post): " + ", ".join(kept) + "; fix it by hand or re-import"
         return f"[{self.rule}] <{self.focus}>{where}: {self.message} -- {fix}"
 
@@ -332,7 +329,7 @@ def validate_memory(memory: Memory, validator: Validator, *, examples: int = 3) 
     (any statement about or pointing to the node when the property is not known).
     """
     summary = ValidationSummary()
-    graphs = [g for g in memory.backend.named_graphs() if g.startswith((GRAPH_EXTRACTION_PREFIX, GRAPH_IMPORT_PREFIX))]
+    graphs = [g for g in memory.backend.named_graphs() if memory.naming.layout.is_fact_graph(g)]
     summary.graphs_checked = len(graphs)
     derived = ox.NamedNode(PROV + "wasDerivedFrom")
     for start in range(0, len(graphs), _BATCH):
@@ -497,7 +494,7 @@ def migrate(
     plan = pending_migrations(current, target.version, migrations)
     drift = ontology_drift(
         replace(memory.manifest, ontology_version=current), target,
-        lambda: ontology_digest(memory.backend.quads(GRAPH_ONTOLOGY)), migrations,
+        lambda: ontology_digest(memory.backend.quads(memory.naming.layout.ontology)), migrations,
     )
     report = MigrationReport(current, target.version, [m.name for m in plan], dry_run=dry_run, drift=drift)
     validator = Validator(target, shapes_dir) if validate else None
@@ -574,21 +571,22 @@ def build_update(plan: Sequence[Migration], target: Ontology, memory: Memory, cu
             bodies.append(f"# {step.name}\n{body}")
     stamp = datetime.now(UTC)
     activity = memory.naming.activity("migration", f"{current or 'none'}-to-{target.version}-{stamp:%Y%m%dT%H%M%S%f}")
+    provenance = ox.NamedNode(memory.naming.layout.provenance)
     record = [
-        ox.Quad(ox.NamedNode(activity), ox.NamedNode(RDF + "type"), ox.NamedNode(PROV + "Activity"), ox.NamedNode(GRAPH_PROVENANCE)),
+        ox.Quad(ox.NamedNode(activity), ox.NamedNode(RDF + "type"), ox.NamedNode(PROV + "Activity"), provenance),
         ox.Quad(ox.NamedNode(activity), ox.NamedNode("http://www.w3.org/2000/01/rdf-schema#label"),
-                ox.Literal(f"ontology migration {current or 'none'} -> {target.version}"), ox.NamedNode(GRAPH_PROVENANCE)),
+                ox.Literal(f"ontology migration {current or 'none'} -> {target.version}"), provenance),
         ox.Quad(ox.NamedNode(activity), ox.NamedNode(PCM + "ontologyVersion"), ox.Literal(target.version),
-                ox.NamedNode(GRAPH_PROVENANCE)),
+                provenance),
         ox.Quad(ox.NamedNode(activity), ox.NamedNode(PROV + "startedAtTime"),
                 ox.Literal(stamp.isoformat(), datatype=ox.NamedNode("http://www.w3.org/2001/XMLSchema#dateTime")),
-                ox.NamedNode(GRAPH_PROVENANCE)),
+                provenance),
     ]
     if plan:
         record.append(ox.Quad(ox.NamedNode(activity), ox.NamedNode("http://www.w3.org/2000/01/rdf-schema#comment"),
-                              ox.Literal("scripts: " + ", ".join(m.name for m in plan)), ox.NamedNode(GRAPH_PROVENANCE)))
+                              ox.Literal("scripts: " + ", ".join(m.name for m in plan)), provenance))
     prologue = "".join(f"PREFIX {name}: <{iri}>\n" for name, iri in prefixes.items())
-    operations = [*bodies, f"DROP SILENT GRAPH <{GRAPH_ONTOLOGY}>", quads_to_insert_data(target.quads()),
+    operations = [*bodies, f"DROP SILENT GRAPH {ONTOLOGY}", quads_to_insert_data(target.quads(memory.naming.layout)),
                   quads_to_insert_data(record)]
     return prologue + " ;\n".join(operations)
 
@@ -600,7 +598,7 @@ def check_script_syntax(path: Path, text: str) -> None:
     """Parse one script on its own, so a syntax error points into that file (``file:line:col: message``), not
     into the merged update the scripts become."""
     try:
-        ox.Store().update(text)
+        ox.Store().update(LEGACY_LAYOUT.render(text))
     except SyntaxError as error:
         detail = " ".join(str(error).split())
         found = _SYNTAX_AT.match(detail)
@@ -613,7 +611,7 @@ def check_script_syntax(path: Path, text: str) -> None:
 def check_update_syntax(update: str) -> None:
     """Parse (and run) the update on an empty in-memory store, so a typo is reported before any backup or write."""
     try:
-        ox.Store().update(update)
+        ox.Store().update(LEGACY_LAYOUT.render(update))
     except SyntaxError as error:
         raise UsageError(f"migration scripts do not parse: {' '.join(str(error).split())}") from error
     except (OSError, RuntimeError):
@@ -656,7 +654,10 @@ def restore_backup(memory: Memory, backup: Backup, *, data: bool = True) -> None
             quads: Iterable[ox.Quad] = source
         else:
             quads = ox.parse(path=str(backup.path / "dataset.nq"), format=ox.RdfFormat.N_QUADS)
-        memory.backend.update("CLEAR ALL")
+        # this memory's graphs only: a server may hold other memories (and Virtuoso keeps its own graphs there)
+        graphs = memory.backend.named_graphs()
+        for start in range(0, len(graphs), 500):
+            memory.backend.update(" ;\n".join(f"DROP SILENT GRAPH <{g}>" for g in graphs[start : start + 500]))
         chunk: list[ox.Quad] = []
         for quad in quads:
             chunk.append(quad)

@@ -24,14 +24,9 @@ import pyoxigraph as ox
 
 from pcm.backend import QueryResult, Solutions
 from pcm.errors import QueryError
+from pcm.layout import HISTORY
 from pcm.llm.base import LLMClient, Message
-from pcm.namespaces import (
-    GRAPH_CONVERSATION,
-    GRAPH_EXTRACTION_PREFIX,
-    GRAPH_HISTORY,
-    GRAPH_IMPORT_PREFIX,
-    PROV,
-)
+from pcm.namespaces import PROV
 from pcm.prompts import PromptFile, load
 from pcm.retrieval.postprocess import Computed, format_term
 from pcm.retrieval.safety import QueryRunner
@@ -116,15 +111,16 @@ def sparql_evidence(
         return [], posts_of(memory, _derived_posts(memory, _iris(result)))
     ground = _ground(shape.patterns, rows)
     located = _locate(memory, ground)
-    history = _history_posts(memory, {s for (s, _, _), g in located if g == GRAPH_HISTORY})
+    layout = memory.naming.layout
+    history = _history_posts(memory, {s for (s, _, _), g in located if g == layout.history})
     named = {t[1:-1] for (s, _, o), _ in located for t in (s, o) if t.startswith("<")}
     labels = {**labels_for(memory, named - set(labels)), **labels}
     facts: list[EvidenceFact] = []
     for (s, p, o), graph in located:
         posts = _posts_for(memory, s, graph, history)
-        if graph == GRAPH_CONVERSATION and not posts:
+        if graph == layout.conversation and not posts:
             continue
-        if not (graph.startswith((GRAPH_EXTRACTION_PREFIX, GRAPH_IMPORT_PREFIX)) or graph in (GRAPH_HISTORY, GRAPH_CONVERSATION)):
+        if not (layout.is_fact_graph(graph) or graph in (layout.history, layout.conversation)):
             continue
         facts.append(EvidenceFact(s, p, o, graph, posts, _fact_text(s, p, o, ontology, labels)))
     facts.sort(key=lambda f: (f.posts, f.subject, f.predicate, f.object))
@@ -229,7 +225,7 @@ def _history_posts(memory: Memory, subjects: Iterable[str]) -> dict[str, tuple[s
     if not iris:
         return {}
     query = (
-        "SELECT ?st ?post WHERE { VALUES ?st { " + " ".join(iris) + " } GRAPH <" + GRAPH_HISTORY + "> { "
+        "SELECT ?st ?post WHERE { VALUES ?st { " + " ".join(iris) + " } GRAPH " + HISTORY + " { "
         f"?st (<{PROV}wasDerivedFrom>|<https://w3id.org/pcm/ontology#supersededBy>) ?post }} }}"
     )
     out: dict[str, list[str]] = {}
@@ -239,12 +235,13 @@ def _history_posts(memory: Memory, subjects: Iterable[str]) -> dict[str, tuple[s
 
 
 def _posts_for(memory: Memory, subject: str, graph: str, history: Mapping[str, tuple[str, ...]]) -> tuple[str, ...]:
-    if graph.startswith(GRAPH_EXTRACTION_PREFIX):
+    layout = memory.naming.layout
+    if graph.startswith(layout.extraction_prefix):
         post = memory.naming.post_of_graph(graph)
         return (post,) if post else ()
-    if graph == GRAPH_HISTORY:
+    if graph == layout.history:
         return history.get(subject, ())
-    if graph == GRAPH_CONVERSATION:
+    if graph == layout.conversation:
         iri = subject[1:-1]
         return (iri,) if iri.startswith(memory.naming.post("")) else ()
     return ()

@@ -26,6 +26,7 @@ import pyoxigraph as ox
 
 from pcm.backend import QueryResult, Solutions
 from pcm.errors import QueryError
+from pcm.layout import EXTRACTION_PREFIX, IMPORT_PREFIX
 from pcm.llm.base import LLMClient, Message
 from pcm.namespaces import PCM, PREFIXES, RDF, RDFS, SCHEMA, SKOS
 from pcm.retrieval.nl2sparql import Draft, QueryForm, ask_model, repair_message
@@ -558,7 +559,7 @@ def around_entities(memory: Memory, iris: Sequence[str], ontology: Ontology, sho
     query = (
         "SELECT ?e ?p ?dir (COUNT(*) AS ?n) WHERE { " + values_clause("e", list(iris)[:12]) + " "
         "{ GRAPH ?g { ?e ?p ?o } BIND(\"out\" AS ?dir) } UNION { GRAPH ?g { ?o ?p ?e } BIND(\"in\" AS ?dir) } "
-        "FILTER(STRSTARTS(STR(?g), \"urn:pcm:graph:extraction:\") || STRSTARTS(STR(?g), \"urn:pcm:graph:import:\")) "
+        f"FILTER(STRSTARTS(STR(?g), {EXTRACTION_PREFIX}) || STRSTARTS(STR(?g), {IMPORT_PREFIX})) "
         "} GROUP BY ?e ?p ?dir ORDER BY ?e ?dir ?p LIMIT 200"
     )
     lines: dict[str, list[str]] = {}

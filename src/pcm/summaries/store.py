@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import pyoxigraph as ox
 
-from pcm.namespaces import GRAPH_CONVERSATION, GRAPH_PROVENANCE, PCM, PROV, RDF
+from pcm.namespaces import PCM, PROV, RDF
 from pcm.provenance import dt_literal, int_literal
 from pcm.resources import render_query
 from pcm.sparql import iri_term, values_clause
@@ -82,7 +82,7 @@ def write_summary(
     activity = activity_iri(memory, session)
     when = when or datetime.now(UTC)
     s, act = N(session), N(activity)
-    g_conv, g_prov = N(GRAPH_CONVERSATION), N(GRAPH_PROVENANCE)
+    g_conv, g_prov = N(memory.naming.layout.conversation), N(memory.naming.layout.provenance)
     posts = sorted(set(covered))
     quads = [
         ox.Quad(s, N(PCM + "summary"), ox.Literal(text), g_conv),
