@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
+from pcm.context import CACHE_DIR
 from pcm.conversations import Conversation, Utterance
 from pcm.llm.scripted import ScriptedClient
 from pcm.memory import Memory
@@ -79,6 +80,6 @@ def test_a_purge_drops_the_caches_built_from_the_memorys_content(tmp_path: Path)
         context = memory.context
         assert context.runner is None and context.engine is None
         assert not (context.llm_replies or context.usage or context.versions or context.text_vectors)
-        assert not (memory.settings.memory / "cache").exists()
+        assert not (memory.settings.memory / CACHE_DIR).exists()
     finally:
         memory.close()

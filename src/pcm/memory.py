@@ -18,7 +18,14 @@ import pyoxigraph as ox
 
 from pcm.backend import Backend, QueryResult, Solutions
 from pcm.context import CACHE_DIR, VECTORS_DIR, MemoryContext
-from pcm.conversations import Conversation, check_conversations, check_text
+from pcm.conversations import (
+    Conversation,
+    check_conversations,
+    check_id,
+    check_text,
+    parse_text_utterance,
+    parse_timestamp,
+)
 from pcm.errors import (
     InputError,
     MemoryLockedError,
@@ -41,6 +48,7 @@ from pcm.namespaces import (
 from pcm.naming import Naming
 from pcm.provenance import Activity, PostRef, activity_quads, fixed_agent_quads, post_quads, session_quads
 from pcm.rdfio import detect_rdf_format, load_staging, serialize
+from pcm.resources import render_query
 from pcm.settings import Settings
 from pcm.sparql import check_read_only
 from pcm.store import SUMMARIES_PENDING, MemoryStore, PostInfo, Source, Stats
@@ -315,7 +323,6 @@ class Memory:
         """
         if not self.settings.summaries_enabled or not self.store.summaries_pending():
             return
-        from pcm.resources import render_query
         from pcm.summaries import update_summaries
 
         behind = [t.value for t in self.store.select(render_query("summaries/behind")).values("session") if t is not None]
@@ -520,8 +527,6 @@ class Memory:
         text. Without a key every call stores a post, so two messages with the same text are two posts.
         """
         from dataclasses import replace
-
-        from pcm.conversations import check_id, parse_text_utterance, parse_timestamp
 
         self._writable()
         when = parse_timestamp(at) if isinstance(at, str) else at

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pcm.summaries.store import SummaryRow, all_summaries, session_range
-from pcm.summaries.summarise import cached_vectors
+from pcm.summaries.summarise import cached_vectors, session_turns
 from pcm.summaries.text import tfidf_vectors
 
 if TYPE_CHECKING:
@@ -110,8 +110,6 @@ def _representative(memory: MemoryContext, row: SummaryRow, question: str) -> li
     """A few posts of the session: those best matching the question (index on), else those the summary quotes."""
     if memory.settings.index_enabled and row.session_id:
         return [h.post for h in memory.recall(question, POSTS_PER_SUMMARY, session=row.session_id)]
-    from pcm.summaries.summarise import session_turns
-
     turns = session_turns(memory, row.session)
     quoted = [t.post for t in turns if any(_quotes(line, t.text) for line in row.text.splitlines())]
     return (quoted or [t.post for t in turns])[:POSTS_PER_SUMMARY]

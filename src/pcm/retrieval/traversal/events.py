@@ -33,7 +33,7 @@ from pcm.namespaces import OB
 from pcm.resources import render_query
 from pcm.retrieval.traversal.model import Found, Result, Source, Step, Triple
 from pcm.retrieval.traversal.model import Path as WalkPath
-from pcm.retrieval.traversal.starts import StartMatch
+from pcm.retrieval.traversal.starts import StartMatch, find_starts
 from pcm.sparql import iri_term, is_true, values_clause
 
 if TYPE_CHECKING:
@@ -92,8 +92,6 @@ def find_start_events(memory: MemoryContext, question: str, k: int = MAX_STARTS)
         return []
     chosen: dict[str, StartMatch] = {}
     if memory.settings.index_enabled:
-        from pcm.retrieval.traversal.starts import find_starts
-
         for m in find_starts(memory.index, question, max_starts=2 * k):
             if m.iri in events:
                 chosen[m.iri] = m
