@@ -86,7 +86,7 @@ def run(client: LlamaCppClient, output: str, samples: list[str], repair_rounds: 
         counting = Counting(client)
         marks = [time.perf_counter()]
         before = client.usage.totals
-        report = extract_posts(memory, posts, client=counting,  # type: ignore[arg-type]
+        report = extract_posts(memory.context, posts, client=counting,  # type: ignore[arg-type]
                                concurrency=1, output=output, progress=lambda n: marks.append(time.perf_counter()))
         seconds = [b - a for a, b in zip(marks, marks[1:], strict=False)]
         used = {k: client.usage.totals[k] - before[k] for k in before}

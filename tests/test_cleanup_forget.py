@@ -47,13 +47,13 @@ def test_forgetting_the_superseding_post_is_one_update(memory: Memory, monkeypat
 
 def test_the_delta_is_computed_before_the_forget_and_treats_the_posts_as_gone(memory: Memory) -> None:
     ns, old, new = moved(memory)
-    delta = forget_delta(memory, [new])
+    delta = forget_delta(memory.context, [new])
     assert delta.restored == 2 and len(delta.extra) == 2  # two values come back, two history records go
     graph = memory.naming.extraction_graph(old)
     assert {(q.object.value, q.graph_name.value) for q in delta.insert} == {
         (ns + "portland", graph), (ns + "harbor-analytics", graph)}
     assert delta.delete == []  # Seattle and Cascade Health live in the forgotten post's graph: dropped with it
-    assert forget_delta(memory, [old]).insert == []  # the old post's values never come back
+    assert forget_delta(memory.context, [old]).insert == []  # the old post's values never come back
 
 
 def test_a_failing_forget_changes_nothing(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -227,10 +227,10 @@ def test_a_summary_an_interrupted_ingest_left_out_is_rebuilt_on_the_next_writabl
             memory.ingest(parse_file(FAMILY))
         monkeypatch.undo()
         thread = memory.store.find_session("dana-02-family")
-        assert thread is not None and pcm.summaries.read_summary(memory, thread) is None
+        assert thread is not None and pcm.summaries.read_summary(memory.context, thread) is None
     with Memory.open(settings, read_only=True) as reader:
-        assert pcm.summaries.read_summary(reader, thread) is None  # a reader does not write
+        assert pcm.summaries.read_summary(reader.context, thread) is None  # a reader does not write
     with Memory.open(settings) as memory:
-        summary = pcm.summaries.read_summary(memory, thread)
+        summary = pcm.summaries.read_summary(memory.context, thread)
         assert summary is not None and summary.covered == frozenset(memory.store.session_posts(thread))
         assert not memory.store.summaries_pending()

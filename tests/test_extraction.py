@@ -96,7 +96,7 @@ def snapshot(memory: Memory) -> set[ox.Quad]:
 
 def run(memory: Memory, posts: Sequence[str], *replies: str | Callable[..., str], **kw: object):  # type: ignore[no-untyped-def]
     client = ScriptedClient(replies)
-    report = extract_posts(memory, posts, client=client, concurrency=1, **kw)  # type: ignore[arg-type]
+    report = extract_posts(memory.context, posts, client=client, concurrency=1, **kw)  # type: ignore[arg-type]
     return report, client
 
 
@@ -379,7 +379,7 @@ def test_truncated_output_is_retried_and_counted(memory: Memory) -> None:
     [post] = ingest(memory, "I adopted a beagle called Biscuit yesterday.")
     cut = 'm:biscuit a pcm:Pet ; rdfs:label "Biscuit" .\nm:owner pcm:hasPet m:biscuit .\nm:adopt a schema:Rec'
     client = _TruncatingClient([cut, BISCUIT], ["max_tokens", "end_turn"])
-    report = extract_posts(memory, [post], client=client, concurrency=1)
+    report = extract_posts(memory.context, [post], client=client, concurrency=1)
     assert (report.extracted, report.repairs, report.input_tokens) == (1, 1, 200)
     assert report.output_tokens > 0
 
@@ -419,7 +419,7 @@ def test_same_label_other_type_is_not_merged_but_listed_as_a_duplicate(memory: M
     assert (ns + "owner", "http://purl.org/vocab/relationship/neighborOf", ns + "biscuit-neighbour") in graph_triples(
         memory, memory.naming.extraction_graph(second)
     )
-    pairs = [(p.a, p.b, p.reason) for p in find_duplicates(memory)]
+    pairs = [(p.a, p.b, p.reason) for p in find_duplicates(memory.context)]
     assert (ns + "biscuit", ns + "biscuit-neighbour", "same label, different types") in pairs
 
 
@@ -463,7 +463,7 @@ def test_a_new_value_of_a_functional_property_moves_the_old_one_to_history(memor
            <{PCM}supersededAt> ?at ; <{PCM}supersededBy> ?by ; <{PROV}wasDerivedFrom> ?from }} }}""")
     assert history == [(ns + "biscuit", PCM + "petBreed", "beagle", "2025-03-03T17:40:00-08:00", second, first)]
     assert not rows(memory, f"SELECT ?s WHERE {{ GRAPH <{LEGACY_LAYOUT.history}> {{ ?s <{PCM}petBreed> ?o }} }}")
-    changes = fact_history(memory, ns + "biscuit").versions
+    changes = fact_history(memory.context, ns + "biscuit").versions
     assert [(v.value, v.current) for v in changes] == [("beagle", False), ("basset hound", True)]
     assert changes[0].superseded_by == second and changes[0].said_by == first
 
@@ -605,9 +605,9 @@ def test_a_failed_re_extraction_keeps_the_previous_facts(memory: Memory) -> None
 def test_select_posts_by_status(memory: Memory) -> None:
     a, b, c = ingest(memory, "I adopted a beagle called Biscuit yesterday.", "Broken one.", "Not yet.")
     run(memory, [a, b], BISCUIT, "x", "x", "x")
-    assert select_posts(memory, "pending") == [c]
-    assert select_posts(memory, "failed") == [b]
-    assert select_posts(memory, "all") == [a, b, c]
+    assert select_posts(memory.context, "pending") == [c]
+    assert select_posts(memory.context, "failed") == [b]
+    assert select_posts(memory.context, "all") == [a, b, c]
 
 
 def test_sessions_run_concurrently_and_each_sees_its_earlier_turns(memory: Memory) -> None:
@@ -628,7 +628,7 @@ def test_sessions_run_concurrently_and_each_sees_its_earlier_turns(memory: Memor
         return f'm:{slug} schema:description "shy" .'
 
     client = ScriptedClient([model] * len(posts))
-    report = extract_posts(memory, posts, client=client, concurrency=4)
+    report = extract_posts(memory.context, posts, client=client, concurrency=4)
     assert (report.extracted, report.failed, report.calls) == (12, 0, 12)
 
 
@@ -645,7 +645,7 @@ def test_extraction_through_the_real_openai_compatible_client(memory: Memory, fa
                   Reply.ok(BISCUIT, input_tokens=1500, output_tokens=120))
     client = OpenAICompatibleClient(base_url=fake_llm.openai_url, model="llama3.1", timeout=5.0, max_retries=0)
     try:
-        report = extract_posts(memory, [post], client=client, concurrency=1, output="turtle")
+        report = extract_posts(memory.context, [post], client=client, concurrency=1, output="turtle")
     finally:
         client.close()
 
@@ -669,7 +669,7 @@ def test_an_unexpected_error_stops_the_run_without_hanging_and_loses_nothing(mem
         raise RuntimeError("bug in a client")
 
     with pytest.raises(RuntimeError, match="bug in a client"):
-        extract_posts(memory, posts, client=ScriptedClient([crash] * 3), concurrency=2)
+        extract_posts(memory.context, posts, client=ScriptedClient([crash] * 3), concurrency=2)
     assert memory.store.existing_posts(posts) == set(posts)
     assert {status(memory, p)[0] for p in posts} == {"pending"}
 
@@ -683,7 +683,7 @@ def test_an_interrupt_in_the_writer_stops_the_workers(memory: Memory) -> None:
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        extract_posts(memory, posts, client=ScriptedClient([BISCUIT] * 8), concurrency=3, progress=interrupt)
+        extract_posts(memory.context, posts, client=ScriptedClient([BISCUIT] * 8), concurrency=3, progress=interrupt)
     statuses = [status(memory, p)[0] for p in posts]
     assert statuses.count("extracted") == 1 and statuses.count("pending") == 7
 
@@ -725,7 +725,7 @@ def test_a_local_server_gets_the_ontology_schema_natively_and_json_ld_is_stored(
     fake_llm.push(Reply.ok(BISCUIT_JSON))
     client = OpenAICompatibleClient(base_url=fake_llm.openai_url, model="qwen", timeout=5.0, max_retries=0)
     try:
-        report = extract_posts(memory, [post], client=client, concurrency=1)  # auto: loopback → json
+        report = extract_posts(memory.context, [post], client=client, concurrency=1)  # auto: loopback → json
     finally:
         client.close()
     assert (report.extracted, report.calls, report.repairs) == (1, 1, 0), report.failures
@@ -752,7 +752,7 @@ def test_a_server_rejecting_the_schema_gets_free_form_output_with_one_warning(
     client = OpenAICompatibleClient(base_url=fake_llm.openai_url, model="qwen", timeout=5.0, max_retries=0)
     try:
         with caplog.at_level("WARNING"):
-            report = extract_posts(memory, posts, client=client, concurrency=1, output="json")
+            report = extract_posts(memory.context, posts, client=client, concurrency=1, output="json")
     finally:
         client.close()
     assert (report.extracted, report.failed) == (2, 0), report.failures

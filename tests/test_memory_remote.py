@@ -130,13 +130,13 @@ def _walks(memory: Memory) -> dict[str, object]:
         return term.value.rsplit("/", 1)[-1]
 
     out: dict[str, object] = {
-        "classes": event_classes(memory),
-        "walk": [(short(f.triple.s), short(f.triple.o), f.role) for f in walk_events(memory, [ns + "missed"], direction="both", depth=3, k=20).found],
-        "after": [(short(f.triple.s), short(f.triple.o), f.role) for f in walk_events(memory, [ns + "blocked"], direction="after", depth=3).found],
-        "events": [(short(f.triple.s), short(f.triple.o)) for f in retrieve_events(memory, "Why did I miss my flight to Lisbon?", direction="causes").found],
+        "classes": event_classes(memory.context),
+        "walk": [(short(f.triple.s), short(f.triple.o), f.role) for f in walk_events(memory.context, [ns + "missed"], direction="both", depth=3, k=20).found],
+        "after": [(short(f.triple.s), short(f.triple.o), f.role) for f in walk_events(memory.context, [ns + "blocked"], direction="after", depth=3).found],
+        "events": [(short(f.triple.s), short(f.triple.o)) for f in retrieve_events(memory.context, "Why did I miss my flight to Lisbon?", direction="causes").found],
     }
     for algorithm in ("wc", "bs", "astar"):
-        found = retrieve(memory, "why did I miss the flight", start=[ns + "missed"], algorithm=algorithm).found
+        found = retrieve(memory.context, "why did I miss the flight", start=[ns + "missed"], algorithm=algorithm).found
         out[algorithm] = sorted(f"{short(f.triple.s)} {short(f.triple.o)}" for f in found)
     return out
 

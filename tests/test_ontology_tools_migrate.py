@@ -110,7 +110,7 @@ def test_dry_run_lists_scripts_and_violations_and_writes_nothing(
 ) -> None:
     memory, posts = filled
     before = data_quads(memory)
-    report = migrate(memory, ontology=target, migrations=scripts, dry_run=True)
+    report = migrate(memory.context, ontology=target, migrations=scripts, dry_run=True)
     assert report.scripts == ["0.1.0-to-0.2.0.ru"] and not report.applied and report.backup is None
     assert report.before is not None and report.before.graphs_checked == 2
     assert report.before.rules["unknown-term"].count == 2  # petSpecies and petBreed are not in 0.2.0
@@ -125,7 +125,7 @@ def test_migrate_moves_the_data_keeps_a_backup_and_bumps_the_version(
 ) -> None:
     memory, posts = filled
     memory.store.clear_index_pending()
-    report = migrate(memory, ontology=target, migrations=scripts, reextract=True, allow_violations=True)
+    report = migrate(memory.context, ontology=target, migrations=scripts, reextract=True, allow_violations=True)
     assert report.applied
     assert memory.store.index_pending()  # the side index is reconciled on the next open
     assert ask(memory, "?pet pcm:species 'dog'") and not ask(memory, "?pet pcm:petSpecies ?s")
@@ -153,7 +153,7 @@ def test_a_failing_script_rolls_everything_back(
     (scripts / "0.1.0-to-0.2.0.z-fails.ru").write_text("CREATE GRAPH <urn:pcm:graph:conversation>", encoding="utf-8")
     before, ontology_before = data_quads(memory), memory.store.ontology_version()
     with pytest.raises(MigrationError, match="rolled back") as caught:
-        migrate(memory, ontology=target, migrations=scripts)
+        migrate(memory.context, ontology=target, migrations=scripts)
     assert "\n" not in str(caught.value)
     assert data_quads(memory) == before
     assert memory.store.ontology_version() == ontology_before == "0.1.0"
@@ -172,7 +172,7 @@ def test_a_migration_leaving_violations_is_rolled_back_listing_each_broken_fact(
     imported = memory.import_rdf(dump).graphs[0]
     before = data_quads(memory)
     with pytest.raises(ValidationError, match="rolled back") as caught:
-        migrate(memory, ontology=target, migrations=scripts)
+        migrate(memory.context, ontology=target, migrations=scripts)
     message = str(caught.value)
     assert "2 violation(s) would remain" in message and "1 in imported facts" in message
     assert "--allow-violations" in message and "\n" not in message
@@ -192,12 +192,12 @@ def test_a_script_that_does_not_parse_is_refused_before_any_backup(
     memory, _ = filled
     (scripts / "0.1.0-to-0.2.0.ru").write_text("DELET WHERE { ?s ?p ?o }", encoding="utf-8")
     with pytest.raises(UsageError, match="does not parse"):
-        migrate(memory, ontology=target, migrations=scripts)
+        migrate(memory.context, ontology=target, migrations=scripts)
     assert not (memory.settings.memory / "backups").exists()
 
 
 def test_an_up_to_date_memory_is_only_validated(memory: Memory) -> None:
-    report = migrate(memory)
+    report = migrate(memory.context)
     assert report.scripts == [] and not report.applied and report.backup is None
     assert report.before is not None and report.before.violations == 0
 
@@ -250,7 +250,7 @@ def test_a_script_syntax_error_names_the_file_line_and_column(
         encoding="utf-8",
     )
     with pytest.raises(UsageError) as caught:
-        migrate(memory, ontology=target, migrations=scripts)
+        migrate(memory.context, ontology=target, migrations=scripts)
     message = str(caught.value)
     assert message.startswith(f"{scripts / '0.1.0-to-0.2.0.b-typo.ru'}:5:"), message
     assert "migration script 0.1.0-to-0.2.0.b-typo.ru does not parse" in message and "\n" not in message

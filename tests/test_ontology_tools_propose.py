@@ -41,7 +41,7 @@ def record(memory: Memory) -> list[str]:
 
 def test_proposals_are_counted_per_post_with_examples(memory: Memory) -> None:
     record(memory)
-    found = {p.curie: p for p in proposals_for(memory, examples=5)}
+    found = {p.curie: p for p in proposals_for(memory.context, examples=5)}
     assert list(found) == ["schema:RepairAction", "schema:BuyAction", "schema:mechanic"]
     repair = found["schema:RepairAction"]
     assert repair.count == 2 and not repair.defined_now
@@ -55,12 +55,12 @@ def test_proposals_are_counted_per_post_with_examples(memory: Memory) -> None:
 
 def test_examples_are_limited(memory: Memory) -> None:
     record(memory)
-    (repair, *_rest) = proposals_for(memory, examples=1)
+    (repair, *_rest) = proposals_for(memory.context, examples=1)
     assert repair.examples == ["The garage fixed my brakes."]
 
 
 def test_nothing_recorded_says_so(memory: Memory) -> None:
-    assert proposals_for(memory) == []
+    assert proposals_for(memory.context) == []
     assert render_text([]).startswith("no unknown terms recorded")
 
 

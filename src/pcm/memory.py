@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -18,7 +17,15 @@ from typing import TYPE_CHECKING
 import pyoxigraph as ox
 
 from pcm.backend import Backend, PurgeScope, QueryResult, Solutions
-from pcm.conversations import Conversation, check_conversations, check_text
+from pcm.context import CACHE_DIR, VECTORS_DIR, MemoryContext
+from pcm.conversations import (
+    Conversation,
+    check_conversations,
+    check_id,
+    check_text,
+    parse_text_utterance,
+    parse_timestamp,
+)
 from pcm.errors import (
     InputError,
     MemoryLockedError,
@@ -28,6 +35,7 @@ from pcm.errors import (
     UsageError,
     ValidationError,
 )
+from pcm.index.records import entity_record
 from pcm.layout import BY_ID, CONVERSATION, DatasetLayout, layout_of_graph
 from pcm.manifest import MANIFEST, Manifest
 from pcm.namespaces import (
@@ -39,6 +47,7 @@ from pcm.namespaces import (
 from pcm.naming import Naming
 from pcm.provenance import Activity, PostRef, activity_quads, fixed_agent_quads, post_quads, session_quads
 from pcm.rdfio import detect_rdf_format, load_staging, serialize
+from pcm.resources import render_query
 from pcm.settings import Settings
 from pcm.sparql import check_read_only
 from pcm.store import MemoryStore, PostInfo, Source, Stats
@@ -169,18 +178,55 @@ class Memory:
     """One person's memory: manifest, store and side index, opened together and refused together."""
 
     def __init__(self, settings: Settings, manifest: Manifest, backend: Backend, *, read_only: bool) -> None:
-        self.settings = settings
-        self.manifest = manifest
-        self.naming = Naming(manifest.namespace, DatasetLayout.of(manifest.layout, manifest.memory_id))
-        self.backend = backend
-        self.store = MemoryStore(backend, self.naming)
-        self.read_only = read_only
+        naming = Naming(manifest.namespace, DatasetLayout.of(manifest.layout, manifest.memory_id))
+        self.context = MemoryContext(
+            settings, manifest, naming, backend, MemoryStore(backend, naming), read_only, open_index=lambda: self.index
+        )
+        """What the pipelines are given instead of the facade; it holds every per-memory cache and resource."""
         self._index: SideIndex | None = None
         self._client: LLMClient | None = None
         self.ontology_drift: OntologyDrift | None = None
         """Set on a read-only open of a memory whose ontology differs from this pcm's (writes are refused)."""
         self.index_lag: IndexLag | None = None
         """Set when a read-only open found the side index behind the store (see :meth:`_catch_up_read_only`)."""
+
+    # The facade's parts are its context's, so the facade and the pipelines never see two values.
+
+    @property
+    def settings(self) -> Settings:
+        return self.context.settings
+
+    @settings.setter
+    def settings(self, value: Settings) -> None:
+        self.context.settings = value
+
+    @property
+    def manifest(self) -> Manifest:
+        return self.context.manifest
+
+    @manifest.setter
+    def manifest(self, value: Manifest) -> None:
+        self.context.manifest = value
+
+    @property
+    def backend(self) -> Backend:
+        return self.context.backend
+
+    @backend.setter
+    def backend(self, value: Backend) -> None:
+        self.context.backend = value
+
+    @property
+    def naming(self) -> Naming:
+        return self.context.naming
+
+    @property
+    def store(self) -> MemoryStore:
+        return self.context.store
+
+    @property
+    def read_only(self) -> bool:
+        return self.context.read_only
 
     # -- lifecycle -----------------------------------------------------------------------------------------------
 
@@ -254,9 +300,7 @@ class Memory:
         return memory
 
     def close(self) -> None:
-        safety = sys.modules.get("pcm.retrieval.safety")  # never imported: no query worker to stop, nor an import to pay
-        if safety is not None:
-            safety.release(self)
+        self.context.close()
         if self._index is not None:
             self._index.close()
             self._index = None
@@ -302,12 +346,11 @@ class Memory:
         """
         if not self.settings.summaries_enabled or not self.store.summaries_pending():
             return
-        from pcm.resources import render_query
         from pcm.summaries import update_summaries
 
         behind = [t.value for t in self.store.select(render_query("summaries/behind")).values("session") if t is not None]
         if behind:
-            update_summaries(self, behind, None)
+            update_summaries(self.context, behind, None)
         self.store.clear_summaries_pending()
 
     @property
@@ -485,7 +528,7 @@ class Memory:
         if self.settings.summaries_enabled and report.posts:
             from pcm.summaries import summarise_posts
 
-            summarise_posts(self, report.posts, self._client)  # once per touched session per batch
+            summarise_posts(self.context, report.posts, self._client)  # once per touched session per batch
             self.store.clear_summaries_pending()
         return report
 
@@ -507,8 +550,6 @@ class Memory:
         text. Without a key every call stores a post, so two messages with the same text are two posts.
         """
         from dataclasses import replace
-
-        from pcm.conversations import check_id, parse_text_utterance, parse_timestamp
 
         self._writable()
         when = parse_timestamp(at) if isinstance(at, str) else at
@@ -560,7 +601,7 @@ class Memory:
 
         if self._client is None:
             self._client = make_client(self.settings)
-        run = extract_posts(self, report.posts, client=self._client)  # type: ignore[arg-type]
+        run = extract_posts(self.context, report.posts, client=self._client)  # type: ignore[arg-type]
         report.mode = f"extraction ({self.settings.llm})"
         report.extracted, report.failed = run.extracted, run.failed
         report.pending = report.added - run.extracted - run.failed - run.skipped
@@ -732,10 +773,10 @@ class Memory:
         from pcm.summaries import after_forget, summary_clearing
 
         # values the forgotten posts had superseded hold again, in the forget's own atomic update
-        delta = forget_delta(self, posts)
+        delta = forget_delta(self.context, posts)
         # an entity other posts still mention keeps the type and label only forgotten graphs held
-        cards = orphaned_cards(self, [self.naming.extraction_graph(p) for p in posts])
-        summarised, clear = summary_clearing(self, posts)
+        cards = orphaned_cards(self.context, [self.naming.extraction_graph(p) for p in posts])
+        summarised, clear = summary_clearing(self.context, posts)
         rebuild = [self.store.summaries_marker] if summarised and self.settings.summaries_enabled else []
         self.store.forget_posts(
             posts, session_iri, delete=delta.delete, insert=[*delta.insert, *cards, *rebuild],
@@ -744,7 +785,7 @@ class Memory:
         if self.settings.index_enabled and (self.settings.memory / INDEX_DIR).exists():
             self.index.delete_posts(posts)
             self.sync_index()
-        after_forget(self, summarised)
+        after_forget(self.context, summarised)
         if rebuild:
             self.store.clear_summaries_pending()
         return posts
@@ -762,21 +803,15 @@ class Memory:
         """
         self._writable()
         from pcm.ontology_tools.migrate import purge_backups
-        from pcm.retrieval.ask import CachingClient
-        from pcm.retrieval.grounding import CACHE_DIR
-        from pcm.retrieval.safety import release
-        from pcm.retrieval.traversal.engine import VECTORS_DIR
-        from pcm.retrieval.traversal.service import drop_engine
 
         scope = self.backend.capabilities.purge
         if scope is PurgeScope.HELD:
             raise MemoryLockedError("a served memory is not purged while the server runs: stop `pcm serve`, then `pcm purge`")
-        release(self)  # the query worker reads the store's files: stop it before they are replaced
+        self.context.stop_runner()  # the query worker reads the store's files: stop it before they are replaced
         kept = self.backend.compact() if scope is PurgeScope.FILES else None  # first: a failure touches nothing else
-        holding, unreadable = purge_backups(self)
-        drop_engine(self)
+        holding, unreadable = purge_backups(self.context)
+        self.context.drop_caches()  # replies, counts and vectors built from forgotten facts; on disk below
         shutil.rmtree(self.settings.memory.joinpath(*VECTORS_DIR), ignore_errors=True)
-        CachingClient.forget()  # the replies kept in this process; the disk cache goes with CACHE_DIR
         shutil.rmtree(self.settings.memory / CACHE_DIR, ignore_errors=True)
         if self.settings.index_enabled and (self.settings.memory / INDEX_DIR).exists():
             self.index.optimize(timedelta(0))
@@ -810,10 +845,8 @@ class Memory:
         On a local store it runs in the killable query worker (:mod:`pcm.retrieval.safety`): the engine cannot be
         interrupted inside one step, so only a separate process keeps ``PCM_QUERY_TIMEOUT`` for any query.
         """
-        from pcm.retrieval.safety import runner_for
-
         check_read_only(query)
-        return runner_for(self).run(query, limit=limit or self.settings.query_limit)
+        return self.context.query_runner().run(query, limit=limit or self.settings.query_limit)
 
     def stats(self) -> Stats:
         return self.store.stats()
@@ -824,7 +857,7 @@ class Memory:
 
     def recall(self, text: str, k: int = 10, **filters: object) -> list[RecallHit]:
         check_text(text, "the text to recall", "recall")  # the embedder fails on a lone surrogate: say why instead
-        return self.index.recall(text, k, **filters)  # type: ignore[arg-type]
+        return self.context.recall(text, k, **filters)
 
     def ask(
         self, question: str, *, k: int = 5, as_of: datetime | None = None, explain: bool = False, plan: bool | None = None
@@ -839,7 +872,7 @@ class Memory:
         check_text(question, "the question", "ask")
         if self._client is None and self.settings.llm.enabled:
             self._client = make_client(self.settings)
-        return ask(self, question, client=self._client, as_of=as_of, explain=explain, k=k, plan=plan)
+        return ask(self.context, question, client=self._client, as_of=as_of, explain=explain, k=k, plan=plan)
 
     def post_count(self) -> int:
         q = f"SELECT (COUNT(?p) AS ?n) WHERE {{ GRAPH {CONVERSATION} {{ ?p a <{SIOC}Post> }} }}"
@@ -994,13 +1027,6 @@ def _rehome(q: ox.Quad, rename: tuple[str, str]) -> ox.Quad:
         _rehome_term(q.object, rename),
         q.graph_name,
     )
-
-
-def entity_record(iri: str, label: str, types: tuple[str, ...], alts: tuple[str, ...]):  # type: ignore[no-untyped-def]
-    from pcm.index import EntityRecord
-
-    names = " ".join(t.rsplit("/", 1)[-1].rsplit("#", 1)[-1] for t in types)
-    return EntityRecord(iri, label, alts, types, f"{label} ({names})" if names else label)
 
 
 __all__ = ["ImportReport", "IngestReport", "Memory", "RememberReport", "check_vocabulary"]

@@ -27,13 +27,13 @@ from pcm.namespaces import RDF, RDFS
 from pcm.sparql import iri_term, literal_term, values_clause
 
 if TYPE_CHECKING:
-    from pcm.memory import Memory
+    from pcm.context import MemoryContext
 
 CARD_PREDICATES = frozenset({RDF + "type", RDFS + "label"})
 _BATCH = 200
 
 
-def restated(memory: Memory, triples: Sequence[ox.Triple], *, graph: str) -> set[ox.Triple]:
+def restated(memory: MemoryContext, triples: Sequence[ox.Triple], *, graph: str) -> set[ox.Triple]:
     """The triples that only repeat a card another graph than ``graph`` already holds (see the module doc)."""
     agents = {memory.naming.owner, memory.naming.assistant}
     cards, about_agents = [], []
@@ -55,7 +55,7 @@ def restated(memory: Memory, triples: Sequence[ox.Triple], *, graph: str) -> set
 
 
 def orphaned_cards(
-    memory: Memory, gone: Sequence[str], *, written: Sequence[ox.Quad] = (), derived: Iterable[str] = ()
+    memory: MemoryContext, gone: Sequence[str], *, written: Sequence[ox.Quad] = (), derived: Iterable[str] = ()
 ) -> list[ox.Quad]:
     """The quads that keep the cards held only by the ``gone`` graphs, for entities another post still derives.
 

@@ -16,12 +16,12 @@ from pcm.layout import HISTORY
 from pcm.sparql import iri_term, values_clause
 
 if TYPE_CHECKING:
-    from pcm.memory import Memory
+    from pcm.context import MemoryContext
 
 N = ox.NamedNode
 
 
-def _no_graph(memory: Memory) -> str:
+def _no_graph(memory: MemoryContext) -> str:
     """A graph IRI of the memory's that no statement lives in (for "values in every graph but this one")."""
     return memory.naming.layout.prefix + "none"
 
@@ -58,7 +58,7 @@ class FactHistory:
         return {"iri": self.iri, "changes": [v.as_json() for v in self.versions]}
 
 
-def fact_history(memory: Memory, iri: str) -> FactHistory:
+def fact_history(memory: MemoryContext, iri: str) -> FactHistory:
     """Past values from the history graph, followed per property by the values that hold now."""
     history = FactHistory(iri)
     past = memory.store.select(render("history", iri=iri_term(iri))).dicts()
@@ -130,7 +130,7 @@ class RestoreDelta:
     """How many superseded statements hold again."""
 
 
-def forget_delta(memory: Memory, post_iris: Sequence[str]) -> RestoreDelta:
+def forget_delta(memory: MemoryContext, post_iris: Sequence[str]) -> RestoreDelta:
     """The restore a forget of these posts needs, computed BEFORE the forget from the store as it is then.
 
     The posts count as gone: their extraction graphs are neither restored into nor read as holding values, so
@@ -159,7 +159,7 @@ def forget_delta(memory: Memory, post_iris: Sequence[str]) -> RestoreDelta:
     return RestoreDelta(change.delete, list(dict.fromkeys(change.insert)), drop, change.restored)
 
 
-def restore_after_forget(memory: Memory, forgotten_post_iris: Sequence[str]) -> int:
+def restore_after_forget(memory: MemoryContext, forgotten_post_iris: Sequence[str]) -> int:
     """Undo the knowledge updates of posts already forgotten; returns how many superseded statements came back.
 
     ``Memory.forget`` does not call this: it applies :func:`forget_delta` within the forget itself. Posts still
@@ -185,7 +185,7 @@ class _Change:
     insert: list[ox.Quad] = field(default_factory=list)
     restored: int = 0
 
-    def settle(self, memory: Memory, group: list[_Record], holding: list[StoredValue]) -> None:
+    def settle(self, memory: MemoryContext, group: list[_Record], holding: list[StoredValue]) -> None:
         """``group``: the superseded values that may come back; ``holding``: the values the pair has now."""
         group = sorted(group, key=lambda r: (_seconds(r.said_at), r.node))
         newest = group[-1]
@@ -209,7 +209,7 @@ class _Change:
                 )
 
 
-def _touched_records(memory: Memory, forgotten: set[str]) -> list[_Record]:
+def _touched_records(memory: MemoryContext, forgotten: set[str]) -> list[_Record]:
     """History records whose value a forgotten post said or superseded."""
     out: dict[str, _Record] = {}
     posts = sorted(forgotten)
@@ -228,7 +228,7 @@ def _touched_records(memory: Memory, forgotten: set[str]) -> list[_Record]:
     return sorted(out.values(), key=lambda r: r.node)
 
 
-def _live_graphs(memory: Memory, graphs: set[str]) -> set[str]:
+def _live_graphs(memory: MemoryContext, graphs: set[str]) -> set[str]:
     if not graphs:
         return set()
     q = render("live_graphs", graphs=values_clause("g", sorted(graphs)))
@@ -236,7 +236,7 @@ def _live_graphs(memory: Memory, graphs: set[str]) -> set[str]:
 
 
 def _current_values(
-    memory: Memory, keys: Iterable[tuple[str, str]], gone: set[str]
+    memory: MemoryContext, keys: Iterable[tuple[str, str]], gone: set[str]
 ) -> dict[tuple[str, str], list[StoredValue]]:
     """What each (subject, property) holds now, in any extraction or import graph but the ``gone`` ones."""
     found: dict[tuple[str, str], list[StoredValue]] = {}
@@ -249,7 +249,7 @@ def _current_values(
     return found
 
 
-def _restatements(memory: Memory, records: Sequence[_Record], *, by: str | None, at: datetime | None) -> list[ox.Quad]:
+def _restatements(memory: MemoryContext, records: Sequence[_Record], *, by: str | None, at: datetime | None) -> list[ox.Quad]:
     """Records that stay in history, now superseded by ``by`` (their old records are dropped)."""
     out: list[ox.Quad] = []
     for r in records:

@@ -26,12 +26,13 @@ from pcm.extraction.extractor import EXTRACTED, Extraction
 from pcm.extraction.queries import render
 from pcm.extraction.resolve import resolve_entities
 from pcm.extraction.supersede import SingleValued, plan_supersessions
+from pcm.index.records import entity_record
 from pcm.namespaces import PCM, PROV
 from pcm.provenance import Activity, activity_quads, entity_derivation_quads
 from pcm.sparql import iri_term, values_clause
 
 if TYPE_CHECKING:
-    from pcm.memory import Memory
+    from pcm.context import MemoryContext
     from pcm.ontology import Ontology
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,7 @@ class Written:
 
 
 def write_extraction(
-    memory: Memory,
+    memory: MemoryContext,
     extraction: Extraction,
     *,
     ontology: Ontology,
@@ -98,12 +99,12 @@ def write_extraction(
     return Written(EXTRACTED, len(kept), resolution.merged, resolution.renamed, plan.count, subjects)
 
 
-def write_failure_status(memory: Memory, post: str, status: str, report: str) -> None:
+def write_failure_status(memory: MemoryContext, post: str, status: str, report: str) -> None:
     """Last resort when the extraction write itself failed: record why, change nothing else."""
     memory.store.apply(extra=memory.store.set_status(post, status, report))
 
 
-def _write_outcome_only(memory: Memory, extraction: Extraction) -> Written:
+def _write_outcome_only(memory: MemoryContext, extraction: Extraction) -> Written:
     post = extraction.post.iri
     extra = [
         render("clear_unknown_terms.ru", post=iri_term(post)),
@@ -125,12 +126,12 @@ def _activity(extraction: Extraction, prompt_version: str, ontology: Ontology) -
     )
 
 
-def _unknown_term_quads(memory: Memory, post: str, terms: Sequence[str] | set[str]) -> list[ox.Quad]:
+def _unknown_term_quads(memory: MemoryContext, post: str, terms: Sequence[str] | set[str]) -> list[ox.Quad]:
     provenance = N(memory.naming.layout.provenance)
     return [ox.Quad(N(post), N(UNKNOWN_TERM), ox.Literal(t), provenance) for t in sorted(terms)]
 
 
-def update_index(memory: Memory, iris: Sequence[str]) -> None:
+def update_index(memory: MemoryContext, iris: Sequence[str]) -> None:
     """Bring the side index's entity rows for these individuals up to date (skipped when the index is off).
 
     The rows are built from queries that start from the given IRIs (``MemoryStore.entities(iris)`` filters after
@@ -139,8 +140,6 @@ def update_index(memory: Memory, iris: Sequence[str]) -> None:
     if not iris or not memory.settings.index_enabled:
         return
     try:
-        from pcm.memory import entity_record
-
         cards = entity_cards(memory, iris)
         alts: dict[str, list[str]] = {}
         q = render("entity_alts", entities=values_clause("e", list(iris)))

@@ -42,8 +42,7 @@ from pcm.resources import render_query
 from pcm.sparql import values_clause
 
 if TYPE_CHECKING:
-    from pcm.memory import Memory
-    from pcm.settings import Settings
+    from pcm.context import MemoryContext
     from pcm.shapes import Validator
 
 _NAME = re.compile(r"^(?P<source>\d+(?:\.\d+)*)-to-(?P<target>\d+(?:\.\d+)*)(?:\.(?P<label>[\w-]+))?\.ru$")
@@ -321,7 +320,7 @@ class ValidationSummary:
         }
 
 
-def validate_memory(memory: Memory, validator: Validator, *, examples: int = 3) -> ValidationSummary:
+def validate_memory(memory: MemoryContext, validator: Validator, *, examples: int = 3) -> ValidationSummary:
     """Validate every extraction and import graph, in batches, with existing nodes' types and labels as context.
 
     ``prov:wasDerivedFrom`` links are left out: pcm adds them itself after an extraction has been validated.
@@ -378,7 +377,7 @@ def _ntriples(triples: Sequence[ox.Triple] | Sequence[ox.Quad]) -> str:
     return data.decode("utf-8")
 
 
-def _context(memory: Memory, quads: Sequence[ox.Quad]) -> rdflib.Graph:
+def _context(memory: MemoryContext, quads: Sequence[ox.Quad]) -> rdflib.Graph:
     nodes = sorted({n.value for q in quads for n in (q.subject, q.object)
                     if isinstance(n, ox.NamedNode) and memory.naming.is_individual(n.value)})
     context = rdflib.Graph()
@@ -456,18 +455,8 @@ class MigrationReport:
         }
 
 
-def migrate_memory(settings: Settings, **options: object) -> MigrationReport:
-    """Open the memory writable (holding its lock, skipping the refusal of a memory whose ontology differs) and
-    :func:`migrate` it. ``memory.toml`` is kept as read before anything else: it is what a rollback restores."""
-    from pcm.memory import Memory
-
-    raw = (settings.memory / MANIFEST).read_bytes()
-    with Memory.open(settings, migrating=True) as memory:
-        return migrate(memory, manifest_bytes=raw, **options)  # type: ignore[arg-type]
-
-
 def migrate(
-    memory: Memory,
+    memory: MemoryContext,
     *,
     ontology: Ontology | None = None,
     shapes_dir: Path | None = None,
@@ -515,7 +504,7 @@ def migrate(
 
 
 def _apply(
-    memory: Memory, update: str, backup: Backup, target: Ontology, allow_violations: bool,
+    memory: MemoryContext, update: str, backup: Backup, target: Ontology, allow_violations: bool,
     validator: Validator | None, report: MigrationReport,
 ) -> None:
     # without transactions, a failed update may have applied part of itself
@@ -549,7 +538,7 @@ def _apply(
     report.applied = True
 
 
-def build_update(plan: Sequence[Migration], target: Ontology, memory: Memory, current: str) -> str:
+def build_update(plan: Sequence[Migration], target: Ontology, memory: MemoryContext, current: str) -> str:
     """One SPARQL Update: the scripts, then the new ontology graph, then a record of the migration.
 
     pyoxigraph accepts a prologue only at the start of a request, so each script's ``PREFIX`` lines are hoisted
@@ -629,7 +618,7 @@ class Backup:
     manifest: bytes
 
 
-def make_backup(memory: Memory, manifest_bytes: bytes | None, label: str) -> Backup:
+def make_backup(memory: MemoryContext, manifest_bytes: bytes | None, label: str) -> Backup:
     """A copy of the whole dataset and of ``memory.toml`` under ``<memory>/backups/``."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
     path = memory.settings.memory / BACKUPS_DIR / f"{stamp}-ontology-{label}"
@@ -644,7 +633,7 @@ def make_backup(memory: Memory, manifest_bytes: bytes | None, label: str) -> Bac
     return Backup(path, "nquads", manifest)
 
 
-def restore_backup(memory: Memory, backup: Backup, *, data: bool = True) -> None:
+def restore_backup(memory: MemoryContext, backup: Backup, *, data: bool = True) -> None:
     """Put the dataset (when ``data``) and the manifest back as the backup holds them."""
     if data and backup.kind == "store" and memory.backend.capabilities.files is not None:
         memory.backend.replace_with(backup.path / "oxigraph")  # one crash-safe swap, not CLEAR ALL and reload
@@ -669,7 +658,7 @@ def restore_backup(memory: Memory, backup: Backup, *, data: bool = True) -> None
     memory.manifest = Manifest.load(memory.settings.memory)
 
 
-def purge_backups(memory: Memory) -> tuple[list[Path], list[Path]]:
+def purge_backups(memory: MemoryContext) -> tuple[list[Path], list[Path]]:
     """Make the migration backups forget too: delete those holding a post this memory no longer has, and rewrite
     the other store copies into fresh files (a copy of the store's files keeps what had been deleted before it was
     taken, whatever posts it holds). Returns the backups deleted and those that could not be read (kept)."""
@@ -711,7 +700,7 @@ def _dump_quads(backup: Path) -> Iterable[ox.Quad]:
     return ox.parse(path=str(dump), format=ox.RdfFormat.N_QUADS) if dump.is_file() else ()
 
 
-def mark_pending(memory: Memory, posts: Sequence[str]) -> int:
+def mark_pending(memory: MemoryContext, posts: Sequence[str]) -> int:
     """Set the extraction status of ``posts`` to pending (one update per 200 posts)."""
     for start in range(0, len(posts), 200):
         parts = [op for post in posts[start : start + 200] for op in memory.store.set_status(post, "pending")]
@@ -733,7 +722,6 @@ __all__ = [
     "make_backup",
     "mark_pending",
     "migrate",
-    "migrate_memory",
     "ontology_drift",
     "pending_migrations",
     "replacement_script",

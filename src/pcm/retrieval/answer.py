@@ -34,8 +34,8 @@ from pcm.sparql.check import SafeQuery, check_query
 from pcm.sparql.query import parse, query_shape
 
 if TYPE_CHECKING:
+    from pcm.context import MemoryContext
     from pcm.index import RecallHit
-    from pcm.memory import Memory
     from pcm.ontology import Ontology
 
 #: Rows of the evidence query (the WHERE group as SELECT *).
@@ -102,7 +102,7 @@ class EvidenceFact:
 
 
 def sparql_evidence(
-    memory: Memory, runner: QueryRunner, safe: SafeQuery, result: QueryResult, ontology: Ontology, labels: Mapping[str, str]
+    memory: MemoryContext, runner: QueryRunner, safe: SafeQuery, result: QueryResult, ontology: Ontology, labels: Mapping[str, str]
 ) -> tuple[list[EvidenceFact], list[EvidencePost]]:
     """The facts a query's answer used and the posts they came from (see the module docstring)."""
     shape = query_shape(safe.text)
@@ -204,7 +204,7 @@ def _ground(patterns: Sequence[tuple[str, str, str]], rows: Sequence[Mapping[str
     return list(out)
 
 
-def _locate(memory: Memory, triples: Sequence[tuple[str, str, str]]) -> list[tuple[tuple[str, str, str], str]]:
+def _locate(memory: MemoryContext, triples: Sequence[tuple[str, str, str]]) -> list[tuple[tuple[str, str, str], str]]:
     """The named graphs holding each ground triple."""
     found: list[tuple[tuple[str, str, str], str]] = []
     for start in range(0, len(triples), 100):
@@ -219,7 +219,7 @@ def _locate(memory: Memory, triples: Sequence[tuple[str, str, str]]) -> list[tup
     return sorted(set(found))
 
 
-def _history_posts(memory: Memory, subjects: Iterable[str]) -> dict[str, tuple[str, ...]]:
+def _history_posts(memory: MemoryContext, subjects: Iterable[str]) -> dict[str, tuple[str, ...]]:
     """For rdf:Statement records in the history graph: the posts that said and that replaced the old value."""
     iris = sorted(s for s in subjects if s.startswith("<"))
     if not iris:
@@ -234,7 +234,7 @@ def _history_posts(memory: Memory, subjects: Iterable[str]) -> dict[str, tuple[s
     return {k: tuple(sorted(set(v))) for k, v in out.items()}
 
 
-def _posts_for(memory: Memory, subject: str, graph: str, history: Mapping[str, tuple[str, ...]]) -> tuple[str, ...]:
+def _posts_for(memory: MemoryContext, subject: str, graph: str, history: Mapping[str, tuple[str, ...]]) -> tuple[str, ...]:
     layout = memory.naming.layout
     if graph.startswith(layout.extraction_prefix):
         post = memory.naming.post_of_graph(graph)
@@ -253,7 +253,7 @@ def _iris(result: QueryResult) -> list[str]:
     return sorted({t.value for row in result.rows for t in row if isinstance(t, ox.NamedNode)})
 
 
-def _derived_posts(memory: Memory, iris: Sequence[str]) -> list[str]:
+def _derived_posts(memory: MemoryContext, iris: Sequence[str]) -> list[str]:
     """Entity-level provenance (``?entity prov:wasDerivedFrom ?post``) when triple-level evidence is unavailable."""
     if not iris:
         return []
@@ -263,7 +263,7 @@ def _derived_posts(memory: Memory, iris: Sequence[str]) -> list[str]:
     return [row[0].value for row in memory.store.select(query).rows if row[0] is not None]
 
 
-def posts_of(memory: Memory, iris: Sequence[str]) -> list[EvidencePost]:
+def posts_of(memory: MemoryContext, iris: Sequence[str]) -> list[EvidencePost]:
     """The stored posts, in conversation order (time, then session and position).
 
     Our own query rather than ``MemoryStore.posts``: that one filters after scanning every post (see posts.rq).
@@ -321,7 +321,7 @@ def _literal(text: str) -> ox.Literal | None:
         return None
 
 
-def labels_for(memory: Memory, iris: Iterable[str]) -> dict[str, str]:
+def labels_for(memory: MemoryContext, iris: Iterable[str]) -> dict[str, str]:
     """rdfs:label of each IRI that has one (one query)."""
     from pcm.retrieval.grounding import entity_types
 

@@ -44,7 +44,7 @@ from pcm.sparql.lexer import (
 from pcm.sparql.query import parse
 
 if TYPE_CHECKING:
-    from pcm.memory import Memory
+    from pcm.context import MemoryContext
     from pcm.ontology import Ontology
 
 OK, REFUSED, PARSE_ERROR, EXECUTION_ERROR, TIMEOUT, EMPTY, SUSPICIOUS, NO_QUERY, BAD_REPLY = (
@@ -120,7 +120,7 @@ class RepairResult:
 class RepairLoop:
     """Everything one question's loop needs; :meth:`run` drives it."""
 
-    memory: Memory
+    memory: MemoryContext
     ontology: Ontology
     runner: QueryRunner
     client: LLMClient
@@ -550,7 +550,7 @@ def _short(text: str, width: int = 70) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def around_entities(memory: Memory, iris: Sequence[str], ontology: Ontology, short: Callable[[str], str]) -> str:
+def around_entities(memory: MemoryContext, iris: Sequence[str], ontology: Ontology, short: Callable[[str], str]) -> str:
     """For an empty result: which properties the matched entities actually have (out and in), one line each."""
     if not iris:
         return ""

@@ -9,7 +9,7 @@ The time limit. pyoxigraph has no timeout of its own, and a query can block insi
 local store run in a **worker process** holding a read-only handle on the same RocksDB directory; the worker is
 started once and kept (so a query costs one pipe round trip, not a process start), re-opens its handle when the
 store has changed on disk, and is killed when a query overruns: killing a process always works. A person's own
-queries (``pcm sparql``, :meth:`pcm.memory.Memory.sparql`) go through the same worker (:func:`runner_for`). The
+queries (``pcm sparql``, :meth:`pcm.memory.Memory.sparql`) go through the same worker (:meth:`pcm.context.MemoryContext.query_runner`). The
 worker's heap is capped too (``RLIMIT_DATA``, ``PCM_QUERY_MEMORY_MB``), so a join that materialises gigabytes
 stops with a clear error instead of swapping. Results cross the pipe in the standard formats (SPARQL JSON results,
 N-Triples: :mod:`pcm.sparql.results`). Our own fixed queries, a remote store (whose server enforces its own
@@ -118,33 +118,6 @@ class QueryRunner:
 
 def _stop_worker(runner: QueryRunner) -> None:  # pragma: no cover - called by the finalizer
     runner.close()
-
-
-_RUNNERS: weakref.WeakKeyDictionary[Any, QueryRunner] = weakref.WeakKeyDictionary()
-_RUNNERS_LOCK = threading.Lock()
-
-
-def runner_for(memory: Any) -> QueryRunner:
-    """One query runner (and so at most one worker process) per open memory (anything with ``backend`` and
-    ``settings``): ``ask``'s generated queries and a person's own ``sparql`` share it."""
-    with _RUNNERS_LOCK:
-        runner = _RUNNERS.get(memory)
-        if runner is None or runner.backend is not memory.backend:
-            settings = memory.settings
-            runner = QueryRunner(
-                memory.backend, timeout=settings.query_timeout, limit=settings.query_limit,
-                memory_mb=settings.query_memory_mb,
-            )
-            _RUNNERS[memory] = runner
-        return runner
-
-
-def release(memory: Any) -> None:
-    """Stop the memory's query worker (for ``Memory.close``; otherwise it stops when the memory is collected)."""
-    with _RUNNERS_LOCK:
-        runner = _RUNNERS.pop(memory, None)
-    if runner is not None:
-        runner.close()
 
 
 _LIVE: weakref.WeakSet[_Worker] = weakref.WeakSet()
@@ -264,7 +237,5 @@ __all__ = [
     "check_read_only",
     "expand_hierarchy",
     "query_shape",
-    "release",
-    "runner_for",
     "tokenize",
 ]
