@@ -7,26 +7,24 @@ reason: SERVICE), invalid ones rejected as syntax errors, updates refused.
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pyoxigraph as ox
 import pytest
 
-from pcm.backend_local import LocalBackend
+from pcm.backend_local import LocalBackend, store_fingerprint
 from pcm.errors import QueryError
 from pcm.retrieval.safety import (
     QueryRefused,
     QueryRunner,
     QueryTimeout,
-    _rdflib_shape,
     bound_limit,
     check_query,
     check_read_only,
     query_shape,
-    store_fingerprint,
 )
 from pcm.sparql import check_read_only as regex_check_read_only
+from pcm.sparql.query import rdflib_shape as _rdflib_shape
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 SPARQL11 = SHARED / "conformance" / "w3c-rdf-tests" / "sparql" / "sparql11"
@@ -221,10 +219,10 @@ def test_a_runaway_query_is_killed_at_the_time_limit_and_the_next_one_runs(local
     runner = QueryRunner(local_store, timeout=1.0, limit=100)
     assert runner.isolated
     try:
-        started = time.monotonic()
-        with pytest.raises(QueryTimeout, match="time limit of 1 s"):  # 8e9 rows to count: blocks inside COUNT
+        # 8e9 rows to count: blocks inside COUNT, so only the kill at the limit can end it (pytest-timeout bounds
+        # the wait if it does not); how soon after the limit it lands is benchmarks/bench_runaway.py's figure
+        with pytest.raises(QueryTimeout, match="time limit of 1 s"):
             runner.run(check_query("SELECT (COUNT(*) AS ?n) WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i }"))
-        assert time.monotonic() - started < 5
         rows = runner.run(check_query("SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }"))
         assert rows.rows[0][0].value == "2000"  # type: ignore[union-attr]
     finally:

@@ -72,7 +72,7 @@ def test_llm_summary_over_three_batches_keeps_provenance_to_every_post(memory: M
         assert (report.updated, report.llm_calls) == (1, 1)
         stored = read_summary(memory.context, thread or "")
         assert stored is not None and stored.covered == set(posts) == covered_by_sparql(memory, "s1")
-        assert stored.method == client.name and stored.prompt_version == "summary.v1"
+        assert stored.method == client.name and stored.prompt_version.startswith("summary.v1@")
     assert read_summary(memory.context, thread or "").text == "Dana adopted Biscuit, who chewed shoes and starts training."  # type: ignore[union-attr]
     # each call got the previous summary and only the turns not yet covered
     second, third = client.requests[1][1][0].content, client.requests[2][1][0].content

@@ -44,12 +44,21 @@ import time
 import uuid
 from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pyoxigraph as ox
 
-from pcm.backend import QueryResult, Solutions, materialise, quads_to_insert_data
+from pcm.backend import (
+    Capabilities,
+    PurgeScope,
+    QueryIsolation,
+    QueryResult,
+    Solutions,
+    materialise,
+    quads_to_insert_data,
+)
 from pcm.errors import InputError, MemoryLockedError, PcmError, QueryError, UsageError
 
 #: What Oxigraph writes into a response body when its ``--timeout-s`` cancels a running query.
@@ -129,10 +138,12 @@ class Profile:
     system_graphs: tuple[str, ...] = ()
     #: Check each graph read against the graph's triple count (the engine may cut answers silently).
     count_graphs: bool = False
+    #: One update request is one transaction (all of it applied or none).
+    transactions: bool = False
 
 
 PROFILES = {
-    "oxigraph": Profile("oxigraph", union_parameter=True, dataset_store=True),
+    "oxigraph": Profile("oxigraph", union_parameter=True, dataset_store=True, transactions=True),
     "virtuoso": Profile(
         "virtuoso",
         form_encoded=True,
@@ -343,6 +354,22 @@ class RemoteBackend:
     def engine(self) -> str:
         return self.profile.name
 
+    @property
+    def capabilities(self) -> Capabilities:
+        """A server's store: it bounds its own queries and owns its files; pcm reaches the data only through the
+        protocols, so a purge can delete the memory's graphs but not rewrite the engine's files."""
+        return Capabilities(
+            files=None,
+            isolation=QueryIsolation.SERVER,
+            purge=PurgeScope.GRAPHS,
+            bulk_load="graph-store" if self.profile.dataset_store else "batched",
+            transactions=self.profile.transactions,
+            batch=self.batch,
+        )
+
+    def fingerprint(self) -> str:
+        return ""  # the files are the server's: nothing here sees them change
+
     # -- HTTP plumbing -------------------------------------------------------------------------------------
 
     def _send(
@@ -469,8 +496,11 @@ class RemoteBackend:
 
     def named_graphs(self) -> list[str]:
         """Every named graph, without the engine's own (Virtuoso lists graphs only from their triples)."""
-        inner = "{}" if self.profile.empty_graph_pattern else "{ ?s ?p ?o }"
-        solutions = self.query(f"SELECT DISTINCT ?g WHERE {{ GRAPH ?g {inner} }}")
+        if self.profile.empty_graph_pattern:
+            text = "SELECT DISTINCT ?g WHERE { GRAPH ?g {} }"
+        else:  # GROUP BY, not DISTINCT: Virtuoso 7.2 takes ~0.1 s per graph for the DISTINCT form, 1,000x this one
+            text = "SELECT ?g WHERE { GRAPH ?g { ?s ?p ?o } } GROUP BY ?g"
+        solutions = self.query(text)
         assert isinstance(solutions, Solutions)
         graphs = {g.value for g in solutions.values("g") if isinstance(g, ox.NamedNode)}
         return sorted(g for g in graphs if not g.startswith(self.profile.system_graphs or ("\0",)))
@@ -657,6 +687,12 @@ class RemoteBackend:
             f"the store at {self.query_url} is a server's: its files can only be purged where it runs "
             "(for a served memory: stop `pcm serve`, then run `pcm purge`)"
         )
+
+    def checkpoint(self, destination: Path) -> None:
+        raise UsageError(f"the store at {self.query_url} is a server's: dump it instead of copying its files")
+
+    def replace_with(self, source: Path) -> int:
+        raise UsageError(f"the store at {self.query_url} is a server's: load a dump instead of copying files")
 
     def close(self) -> None:
         self._client.close()

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import pyoxigraph as ox
 
-from pcm.backend import Backend, QueryResult, Solutions
+from pcm.backend import Backend, PurgeScope, QueryResult, Solutions
 from pcm.context import CACHE_DIR, VECTORS_DIR, MemoryContext
 from pcm.conversations import (
     Conversation,
@@ -140,18 +140,40 @@ def _open_backend(settings: Settings, *, read_only: bool) -> Backend:
 
 @dataclass
 class PurgeReport:
-    """What :meth:`Memory.purge` did."""
+    """What :meth:`Memory.purge` did, and what it can and cannot guarantee on this store."""
 
-    quads: int
-    """Quads in the rewritten store."""
+    quads: int | None
+    """Quads in the rewritten store (None: the store is a server's, its files were not pcm's to rewrite)."""
     backups_removed: list[str] = field(default_factory=list)
     """Migration backups deleted because they held a forgotten post."""
     backups_unreadable: list[str] = field(default_factory=list)
     """Backups that could not be read to tell (kept; check or delete them by hand)."""
+    scope: str = "files"
+    """The backend's purge scope (:class:`pcm.backend.PurgeScope`): ``files`` or ``graphs``."""
+
+    @property
+    def guaranteed(self) -> list[str]:
+        common = [
+            "older versions of the side index are dropped",
+            "the reply and vector caches are emptied",
+            "migration backups holding a forgotten post are deleted, the others rewritten",
+        ]
+        if self.scope == "files":
+            return ["the store's files are rewritten: forgotten text is gone from them", *common]
+        return ["forgotten posts and what was extracted from them are deleted from the memory's graphs "
+                "(no query to the server returns them)", *common]
+
+    @property
+    def not_guaranteed(self) -> list[str]:
+        if self.scope == "files":
+            return []
+        return ["the server's own files: its engine may keep deleted values on disk (string dictionary, logs, "
+                "its backups) until it is compacted or rebuilt where it runs"]
 
     def as_json(self) -> dict[str, object]:
         return {"quads_kept": self.quads, "backups_removed": self.backups_removed,
-                "backups_unreadable": self.backups_unreadable}
+                "backups_unreadable": self.backups_unreadable, "scope": self.scope,
+                "guaranteed": self.guaranteed, "not_guaranteed": self.not_guaranteed}
 
 
 class Memory:
@@ -766,20 +788,25 @@ class Memory:
         string dictionary is append-only), the side index keeps old table versions, the caches keep replies and
         embedded triples built from forgotten facts, and a migration backup keeps the whole store as it was. This
         rewrites the store, drops every old index version, empties both caches, deletes the backups that hold a
-        forgotten post and rewrites the others. Refused on a remote store: its server owns the files.
+        forgotten post and rewrites the others. On a server's store (``capabilities.purge`` GRAPHS) the forget
+        already deleted the data through the protocol and the engine's files are the engine's: everything else is
+        done, and the report says what that leaves. Refused while ``pcm serve`` holds the files.
         """
         self._writable()
         from pcm.ontology_tools.migrate import purge_backups
 
+        scope = self.backend.capabilities.purge
+        if scope is PurgeScope.HELD:
+            raise MemoryLockedError("a served memory is not purged while the server runs: stop `pcm serve`, then `pcm purge`")
         self.context.stop_runner()  # the query worker reads the store's files: stop it before they are replaced
-        kept = self.backend.compact()  # first: a remote store refuses before anything else is touched
+        kept = self.backend.compact() if scope is PurgeScope.FILES else None  # first: a failure touches nothing else
         holding, unreadable = purge_backups(self.context)
         self.context.drop_caches()  # replies, counts and vectors built from forgotten facts; on disk below
         shutil.rmtree(self.settings.memory.joinpath(*VECTORS_DIR), ignore_errors=True)
         shutil.rmtree(self.settings.memory / CACHE_DIR, ignore_errors=True)
         if self.settings.index_enabled and (self.settings.memory / INDEX_DIR).exists():
             self.index.optimize(timedelta(0))
-        return PurgeReport(kept, [b.name for b in holding], [b.name for b in unreadable])
+        return PurgeReport(kept, [b.name for b in holding], [b.name for b in unreadable], scope.value)
 
     # -- reading -------------------------------------------------------------------------------------------------
 

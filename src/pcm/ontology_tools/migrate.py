@@ -510,9 +510,8 @@ def _apply(
     memory: MemoryContext, update: str, backup: Backup, target: Ontology, allow_violations: bool,
     validator: Validator | None, report: MigrationReport,
 ) -> None:
-    from pcm.backend_local import LocalBackend
-
-    data_touched = not isinstance(memory.backend, LocalBackend)  # a remote server may have applied part of it
+    # without transactions, a failed update may have applied part of itself
+    data_touched = not memory.backend.capabilities.transactions
     try:
         # scripts rewrite types and values the side index holds: the next open reconciles it, even if this process
         # dies before the manifest's new version (which the index's sync record also compares) is saved
@@ -623,17 +622,14 @@ class Backup:
 
 def make_backup(memory: MemoryContext, manifest_bytes: bytes | None, label: str) -> Backup:
     """A copy of the whole dataset and of ``memory.toml`` under ``<memory>/backups/``."""
-    from pcm.backend_local import LocalBackend
-
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
     path = memory.settings.memory / BACKUPS_DIR / f"{stamp}-ontology-{label}"
     path.mkdir(parents=True)
     manifest = manifest_bytes if manifest_bytes is not None else (memory.settings.memory / MANIFEST).read_bytes()
     (path / MANIFEST).write_bytes(manifest)
     backend = memory.backend
-    if isinstance(backend, LocalBackend) and backend.path is not None:
-        backend.flush()
-        backend.store.backup(str(path / "oxigraph"))
+    if backend.capabilities.files is not None:
+        backend.checkpoint(path / "oxigraph")
         return Backup(path, "store", manifest)
     (path / "dataset.nq").write_bytes(backend.dump(ox.RdfFormat.N_QUADS))
     return Backup(path, "nquads", manifest)
@@ -641,9 +637,7 @@ def make_backup(memory: MemoryContext, manifest_bytes: bytes | None, label: str)
 
 def restore_backup(memory: MemoryContext, backup: Backup, *, data: bool = True) -> None:
     """Put the dataset (when ``data``) and the manifest back as the backup holds them."""
-    from pcm.backend_local import LocalBackend
-
-    if data and backup.kind == "store" and isinstance(memory.backend, LocalBackend) and memory.backend.path:
+    if data and backup.kind == "store" and memory.backend.capabilities.files is not None:
         memory.backend.replace_with(backup.path / "oxigraph")  # one crash-safe swap, not CLEAR ALL and reload
     elif data:
         if backup.kind == "store":

@@ -9,7 +9,7 @@ utterance where the fact was said, and a fact said twice cites both.
 
 The sentence is composed in code from the bindings (labels for IRIs, dates written out, exact numbers), so the same
 result always reads the same. The model is only asked to write prose on the fallback paths (traversal facts or
-recalled utterances, ``answer.v1.md``), where it must also say when the context does not answer the question.
+recalled utterances, ``pcm/prompts/retrieval/answer.v1.md``), where it must also say when the context does not answer the question.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cache
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyoxigraph as ox
@@ -34,12 +32,14 @@ from pcm.namespaces import (
     GRAPH_IMPORT_PREFIX,
     PROV,
 )
+from pcm.prompts import PromptFile, load
 from pcm.retrieval.postprocess import Computed, format_term
-from pcm.retrieval.safety import QueryRunner, SafeQuery, check_query, query_shape, tokenize
+from pcm.retrieval.safety import QueryRunner
+from pcm.sparql.check import SafeQuery, check_query
+from pcm.sparql.query import parse, query_shape
 
 if TYPE_CHECKING:
     from pcm.context import MemoryContext
-    from pcm.extraction.prompts import PromptFile
     from pcm.index import RecallHit
     from pcm.ontology import Ontology
 
@@ -52,7 +52,6 @@ MAX_FACTS = 400
 #: Rows written out in an answer sentence.
 ANSWER_ROWS = 10
 NOT_IN_MEMORY = "Not in memory: nothing stored answers this question."
-PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 OPERATION = "answer"
 
 
@@ -136,22 +135,8 @@ def sparql_evidence(
 
 
 def where_group(text: str) -> tuple[str, str] | None:
-    """(prologue, WHERE group text) of a query, found on tokens; None when the shape is unusual."""
-    tokens = tokenize(text)
-    form = next((i for i, t in enumerate(tokens) if t.kind == "word" and t.upper in ("SELECT", "ASK", "CONSTRUCT", "DESCRIBE")), None)
-    if form is None:
-        return None
-    where = next((i for i in range(form, len(tokens)) if tokens[i].kind == "word" and tokens[i].upper == "WHERE" and tokens[i].depth == 0), None)
-    start = where if where is not None else form
-    if where is None and tokens[form].upper == "CONSTRUCT":
-        return None
-    open_ = next((i for i in range(start, len(tokens)) if tokens[i].text == "{" and tokens[i].depth == 0), None)
-    if open_ is None:
-        return None
-    close = next((i for i in range(open_ + 1, len(tokens)) if tokens[i].text == "}" and tokens[i].depth == 0), None)
-    if close is None:
-        return None
-    return text[: tokens[form].start], text[tokens[open_].start : tokens[close].end]
+    """(prologue, WHERE group text) of a query (:meth:`pcm.sparql.query.Query.where_group`)."""
+    return parse(text).where_group()
 
 
 def _evidence_rows(runner: QueryRunner, safe: SafeQuery, result: QueryResult, projected: Sequence[str]) -> list[dict[str, Any]] | None:
@@ -409,11 +394,8 @@ def _sentence(text: str) -> str:
 # ------------------------------------------------------------------------------------------------ fallback prose
 
 
-@cache
 def answer_prompt() -> PromptFile:
-    from pcm.extraction.prompts import read_prompt
-
-    return read_prompt(PROMPTS_DIR / "answer.v1.md")
+    return load("retrieval/answer.v1.md")
 
 
 @dataclass(frozen=True)

@@ -33,11 +33,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pcm.backend import Solutions
+from pcm.context import CACHE_DIR
 from pcm.errors import LLMError, PcmError, UsageError
 from pcm.llm.base import Completion, JsonSchema, LLMClient, Message, Usage, output_format
 from pcm.retrieval import answer as answers
 from pcm.retrieval.answer import EvidenceFact, EvidencePost
-from pcm.retrieval.grounding import _STOPWORDS, CACHE_DIR, Grounding, build_grounding, memory_version
+from pcm.retrieval.grounding import _STOPWORDS, Grounding, build_grounding, memory_version
 from pcm.retrieval.nl2sparql import QueryForm, prompt_version, system_prompt, user_message
 from pcm.retrieval.plan import (
     DIRECTIONS,
@@ -428,7 +429,9 @@ class _Pipeline:
             return None
         chosen = reply.cited or tuple(range(1, len(items) + 1))
         cited = [post for i in chosen for post in items[i - 1][1]]
-        return AskResult(self.question, reply.text, path, self.as_of, note=note, posts=_ordered(cited))
+        result = AskResult(self.question, reply.text, path, self.as_of, note=note, posts=_ordered(cited))
+        result.stats["answer_prompt_version"] = answers.answer_prompt().ref
+        return result
 
 
 def _ordered(posts: Sequence[EvidencePost]) -> list[EvidencePost]:

@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING
 from pcm.context import CACHE_DIR
 from pcm.errors import PcmError
 from pcm.resources import render_query
-from pcm.retrieval.safety import store_fingerprint
 from pcm.sparql import literal_term, values_clause
 
 if TYPE_CHECKING:
@@ -348,10 +347,10 @@ def memory_version(memory: MemoryContext) -> str:
     nothing and a compaction, which changes files but no fact, keeps the version. A remote store is re-read at
     most every few seconds.
     """
-    path = getattr(memory.backend, "path", None)
+    fingerprint = memory.backend.fingerprint()
     now = time.monotonic()
-    if path is not None:
-        key = f"{path}|{store_fingerprint(Path(path))}"
+    if fingerprint:
+        key = f"{memory.settings.memory}|{fingerprint}"
         with memory.lock:
             if key in memory.versions:
                 return memory.versions[key][1]

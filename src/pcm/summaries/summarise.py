@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cache, partial
-from pathlib import Path
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pcm.errors import LLMError
 from pcm.llm.base import LLMClient, Message
+from pcm.prompts import PromptFile, load
 from pcm.resources import render_query
 from pcm.sparql import iri_term
 from pcm.summaries.store import (
@@ -39,9 +39,8 @@ from pcm.summaries.text import Encoder, Turn, central_sentences, sentences, summ
 
 if TYPE_CHECKING:
     from pcm.context import MemoryContext
-    from pcm.extraction.prompts import PromptFile
 
-PROMPT_FILE = Path(__file__).resolve().parent / "summary.v1.md"
+PROMPT_FILE = "summaries/summary.v1.md"
 OPERATION = "summary"
 #: Turns sent to the model in one incremental update.
 LLM_BATCH = 40
@@ -202,7 +201,7 @@ def _with_model(
         previous = " ".join(reply.text.split()) or previous
         covered.update(t.post for t in batch)
         written = write_summary(
-            memory, session, previous, sorted(covered), method=client.name, prompt_version=prompt.version
+            memory, session, previous, sorted(covered), method=client.name, prompt_version=prompt.ref
         )
     assert written is not None
     return written, calls
@@ -224,8 +223,5 @@ def _times(memory: MemoryContext, posts: Sequence[str]) -> dict[str, str]:
     return {p.post: p.time.isoformat() for p in posts_of(memory, posts) if p.time is not None}
 
 
-@cache
 def _prompt() -> PromptFile:
-    from pcm.extraction.prompts import read_prompt
-
-    return read_prompt(PROMPT_FILE)
+    return load(PROMPT_FILE)
