@@ -33,11 +33,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pcm.backend import Solutions
+from pcm.context import CACHE_DIR
 from pcm.errors import LLMError, PcmError, UsageError
 from pcm.llm.base import Completion, JsonSchema, LLMClient, Message, Usage, output_format
 from pcm.retrieval import answer as answers
 from pcm.retrieval.answer import EvidenceFact, EvidencePost
-from pcm.retrieval.grounding import _STOPWORDS, CACHE_DIR, Grounding, build_grounding, memory_version
+from pcm.retrieval.grounding import _STOPWORDS, Grounding, build_grounding, memory_version
 from pcm.retrieval.nl2sparql import QueryForm, prompt_version, system_prompt, user_message
 from pcm.retrieval.plan import (
     DIRECTIONS,
