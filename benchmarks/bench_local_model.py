@@ -193,7 +193,7 @@ def main() -> None:
     client = LlamaCppClient(model_path=args.model, threads=args.threads, context=args.context)
     print(f"model {client.name} loaded in {time.perf_counter() - started:.1f} s; threads {args.threads}, "
           f"context {args.context}, max tokens {args.max_tokens}")
-    samples = [p.stem for p in sample_paths()] if args.all else args.samples
+    samples = [p.stem for p in sample_paths()] if args.all or args.questions else args.samples
     for output in args.formats:
         run(client, output, samples, args.repair_rounds, args.limit, args.per_session, args.keep, args.questions)
     client.close()
