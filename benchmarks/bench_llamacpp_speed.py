@@ -15,7 +15,7 @@ import json
 import time
 from typing import Any
 
-from pcm.extraction.jsonld import extraction_schema
+from pcm.extraction.jsonld import extraction_grammar, extraction_schema, grammar_budget
 from pcm.ontology import load_ontology
 
 COUNT = "Count from 1 to 400, one number per line, nothing else."
@@ -53,6 +53,9 @@ def main() -> None:
     started = time.perf_counter()
     grammar = LlamaGrammar.from_json_schema(schema, verbose=False)
     print(f"extraction grammar built in {time.perf_counter() - started:.2f} s (schema {len(schema)} chars)")
+    started = time.perf_counter()
+    bounded = LlamaGrammar.from_string(extraction_grammar(ontology, grammar_budget(args.tokens)), verbose=False)
+    print(f"bounded extraction grammar ({args.tokens} tokens) built in {time.perf_counter() - started:.2f} s")
     small = LlamaGrammar.from_string('root ::= "{" [a-z0-9 ,:\\n"]* "}"', verbose=False)
     long_system = "You are a careful assistant.\n" + "\n".join(f"Rule {i}: be brief and exact." for i in range(300))
     count = [{"role": "user", "content": COUNT}]
@@ -66,6 +69,7 @@ def main() -> None:
     json_ask = [{"role": "user", "content": JSON_ASK}]
     timed(llama, "free JSON answer", json_ask, args.tokens)
     timed(llama, "extraction-schema grammar", json_ask, args.tokens, grammar=grammar)
+    timed(llama, "bounded extraction grammar", json_ask, args.tokens, grammar=bounded)
     timed(llama, "json_object response_format", json_ask, args.tokens, response_format={"type": "json_object"})
 
 

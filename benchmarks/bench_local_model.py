@@ -14,12 +14,15 @@ Run: ``python benchmarks/bench_local_model.py /work/models/qwen2.5-coder-0.5b.gg
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
+import json
 import os
 import shutil
 import statistics
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -73,8 +76,50 @@ def chosen(memory: Memory, per_session: int | None, limit: int | None) -> list[s
     return posts[:limit]
 
 
+QUESTIONS = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "ask" / "questions.json"
+
+
+def gold_questions(count: int) -> list[dict[str, Any]]:
+    """The first ``count`` questions of the ask gold set that the graph should answer (path ``sparql``)."""
+    questions = json.loads(QUESTIONS.read_text(encoding="utf-8"))
+    return [q for q in questions if q.get("path") == "sparql"][:count]
+
+
+def _forms(expected: str) -> list[str]:
+    """An expected answer and its ISO form when it is a date ("Tuesday 4 February 2025" -> "2025-02-04")."""
+    forms = [expected.lower()]
+    words = expected.split()
+    for text in (expected, " ".join(words[1:])):
+        with contextlib.suppress(ValueError):
+            forms.append(datetime.strptime(text, "%d %B %Y").date().isoformat())
+    return forms
+
+
+def facts_right(memory: Memory, questions: list[dict[str, Any]]) -> tuple[int, list[str]]:
+    """Questions whose every expected value is in the facts extracted from their evidence utterances.
+
+    A proxy for "the graph answers it" that needs no model: each expected value (or a date's ISO form) must occur,
+    case-insensitively, in a literal or an IRI of the evidence utterances' extraction graphs.
+    """
+    by_source = {p.source_id: p.iri for p in memory.store.posts()}
+    right, missing = 0, []
+    for question in questions:
+        text = []
+        for source in question["evidence"]:
+            graph = memory.naming.extraction_graph(by_source[source])
+            rows = memory.store.select(f"SELECT ?s ?o WHERE {{ GRAPH <{graph}> {{ ?s ?p ?o }} }}").rows
+            text += [str(term.value).lower().replace("-", " ") + " " + str(term.value).lower()
+                     for row in rows for term in row if term is not None]
+        blob = "\n".join(text)
+        absent = [e for e in question["expect"] if not any(f in blob for f in _forms(e))]
+        right += not absent
+        if absent:
+            missing.append(f"{question['question'][:60]}: missing {absent}")
+    return right, missing
+
+
 def run(client: LlamaCppClient, output: str, samples: list[str], repair_rounds: int, limit: int | None,
-        per_session: int | None = None, keep: Path | None = None) -> None:
+        per_session: int | None = None, keep: Path | None = None, questions: int | None = None) -> None:
     root = Path(tempfile.mkdtemp(prefix=f"pcm-bench-local-{output}-"))
     try:
         settings = Settings(memory=root / "memory", index_enabled=False, repair_rounds=repair_rounds,
@@ -82,7 +127,13 @@ def run(client: LlamaCppClient, output: str, samples: list[str], repair_rounds: 
         memory = Memory.init(settings, owner="Dana Whitfield")
         paths = [p for p in sample_paths() if any(p.stem.startswith(s) for s in samples)]
         memory.ingest([c for p in paths for c in parse_file(p)])
-        posts = chosen(memory, per_session, limit)
+        asked = gold_questions(questions) if questions else []
+        if asked:
+            sources = list(dict.fromkeys(e for q in asked for e in q["evidence"]))
+            by_source = {p.source_id: p.iri for p in memory.store.posts()}
+            posts = [by_source[s] for s in sources]
+        else:
+            posts = chosen(memory, per_session, limit)
         counting = Counting(client)
         marks = [time.perf_counter()]
         before = client.usage.totals
@@ -92,6 +143,7 @@ def run(client: LlamaCppClient, output: str, samples: list[str], repair_rounds: 
         used = {k: client.usage.totals[k] - before[k] for k in before}
         considered = report.posts - report.skipped
         stored = facts(memory)
+        right, missing = facts_right(memory, asked) if asked else (0, [])
         memory.close()
         print(f"\n== {output}: {len(paths)} conversation(s), {report.posts} utterances ({report.skipped} skipped)")
         print(f"valid within {repair_rounds} repair round(s): {report.extracted}/{considered} "
@@ -105,6 +157,10 @@ def run(client: LlamaCppClient, output: str, samples: list[str], repair_rounds: 
             warm = seconds[1:] or seconds
             print(f"seconds per utterance: cold (first) {seconds[0]:.1f}, warm median {statistics.median(warm):.1f}, "
                   f"max {max(seconds):.1f}, total {sum(seconds):.0f}")
+        if asked:
+            print(f"gold questions whose expected values are all in the graph of their evidence: {right}/{len(asked)}")
+            for line in missing:
+                print(f"  {line}")
         for post, first_line in report.failures:
             print(f"  failed {post.rsplit('/', 1)[-1]}: {first_line[:200]}")
         if keep is not None:
@@ -124,6 +180,8 @@ def main() -> None:
     parser.add_argument("--repair-rounds", type=int, default=1)
     parser.add_argument("--limit", type=int, help="extract only the first N utterances")
     parser.add_argument("--per-session", type=int, help="extract only the first N utterances of every conversation")
+    parser.add_argument("--questions", type=int,
+                        help="extract the evidence utterances of the first N gold questions, then check their facts")
     parser.add_argument("--all", action="store_true", help="every sample conversation (overrides --samples)")
     parser.add_argument("--keep", type=Path, help="copy each format's memory into KEEP/<format> (for questions)")
     parser.add_argument("--max-tokens", type=int, default=800, help="output budget per call")
@@ -135,9 +193,9 @@ def main() -> None:
     client = LlamaCppClient(model_path=args.model, threads=args.threads, context=args.context)
     print(f"model {client.name} loaded in {time.perf_counter() - started:.1f} s; threads {args.threads}, "
           f"context {args.context}, max tokens {args.max_tokens}")
-    samples = [p.stem for p in sample_paths()] if args.all else args.samples
+    samples = [p.stem for p in sample_paths()] if args.all or args.questions else args.samples
     for output in args.formats:
-        run(client, output, samples, args.repair_rounds, args.limit, args.per_session, args.keep)
+        run(client, output, samples, args.repair_rounds, args.limit, args.per_session, args.keep, args.questions)
     client.close()
 
 
