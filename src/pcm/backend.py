@@ -17,6 +17,7 @@ from typing import Protocol
 import pyoxigraph as ox
 
 from pcm.errors import QueryError
+from pcm.layout import DatasetLayout
 
 Term = ox.NamedNode | ox.BlankNode | ox.Literal | ox.Triple
 
@@ -94,7 +95,13 @@ class Capabilities:
 
 class Backend(Protocol):
     """Where quads live. Every write method is atomic where :attr:`capabilities` says so (see
-    :class:`Capabilities`): the embedded store always, a server within its transactions and batch size."""
+    :class:`Capabilities`): the embedded store always, a server within its transactions and batch size.
+
+    ``layout`` names the memory's graphs: ``query`` and ``update`` fill the graph placeholders of the text with it
+    (:meth:`pcm.layout.DatasetLayout.render`), and a store other memories may share scopes every query to them.
+    """
+
+    layout: DatasetLayout | None
 
     @property
     def capabilities(self) -> Capabilities: ...

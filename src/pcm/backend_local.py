@@ -13,6 +13,7 @@ import pyoxigraph as ox
 from pcm import faults
 from pcm.backend import Capabilities, PurgeScope, QueryIsolation, QueryResult, materialise
 from pcm.errors import MemoryLockedError, QueryError
+from pcm.layout import LEGACY_LAYOUT, DatasetLayout
 
 
 class LocalBackend:
@@ -38,6 +39,9 @@ class LocalBackend:
                 ) from exc
             raise
         self.read_only = read_only
+        self.layout: DatasetLayout | None = None
+        """Fills the graph placeholders of the SPARQL sent here (None: the fixed names; an embedded store holds one
+        memory, so nothing is scoped)."""
 
     @property
     def store(self) -> ox.Store:
@@ -68,7 +72,7 @@ class LocalBackend:
     def query(self, sparql: str, *, timeout: float | None = None, limit: int | None = None) -> QueryResult:
         deadline = time.monotonic() + timeout if timeout else None
         try:
-            result = self._store.query(sparql, use_default_graph_as_union=True)
+            result = self._store.query((self.layout or LEGACY_LAYOUT).render(sparql), use_default_graph_as_union=True)
             return materialise(result, deadline=deadline, limit=limit)
         except SyntaxError as exc:
             raise QueryError(f"SPARQL syntax error: {exc}") from exc
@@ -77,7 +81,7 @@ class LocalBackend:
 
     def update(self, sparql: str) -> None:
         try:
-            self._store.update(sparql)
+            self._store.update((self.layout or LEGACY_LAYOUT).render(sparql))
         except SyntaxError as exc:
             raise QueryError(f"SPARQL Update syntax error: {exc}") from exc
         faults.reached("store")

@@ -60,6 +60,8 @@ from pcm.backend import (
     quads_to_insert_data,
 )
 from pcm.errors import InputError, MemoryLockedError, PcmError, QueryError, UsageError
+from pcm.layout import LEGACY_LAYOUT, DatasetLayout
+from pcm.scope import scope_query, strip_hidden
 
 #: What Oxigraph writes into a response body when its ``--timeout-s`` cancels a running query.
 CANCELLED_MARKER = "The SPARQL operation has been cancelled"
@@ -350,6 +352,10 @@ class RemoteBackend:
         self.union_default_graph = (
             self.profile.union_parameter if union_default_graph is None else union_default_graph
         )
+        self.layout: DatasetLayout | None = None
+        """The memory's graph names: they fill the placeholders of the SPARQL sent, and every query is scoped to
+        them (:mod:`pcm.scope`), since other memories may share the server. None (before a memory is bound): the
+        fixed names, and queries read the whole store."""
         limit = self.profile.batch_limit
         wanted = batch if batch and batch > 0 else DEFAULT_BATCH
         self.batch = min(wanted, limit) if limit else wanted
@@ -435,7 +441,10 @@ class RemoteBackend:
         deadline = time.monotonic() + timeout if timeout else None
         read_timeout = min(timeout, self._timeout) if timeout else self._timeout
         url = self.query_url
-        if self.union_default_graph:
+        sparql = (self.layout or LEGACY_LAYOUT).render(sparql)
+        if self.layout is not None:
+            sparql = scope_query(sparql, self.layout.prefix)  # reads no graph but the memory's: no union needed
+        elif self.union_default_graph:
             url += ("&" if "?" in url else "?") + "union-default-graph"
         form = query_form(sparql)
         accept = {"SELECT": _ACCEPT_RESULTS, "ASK": _ACCEPT_RESULTS, "CONSTRUCT": _ACCEPT_GRAPH}.get(
@@ -450,6 +459,10 @@ class RemoteBackend:
             result = self._read_result(response, form=form, deadline=deadline, limit=limit)
         finally:
             response.close()
+        if isinstance(result, Solutions) and (keep := strip_hidden(result.variables)) is not None:
+            result = Solutions(
+                tuple(result.variables[k] for k in keep), [tuple(row[k] for k in keep) for row in result.rows]
+            )
         cap = response.headers.get(_MAX_ROWS_HEADER, "")
         if cap.isdigit() and not isinstance(result, bool) and len(result) >= int(cap) and (limit is None or limit > int(cap)):
             raise QueryError(
@@ -514,6 +527,7 @@ class RemoteBackend:
     def update(self, sparql: str) -> None:
         """POST a SPARQL Update: one request, which Oxigraph applies in one transaction (see the module
         docstring for Virtuoso). Blank nodes in it are skolemised first where the profile asks."""
+        sparql = (self.layout or LEGACY_LAYOUT).render(sparql)
         if self.profile.skolemise:
             sparql = skolemise_text(sparql)
         response = self._send("POST", self.update_url, "update", **self._operation("update", sparql))
@@ -606,7 +620,11 @@ class RemoteBackend:
         if graph is None and self.profile.dataset_store:
             response = self._get_graph_store(ox.RdfFormat.N_QUADS, None)
             assert response is not None
-            return self._stream_quads(response, ox.RdfFormat.N_QUADS, None)
+            quads = self._stream_quads(response, ox.RdfFormat.N_QUADS, None)
+            if self.layout is None:
+                return quads
+            owns = self.layout.owns  # the store may hold other memories: only this one's graphs are its data
+            return (q for q in quads if isinstance(q.graph_name, ox.NamedNode) and owns(q.graph_name.value))
         if graph is None and self.profile.count_graphs:
             return self._counted_quads()
         if graph is None:
@@ -662,7 +680,7 @@ class RemoteBackend:
         :meth:`quads` serialised here."""
         if graph is None and not fmt.supports_datasets:
             raise UsageError(f"{fmt.name} cannot hold named graphs: name a graph or use N-Quads or TriG")
-        if not self.profile.dataset_store:
+        if not self.profile.dataset_store or graph is None and self.layout is not None:
             quads = list(self.quads(graph))
             if graph is not None:
                 return ox.serialize([q.triple for q in quads], format=fmt) or b"" if quads else b""

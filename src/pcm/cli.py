@@ -217,7 +217,7 @@ def main(ctx: click.Context, memory_path: Path | None, llm: str | None) -> None:
 @memory_option
 @click.option("--owner", default="me", show_default=True, help="Name of the person this memory belongs to.")
 @click.option("--namespace", default=None, help="IRI namespace for this memory's individuals.")
-@click.option("--share-store", is_flag=True, help="Create it even on a remote store that holds another memory.")
+@click.option("--share-store", is_flag=True, help="Create it even on a remote store that holds another memory (each reads only its own graphs).")
 @json_option
 @click.pass_context
 @handle_errors

@@ -49,8 +49,10 @@ from pcm.endpoint.protocol import (
 from pcm.endpoint.timing import Timings
 from pcm.endpoint.upstream import EngineUnavailable, TimeLimit, TooLarge, Upstream, WriteUnconfirmed
 from pcm.errors import InputError, PcmError, QueryError, UsageError, ValidationError
+from pcm.layout import BY_ID
 from pcm.memory import Memory
 from pcm.namespaces import PREFIXES
+from pcm.scope import ScopeError, scope_query
 
 STATIC = Path(__file__).resolve().parent / "static"
 SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
@@ -305,7 +307,14 @@ class App:
     async def _query(self, operation: Operation, endpoint: str, accept: str) -> Response:
         assert self.upstream is not None and self.watchdog is not None, "forwarded only to an engine of pcm's"
         base = f"{self.public_url}/{endpoint}"
-        body = operation.with_base(base).encode("utf-8")
+        text = operation.with_base(base)
+        layout = self.memory.naming.layout
+        if layout.kind == BY_ID:  # a store other memories may share: the query reads this memory's graphs only
+            try:
+                text = scope_query(text, layout.prefix)
+            except ScopeError as exc:
+                return text_error(400, str(exc))
+        body = text.encode("utf-8")
         headers = {"Content-Type": QUERY_TYPE + "; charset=utf-8", "Accept": engine_accept(accept)}
         target = operation.engine_target("/query")
         limit = self.config.query_timeout

@@ -31,6 +31,7 @@ from pcm.endpoint.engine import Engine, Watchdog
 from pcm.endpoint.upstream import Upstream, keepalive_expiry
 from pcm.endpoint.web import Lifespan, Mounted, create_app
 from pcm.errors import MemoryLockedError, QueryError, UsageError
+from pcm.layout import DatasetLayout
 from pcm.manifest import Manifest
 from pcm.memory import STORE_DIR, Memory
 from pcm.settings import Settings
@@ -68,6 +69,14 @@ class GuardedBackend:
 
     def replace_with(self, source: Path) -> int:
         raise MemoryLockedError("a served memory's files are held by its engine: stop `pcm serve` first")
+
+    @property
+    def layout(self) -> DatasetLayout | None:
+        return self.inner.layout
+
+    @layout.setter
+    def layout(self, layout: DatasetLayout | None) -> None:
+        self.inner.layout = layout
 
     def query(self, sparql: str, *, timeout: float | None = None, limit: int | None = None) -> QueryResult:
         with self.watchdog.request():
