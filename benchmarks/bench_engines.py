@@ -58,7 +58,8 @@ def engine_settings(engine: str, where: Path) -> Iterator[Settings]:
 
 def empty(settings: Settings) -> None:
     if settings.store_url:
-        with RemoteBackend(settings.store_url, user=settings.store_user, password=settings.store_password) as backend:
+        with RemoteBackend(settings.store_url, user=settings.store_user, password=settings.store_password,
+                           timeout=max(settings.query_timeout, 30.0)) as backend:
             for graph in backend.named_graphs():
                 backend.update(f"DROP SILENT GRAPH <{graph}>")
 

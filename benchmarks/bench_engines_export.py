@@ -114,6 +114,8 @@ def synthetic_nquads(naming: Naming, posts: int, path: Path) -> int:
 def run(engine: str, quads: int, where: Path) -> dict[str, Any]:
     where.mkdir(parents=True)
     with engine_settings(engine, where) as base:
+        # a long request timeout: one write of 50,000 quads can take over the default 30 s on a loaded machine
+        base = base.with_(query_timeout=300.0)
         settings = base.with_(memory=where / "mem", index_enabled=False)
         with Memory.init(settings, owner="Caroline") as memory:
             data = where / "synthetic.nq"
