@@ -33,6 +33,12 @@ _FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself)\b|\bi['’](?:m|ve|d|ll)\
 _SECOND_PERSON = re.compile(r"\b(?:you|your|yours|yourself)\b|\byou['’](?:re|ve|d|ll)\b", re.IGNORECASE)
 DEPTH = 100
 """Candidates taken from each leg before fusion (at least 4k)."""
+GRAPH_WEIGHT = 1.0
+"""Weight in the fusion of the term-graph leg (personalised PageRank from the question's terms and the best fused
+posts, :mod:`pcm.index.graph`); 0 switches the leg off."""
+GRAPH_SEEDS = 10
+"""Best fused posts the graph walk restarts from."""
+"""Candidates taken from each leg before fusion (at least 4k)."""
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from pcm.errors import MemoryVersionError, PcmError, UsageError
 from pcm.index import entities as entity_ranking
 from pcm.index import recall as ranking
 from pcm.index.embedder import Embedder, get_embedder
+from pcm.index.graph import GRAPH_FILE, TermGraph, append_log, read_log, terms, write_log
 from pcm.index.mirror import EntityMirror, PostMirror
 from pcm.index.records import EntityMatch, EntityRecord, PostRecord, RecallHit
 from pcm.index.tables import (
@@ -96,6 +97,10 @@ class SideIndex:
         self._lock = threading.RLock()
         self._post_mirror: PostMirror | None = None
         self._entity_mirror: EntityMirror | None = None
+        self._term_graph: TermGraph | None = None
+        self._overlaid = False
+        """Set once :meth:`overlay_posts` put posts in the mirror that the tables lack: the graph file is then
+        left alone, since it describes the tables."""
         self._writes = 0
         self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self.watcher: WriteWatcher | None = None
@@ -142,6 +147,8 @@ class SideIndex:
         with self._lock:
             tables = self._open_tables()
             (self.directory / SYNC_FILE).unlink(missing_ok=True)
+            (self.directory / GRAPH_FILE).unlink(missing_ok=True)
+            self._term_graph = None
             tables.drop_all()
             write_meta(self.directory, Meta(self.embedder.name, self.embedder.dim))
             self._tables = Tables(self.directory, self.embedder.dim)
@@ -245,6 +252,7 @@ class SideIndex:
         with self._lock:
             self._open_tables()
             mirror = self._posts
+            gone = list(gone)
             for iri in gone:
                 mirror.remove(iri)
             chosen = sorted(records, key=lambda r: (r.session, r.position))
@@ -252,6 +260,8 @@ class SideIndex:
             for record in chosen:
                 search = search_text(record, mirror.previous(record))
                 mirror.put(record, post_digest(record), search_hash(search), vectors[record.iri])
+            self._overlaid = True
+            self._update_graph(chosen, gone, (), persist=False)
 
     # -- reads ----------------------------------------------------------------------------------------------------
     def recall(
@@ -304,6 +314,9 @@ class SideIndex:
                 legs.append(ranking.rank_leg(slots, scores, ranking.VECTOR_WEIGHT))
             if mode == "hybrid":
                 fused = ranking.rrf(legs)
+                if ranking.GRAPH_WEIGHT > 0 and fused:
+                    legs.append(self._graph_leg(query, fused, mask, factors))
+                    fused = ranking.rrf(legs)
             else:
                 fused = dict(zip(legs[0].slots.tolist(), legs[0].scores.tolist(), strict=True))
             return self._hits(fused, k, recency)
@@ -431,6 +444,7 @@ class SideIndex:
             self._posts.remove(iri)
         for row in rows:
             self._posts.put(row.record, row.digest, row.search_hash, row.vector)
+        self._update_graph([row.record for row in rows], removed, {r.iri for r in changed}, persist=True)
 
     def _post_vectors(self, records: list[PostRecord]) -> dict[str, np.ndarray]:
         """Vectors for ``records``: reused when the embedded text is unchanged, else encoded in one batch."""
@@ -472,6 +486,7 @@ class SideIndex:
             tables.upsert(tables.posts, post_rows_table(rows, self.embedder.dim))
             for row in rows:
                 self._posts.put(row.record, row.digest, row.search_hash, row.vector)
+            self._update_graph([row.record for row in rows], (), (), persist=True)
         return len(rows)
 
     # -- internals: writing entities ------------------------------------------------------------------------------
@@ -585,6 +600,67 @@ class SideIndex:
         slots = np.array([slot for slot, _ in known], dtype=np.int64)
         scores = np.array([score for _, score in known], dtype=np.float64)
         return ranking.rank_leg(slots, scores, ranking.FTS_WEIGHT, factors)
+
+    def _graph_leg(
+        self, query: str, fused: dict[int, float], mask: np.ndarray | None, factors: np.ndarray | None
+    ) -> ranking.Leg:
+        """The term-graph leg: posts ranked by a personalised PageRank walk from the question's terms and the
+        best posts of the fused legs (:mod:`pcm.index.graph`)."""
+        seeds = dict(sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[: ranking.GRAPH_SEEDS])
+        scores = self._graph.walk(query, seeds, allowed=mask)
+        slots = np.fromiter(scores.keys(), dtype=np.int64, count=len(scores))
+        values = np.fromiter(scores.values(), dtype=np.float64, count=len(scores))
+        leg = ranking.rank_leg(slots, values, ranking.GRAPH_WEIGHT, factors)
+        return ranking.Leg(leg.slots[: ranking.DEPTH], leg.scores[: ranking.DEPTH], leg.weight)
+
+    @property
+    def _graph(self) -> TermGraph:
+        """The term graph, loaded on first use from the graph file beside the tables; a post the file lacks or
+        describes at another digest has its terms recomputed from its text, and the file is brought up to date
+        (rewritten whole when it is missing or holds more dead lines than live ones)."""
+        if self._term_graph is None:
+            path = self.directory / GRAPH_FILE
+            stored = read_log(path)
+            posts = self._posts
+            graph = TermGraph()
+            fresh: dict[str, tuple[str, list[str]]] = {}
+            computed = 0
+            for record in posts.live_records():
+                slot = posts.slot_of[record.iri]
+                entry = stored.get(record.iri)
+                if entry is None or entry[0] != posts.digests[slot]:
+                    entry = (posts.digests[slot], terms(record.text))
+                    computed += 1
+                fresh[record.iri] = entry
+                graph.put(record.iri, slot, entry[1])
+            if not self._overlaid and (computed or len(stored) != len(fresh)):
+                write_log(path, fresh)
+            self._term_graph = graph
+        return self._term_graph
+
+    def _update_graph(
+        self, put: Sequence[PostRecord], gone: Iterable[str], changed: set[str] | tuple[()], *, persist: bool
+    ) -> None:
+        """Carry a write of the posts mirror into the term graph (when loaded) and, with ``persist``, append
+        the posts whose digest changed, and those that went, to the graph file."""
+        graph = self._term_graph
+        posts = self._posts
+        lines: list[list[Any]] = []
+        for iri in gone:
+            if graph is not None:
+                graph.remove(iri)
+            lines.append([iri, None])
+        for record in put:
+            if graph is None and record.iri not in changed:
+                continue
+            slot = posts.slot_of[record.iri]
+            post_terms = terms(record.text)
+            if graph is not None:
+                graph.put(record.iri, slot, post_terms)
+            if record.iri in changed:
+                lines.append([record.iri, posts.digests[slot], post_terms])
+        if persist and not self._overlaid:
+            append_log(self.directory / GRAPH_FILE, lines)
 
     def _speaker_prior(self, named: set[str]) -> np.ndarray | None:
         """Per-slot factors favouring the one speaker a query names (``None`` when it names none or several)."""
