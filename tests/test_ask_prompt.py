@@ -8,7 +8,7 @@ from pcm.retrieval.nl2sparql import PROMPTS_DIR, prompt_file, prompt_version, re
 
 def test_the_nl2sparql_prompt_has_its_parts_and_version() -> None:
     prompt = prompt_file()
-    assert prompt_version() == "nl2sparql.v1"
+    assert prompt.version == "nl2sparql.v1" and prompt_version() == f"nl2sparql.v1@{prompt.digest}"
     assert set(prompt.parts) == {"system", "user", "repair", "json"}
     assert "JSON query form" in system_prompt("", "json") and "JSON query form" not in system_prompt("")
     assert "type first" in prompt.parts["system"].lower() and "COUNT(DISTINCT" in prompt.parts["system"]

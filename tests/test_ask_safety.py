@@ -7,13 +7,12 @@ reason: SERVICE), invalid ones rejected as syntax errors, updates refused.
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pyoxigraph as ox
 import pytest
 
-from pcm.backend_local import LocalBackend
+from pcm.backend_local import LocalBackend, store_fingerprint
 from pcm.errors import QueryError
 from pcm.retrieval.safety import (
     QueryRefused,
@@ -23,7 +22,6 @@ from pcm.retrieval.safety import (
     check_query,
     check_read_only,
     query_shape,
-    store_fingerprint,
 )
 from pcm.sparql import check_read_only as regex_check_read_only
 from pcm.sparql.query import rdflib_shape as _rdflib_shape
@@ -221,18 +219,20 @@ def test_a_runaway_query_is_killed_at_the_time_limit_and_the_next_one_runs(local
     runner = QueryRunner(local_store, timeout=1.0, limit=100)
     assert runner.isolated
     try:
-        started = time.monotonic()
-        with pytest.raises(QueryTimeout, match="time limit of 1 s"):  # 8e9 rows to count: blocks inside COUNT
+        # 8e9 rows to count: blocks inside COUNT, so only the kill at the limit can end it (pytest-timeout bounds
+        # the wait if it does not); how soon after the limit it lands is benchmarks/bench_runaway.py's figure
+        with pytest.raises(QueryTimeout, match="time limit of 1 s"):
             runner.run(check_query("SELECT (COUNT(*) AS ?n) WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i }"))
-        assert time.monotonic() - started < 5
-        rows = runner.run(check_query("SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }"))
+        # a fresh worker answers the next one (its own limit generous: starting a worker counts inside it, and a
+        # loaded machine may take more than a second to start one)
+        rows = runner.run(check_query("SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }"), timeout=120)
         assert rows.rows[0][0].value == "2000"  # type: ignore[union-attr]
     finally:
         runner.close()
 
 
 def test_the_worker_sees_what_was_written_after_it_started(local_store: LocalBackend) -> None:
-    runner = QueryRunner(local_store, timeout=5.0, limit=100)
+    runner = QueryRunner(local_store, timeout=120.0, limit=100)
     try:
         count = check_query("SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }")
         assert runner.run(count).rows[0][0].value == "2000"  # type: ignore[union-attr]
@@ -247,7 +247,7 @@ def test_the_worker_sees_what_was_written_after_it_started(local_store: LocalBac
 def test_rows_are_bounded_and_terms_survive_the_pipe(local_store: LocalBackend) -> None:
     local_store.extend([ox.Quad(ox.NamedNode("urn:t"), ox.NamedNode("urn:p"), ox.Literal("été", language="fr"),
                                 ox.NamedNode("urn:g"))])
-    runner = QueryRunner(local_store, timeout=5.0, limit=10)
+    runner = QueryRunner(local_store, timeout=120.0, limit=10)
     try:
         assert len(runner.run(check_query("SELECT * WHERE { ?s ?p ?o }"))) == 10
         row = runner.run(check_query("SELECT ?o WHERE { <urn:t> ?p ?o }")).rows[0]

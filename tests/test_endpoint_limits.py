@@ -72,38 +72,35 @@ def test_runaway_query_is_stopped_while_the_server_answers_others(limited: PcmSe
     outcome: dict[str, object] = {}
 
     def run() -> None:
-        started = time.monotonic()
         response = httpx.post(url + "/query", content=runaway, headers={"Content-Type": "application/sparql-query"}, timeout=30)
-        outcome.update(status=response.status_code, text=response.text, seconds=time.monotonic() - started)
+        outcome.update(status=response.status_code, text=response.text)
 
+    assert limited.watchdog is not None
     thread = threading.Thread(target=run)
     thread.start()
-    time.sleep(0.3)
-    latencies = []
+    while limited.watchdog.inflight == 0 and thread.is_alive():  # the runaway has reached the engine
+        time.sleep(0.01)
+    answered_meanwhile = 0
     while thread.is_alive():
-        started = time.monotonic()
         assert ask(url, "ASK { ?s a <http://rdfs.org/sioc/ns#Post> }")
-        latencies.append(time.monotonic() - started)
-        time.sleep(0.1)
+        answered_meanwhile += thread.is_alive()
     thread.join()
     assert outcome["status"] == 503 and "time limit" in str(outcome["text"]), outcome
-    assert LIMIT - 0.1 <= float(outcome["seconds"]) < LIMIT + 1.5, outcome  # type: ignore[arg-type]
-    # others were answered while it ran, each far sooner than the runaway's limit
-    assert len(latencies) >= 2 and max(latencies) < LIMIT / 2, latencies
-    # and the engine stops working on it: idle again within the watchdog's grace (plus a restart), not later
-    assert _engine_goes_idle(limited, within=LIMIT + 4.0)
+    # others were answered while it ran (how soon is benchmarks/bench_runaway.py's figure)
+    assert answered_meanwhile >= 1
+    # and the engine stops working on it (the watchdog restarts it, or it stops by itself); pytest's timeout
+    # bounds the wait
+    _wait_until_the_engine_is_idle(limited)
 
 
-def _engine_goes_idle(server: PcmServer, *, within: float) -> bool:
-    """True once the engine uses (almost) no CPU over half a second; False if it stays busy ``within`` seconds."""
+def _wait_until_the_engine_is_idle(server: PcmServer) -> None:
+    """Return once the engine uses (almost) no CPU over a half-second sample."""
     assert server.engine is not None
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
+    while True:
         before = sum(server.engine.thread_cpu().values())
-        time.sleep(0.5)
+        time.sleep(0.5)  # the sampling window of a CPU reading, not a wait for something to happen
         if sum(server.engine.thread_cpu().values()) - before < 0.05:
-            return True
-    return False
+            return
 
 
 
@@ -113,20 +110,15 @@ def test_a_dead_engine_is_brought_back(limited: PcmServer) -> None:
     import signal
 
     assert limited.engine is not None
-    # an earlier runaway test may have left the watchdog restarting the engine: wait (bounded) until it runs
-    waited = time.monotonic() + 15
-    while limited.engine.pid is None and time.monotonic() < waited:
-        time.sleep(0.1)
+    # an earlier runaway test may have left the watchdog restarting the engine: wait until it runs (pytest's
+    # timeout bounds every wait here)
+    while limited.engine.pid is None:
+        time.sleep(0.05)
     pid = limited.engine.pid
-    assert pid is not None
     os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        response = httpx.get(limited.url + "/query", params={"query": "ASK { ?s ?p ?o }"})
-        if response.status_code == 200:
-            break
+    while (response := httpx.get(limited.url + "/query", params={"query": "ASK { ?s ?p ?o }"})).status_code != 200:
         assert response.status_code == 503  # unavailable while it comes back, never a wrong answer
-        time.sleep(0.2)
+        time.sleep(0.05)
     assert ask(limited.url, "ASK { ?s a <http://rdfs.org/sioc/ns#Post> }")
 
 
@@ -136,14 +128,20 @@ def test_a_dead_engine_is_brought_back(limited: PcmServer) -> None:
 class _FakeEngine:
     """Thread CPU as scripted: ``busy`` threads each use a full tick of CPU per sample."""
 
-    def __init__(self, tick: float) -> None:
+    def __init__(self, tick: float, samples: int) -> None:
         self.tick = tick
         self.busy = 0
         self.used = 0.0
         self.restarts = 0
+        self.left = samples
+        self.sampled = threading.Event()
+        """Set once the watchdog has sampled ``samples`` times: the run's length in ticks, not in seconds."""
 
     def thread_cpu(self) -> dict[int, float]:
         self.used += self.tick
+        self.left -= 1
+        if self.left <= 0:
+            self.sampled.set()
         return {1: 0.0, **{10 + i: self.used for i in range(self.busy)}}
 
     def alive(self) -> bool:
@@ -154,22 +152,23 @@ class _FakeEngine:
         self.busy = 0
 
 
-def _watch(busy: int, *, abandon: bool, inflight: int = 0, seconds: float = 0.4) -> int:
+def _watch(busy: int, *, abandon: bool, inflight: int = 0, samples: int = 20) -> int:
+    """Restarts over ``samples`` ticks of the watchdog (four times its grace of five ticks)."""
     from pcm.endpoint.engine import Watchdog
 
-    engine = _FakeEngine(tick=0.02)
+    engine = _FakeEngine(tick=0.02, samples=samples)
     dog = Watchdog(engine, grace=0.1, tick=0.02)  # type: ignore[arg-type]
     engine.busy = busy
-    dog.start()
-    try:
-        with contextlib.ExitStack() as stack:
-            for _ in range(inflight):
-                stack.enter_context(dog.request())
-            if abandon:
-                dog.abandoned()
-            time.sleep(seconds)
-    finally:
-        dog.stop()
+    with contextlib.ExitStack() as stack:
+        for _ in range(inflight):
+            stack.enter_context(dog.request())
+        if abandon:
+            dog.abandoned()
+        dog.start()
+        try:
+            assert engine.sampled.wait(timeout=60)  # a bound for a dead watchdog thread, not a timing check
+        finally:
+            dog.stop()
     return engine.restarts
 
 

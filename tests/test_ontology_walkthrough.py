@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from pcm import memory as memory_module
-from pcm import resources
+from pcm import prompts, resources
 from pcm.cli import main
 from pcm.ontology import _load
 from pcm.ontology_tools import catalog, rename
@@ -64,7 +64,7 @@ def checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(resources, "ontology_dir", lambda: root / "pcm_ontology")
     monkeypatch.setattr(resources, "shapes_dir", lambda: root / "shapes")
     monkeypatch.setattr(resources, "queries_dir", lambda: root / "queries")
-    monkeypatch.setattr(catalog, "_PACKAGE_ROOT", root / "src")
+    monkeypatch.setattr(prompts, "PROMPTS_DIR", root / "src" / "prompts")
     monkeypatch.setattr(rename, "_default_queries", lambda: [root / "queries"])
     monkeypatch.chdir(root)
     return root

@@ -28,6 +28,10 @@ def test_wheel_ships_resources_and_runs_from_elsewhere(tmp_path: Path) -> None:
                      "pcm/endpoint/static/vendor/yasqe/yasqe.min.js", "pcm/endpoint/static/vendor/yasqe/yasqe.min.css",
                      "pcm/endpoint/static/vendor/yasqe/LICENSE"):
         assert required in names, required
+    from pcm.prompts import PROMPTS_DIR, prompt_files
+
+    for prompt in prompt_files():  # every prompt pcm sends, loaded by pcm.prompts from the installed package
+        assert f"pcm/prompts/{prompt.relative_to(PROMPTS_DIR).as_posix()}" in names, prompt
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     elsewhere = tmp_path / "elsewhere"

@@ -120,9 +120,9 @@ def test_a_migration_backup_holding_a_forgotten_post_is_deleted_by_the_purge(tmp
 
     with Memory.init(Settings(memory=tmp_path / "m", index_enabled=False), owner="Dana") as memory:
         memory.ingest([conversation()])
-        before = make_backup(memory, None, "before-forget")
+        before = make_backup(memory.context, None, "before-forget")
         memory.forget(post="garden:0")
-        after = make_backup(memory, None, "after-forget")
+        after = make_backup(memory.context, None, "after-forget")
         (tmp_path / "m" / "backups" / "junk").mkdir()  # not a backup pcm can read: reported, kept
         (tmp_path / "m" / "backups" / "junk" / "dataset.nq").write_text("this is not N-Quads <")
         report = memory.purge()
@@ -136,7 +136,7 @@ def test_the_summary_drop_is_part_of_the_forget_update(tmp_path: Path, monkeypat
     with Memory.init(Settings(memory=tmp_path / "m", index_enabled=False), owner="Dana") as memory:
         memory.ingest([conversation()])
         thread = memory.store.find_session("garden") or ""
-        assert SECRET in (read_summary(memory, thread) or pytest.fail("no summary")).text
+        assert SECRET in (read_summary(memory.context, thread) or pytest.fail("no summary")).text
 
         def crash(*args: object, **kwargs: object) -> None:
             raise RuntimeError("killed after the forget's update")
@@ -145,7 +145,7 @@ def test_the_summary_drop_is_part_of_the_forget_update(tmp_path: Path, monkeypat
         with pytest.raises(RuntimeError):
             memory.forget(post="garden:0")
         monkeypatch.undo()
-        assert read_summary(memory, thread) is None
+        assert read_summary(memory.context, thread) is None
         dump = b"".join(memory.backend.dump(ox.RdfFormat.N_QUADS, graph=g) for g in memory.backend.named_graphs())
         assert SECRET.encode() not in dump
 
@@ -154,7 +154,7 @@ def test_a_failing_forget_keeps_the_summary(tmp_path: Path, monkeypatch: pytest.
     with Memory.init(Settings(memory=tmp_path / "m", index_enabled=False), owner="Dana") as memory:
         memory.ingest([conversation()])
         thread = memory.store.find_session("garden") or ""
-        before = read_summary(memory, thread)
+        before = read_summary(memory.context, thread)
 
         def crash(text: str, *args: object, **kwargs: object) -> None:
             raise RuntimeError("crash mid-forget")
@@ -163,7 +163,7 @@ def test_a_failing_forget_keeps_the_summary(tmp_path: Path, monkeypatch: pytest.
         with pytest.raises(RuntimeError):
             memory.forget(post="garden:0")
         monkeypatch.undo()
-        assert read_summary(memory, thread) == before
+        assert read_summary(memory.context, thread) == before
 
 
 def _store_with(path: Path, label: str) -> None:
@@ -256,8 +256,11 @@ print("done", flush=True)
 """
 
 
-@pytest.mark.parametrize("delay", [0.0, 0.05, 0.2, 0.5, 0.8])
-def test_a_purge_killed_at_any_moment_loses_nothing(tmp_path: Path, delay: float) -> None:
+@pytest.mark.parametrize("point", ["copying", "compact:1", "compact:2", "compact:3", "compact:4"])
+def test_a_purge_killed_at_any_moment_loses_nothing(tmp_path: Path, point: str) -> None:
+    """Killed while the copy is written (as soon as its directory appears), or right after each durable step of
+    the swap (``PCM_FAULT_POINT=compact:n``: copy done, marked complete, original retired, copy renamed in)."""
+    import os
     import signal
     import subprocess
     import sys
@@ -271,14 +274,19 @@ def test_a_purge_killed_at_any_moment_loses_nothing(tmp_path: Path, delay: float
                                for i in range(60_000)])
         memory.backend.update("DELETE WHERE { GRAPH <urn:pcm:graph:import:bulk> { <urn:x:7> ?p ?o } }")
         before = set(memory.backend.quads())
-    child = subprocess.Popen([sys.executable, "-c", KILLED_PURGE, str(path)], stdout=subprocess.PIPE, text=True)
+    new, old, ready = compaction_paths(path / "oxigraph")
+    env = {k: v for k, v in os.environ.items() if k != "PCM_FAULT_POINT"}
+    if point != "copying":
+        env["PCM_FAULT_POINT"] = point
+    child = subprocess.Popen([sys.executable, "-c", KILLED_PURGE, str(path)], stdout=subprocess.PIPE, text=True, env=env)
     assert child.stdout is not None and child.stdout.readline().strip() == "purging"
-    time.sleep(delay)
-    child.send_signal(signal.SIGKILL)
-    child.wait()
+    if point == "copying":
+        while not new.exists() and child.poll() is None:  # the copy has begun (pytest's timeout bounds the wait)
+            time.sleep(0.005)
+        child.send_signal(signal.SIGKILL)
+    assert child.wait() == -signal.SIGKILL
     with Memory.open(Settings(memory=path, index_enabled=False)) as memory:
         assert set(memory.backend.quads()) == before
-    new, old, ready = compaction_paths(path / "oxigraph")
     assert not new.exists() and not old.exists() and not ready.exists()
 
 

@@ -47,7 +47,7 @@ def _load(ontology_dir: Path | None) -> Ontology:
 @click.option("--ontology", "ontology_dir", type=_DIR, default=None, help="Ontology folder (default: the shipped one).")
 @click.option("--shapes", "shapes_dir", type=_DIR, default=None, help="SHACL shapes folder.")
 @click.option("--queries", "queries_dir", type=_DIR, default=None, help="Queries folder.")
-@click.option("--prompt", "prompts", type=_FILE, multiple=True, help="Prompt file(s) (default: every prompts/*.md).")
+@click.option("--prompt", "prompts", type=_FILE, multiple=True, help="Prompt file(s) (default: every prompt the package ships).")
 @click.option("--vocab", "vocab_dir", type=_DIR, default=None,
               help="Published vocabularies as N-Quads (default: ../shared/vocab when present).")
 @click.option("--no-reasoner", is_flag=True, help="Skip HermiT (no consistency check).")
@@ -98,7 +98,7 @@ def check(ontology_dir: Path | None, shapes_dir: Path | None, queries_dir: Path 
 @click.option("--compact", is_flag=True, help="Compact notation: properties grouped by domain, no comments.")
 @click.option("--write", is_flag=True, help="Refresh the marked catalogue sections of every prompt file.")
 @click.option("--check", "check_only", is_flag=True, help="Exit 1 listing the prompt files whose catalogue is stale.")
-@click.option("--prompts-root", type=_DIR, default=None, help="Look for prompts/*.md under this folder instead.")
+@click.option("--prompts-root", type=_DIR, default=None, help="Look for prompts/**/*.md under this folder instead.")
 @click.option("--ontology", "ontology_dir", type=_DIR, default=None, help="Ontology folder (default: the shipped one).")
 @json_option
 @handle_errors
@@ -266,9 +266,16 @@ def migrate(ctx: click.Context, memory_path: Path | None, dry_run: bool, reextra
                "migrations": migrations_dir, "reextract": reextract, "allow_violations": allow_violations}
     if dry_run:
         with opened(ctx, memory_path, read_only=True) as memory:
-            report = mig.migrate(memory, dry_run=True, **options)  # type: ignore[arg-type]
+            report = mig.migrate(memory.context, dry_run=True, **options)  # type: ignore[arg-type]
     else:
-        report = mig.migrate_memory(settings_for(ctx, memory_path), **options)
+        from pcm.manifest import MANIFEST
+        from pcm.memory import Memory
+
+        settings = settings_for(ctx, memory_path)
+        raw = (settings.memory / MANIFEST).read_bytes()  # memory.toml as read before anything: a rollback restores it
+        # writable, holding the lock, without the refusal of a memory whose ontology differs
+        with Memory.open(settings, migrating=True) as memory:
+            report = mig.migrate(memory.context, manifest_bytes=raw, **options)  # type: ignore[arg-type]
     emit_json(report.as_json()) if as_json else echo(report.text(), newlines=True)
 
 
@@ -289,7 +296,7 @@ def propose(ctx: click.Context, memory_path: Path | None, examples: int, limit: 
     from pcm.ontology_tools.propose import proposals_for, render_text
 
     with opened(ctx, memory_path, read_only=True) as memory:
-        found = proposals_for(memory, examples=examples)[:limit]
+        found = proposals_for(memory.context, examples=examples)[:limit]
     emit_json([p.as_json() for p in found]) if as_json else echo(render_text(found), newlines=True)
 
 
@@ -347,7 +354,7 @@ def deprecated(ontology_dir: Path | None, from_version: str | None, migrations_d
 @click.option("--shapes", "shapes_dir", type=_DIR, default=None, help="SHACL shapes folder.")
 @click.option("--queries", "queries_dirs", type=_DIR, multiple=True,
               help="Queries folder(s), competency fixtures included (default: the shipped ones).")
-@click.option("--prompts-root", type=_DIR, default=None, help="Look for prompts/*.md under this folder instead.")
+@click.option("--prompts-root", type=_DIR, default=None, help="Look for prompts/**/*.md under this folder instead.")
 @click.option("--migrations", "migrations_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Where to write the migration script (default: the ontology folder's migrations/).")
 @click.option("--migration-from", "from_version", default=None,

@@ -1,4 +1,4 @@
-"""LLM judges with the benchmarks' own grading prompts (versioned files in ``prompts/``).
+"""LLM judges with the benchmarks' own grading prompts (versioned files in ``pcm/prompts/evaluation/``).
 
 LongMemEval: its official per-type prompts (off-by-one days tolerated for temporal reasoning, the updated answer
 counts for knowledge updates, a rubric for preferences, and the abstention prompt for ``_abs`` questions); a verdict
@@ -12,15 +12,14 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 
 from pcm.evaluation.datasets import LONGMEMEVAL_TYPES, EvalQuestion
 from pcm.evaluation.metrics import says_not_in_memory
-from pcm.extraction.prompts import PromptFile, read_prompt
 from pcm.llm.base import LLMClient, Message
+from pcm.prompts import PROMPTS_DIR as _ALL_PROMPTS
+from pcm.prompts import PromptFile, load
 
-PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
+PROMPTS_DIR = _ALL_PROMPTS / "evaluation"
 OPERATION = "judge"
 _LABEL = re.compile(r"\b(CORRECT|WRONG)\b")
 
@@ -31,7 +30,7 @@ class Verdict:
 
     correct: bool | None
     method: str
-    """``llm:<prompt version>``, ``rule:declines`` (adversarial) or ``skipped``."""
+    """``llm:<prompt version>@<digest>``, ``rule:declines`` (adversarial) or ``skipped``."""
     reply: str = ""
 
     def as_json(self) -> dict[str, object]:
@@ -52,9 +51,8 @@ def prompt_name(dataset: str, question: EvalQuestion) -> str:
     return "judge_longmemeval_" + question.category.replace("-", "_")
 
 
-@cache
 def judge_prompt(name: str) -> PromptFile:
-    return read_prompt(PROMPTS_DIR / f"{name}.v1.md")
+    return load(f"evaluation/{name}.v1.md")
 
 
 def needs_llm(dataset: str, question: EvalQuestion) -> bool:
@@ -74,7 +72,7 @@ def judge(client: LLMClient | None, dataset: str, question: EvalQuestion, answer
         system=prompt.parts["system"].strip(), messages=[Message.user(user)], operation=OPERATION, max_tokens=200
     ).text
     correct = parse_locomo_label(reply) if dataset == "locomo" else "yes" in reply.lower()
-    return Verdict(correct, f"llm:{prompt.version}", reply.strip())
+    return Verdict(correct, f"llm:{prompt.ref}", reply.strip())
 
 
 def parse_locomo_label(reply: str) -> bool:

@@ -1,6 +1,6 @@
 """The ontology catalogue inside prompt files: find the marked sections, regenerate them, tell when they are stale.
 
-A prompt (``src/pcm/**/prompts/*.md``) includes the catalogue between two marker lines::
+A prompt (``src/pcm/prompts/**/*.md``) includes the catalogue between two marker lines::
 
     <!-- catalogue:begin -->
     ... generated, do not edit ...
@@ -15,17 +15,15 @@ fails when a committed prompt's section differs from what the current ontology g
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pcm import prompts
 from pcm.errors import InputError
 from pcm.ontology import Ontology
 
-BEGIN = re.compile(r"^<!--\s*catalogue:begin(?P<args>[^>]*?)\s*-->[ \t]*$", re.MULTILINE)
-END = re.compile(r"^<!--\s*catalogue:end\s*-->[ \t]*$", re.MULTILINE)
-_PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+BEGIN, END = prompts.CATALOGUE_BEGIN, prompts.CATALOGUE_END
 
 
 @dataclass(frozen=True)
@@ -42,9 +40,11 @@ class Section:
 
 
 def prompt_files(root: Path | None = None) -> list[Path]:
-    """Every prompt file: ``prompts/*.md`` anywhere under the ``pcm`` package (or under ``root``)."""
-    base = _PACKAGE_ROOT if root is None else root
-    return sorted(p for p in base.rglob("prompts/*.md") if p.is_file())
+    """Every prompt file: the package's (:func:`pcm.prompts.prompt_files`), or under ``root`` every ``*.md`` inside
+    a ``prompts`` folder, at any depth (an author's checkout keeps the package's ``prompts/<pipeline>/`` layout)."""
+    if root is None:
+        return prompts.prompt_files()
+    return sorted(p for p in root.rglob("*.md") if p.is_file() and "prompts" in p.relative_to(root).parts[:-1])
 
 
 def sections(text: str, name: str = "prompt") -> list[Section]:

@@ -158,7 +158,7 @@ def run_check(
 ) -> CheckReport:
     """Run every check. Directories default to the shipped ones; ``vocab_dir`` to ``../shared/vocab`` when present.
 
-    ``prompts`` defaults to every ``prompts/*.md`` of the package. ``workdir`` receives the reasoner's temporary
+    ``prompts`` defaults to every prompt the package ships (``pcm/prompts/``). ``workdir`` receives the reasoner's temporary
     files (a fresh temporary directory otherwise). ``owl:imports`` are read through ``catalog_file`` (default: the
     ontology folder's ``catalog-v001.xml`` or ``catalog.toml``) and given to the reasoner with the ontology.
     """

@@ -1,6 +1,6 @@
 """The NL→SPARQL prompt and the model's reply.
 
-The prompt is a versioned file (``prompts/nl2sparql.v1.md``) with three parts: ``system`` (the strategy after the
+The prompt is a versioned file (``pcm/prompts/retrieval/nl2sparql.v1.md``) with three parts: ``system`` (the strategy after the
 PCM paper: type first, subqueries for reference dates, COUNT(DISTINCT) for how-many, dates rather than durations,
 participant rather than agent for "with whom"; few-shot examples written for our ontology; the vocabulary),
 ``user`` (the grounding and the question) and ``repair`` (what went wrong with the last query). The vocabulary
@@ -12,41 +12,36 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pcm.errors import LLMError
 from pcm.llm.base import LLMClient, Message
+from pcm.prompts import PROMPTS_DIR as _ALL_PROMPTS
+from pcm.prompts import PromptFile, around_catalogue, load
 from pcm.retrieval.postprocess import Compute, ComputeError, parse_compute
 
 if TYPE_CHECKING:
-    from pcm.extraction.prompts import PromptFile
     from pcm.ontology import Ontology
     from pcm.retrieval.grounding import Grounding
 
-PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
+PROMPTS_DIR = _ALL_PROMPTS / "retrieval"
 PROMPT_FILE = "nl2sparql.v1.md"
 #: Output budget of one NL→SPARQL call (a query is a few hundred tokens).
 MAX_OUTPUT_TOKENS = 1200
 OPERATION = "nl2sparql"
 
-_BEGIN = re.compile(r"^<!--\s*catalogue:begin[^>]*-->[ \t]*\n", re.MULTILINE)
-_END = re.compile(r"^<!--\s*catalogue:end\s*-->", re.MULTILINE)
 _FENCE = re.compile(r"```(?:sparql|SPARQL|rq)?[ \t]*\n(?P<body>.*?)```", re.DOTALL)
 _NO_QUERY = re.compile(r"^\s*NO QUERY\s*:?\s*(?P<reason>.*)$", re.IGNORECASE | re.MULTILINE)
 _QUERY_START = re.compile(r"(?im)^\s*(?:#pcm:compute|PREFIX|BASE|SELECT|ASK|CONSTRUCT|DESCRIBE)\b")
 
 
-@cache
 def prompt_file() -> PromptFile:
-    from pcm.extraction.prompts import read_prompt
-
-    return read_prompt(PROMPTS_DIR / PROMPT_FILE)
+    return load(f"retrieval/{PROMPT_FILE}")
 
 
 def prompt_version() -> str:
-    return prompt_file().version
+    """What an answer records of this prompt (its ``system``, ``user`` and ``repair`` parts): ``name.vN@digest``."""
+    return prompt_file().ref
 
 
 def system_prompt(catalogue: str, output: str = "sparql") -> str:
@@ -55,11 +50,8 @@ def system_prompt(catalogue: str, output: str = "sparql") -> str:
     ``output="json"``: the prompt file's ``json`` part follows, asking for the constrained query form instead of
     SPARQL (see :mod:`pcm.retrieval.query_form`).
     """
-    text = prompt_file().parts["system"]
-    begin, end = _BEGIN.search(text), _END.search(text)
-    if begin is None or end is None or end.start() < begin.end():
-        raise ValueError(f"{PROMPT_FILE} has no catalogue block in its system part")
-    prompt = text[: begin.start()] + catalogue.rstrip("\n") + "\n" + text[end.end() :].lstrip("\n")
+    before, after = around_catalogue(prompt_file().parts["system"], PROMPT_FILE)
+    prompt = before + catalogue.rstrip("\n") + "\n" + after.lstrip("\n")
     if output == "json":
         prompt = prompt.rstrip("\n") + "\n\n" + prompt_file().parts["json"]
     return prompt

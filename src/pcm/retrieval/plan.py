@@ -22,18 +22,15 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cache
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pcm.llm.base import LLMClient, Message
+from pcm.prompts import PromptFile, load, refs
 from pcm.retrieval.answer import ContextAnswer, EvidencePost, parse_context_answer
 
 if TYPE_CHECKING:
-    from pcm.extraction.prompts import PromptFile
     from pcm.settings import Settings
 
-PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 DECOMPOSE_FILE, CHECK_FILE, COMBINE_FILE = "decompose.v1.md", "plan_check.v1.md", "combine.v1.md"
 KINDS = ("factual", "why", "after", "conversation")
 #: Event-chain walks (``pcm.retrieval.traversal.events`` directions) per question kind: "what happened after"
@@ -294,15 +291,13 @@ class PlanTrace:
 # ------------------------------------------------------------------------------------------------ model calls
 
 
-@cache
 def _prompt(name: str) -> PromptFile:
-    from pcm.extraction.prompts import read_prompt
-
-    return read_prompt(PROMPTS_DIR / name)
+    return load(f"retrieval/{name}")
 
 
 def prompt_versions() -> str:
-    return "+".join(_prompt(n).version for n in (DECOMPOSE_FILE, CHECK_FILE, COMBINE_FILE))
+    """What a planned answer records of the three plan prompts: ``name.vN@digest`` each."""
+    return refs(*(_prompt(n) for n in (DECOMPOSE_FILE, CHECK_FILE, COMBINE_FILE)))
 
 
 def _date(as_of: datetime) -> str:

@@ -26,6 +26,7 @@ import pyoxigraph as ox
 
 from pcm.backend import QueryResult, Solutions
 from pcm.errors import QueryError
+from pcm.layout import EXTRACTION_PREFIX, IMPORT_PREFIX
 from pcm.llm.base import LLMClient, Message
 from pcm.namespaces import PCM, PREFIXES, RDF, RDFS, SCHEMA, SKOS
 from pcm.retrieval.nl2sparql import Draft, QueryForm, ask_model, repair_message
@@ -43,7 +44,7 @@ from pcm.sparql.lexer import (
 from pcm.sparql.query import parse
 
 if TYPE_CHECKING:
-    from pcm.memory import Memory
+    from pcm.context import MemoryContext
     from pcm.ontology import Ontology
 
 OK, REFUSED, PARSE_ERROR, EXECUTION_ERROR, TIMEOUT, EMPTY, SUSPICIOUS, NO_QUERY, BAD_REPLY = (
@@ -119,7 +120,7 @@ class RepairResult:
 class RepairLoop:
     """Everything one question's loop needs; :meth:`run` drives it."""
 
-    memory: Memory
+    memory: MemoryContext
     ontology: Ontology
     runner: QueryRunner
     client: LLMClient
@@ -549,7 +550,7 @@ def _short(text: str, width: int = 70) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def around_entities(memory: Memory, iris: Sequence[str], ontology: Ontology, short: Callable[[str], str]) -> str:
+def around_entities(memory: MemoryContext, iris: Sequence[str], ontology: Ontology, short: Callable[[str], str]) -> str:
     """For an empty result: which properties the matched entities actually have (out and in), one line each."""
     if not iris:
         return ""
@@ -558,7 +559,7 @@ def around_entities(memory: Memory, iris: Sequence[str], ontology: Ontology, sho
     query = (
         "SELECT ?e ?p ?dir (COUNT(*) AS ?n) WHERE { " + values_clause("e", list(iris)[:12]) + " "
         "{ GRAPH ?g { ?e ?p ?o } BIND(\"out\" AS ?dir) } UNION { GRAPH ?g { ?o ?p ?e } BIND(\"in\" AS ?dir) } "
-        "FILTER(STRSTARTS(STR(?g), \"urn:pcm:graph:extraction:\") || STRSTARTS(STR(?g), \"urn:pcm:graph:import:\")) "
+        f"FILTER(STRSTARTS(STR(?g), {EXTRACTION_PREFIX}) || STRSTARTS(STR(?g), {IMPORT_PREFIX})) "
         "} GROUP BY ?e ?p ?dir ORDER BY ?e ?dir ?p LIMIT 200"
     )
     lines: dict[str, list[str]] = {}

@@ -9,11 +9,13 @@ The time limit. pyoxigraph has no timeout of its own, and a query can block insi
 local store run in a **worker process** holding a read-only handle on the same RocksDB directory; the worker is
 started once and kept (so a query costs one pipe round trip, not a process start), re-opens its handle when the
 store has changed on disk, and is killed when a query overruns: killing a process always works. A person's own
-queries (``pcm sparql``, :meth:`pcm.memory.Memory.sparql`) go through the same worker (:func:`runner_for`). The
+queries (``pcm sparql``, :meth:`pcm.memory.Memory.sparql`) go through the same worker (:meth:`pcm.context.MemoryContext.query_runner`). The
 worker's heap is capped too (``RLIMIT_DATA``, ``PCM_QUERY_MEMORY_MB``), so a join that materialises gigabytes
 stops with a clear error instead of swapping. Results cross the pipe in the standard formats (SPARQL JSON results,
 N-Triples: :mod:`pcm.sparql.results`). Our own fixed queries, a remote store (whose server enforces its own
-timeout) and an in-memory store run in-process with the deadline between rows.
+timeout) and an in-memory store run in-process with the deadline between rows. Which of these applies is the
+backend's to say (``capabilities.isolation``, :class:`pcm.backend.QueryIsolation`), for the CLI and ``pcm serve``
+alike: behind ``pcm serve`` the engine is a process its watchdog restarts instead.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
-import os
 import resource
 import select
 import signal
@@ -35,7 +36,7 @@ from typing import Any
 
 import pyoxigraph as ox
 
-from pcm.backend import QueryResult, Solutions
+from pcm.backend import QueryIsolation, QueryResult, Solutions
 from pcm.errors import QueryError
 from pcm.sparql.check import (
     MAX_QUERY_CHARS,
@@ -67,25 +68,6 @@ class QueryMemoryExceeded(QueryError):
 # ---------------------------------------------------------------------------------------------------- running
 
 
-def store_fingerprint(path: Path) -> str:
-    """Changes whenever the RocksDB directory is written (WAL, SST, MANIFEST), read in well under a millisecond.
-
-    The informational ``LOG`` files and the ``LOCK`` file are left out: they change when a process merely opens
-    the store. A compaction changes it without changing any fact; that only costs a cache miss.
-    """
-    parts: list[str] = []
-    try:
-        with os.scandir(path) as entries:
-            for entry in entries:
-                if entry.name.startswith("LOG") or entry.name == "LOCK" or not entry.is_file():
-                    continue
-                stat = entry.stat()
-                parts.append(f"{entry.name}:{stat.st_size}:{stat.st_mtime_ns}")
-    except OSError:
-        return ""
-    return "|".join(sorted(parts))
-
-
 class QueryRunner:
     """Runs queries under a hard time limit and a memory bound (see the module docstring for how).
 
@@ -98,8 +80,8 @@ class QueryRunner:
         self.timeout = timeout
         self.limit = limit
         self.memory_mb = memory_mb
-        path = getattr(backend, "path", None)
-        self._path: Path | None = Path(path) if path is not None and type(backend).__name__ == "LocalBackend" else None
+        capabilities = backend.capabilities
+        self._path: Path | None = capabilities.files if capabilities.isolation is QueryIsolation.WORKER else None
         self._worker: _Worker | None = None
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _stop_worker, self)
@@ -124,7 +106,7 @@ class QueryRunner:
             if self._worker is None or not self._worker.alive:
                 self._worker = _Worker(self._path, self.memory_mb)
             return self._worker.run(
-                text, limit=limit, timeout=seconds, deadline=deadline, version=store_fingerprint(self._path)
+                text, limit=limit, timeout=seconds, deadline=deadline, version=self.backend.fingerprint()
             )
 
     def close(self) -> None:
@@ -136,33 +118,6 @@ class QueryRunner:
 
 def _stop_worker(runner: QueryRunner) -> None:  # pragma: no cover - called by the finalizer
     runner.close()
-
-
-_RUNNERS: weakref.WeakKeyDictionary[Any, QueryRunner] = weakref.WeakKeyDictionary()
-_RUNNERS_LOCK = threading.Lock()
-
-
-def runner_for(memory: Any) -> QueryRunner:
-    """One query runner (and so at most one worker process) per open memory (anything with ``backend`` and
-    ``settings``): ``ask``'s generated queries and a person's own ``sparql`` share it."""
-    with _RUNNERS_LOCK:
-        runner = _RUNNERS.get(memory)
-        if runner is None or runner.backend is not memory.backend:
-            settings = memory.settings
-            runner = QueryRunner(
-                memory.backend, timeout=settings.query_timeout, limit=settings.query_limit,
-                memory_mb=settings.query_memory_mb,
-            )
-            _RUNNERS[memory] = runner
-        return runner
-
-
-def release(memory: Any) -> None:
-    """Stop the memory's query worker (for ``Memory.close``; otherwise it stops when the memory is collected)."""
-    with _RUNNERS_LOCK:
-        runner = _RUNNERS.pop(memory, None)
-    if runner is not None:
-        runner.close()
 
 
 _LIVE: weakref.WeakSet[_Worker] = weakref.WeakSet()
@@ -283,8 +238,5 @@ __all__ = [
     "check_read_only",
     "expand_hierarchy",
     "query_shape",
-    "release",
-    "runner_for",
-    "store_fingerprint",
     "tokenize",
 ]

@@ -1,76 +1,36 @@
-"""The extraction prompts: versioned Markdown files beside this module, with the vocabulary catalogue generated.
+"""The extraction prompts (``pcm/prompts/extraction/``), assembled per utterance, with the vocabulary catalogue generated.
 
-Why files: a prompt is part of what an extraction *was* (its version is recorded on every extraction activity, and
-a re-run skips posts extracted with the same prompt and ontology versions), so it is reviewed and versioned like
-code, not assembled from Python strings. The vocabulary catalogue inside ``extract.v2.md`` is generated from
-``pcm_ontology/`` by :func:`refresh_catalogue` and never typed by hand; a test keeps the committed copy equal to
-the generated one. Each call sends only what the utterance needs: the compact catalogue of the areas relevant to it
-(see :func:`pcm.extraction.areas.select_areas`; the full catalogue is ~10k tokens), core areas first so that
-consecutive prompts share the longest prefix a prompt cache can reuse, and the topic notes (``part: hints``) of the
-selected areas only.
+The files are loaded like every prompt (:mod:`pcm.prompts`); this module knows how an extraction uses them. Both
+prompts are part of what an extraction *was* (their versions and digests are recorded on every extraction activity,
+and a re-run skips posts extracted with the same prompt and ontology versions). The vocabulary catalogue inside
+``extract.v2.md`` is generated from ``pcm_ontology/`` by :func:`refresh_catalogue` and never typed by hand; a test
+keeps the committed copy equal to the generated one. Each call sends only what the utterance needs: the compact
+catalogue of the areas relevant to it (see :func:`pcm.extraction.areas.select_areas`; the full catalogue is ~10k
+tokens), core areas first so that consecutive prompts share the longest prefix a prompt cache can reuse, and the
+topic notes (``part: hints``) of the selected areas only.
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
-from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 
-PROMPTS_DIR = Path(__file__).resolve().parent
+from pcm.prompts import PROMPTS_DIR as _ALL_PROMPTS
+from pcm.prompts import PromptFile, around_catalogue, catalogue_span, load, read_prompt, refs
+
+PROMPTS_DIR = _ALL_PROMPTS / "extraction"
 EXTRACT_FILE = "extract.v2.md"
 REPAIR_FILE = "repair.v1.md"
+#: The catalogue marker lines as ``extract.v2.md`` writes them (the full compact catalogue, every area).
 CATALOGUE_BEGIN = "<!-- catalogue:begin compact -->"
 CATALOGUE_END = "<!-- catalogue:end -->"
 
-_HEADER = re.compile(r"^<!-- prompt: (?P<version>[\w.-]+) -->\s*$")
-_PART = re.compile(r"^<!-- part: (?P<name>\w+) -->\s*$", re.MULTILINE)
-_PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 
-
-@dataclass(frozen=True)
-class PromptFile:
-    """One prompt file: its version (from the header line) and its named parts (``system``, ``user``)."""
-
-    path: Path
-    version: str
-    parts: dict[str, str]
-    digest: str = ""
-    """First 8 hex digits of the file's SHA-256: changes with any edit, including a regenerated catalogue."""
-
-    def render(self, part: str, **values: str) -> str:
-        """Fill ``{{name}}`` placeholders of one part; a missing value is a programming error, so it raises."""
-        text = self.parts[part]
-        missing = sorted(set(_PLACEHOLDER.findall(text)) - values.keys())
-        if missing:
-            raise KeyError(f"prompt {self.path.name} part {part!r} needs values for {missing}")
-        return _PLACEHOLDER.sub(lambda m: values[m.group(1)], text)
-
-
-def read_prompt(path: Path) -> PromptFile:
-    """Parse a prompt file: first line ``<!-- prompt: NAME.vN -->``, then ``<!-- part: NAME -->`` sections."""
-    text = path.read_text(encoding="utf-8")
-    first, _, rest = text.partition("\n")
-    header = _HEADER.match(first)
-    if header is None:
-        raise ValueError(f"{path.name}: first line must be '<!-- prompt: NAME.vN -->'")
-    version = header.group("version")
-    if not path.name.startswith(version + "."):
-        raise ValueError(f"{path.name}: header version {version!r} does not match the file name")
-    pieces = _PART.split(rest)
-    parts = {pieces[i]: pieces[i + 1].strip("\n") + "\n" for i in range(1, len(pieces) - 1, 2)}
-    return PromptFile(path, version, parts, hashlib.sha256(text.encode("utf-8")).hexdigest()[:8])
-
-
-@cache
 def extract_prompt() -> PromptFile:
-    return read_prompt(PROMPTS_DIR / EXTRACT_FILE)
+    return load(f"extraction/{EXTRACT_FILE}")
 
 
-@cache
 def repair_prompt() -> PromptFile:
-    return read_prompt(PROMPTS_DIR / REPAIR_FILE)
+    return load(f"extraction/{REPAIR_FILE}")
 
 
 def prompt_version() -> str:
@@ -79,7 +39,7 @@ def prompt_version() -> str:
     Each name carries its file's digest (``extract.v1@1a2b3c4d``) because the catalogue inside the extraction prompt
     is regenerated whenever the ontology or the shapes change, without anyone renaming the file: a resumed run must
     then re-extract, not skip, the posts the older text produced."""
-    return "+".join(f"{p.version}@{p.digest}" for p in (extract_prompt(), repair_prompt()))
+    return refs(extract_prompt(), repair_prompt())
 
 
 def generated_catalogue() -> str:
@@ -92,19 +52,20 @@ def generated_catalogue() -> str:
 def committed_catalogue(path: Path | None = None) -> str:
     """The text between the catalogue markers of the committed prompt file."""
     text = (path or PROMPTS_DIR / EXTRACT_FILE).read_text(encoding="utf-8")
-    return _split_catalogue(text)[1]
+    _, start, end, _ = catalogue_span(text, EXTRACT_FILE)
+    return text[start:end]
 
 
 def refresh_catalogue(path: Path | None = None) -> bool:
-    """Rewrite the catalogue block of ``extract.v1.md`` from the ontology; True when the file changed."""
+    """Rewrite the catalogue block of ``extract.v2.md`` from the ontology; True when the file changed."""
     path = path or PROMPTS_DIR / EXTRACT_FILE
     text = path.read_text(encoding="utf-8")
-    before, current, after = _split_catalogue(text)
+    _, start, end, _ = catalogue_span(text, path.name)
     fresh = generated_catalogue()
-    if current == fresh:
+    if text[start:end] == fresh:
         return False
-    path.write_text(before + fresh + after, encoding="utf-8")
-    extract_prompt.cache_clear()
+    path.write_text(text[:start] + fresh + text[end:], encoding="utf-8")
+    load.cache_clear()
     return True
 
 
@@ -121,8 +82,7 @@ def system_prompt(catalogue: str, output: str = "turtle", areas: tuple[str, ...]
     notes of ``areas`` come last (they vary with the utterance).
     """
     prompt = extract_prompt()
-    before, _, after = _split_catalogue(prompt.parts["system"])
-    head, tail = before[: -len(CATALOGUE_BEGIN) - 1], after[len(CATALOGUE_END) :]
+    head, tail = around_catalogue(prompt.parts["system"], EXTRACT_FILE)
     if output == "json":
         head = _replace_section(head, "Output", "What to extract", prompt.parts["json_output"])
         head = _replace_section(head, "Example", "Vocabulary", prompt.parts["json_example"])
@@ -154,11 +114,23 @@ def _replace_section(text: str, name: str, following: str, replacement: str) -> 
     return text[:start] + replacement.rstrip("\n") + "\n\n" + text[end:]
 
 
-def _split_catalogue(text: str) -> tuple[str, str, str]:
-    """``(text up to and including the begin marker + newline, the block, the end marker and the rest)``."""
-    start = text.find(CATALOGUE_BEGIN)
-    end = text.find(CATALOGUE_END)
-    if start < 0 or end < start:
-        raise ValueError(f"prompt has no '{CATALOGUE_BEGIN}' ... '{CATALOGUE_END}' block")
-    head = start + len(CATALOGUE_BEGIN) + 1
-    return text[:head], text[head:end], text[end:]
+
+__all__ = [
+    "CATALOGUE_BEGIN",
+    "CATALOGUE_END",
+    "EXTRACT_FILE",
+    "OUTPUTS",
+    "PROMPTS_DIR",
+    "REPAIR_FILE",
+    "PromptFile",
+    "committed_catalogue",
+    "extract_prompt",
+    "generated_catalogue",
+    "prompt_version",
+    "read_prompt",
+    "refresh_catalogue",
+    "repair_prompt",
+    "system_prompt",
+    "task_line",
+    "topic_hints",
+]
