@@ -396,3 +396,11 @@ def test_aggregates_are_never_relaxed_by_dropping_constraints() -> None:
 
     query = "SELECT (COUNT(DISTINCT ?p) AS ?n) WHERE { ?p a pcm:Pet ; pcm:petSpecies \"dog\" ; pcm:petBreed ?b }"
     assert [name for name, _ in relaxations(query, load_ontology())] == []
+
+
+def test_label_relaxation_decodes_unicode_escapes() -> None:
+    """The label's value is decoded as the grammar says: ``\\u00e9`` is é (it used to lose its backslash only)."""
+    from pcm.retrieval.repair import contains_labels
+
+    relaxed = contains_labels('SELECT ?x WHERE { ?x rdfs:label "Caf\\u00e9 \\"Bleu\\"" }')
+    assert 'CONTAINS(LCASE(STR(?_label1)), "café \\"bleu\\"")' in relaxed

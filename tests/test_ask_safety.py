@@ -260,6 +260,34 @@ def test_rows_are_bounded_and_terms_survive_the_pipe(local_store: LocalBackend) 
     assert os.name != "nt"  # the worker relies on select() over pipes
 
 
+def test_the_worker_answers_what_the_store_answers_in_process(local_store: LocalBackend) -> None:
+    """Results cross the pipe as SPARQL JSON results and N-Triples: blank nodes, datatypes, language tags, unbound
+    values and graphs come back as the same terms the store gives in process."""
+    g = ox.NamedNode("urn:g")
+    local_store.extend([
+        ox.Quad(ox.BlankNode("b1"), ox.NamedNode("urn:p"), ox.Literal("42", datatype=ox.NamedNode(
+            "http://www.w3.org/2001/XMLSchema#integer")), g),
+        ox.Quad(ox.BlankNode("b1"), ox.NamedNode("urn:q"), ox.Literal('a "quoted"\nline'), g),
+        ox.Quad(ox.NamedNode("urn:u"), ox.NamedNode("urn:q"), ox.Literal("hé", language="fr-CA"), g),
+    ])
+    runner = QueryRunner(local_store, timeout=5.0, limit=100)
+    queries = [
+        "SELECT ?s ?v ?w WHERE { ?s <urn:q> ?v OPTIONAL { ?s <urn:p> ?w } } ORDER BY ?v",
+        "CONSTRUCT { ?s ?p ?o } WHERE { ?s ?p ?o FILTER(?p != <urn:p>) }",
+        "ASK { ?s <urn:p> 42 }",
+    ]
+    try:
+        for text in queries:
+            through_worker = runner.run(check_query(text, policy=False))
+            in_process = local_store.query(text, timeout=5.0, limit=100)
+            if isinstance(in_process, list):
+                assert isinstance(through_worker, list) and set(through_worker) == set(in_process)
+            else:
+                assert through_worker == in_process, text
+    finally:
+        runner.close()
+
+
 # ------------------------------------------------------------------------------------------------ hierarchy paths
 
 

@@ -27,25 +27,11 @@ import re
 from dataclasses import dataclass
 
 from pcm.errors import QueryError
+from pcm.sparql.lexer import tokenize, unescape_local
 
 HIDDEN = "__pcm_"
 _CLOSURE = re.compile(r"[*+?]")
-
-_TOKEN = re.compile(
-    r"""(?P<ws>\s+|\#[^\n]*)
-    |(?P<iri><[^<>"{}|^`\\\x00-\x20]*>)
-    |(?P<string>\"\"\"(?:[^"\\]|\\.|"(?!""))*\"\"\"|'''(?:[^'\\]|\\.|'(?!''))*'''|"(?:[^"\\\n\r]|\\.)*"|'(?:[^'\\\n\r]|\\.)*')
-    |(?P<var>[?$][\w\u00b7\u00c0-\uffff]+)
-    |(?P<lang>@[a-zA-Z]+(?:-[a-zA-Z0-9]+)*)
-    |(?P<number>\d*\.\d+(?:[eE][+-]?\d+)?|\d+\.?\d*[eE][+-]?\d+|\d+)
-    |(?P<bnode>_:[\w\u00c0-\uffff](?:[\w\u00b7\u00c0-\uffff-]|\.(?=[\w\u00c0-\uffff-]))*)
-    |(?P<pname>(?:[A-Za-z\u00c0-\uffff](?:[\w\u00b7\u00c0-\uffff-]|\.(?=[\w\u00c0-\uffff-]))*)?:
-        (?:[\w\u00c0-\uffff:%-]|\\[^\s]|\.(?=[\w\u00c0-\uffff:%-]))*)
-    |(?P<word>[A-Za-z_][\w]*)
-    |(?P<punct>\^\^|&&|\|\||!=|<=|>=|[{}()\[\];,.*+?/|^!=<>-])
-    """,
-    re.VERBOSE,
-)
+_COMMENT = re.compile(r"#[^\r\n]*")
 
 
 class ScopeError(QueryError):
@@ -64,19 +50,16 @@ class _Tok:
 
 
 def _tokenize(text: str) -> list[_Tok]:
+    """The query's tokens (:func:`pcm.sparql.lexer.tokenize`), each with the whitespace before it so the scoped
+    text keeps the query's layout (a comment becomes a line break)."""
     tokens: list[_Tok] = []
-    pos, space = 0, ""
-    while pos < len(text):
-        match = _TOKEN.match(text, pos)
-        if match is None:
-            raise ScopeError(f"cannot read the query near {text[pos : pos + 20]!r} to scope it to this memory")
-        kind = match.lastgroup or ""
-        if kind == "ws":
-            space += match.group(0) if not match.group(0).startswith("#") else "\n"
-        else:
-            tokens.append(_Tok(kind, match.group(0), space))
-            space = ""
-        pos = match.end()
+    end = 0
+    for token in tokenize(text):
+        if token.kind == "other":
+            raise ScopeError(f"cannot read the query near {text[token.start : token.start + 20]!r} to scope it to this memory")
+        space = _COMMENT.sub("\n", text[end : token.start])
+        tokens.append(_Tok("punct" if token.kind == "dtype" else token.kind, token.text, space))
+        end = token.end
     return tokens
 
 
@@ -121,12 +104,12 @@ class _Scoper:
     def check_graph(self, tok: _Tok, what: str) -> None:
         """``tok`` (an IRI or a prefixed name) must name a graph of this memory."""
         if tok.kind == "iri":
-            iri = tok.text[1:-1]
+            iri = tok.text[1:-1]  # escapes left in: a graph IRI written with escapes is refused below
         elif tok.kind == "pname":
             name, _, local = tok.text.partition(":")
             if name not in self.prefixes:
                 raise ScopeError(f"{what} {tok.text}: undeclared prefix")
-            iri = self.prefixes[name] + re.sub(r"\\(.)", r"\1", local)
+            iri = self.prefixes[name] + unescape_local(local)
         else:
             raise ScopeError(f"{what} needs a graph IRI, found {tok.text!r}")
         if "\\" in iri or not re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", iri) or not iri.startswith(self.prefix):

@@ -36,7 +36,7 @@ from typing import Any
 
 import pyoxigraph as ox
 
-from pcm.backend import QueryIsolation, QueryResult
+from pcm.backend import QueryIsolation, QueryResult, Solutions
 from pcm.errors import QueryError
 from pcm.sparql.check import (
     MAX_QUERY_CHARS,
@@ -189,7 +189,8 @@ def _decode_result(message: dict[str, Any], memory_mb: int) -> QueryResult:
         if kind == "syntax":
             raise QueryError(f"SPARQL syntax error: {text}")
         raise QueryError(f"query failed: {text}")
-    return read_result(message)
+    result = read_result(message)
+    return Solutions(*result) if isinstance(result, tuple) else result
 
 
 def _worker_main() -> None:  # pragma: no cover - runs in the child process (exercised through QueryRunner)

@@ -15,12 +15,32 @@ or a question can never close a ``<...>`` or a string and write its own SPARQL.
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 import pyoxigraph as ox
 
 from pcm.naming import check_iri
-from pcm.sparql.check import QueryRefused, SafeQuery, check_query, check_read_only
-from pcm.sparql.lexer import Token, tokenize
-from pcm.sparql.query import PathUse, Query, QueryShape, parse, query_shape
+
+if TYPE_CHECKING:
+    from pcm.sparql.check import QueryRefused, SafeQuery, check_query, check_read_only
+    from pcm.sparql.lexer import Token, tokenize
+    from pcm.sparql.query import PathUse, Query, QueryShape, parse, query_shape
+
+#: Names re-exported from the submodules, imported on first use: most importers want only the term helpers below
+#: (storage, extraction), and a command that never reads a query should not pay for the lexer and parsers.
+_LAZY = {
+    "QueryRefused": "check", "SafeQuery": "check", "check_query": "check", "check_read_only": "check",
+    "Token": "lexer", "tokenize": "lexer",
+    "PathUse": "query", "Query": "query", "QueryShape": "query", "parse": "query", "query_shape": "query",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pcm.sparql' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"pcm.sparql.{module}"), name)
 
 
 def is_true(term: object) -> bool:

@@ -17,6 +17,7 @@ Three layers, cheapest first:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -144,13 +145,15 @@ def with_prefixes(text: str, tokens: Sequence[Token], known: Mapping[str, str]) 
     return "".join(f"PREFIX {p}: <{known[p]}>\n" for p in missing) + text
 
 
-_EMPTY = ox.Store()
+@functools.cache
+def _empty() -> ox.Store:
+    return ox.Store()
 
 
 def _parse(text: str, base_iri: str | None) -> None:
     """Oxigraph's parser is the judge of syntax. Parsing needs a store; an empty one evaluates nothing."""
     try:
-        _EMPTY.query(text, base_iri=base_iri)
+        _empty().query(text, base_iri=base_iri)
     except SyntaxError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else "invalid query"
         first = first if len(first) <= 160 else first[:159] + "…"

@@ -13,19 +13,25 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-# Character classes of the grammar's terminals (§19.8), as regular-expression fragments.
-_PN_CHARS_BASE = (
-    "A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u02ff\u0370-\u037d\u037f-\u1fff\u200c-\u200d\u2070-\u218f"
-    "\u2c00-\u2fef\u3001-\ud7ff\uf900-\ufdcf\ufdf0-\ufffd\U00010000-\U000effff"
-)
-_PN_CHARS_U = _PN_CHARS_BASE + "_"
-_PN_CHARS = _PN_CHARS_U + "\\-0-9\u00b7\u0300-\u036f\u203f-\u2040"
+# Character classes of the grammar's terminals (§19.8), as regular-expression fragments. ASCII is exact; every
+# non-ASCII character counts as a name character. The grammar's exact Unicode ranges (PN_CHARS_BASE and its
+# extensions) make this pattern take about half a second to compile, paid by every command that reads a query; and
+# a non-ASCII character outside them is only ever a syntax error (SPARQL's whitespace is ASCII), which the engine's
+# parser reports, so reading it as part of a name can hide no keyword from the checks.
+_NON_ASCII = "[^\\x00-\\x7f]"  # a negated class: a positive one up to U+10FFFF is what compiles slowly
+_PN_CHARS_BASE = f"(?:[A-Za-z]|{_NON_ASCII})"
+_PN_CHARS_U = f"(?:[A-Za-z_]|{_NON_ASCII})"
+_PN_CHARS = f"(?:[A-Za-z_0-9\\-]|{_NON_ASCII})"
+_PN_CHARS_DOT = f"(?:[A-Za-z_0-9\\-.]|{_NON_ASCII})"
 _UCHAR = r"\\u[0-9A-Fa-f]{4}|\\U[0-9A-Fa-f]{8}"
 _ECHAR = r"""\\[tbnrf\\"']"""
 _PLX = r"%[0-9A-Fa-f]{2}|\\[_~.\-!$&'()*+,;=/?#@%]"
-_PN_PREFIX = f"[{_PN_CHARS_BASE}](?:[{_PN_CHARS}.]*[{_PN_CHARS}])?"
-_PN_LOCAL = f"(?:[{_PN_CHARS_U}:0-9]|{_PLX})(?:(?:[{_PN_CHARS}.:]|{_PLX})*(?:[{_PN_CHARS}:]|{_PLX}))?"
-_VARNAME = f"[{_PN_CHARS_U}0-9][{_PN_CHARS_U}0-9\u00b7\u0300-\u036f\u203f-\u2040]*"
+_PN_PREFIX = f"{_PN_CHARS_BASE}(?:{_PN_CHARS_DOT}*{_PN_CHARS})?"
+_PN_LOCAL = (
+    f"(?:[A-Za-z_:0-9]|{_NON_ASCII}|{_PLX})(?:(?:[A-Za-z_0-9\\-.:]|{_NON_ASCII}|{_PLX})*"
+    f"(?:[A-Za-z_0-9\\-:]|{_NON_ASCII}|{_PLX}))?"
+)
+_VARNAME = f"(?:[A-Za-z_0-9]|{_NON_ASCII})+"
 _EXPONENT = "[eE][+-]?[0-9]+"
 
 _TOKEN = re.compile(
@@ -40,8 +46,8 @@ _TOKEN = re.compile(
     |(?P<var>[?$]{_VARNAME})
     |(?P<lang>@[a-zA-Z]+(?:-[a-zA-Z0-9]+)*)
     |(?P<dtype>\^\^)
-    |(?P<number>[0-9]+\.[0-9]*{_EXPONENT}|\.[0-9]+{_EXPONENT}|[0-9]+{_EXPONENT}|[0-9]*\.[0-9]+|[0-9]+)
-    |(?P<bnode>_:[{_PN_CHARS_U}0-9](?:[{_PN_CHARS}.]*[{_PN_CHARS}])?)
+    |(?P<number>[+-]?(?:[0-9]+\.[0-9]*{_EXPONENT}|\.[0-9]+{_EXPONENT}|[0-9]+{_EXPONENT}|[0-9]*\.[0-9]+|[0-9]+))
+    |(?P<bnode>_:(?:[A-Za-z_0-9]|{_NON_ASCII})(?:{_PN_CHARS_DOT}*{_PN_CHARS})?)
     |(?P<pname>(?:{_PN_PREFIX})?:(?:{_PN_LOCAL})?)
     |(?P<word>[A-Za-z_][A-Za-z0-9_]*)
     |(?P<punct>\|\||&&|!=|<=|>=|[{{}}()\[\].,;*+?/|!=<>^-])
@@ -134,6 +140,11 @@ def iri_value(text: str) -> str:
     return _ESCAPE.sub(_unescape, text[1:-1])
 
 
+def unescape_local(text: str) -> str:
+    """A prefixed name's local part with its reserved-character escapes (``\\.``, ``\\?``...) decoded."""
+    return _LOCAL_ESCAPE.sub(r"\1", text)
+
+
 def declared_prefixes(tokens: Sequence[Token]) -> dict[str, str]:
     """``PREFIX p: <iri>`` declarations of a query, in order (a later one wins, as in the grammar)."""
     out: dict[str, str] = {}
@@ -151,7 +162,7 @@ def expand(token: Token, prefixes: Mapping[str, str]) -> str:
     if token.kind == "pname":
         prefix, _, local = token.text.partition(":")
         base = prefixes.get(prefix)
-        return base + _LOCAL_ESCAPE.sub(r"\1", local) if base is not None else ""
+        return base + unescape_local(local) if base is not None else ""
     return ""
 
 
@@ -223,4 +234,5 @@ __all__ = [
     "matching",
     "string_value",
     "tokenize",
+    "unescape_local",
 ]

@@ -19,7 +19,15 @@ from typing import Any
 
 import pyoxigraph as ox
 
-from pcm.sparql.lexer import Token, declared_prefixes, iri_value, string_value, tokenize
+from pcm.sparql.lexer import (
+    Token,
+    declared_prefixes,
+    expand,
+    iri_value,
+    string_value,
+    tokenize,
+    unescape_local,
+)
 
 FORMS = ("SELECT", "ASK", "CONSTRUCT", "DESCRIBE")
 
@@ -83,8 +91,13 @@ class Query:
     @cached_property
     def rdflib_shape(self) -> QueryShape | None:
         """The shape as rdflib's parser and algebra give it (None when rdflib cannot parse the text)."""
-        algebra = rdflib_algebra(self.text)
-        return _shape(algebra) if algebra is not None else None
+        parsed = _rdflib_parse(self.text)
+        if parsed is None:
+            return None
+        try:
+            return _shape(*parsed)
+        except (ValueError, UnicodeError):  # a term rdflib read but RDF cannot hold (a lone surrogate escape)
+            return None
 
     def where_group(self) -> tuple[str, str] | None:
         """(prologue, WHERE group text) of the outer query; None when the shape is unusual."""
@@ -116,13 +129,23 @@ def query_shape(text: str) -> QueryShape | None:
     return parse(text).shape
 
 
-@lru_cache(maxsize=256)
 def rdflib_algebra(text: str) -> Any | None:
     """rdflib's algebra of a query (its ``algebra`` node), cached; None when rdflib cannot parse it."""
+    parsed = _rdflib_parse(text)
+    return parsed[0] if parsed is not None else None
+
+
+@lru_cache(maxsize=256)
+def _rdflib_parse(text: str) -> tuple[Any, list[str]] | None:
+    """(algebra, variables projected by name) by rdflib, or None when rdflib cannot parse the text."""
     from rdflib.plugins.sparql import algebra, parser
 
     try:
-        return algebra.translateQuery(parser.parseQuery(text)).algebra
+        tree = parser.parseQuery(text)
+        query = tree[1]
+        projection = query["projection"] if "projection" in query else []  # noqa: SIM401 - CompValue.get answers the key's name
+        projected = [str(item["var"]) for item in projection if "var" in item]
+        return algebra.translateQuery(tree).algebra, projected
     except Exception:  # noqa: BLE001 - rdflib raises pyparsing, ValueError, KeyError... for what it cannot read
         return None
 
@@ -349,8 +372,11 @@ class _ShapeParser:
             return "?" + token.text[1:], False, False
         start = self.i
         unbounded, elements = self.path_alternative()
-        if elements == 1 and self.i - start == 1:
-            return self.iri(self.tokens[start]), False, False
+        first, last = start, self.i - 1
+        while elements == 1 and last - first >= 2 and self.tokens[first].text == "(" and self.tokens[last].text == ")":
+            first, last = first + 1, last - 1  # ``(p)`` is the predicate p
+        if elements == 1 and first == last:
+            return self.iri(self.tokens[first]), False, False
         text = " ".join(t.text for t in self.tokens[start : self.i])
         return text, True, unbounded
 
@@ -430,15 +456,20 @@ class _ShapeParser:
         if token.kind == "iri":
             value = iri_value(token.text)
         else:
-            prefix, _, local = token.text.partition(":")
-            if prefix not in self.prefixes or "\\" in local:
+            value = expand(token, self.prefixes)  # local-name escapes (``s:a\\.b``) decoded, as the grammar says
+            if not value:
                 raise _Unsupported("prefix")
-            value = self.prefixes[prefix] + local
         if ":" not in value:
             raise _Unsupported("relative IRI")
         return f"<{value}>"
 
     def literal(self, token: Token) -> str:
+        try:
+            return self._literal(token)
+        except ValueError as exc:  # a lone surrogate (``\\uD800``), an invalid language tag: the engine decides
+            raise _Unsupported("literal") from exc
+
+    def _literal(self, token: Token) -> str:
         value = string_value(token.text)
         if (nxt := self.peek()) is not None and nxt.kind == "lang":
             return str(ox.Literal(value, language=self.take().text[1:]))
@@ -458,21 +489,30 @@ def _number(text: str) -> str:
     return str(ox.Literal(text.lstrip("+"), datatype=ox.NamedNode(_XSD + kind)))
 
 
-def _shape(root: Any) -> QueryShape:
+def _shape(root: Any, projected: list[str]) -> QueryShape:
     from rdflib.paths import Path as RdfPath
+    from rdflib.plugins.sparql import algebra
     from rdflib.term import URIRef, Variable
 
     patterns: list[tuple[str, str, str]] = []
     paths: list[PathUse] = []
-    for node in _nodes(root):
-        if getattr(node, "name", "") == "BGP":
-            for s, p, o in node.get("triples", []):
+    for node, negated in _nodes(root):
+        if getattr(node, "name", "") in ("BGP", "TriplesBlock"):  # TriplesBlock: an EXISTS group rdflib leaves untranslated
+            found: list[tuple[Any, Any, Any]] = algebra.triples(node.get("triples") or [[]])  # typed without paths
+            for s, p, o in found:
                 if isinstance(p, RdfPath):
-                    paths.append(PathUse(_nt(s), p.n3(), _nt(o), _anchored(s, o) or not _unbounded(p)))
-                elif isinstance(p, URIRef | Variable) and all(_nt(t) for t in (s, o)):
+                    paths.append(PathUse(_nt(s), _path_text(p), _nt(o), _anchored(s, o) or not _unbounded(p)))
+                elif not negated and isinstance(p, URIRef | Variable) and all(_nt(t) for t in (s, o)):
                     patterns.append((_nt(s), _nt(p), _nt(o)))
-    projected = [str(v) for v in (root.get("PV") or [])]
     return QueryShape(patterns, paths, projected, parser="rdflib")
+
+
+def _path_text(path: Any) -> str:
+    """A property path as SPARQL text (rdflib's own ``n3`` fails on a negated inverse set such as ``!(^p)``)."""
+    try:
+        return str(path.n3())
+    except TypeError:
+        return repr(path)
 
 
 def _nt(term: Any) -> str:
@@ -482,7 +522,7 @@ def _nt(term: Any) -> str:
     if isinstance(term, Variable):
         return f"?{term}"
     if isinstance(term, URIRef):
-        return f"<{term}>"
+        return f"<{unescape_local(str(term))}>"  # rdflib keeps a prefixed name's escapes; an IRI has no backslash
     if isinstance(term, Literal):
         if term.language:
             return str(ox.Literal(str(term), language=term.language))
@@ -491,22 +531,26 @@ def _nt(term: Any) -> str:
     return ""
 
 
-def _nodes(node: Any) -> Iterator[Any]:
-    """Every algebra node below ``node`` (CompValues are dicts; lists hold several)."""
+def _nodes(node: Any) -> Iterator[tuple[Any, bool]]:
+    """Every algebra node below ``node`` (CompValues are dicts; lists hold several), with whether it is negated:
+    the right side of a MINUS or the group of a NOT EXISTS (patterns there are not what an answer used)."""
     from rdflib.plugins.sparql.parserutils import CompValue
 
-    stack = [node]
-    seen: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(node, False)]
+    seen: set[tuple[int, bool]] = set()
     while stack:
-        current = stack.pop()
-        if id(current) in seen:
+        current, negated = stack.pop()
+        if (id(current), negated) in seen:
             continue
-        seen.add(id(current))
+        seen.add((id(current), negated))
         if isinstance(current, CompValue):
-            yield current
-            stack.extend(v for v in current.values() if isinstance(v, CompValue | list))
+            yield current, negated
+            for key, value in current.items():
+                if isinstance(value, CompValue | list):
+                    below = negated or current.name == "Builtin_NOTEXISTS" or (current.name == "Minus" and key == "p2")
+                    stack.append((value, below))
         elif isinstance(current, list):
-            stack.extend(v for v in current if isinstance(v, CompValue | list))
+            stack.extend((v, negated) for v in current if isinstance(v, CompValue | list))
 
 
 def _anchored(s: Any, o: Any) -> bool:

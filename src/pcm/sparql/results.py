@@ -13,7 +13,8 @@ from typing import Any
 
 import pyoxigraph as ox
 
-from pcm.backend import QueryResult, Solutions
+#: Solutions as plain data: the variables in order and one tuple of terms per row (None where unbound).
+Table = tuple[tuple[str, ...], list[tuple[Any, ...]]]
 
 
 def term_json(term: Any) -> dict[str, Any]:
@@ -46,15 +47,16 @@ def boolean_json(value: bool) -> dict[str, Any]:
     return {"head": {}, "boolean": bool(value)}
 
 
-def read_json(document: dict[str, Any] | str | bytes) -> bool | Solutions:
-    """A SPARQL JSON results document as pcm's result types, parsed by pyoxigraph."""
+def read_json(document: dict[str, Any] | str | bytes) -> bool | Table:
+    """A SPARQL JSON results document, parsed by pyoxigraph: a boolean, or (variables, rows)."""
     data = document if isinstance(document, str | bytes) else json.dumps(document)
     parsed = ox.parse_query_results(data.encode("utf-8") if isinstance(data, str) else data,
                                     format=ox.QueryResultsFormat.JSON)
     if isinstance(parsed, ox.QueryBoolean):
         return bool(parsed)
     variables = tuple(v.value for v in parsed.variables)
-    return Solutions(variables, [tuple(solution[v] for v in variables) for solution in parsed])
+    positions = range(len(variables))  # by position: several times faster than by name
+    return variables, [tuple(solution[i] for i in positions) for solution in parsed]
 
 
 def graph_ntriples(triples: Iterable[ox.Triple]) -> str:
@@ -66,8 +68,8 @@ def read_ntriples(text: str) -> list[ox.Triple]:
     return [quad.triple for quad in ox.parse(text.encode("utf-8"), format=ox.RdfFormat.N_TRIPLES)]
 
 
-def read_result(message: dict[str, Any]) -> QueryResult:
-    """A result as :func:`result_message` wrote it."""
+def read_result(message: dict[str, Any]) -> bool | Table | list[ox.Triple]:
+    """A result as :func:`result_message` wrote it: a boolean, (variables, rows) or triples."""
     if "graph" in message:
         return read_ntriples(message["graph"])
     return read_json(message["results"])
@@ -103,4 +105,5 @@ __all__ = [
     "result_message",
     "solutions_json",
     "term_json",
+    "Table",
 ]
