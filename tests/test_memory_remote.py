@@ -227,6 +227,13 @@ def test_two_memories_on_one_server_see_nothing_of_each_other(remote: Settings, 
         [post] = a.forget(post="m1")
         assert (a.stats().posts, b.stats().posts) == (2, 1)
         assert b.store.find_post("m1") and "Kiwi" in b.why(b.store.find_post("m1")[0])[0].content  # type: ignore[operator]
+        # a migration's restore puts back this memory's graphs only (no CLEAR ALL: the other memory stays)
+        from pcm.ontology_tools.migrate import make_backup, restore_backup
+
+        backup = make_backup(a, None, "test")
+        a.forget(post="m2")
+        restore_backup(a, backup)
+        assert (a.stats().posts, b.stats().posts) == (2, 1)
         # a third-party client sees one memory's posts by naming its graphs (README, "An external store")
         rows = _third_party_select(remote, (
             "SELECT (COUNT(?p) AS ?n) WHERE { GRAPH ?g { ?p a <http://rdfs.org/sioc/ns#Post> } "
