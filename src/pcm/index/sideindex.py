@@ -11,7 +11,7 @@ import gc
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
@@ -634,7 +634,9 @@ class SideIndex:
                 fresh[record.iri] = entry
                 graph.put(record.iri, slot, entry[1])
             if not self._overlaid and (computed or len(stored) != len(fresh)):
-                write_log(path, fresh)
+                # a read-only directory keeps the terms in memory; the next writable open saves them
+                with suppress(OSError):
+                    write_log(path, fresh)
             self._term_graph = graph
         return self._term_graph
 
