@@ -467,6 +467,8 @@ def test_skolemised_text_leaves_strings_and_iris_alone() -> None:
     out = skolemise_text(text)
     assert out.count(SKOLEM_PREFIX) == 2 and '"say _:b1"' in out and "<http://s#_:x>" in out and "# _:c" in out
     assert len(set(re_iris(out))) == 1  # one label, one IRI
+    ended = skolemise_text("INSERT DATA { <urn:s> <urn:p> _:b1. }")
+    assert ended.endswith("-b1>. }")  # the statement's dot is not part of the label
 
 
 def re_iris(text: str) -> list[str]:

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import io
 import os
-import re
 import time
 import uuid
 from collections.abc import Generator, Iterable, Iterator, Sequence
@@ -62,6 +61,8 @@ from pcm.backend import (
 from pcm.errors import InputError, MemoryLockedError, PcmError, QueryError, UsageError
 from pcm.layout import LEGACY_LAYOUT, DatasetLayout
 from pcm.scope import scope_query, strip_hidden
+from pcm.sparql.lexer import apply_edits, tokenize
+from pcm.sparql.query import parse
 
 #: What Oxigraph writes into a response body when its ``--timeout-s`` cancels a running query.
 CANCELLED_MARKER = "The SPARQL operation has been cancelled"
@@ -93,13 +94,6 @@ VIRTUOSO_SYSTEM_GRAPHS = (
     "http://localuriqaserver/",
     "http://www.w3.org/2002/07/owl#",
 )
-#: Tokens to step over when looking at SPARQL text: strings, IRIs and comments.
-_SKIPPED = re.compile(
-    r'"""(?:[^"\\]|\\.|"(?!""))*"""|' r"'''(?:[^'\\]|\\.|'(?!''))*'''|" r'"(?:[^"\\\n]|\\.)*"|'
-    r"'(?:[^'\\\n]|\\.)*'|<[^<>\"{}|^`\\\s]*>|#[^\n]*"
-)
-_FORM = re.compile(r"(?<![?$:\w-])(SELECT|ASK|CONSTRUCT|DESCRIBE)(?![:\w-])", re.IGNORECASE)
-_BLANK_LABEL = re.compile(r"(?<![\w:])_:([A-Za-z0-9_][A-Za-z0-9_.-]*)")
 
 
 def _one_line(text: str) -> str:
@@ -115,8 +109,7 @@ def _media_type(response: httpx.Response) -> str:
 def query_form(sparql: str) -> str | None:
     """``SELECT``, ``ASK``, ``CONSTRUCT`` or ``DESCRIBE``: the first such keyword outside strings, IRIs and
     comments (a prologue holds none of them); None when there is none (the server will say what is wrong)."""
-    match = _FORM.search(_SKIPPED.sub(" ", sparql))
-    return match.group(1).upper() if match else None
+    return parse(sparql).form or None
 
 
 @dataclass(frozen=True)
@@ -796,14 +789,8 @@ def skolemise_text(update: str) -> str:
     if "_:" not in update:
         return update
     salt = uuid.uuid4().hex
-    out: list[str] = []
-    last = 0
-    for skipped in _SKIPPED.finditer(update):
-        out.append(_BLANK_LABEL.sub(lambda m: f"<{SKOLEM_PREFIX}{salt}-{m.group(1)}>", update[last : skipped.start()]))
-        out.append(skipped.group(0))
-        last = skipped.end()
-    out.append(_BLANK_LABEL.sub(lambda m: f"<{SKOLEM_PREFIX}{salt}-{m.group(1)}>", update[last:]))
-    return "".join(out)
+    labels = [t for t in tokenize(update) if t.kind == "bnode"]
+    return apply_edits(update, [(t.start, t.end, f"<{SKOLEM_PREFIX}{salt}-{t.text[2:]}>") for t in labels])
 
 
 def deskolemise(quads: Iterable[ox.Quad]) -> Iterator[ox.Quad]:
