@@ -20,6 +20,7 @@ demo: install
 test: install-test
 	$(PYTHON) -m ruff check src tests benchmarks
 	$(PYTHON) -m mypy
+	lint-imports
 	pcm ontology check
 	pcm ontology test
 	$(PYTHON) -m pytest -q

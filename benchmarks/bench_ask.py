@@ -217,10 +217,10 @@ def run(directory: Path, runs: int, use_llm: bool) -> None:
 
     print(f"index open + model load: {time.perf_counter() - t:.1f} s")
     t = time.perf_counter()
-    usage_stats(memory)
+    usage_stats(memory.context)
     print(f"usage counts (computed once per memory version, then cached): {(time.perf_counter() - t) * 1000:.0f} ms")
     if not use_llm:  # the first question starts the query worker and imports what the pipeline needs
-        ask(memory, str(questions[0]["question"]), client=client, as_of=as_of)
+        ask(memory.context, str(questions[0]["question"]), client=client, as_of=as_of)
     totals: list[float] = []
     stages: dict[str, list[float]] = {"grounding_ms": [], "queries_ms": [], "answer_ms": []}
     per_question: dict[str, list[float]] = {}
@@ -231,7 +231,7 @@ def run(directory: Path, runs: int, use_llm: bool) -> None:
     for round_ in range(runs):
         for q in questions:
             requests_before = len(getattr(client, "requests", ()))
-            result = ask(memory, str(q["question"]), client=client, as_of=as_of)
+            result = ask(memory.context, str(q["question"]), client=client, as_of=as_of)
             totals.append(result.stats["non_llm_ms"])
             per_question.setdefault(str(q["question"]), []).append(result.stats["non_llm_ms"])
             for stage, values in stages.items():

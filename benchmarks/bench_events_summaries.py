@@ -58,7 +58,7 @@ def recall(memory: Memory, question: str) -> list[str]:
 def chain(seeds: int, before: int, after: int) -> Ranker:
     def rank(memory: Memory, question: str) -> list[str]:
         hits = [h.post for h in memory.recall(question, seeds)]
-        return episodic_chain(memory, hits, before=before, after=after)[:K]
+        return episodic_chain(memory.context, hits, before=before, after=after)[:K]
 
     return rank
 
@@ -66,7 +66,7 @@ def chain(seeds: int, before: int, after: int) -> Ranker:
 def recall_then_chain(memory: Memory, question: str) -> list[str]:
     hits = [h.post for h in memory.recall(question, K)]
     ranked = list(dict.fromkeys(hits[:7]))
-    for post in episodic_chain(memory, hits[:3], before=1, after=1):
+    for post in episodic_chain(memory.context, hits[:3], before=1, after=1):
         if len(ranked) == K:
             break
         if post not in ranked:
@@ -76,7 +76,7 @@ def recall_then_chain(memory: Memory, question: str) -> list[str]:
 
 def summaries(weight: float, sessions: int = 3) -> Ranker:
     def rank(memory: Memory, question: str) -> list[str]:
-        return summary_posts(memory, question, K, weight=weight, sessions=sessions)
+        return summary_posts(memory.context, question, K, weight=weight, sessions=sessions)
 
     return rank
 
@@ -84,7 +84,7 @@ def summaries(weight: float, sessions: int = 3) -> Ranker:
 def recall_then_summary(memory: Memory, question: str) -> list[str]:
     """Recall's top 8, then the best posts of the best-matching session's summary that recall did not rank."""
     ranked = [h.post for h in memory.recall(question, 8)]
-    for post in summary_posts(memory, question, K, weight=1.0, sessions=1):
+    for post in summary_posts(memory.context, question, K, weight=1.0, sessions=1):
         if len(ranked) == K:
             break
         if post not in ranked:
@@ -131,8 +131,8 @@ def run(path: Path, limit: int | None) -> dict[str, Any]:
             memory.ingest(conversations)
             ingest_s = time.perf_counter() - start
             start = time.perf_counter()
-            sessions = sessions_of_posts(memory, [p.iri for p in memory.store.posts()])
-            update_summaries(memory, sessions)
+            sessions = sessions_of_posts(memory.context, [p.iri for p in memory.store.posts()])
+            update_summaries(memory.context, sessions)
             summaries_s = time.perf_counter() - start
             source_of = {p.iri: p.source_id or "" for p in memory.store.posts()}
             questions, skipped = load_questions(path, set(source_of.values()))

@@ -209,12 +209,12 @@ def main() -> None:
             def tick(n: int) -> None:
                 marks.append((time.perf_counter(), time.process_time()))
 
-            reports.append(extract_posts(memory, posts, client=client, concurrency=1, progress=tick))
+            reports.append(extract_posts(memory.context, posts, client=client, concurrency=1, progress=tick))
             per_utterance = [b[0] - a[0] for a, b in zip(marks, marks[1:], strict=False)]
             cpu_per_utterance = [b[1] - a[1] for a, b in zip(marks, marks[1:], strict=False)]
         for done, post in enumerate([] if args.batch else posts, 1):  # one run per utterance, as `ingest --text`
             t, cpu = time.perf_counter(), time.process_time()
-            reports.append(extract_posts(memory, [post], client=client, concurrency=1))
+            reports.append(extract_posts(memory.context, [post], client=client, concurrency=1))
             per_utterance.append(time.perf_counter() - t)
             cpu_per_utterance.append(time.process_time() - cpu)
             if done % 200 == 0:

@@ -14,19 +14,21 @@ Run: ``python benchmarks/bench_local_model.py /work/models/qwen2.5-coder-0.5b.gg
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import shutil
 import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from pcm.conversations import parse_file, sample_paths
 from pcm.extraction import extract_posts
 from pcm.extraction import extractor as extractor_module
+from pcm.layout import LEGACY_LAYOUT
 from pcm.llm.llamacpp_client import LlamaCppClient
 from pcm.memory import Memory
-from pcm.namespaces import GRAPH_EXTRACTION_PREFIX
 from pcm.settings import Settings
 
 
@@ -34,12 +36,45 @@ def facts(memory: Memory) -> int:
     """Triples in the extraction graphs (one per extracted post)."""
     rows = memory.store.select(
         "SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } "
-        f'FILTER(STRSTARTS(STR(?g), "{GRAPH_EXTRACTION_PREFIX}")) }}'
+        f'FILTER(STRSTARTS(STR(?g), "{LEGACY_LAYOUT.extraction_prefix}")) }}'
     ).rows
     return int(rows[0][0].value) if rows and rows[0][0] is not None else 0
 
 
-def run(client: LlamaCppClient, output: str, samples: list[str], repair_rounds: int, limit: int | None) -> None:
+class Counting:
+    """The client, counting requests sent twice with the same content (a re-send; must stay 0)."""
+
+    def __init__(self, client: LlamaCppClient) -> None:
+        self.client = client
+        self.seen: set[str] = set()
+        self.duplicates = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+    def complete(self, **kwargs: Any) -> Any:
+        key = hashlib.sha256(repr((kwargs.get("system"), kwargs.get("messages"))).encode()).hexdigest()
+        self.duplicates += key in self.seen
+        self.seen.add(key)
+        return self.client.complete(**kwargs)
+
+
+def chosen(memory: Memory, per_session: int | None, limit: int | None) -> list[str]:
+    """The first ``per_session`` user/assistant utterances of every conversation, in order (then ``limit``)."""
+    taken: dict[str, int] = {}
+    posts = []
+    for post in memory.store.posts():
+        if post.role == "system":
+            continue
+        if per_session is not None and taken.get(post.session, 0) >= per_session:
+            continue
+        taken[post.session] = taken.get(post.session, 0) + 1
+        posts.append(post.iri)
+    return posts[:limit]
+
+
+def run(client: LlamaCppClient, output: str, samples: list[str], repair_rounds: int, limit: int | None,
+        per_session: int | None = None, keep: Path | None = None) -> None:
     root = Path(tempfile.mkdtemp(prefix=f"pcm-bench-local-{output}-"))
     try:
         settings = Settings(memory=root / "memory", index_enabled=False, repair_rounds=repair_rounds,
@@ -47,11 +82,12 @@ def run(client: LlamaCppClient, output: str, samples: list[str], repair_rounds: 
         memory = Memory.init(settings, owner="Dana Whitfield")
         paths = [p for p in sample_paths() if any(p.stem.startswith(s) for s in samples)]
         memory.ingest([c for p in paths for c in parse_file(p)])
-        posts = [p.iri for p in memory.store.posts()][:limit]
+        posts = chosen(memory, per_session, limit)
+        counting = Counting(client)
         marks = [time.perf_counter()]
         before = client.usage.totals
-        report = extract_posts(memory, posts, client=client, concurrency=1, output=output,
-                               progress=lambda n: marks.append(time.perf_counter()))
+        report = extract_posts(memory.context, posts, client=counting,  # type: ignore[arg-type]
+                               concurrency=1, output=output, progress=lambda n: marks.append(time.perf_counter()))
         seconds = [b - a for a, b in zip(marks, marks[1:], strict=False)]
         used = {k: client.usage.totals[k] - before[k] for k in before}
         considered = report.posts - report.skipped
@@ -59,7 +95,8 @@ def run(client: LlamaCppClient, output: str, samples: list[str], repair_rounds: 
         memory.close()
         print(f"\n== {output}: {len(paths)} conversation(s), {report.posts} utterances ({report.skipped} skipped)")
         print(f"valid within {repair_rounds} repair round(s): {report.extracted}/{considered} "
-              f"({100 * report.extracted / max(1, considered):.0f}%); repairs {report.repairs}; calls {used['calls']}")
+              f"({100 * report.extracted / max(1, considered):.0f}%); repairs {report.repairs}; calls {used['calls']}; "
+              f"duplicated requests {counting.duplicates}")
         print(f"facts stored in extraction graphs: {stored} "
               f"({stored / max(1, report.extracted):.1f} per extracted utterance)")
         print(f"tokens in {used['input_tokens']} ({used['input_tokens'] / max(1, used['calls']):.0f}/call), "
@@ -70,6 +107,11 @@ def run(client: LlamaCppClient, output: str, samples: list[str], repair_rounds: 
                   f"max {max(seconds):.1f}, total {sum(seconds):.0f}")
         for post, first_line in report.failures:
             print(f"  failed {post.rsplit('/', 1)[-1]}: {first_line[:200]}")
+        if keep is not None:
+            target = keep / output
+            shutil.rmtree(target, ignore_errors=True)
+            shutil.copytree(root / "memory", target)
+            print(f"memory kept in {target}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -81,6 +123,9 @@ def main() -> None:
     parser.add_argument("--formats", nargs="+", default=["turtle", "json"], choices=["turtle", "json"])
     parser.add_argument("--repair-rounds", type=int, default=1)
     parser.add_argument("--limit", type=int, help="extract only the first N utterances")
+    parser.add_argument("--per-session", type=int, help="extract only the first N utterances of every conversation")
+    parser.add_argument("--all", action="store_true", help="every sample conversation (overrides --samples)")
+    parser.add_argument("--keep", type=Path, help="copy each format's memory into KEEP/<format> (for questions)")
     parser.add_argument("--max-tokens", type=int, default=800, help="output budget per call")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--context", type=int, default=8192)
@@ -90,8 +135,9 @@ def main() -> None:
     client = LlamaCppClient(model_path=args.model, threads=args.threads, context=args.context)
     print(f"model {client.name} loaded in {time.perf_counter() - started:.1f} s; threads {args.threads}, "
           f"context {args.context}, max tokens {args.max_tokens}")
+    samples = [p.stem for p in sample_paths()] if args.all else args.samples
     for output in args.formats:
-        run(client, output, args.samples, args.repair_rounds, args.limit)
+        run(client, output, samples, args.repair_rounds, args.limit, args.per_session, args.keep)
     client.close()
 
 

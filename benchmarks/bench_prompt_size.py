@@ -77,7 +77,7 @@ def main() -> None:
 
         posts = [p.iri for p in memory.store.posts()]
         client = ScriptedClient([respond] * (3 * len(posts)))
-        report = extract_posts(memory, posts, client=client, concurrency=1, output="turtle")
+        report = extract_posts(memory.context, posts, client=client, concurrency=1, output="turtle")
         memory.close()
 
         sizes = [len(s) + len(u) for _, s, u in prompts]

@@ -25,7 +25,6 @@ from pathlib import Path
 from pcm.conversations import Conversation, Utterance
 from pcm.errors import QueryError
 from pcm.memory import Memory
-from pcm.retrieval.safety import runner_for
 from pcm.settings import Settings
 
 SHAPES = {
@@ -94,7 +93,7 @@ def api(path: Path, deadline: float, memory_mb: int) -> None:
     with Memory.open(settings, read_only=True) as memory:
         memory.sparql("ASK { ?s ?p ?o }")  # start the worker outside the figures, as a long-lived process would
         for name, query in SHAPES.items():
-            runner = runner_for(memory)
+            runner = memory.context.query_runner()
             memory.sparql("ASK { ?s ?p ?o }")
             sampler = PeakRss()
             sampler.pid = runner._worker.proc.pid if runner._worker else None  # noqa: SLF001 - a benchmark looks inside

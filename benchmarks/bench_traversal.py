@@ -45,7 +45,8 @@ import pyoxigraph as ox
 
 from pcm.backend_local import LocalBackend
 from pcm.conversations import Utterance
-from pcm.namespaces import GRAPH_ONTOLOGY, PCM, PROV, RDF, RDFS, SCHEMA
+from pcm.layout import LEGACY_LAYOUT
+from pcm.namespaces import PCM, PROV, RDF, RDFS, SCHEMA
 from pcm.naming import Naming
 from pcm.ontology import load_ontology
 from pcm.provenance import Activity, activity_quads, post_quads
@@ -540,7 +541,7 @@ def rdflib_facts(store_dir: Path):  # type: ignore[no-untyped-def]
         r[0].value
         for r in backend.store.query(
             "SELECT DISTINCT ?c WHERE { VALUES ?root { " + " ".join(f"<{t}>" for t in THESIS_ROOTS) + " } "
-            f"GRAPH <{GRAPH_ONTOLOGY}> {{ ?c <{RDFS}subClassOf>* ?root }} }}"
+            f"GRAPH <{LEGACY_LAYOUT.ontology}> {{ ?c <{RDFS}subClassOf>* ?root }} }}"
         )
     }
     backend.close()

@@ -188,8 +188,12 @@ def _error(reply: Reply, request: Received) -> dict[str, Any]:
 class FakeLLMServer:
     """A scripted Anthropic + OpenAI-compatible server on an ephemeral local port; use as a context manager."""
 
-    def __init__(self, script: Iterable[Script] = ()) -> None:
+    def __init__(self, script: Iterable[Script] = (), *, models: Any = None) -> None:
         self._script: deque[Script] = deque(script)
+        #: The JSON answered to ``GET /v1/models`` (None: 404, as a server without the route).
+        self.models = models
+        #: Paths of the GET requests (kept apart from :attr:`requests`, the chat calls).
+        self.gets: list[str] = []
         self._lock = threading.Lock()
         self.requests: list[Received] = []
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
@@ -242,6 +246,16 @@ class FakeLLMServer:
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence test output
                 pass
+
+            def do_GET(self) -> None:
+                server.gets.append(self.path)
+                found = self.path == "/v1/models" and server.models is not None
+                payload = _dump(server.models if found else {"error": {"message": "not found", "code": 404}})
+                self.send_response(200 if found else 404)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)

@@ -38,16 +38,16 @@ def gold_model(system: str, messages: list[Message], operation: str) -> str:
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     memory = build_sample_memory(tmp_path_factory.mktemp("ask-e2e") / "memory", index=False)
-    CachingClient.forget(memory)
+    CachingClient.forget(memory.context)
     yield memory
-    CachingClient.forget(memory)
+    CachingClient.forget(memory.context)
     memory.close()
 
 
 @pytest.mark.parametrize("item", QUESTIONS, ids=[str(q["question"])[:60] for q in QUESTIONS])
 def test_gold_question(sample: Memory, item: dict[str, object]) -> None:
     client = ScriptedClient([gold_model] * 10)
-    result = ask(sample, str(item["question"]), client=client, as_of=AS_OF)
+    result = ask(sample.context, str(item["question"]), client=client, as_of=AS_OF)
     assert result.path == item["path"], result.render(explain=True)
     for expected in item["expect"]:  # type: ignore[attr-defined]
         assert str(expected).lower() in result.answer.lower(), f"{expected!r} missing from {result.answer!r}"
@@ -64,7 +64,7 @@ def test_prompts_stay_within_the_token_budget(sample: Memory) -> None:
 
     sizes = []
     for item in QUESTIONS:
-        grounding = build_grounding(sample, str(item["question"]), as_of=AS_OF)
+        grounding = build_grounding(sample.context, str(item["question"]), as_of=AS_OF)
         from pcm.ontology import load_ontology
 
         user = user_message(grounding, load_ontology())
@@ -75,7 +75,7 @@ def test_prompts_stay_within_the_token_budget(sample: Memory) -> None:
 def test_grounding_offers_the_entities_the_question_names(sample: Memory) -> None:
     from pcm.retrieval.grounding import build_grounding
 
-    grounding = build_grounding(sample, "Where did Dana work before Cascade Health?", as_of=AS_OF)
+    grounding = build_grounding(sample.context, "Where did Dana work before Cascade Health?", as_of=AS_OF)
     assert [e.label for e in grounding.entities][:1] == ["Cascade Health"]
     assert grounding.entities[0].iri == sample.naming.namespace + "cascade-health"
     assert "http://rdfs.org/resume-rdf/cv.rdfs#Company" in grounding.entities[0].types
@@ -94,7 +94,7 @@ def test_gold_set_against_the_configured_model(sample: Memory) -> None:
     assert client is not None
     wrong = []
     for item in QUESTIONS:
-        result = ask(sample, str(item["question"]), client=client, as_of=AS_OF)
+        result = ask(sample.context, str(item["question"]), client=client, as_of=AS_OF)
         if not all(str(e).lower() in result.answer.lower() for e in item["expect"]):  # type: ignore[attr-defined]
             wrong.append(f"{item['question']} -> {result.answer} [{result.path}]")
     assert len(wrong) <= len(QUESTIONS) // 5, "\n".join(wrong)

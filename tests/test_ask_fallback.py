@@ -21,14 +21,14 @@ AS_OF = datetime(2025, 10, 1, 12, 0, tzinfo=UTC)
 @pytest.fixture(scope="module")
 def indexed(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     memory = build_sample_memory(tmp_path_factory.mktemp("ask-indexed") / "memory", index=True)
-    CachingClient.forget(memory)
+    CachingClient.forget(memory.context)
     yield memory
-    CachingClient.forget(memory)
+    CachingClient.forget(memory.context)
     memory.close()
 
 
 def test_without_an_llm_it_answers_with_the_best_utterances_and_says_so(indexed: Memory) -> None:
-    result = ask(indexed, "What kind of dog is Biscuit?", client=None, as_of=AS_OF)
+    result = ask(indexed.context, "What kind of dog is Biscuit?", client=None, as_of=AS_OF)
     assert result.path == "episodic" and result.note == NO_LLM_NOTE
     assert "d05-m03" in cited_ids(result)  # "He's a four-year-old beagle."
     assert result.answer.count('"') == 2 and "said" in result.answer
@@ -45,7 +45,7 @@ def test_when_the_graph_has_no_answer_recalled_utterances_answer_it(indexed: Mem
         return f"ANSWER: Keep laundry behind closed doors, give him his own chew toys, trade him a treat. [cites: {numbers[0]}]"
 
     client = ScriptedClient([model] * 3)
-    result = ask(indexed, "What did the assistant suggest to stop Biscuit stealing socks?", client=client, as_of=AS_OF)
+    result = ask(indexed.context, "What did the assistant suggest to stop Biscuit stealing socks?", client=client, as_of=AS_OF)
     assert result.path == "episodic" and "recalled utterances" in result.note
     assert result.answer.startswith("Keep laundry behind closed doors")
     assert cited_ids(result) == {"d05-m10"}
@@ -55,7 +55,7 @@ def test_when_the_graph_has_no_answer_recalled_utterances_answer_it(indexed: Mem
 def test_when_the_model_finds_nothing_the_closest_utterances_are_still_shown(indexed: Memory) -> None:
     """Never worse than episodic mode: the graph has no answer, the model abstains, what was said is still cited."""
     client = ScriptedClient([lambda s, m, op: "NO QUERY: no price fact" if op == "nl2sparql" else "NOT IN MEMORY"] * 6)
-    result = ask(indexed, "How much did I pay for the espresso machine?", client=client, as_of=AS_OF)
+    result = ask(indexed.context, "How much did I pay for the espresso machine?", client=client, as_of=AS_OF)
     assert result.path == "episodic" and "as in episodic mode" in result.note
     assert result.answer.startswith("Not in memory as a stored fact. The closest thing said:")
     assert "$549" in result.answer
@@ -67,7 +67,7 @@ def test_a_look_alike_is_shown_as_the_closest_thing_said_not_as_an_answer(indexe
     """LoCoMo-style adversarial question: the graph has nothing, recall finds a look-alike, the model abstains."""
     gold = sparql_reply(GOLD_MODEL_QUESTIONS["What is the name of Dana's brother?"])
     client = ScriptedClient([lambda s, m, op: gold if op == "nl2sparql" else "NOT IN MEMORY"] * 6)
-    result = ask(indexed, "What is the name of Dana's brother?", client=client, as_of=AS_OF)
+    result = ask(indexed.context, "What is the name of Dana's brother?", client=client, as_of=AS_OF)
     assert result.path == "episodic" and result.answer.startswith("Not in memory as a stored fact.")
     assert cited_ids(result) and "brother" in result.answer  # the daughter's little brother, said in d02-m05
     operations = [op for _, _, op in client.requests]
@@ -77,7 +77,7 @@ def test_a_look_alike_is_shown_as_the_closest_thing_said_not_as_an_answer(indexe
 
 def test_a_question_about_something_never_said_is_not_in_memory(indexed: Memory) -> None:
     client = ScriptedClient([lambda s, m, op: "NO QUERY: nothing fits" if op == "nl2sparql" else "NOT IN MEMORY"] * 6)
-    result = ask(indexed, "Which submarine did I command?", client=client, as_of=AS_OF)
+    result = ask(indexed.context, "Which submarine did I command?", client=client, as_of=AS_OF)
     assert result.path == "none" and result.answer.startswith("Not in memory") and not result.posts
     assert "nothing recalled matches the question" in result.note
 
@@ -91,15 +91,15 @@ def test_traversal_answers_from_facts_around_the_matched_entities(indexed: Memor
         return f"ANSWER: Dana's sister, who lives in Denver. [cites: {cite}]"
 
     client = ScriptedClient([model] * 2)
-    result = ask(indexed, "Who is Joanna?", client=client, as_of=AS_OF)
+    result = ask(indexed.context, "Who is Joanna?", client=client, as_of=AS_OF)
     assert result.path == "traversal" and "facts around the matched entities" in result.note
     assert result.answer == "Dana's sister, who lives in Denver."
     assert cited_ids(result) == {"d02-m07"}
 
 
 def test_grounding_matches_entities_through_the_index(indexed: Memory) -> None:
-    grounding = build_grounding(indexed, "Which shop repaired Dana's car?", as_of=AS_OF)
+    grounding = build_grounding(indexed.context, "Which shop repaired Dana's car?", as_of=AS_OF)
     assert grounding.entities, "entity matching found nothing"
     assert all(e.score >= 0.3 for e in grounding.entities)
-    exact = build_grounding(indexed, "Who is Priya Raman?", as_of=AS_OF)
+    exact = build_grounding(indexed.context, "Who is Priya Raman?", as_of=AS_OF)
     assert exact.entities[0].label == "Priya Raman" and exact.entities[0].how == "exact"

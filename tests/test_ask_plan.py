@@ -101,7 +101,7 @@ def test_a_step_carries_what_earlier_steps_found() -> None:
 def sample(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     memory = build_sample_memory(tmp_path_factory.mktemp("ask-plan") / "memory", index=False)
     yield memory
-    CachingClient.forget(memory)
+    CachingClient.forget(memory.context)
     memory.close()
 
 
@@ -149,7 +149,7 @@ def two_hop_model(system: str, messages: list[Message], operation: str) -> str:
 
 def test_a_two_hop_question_runs_both_steps_revises_once_and_cites_both_hops(sample: Memory) -> None:
     client = ScriptedClient([two_hop_model] * 40)
-    result = ask(sample, TWO_HOP, client=client, as_of=AS_OF)
+    result = ask(sample.context, TWO_HOP, client=client, as_of=AS_OF)
     assert result.path == "plan" and result.answer.startswith("A beagle; his vet was Dr. Alvarez")
     plan = result.plan
     assert plan is not None and plan.planned and plan.multi_hop and plan.mode == "model"
@@ -174,14 +174,14 @@ def test_two_independent_sub_questions_are_combined(sample: Memory) -> None:
         raise AssertionError(f"unexpected {operation}")  # a one-step plan that found something needs no check
 
     client = ScriptedClient([model] * 10)
-    result = ask(sample, "What kind of dog is Biscuit, and who was the vet for Dana's pets?", client=client, as_of=AS_OF)
+    result = ask(sample.context, "What kind of dog is Biscuit, and who was the vet for Dana's pets?", client=client, as_of=AS_OF)
     assert result.path == "plan" and [r.sub for r in result.plan.steps] == [1, 2]  # type: ignore[union-attr]
     assert cited_ids(result) == {"d05-m01", "d05-m05"}  # only the cited finding's posts
     assert result.facts and all(set(f.posts) & {p.post for p in result.posts} for f in result.facts)
 
 
 def test_explain_shows_the_plan_revisions_and_each_steps_evidence(sample: Memory) -> None:
-    result = ask(sample, TWO_HOP, client=ScriptedClient([two_hop_model] * 40), as_of=AS_OF, explain=True)
+    result = ask(sample.context, TWO_HOP, client=ScriptedClient([two_hop_model] * 40), as_of=AS_OF, explain=True)
     text = result.render()
     assert "plan: model, kind factual, multi-hop" in text
     assert f"planned step 1: {BREED}" in text and "revised after step 2 (ask about Dana's pets): " + VET in text
@@ -192,16 +192,16 @@ def test_explain_shows_the_plan_revisions_and_each_steps_evidence(sample: Memory
 
 
 def test_the_same_question_gives_the_same_plan_and_answer_from_the_cache(sample: Memory) -> None:
-    first = ask(sample, TWO_HOP, client=ScriptedClient([two_hop_model] * 40), as_of=AS_OF)
+    first = ask(sample.context, TWO_HOP, client=ScriptedClient([two_hop_model] * 40), as_of=AS_OF)
     again = ScriptedClient([])
-    second = ask(sample, TWO_HOP, client=again, as_of=AS_OF)
+    second = ask(sample.context, TWO_HOP, client=again, as_of=AS_OF)
     assert not again.requests and second.stats["cache_hits"] > 0
     assert json.dumps(first.as_json(), sort_keys=True) == json.dumps(second.as_json(), sort_keys=True)
 
 
 def test_a_malformed_decomposition_falls_back_to_the_single_question(sample: Memory) -> None:
     replies = ["Sure! First find the shop, then the cost.", sparql_reply(GOLD_MODEL_QUESTIONS[SHOP])]
-    result = ask(sample, SHOP, client=ScriptedClient(replies), as_of=AS_OF, explain=True)
+    result = ask(sample.context, SHOP, client=ScriptedClient(replies), as_of=AS_OF, explain=True)
     assert result.path == "sparql" and "Rosewood Auto Repair" in result.answer
     assert result.plan is not None and not result.plan.planned
     assert "malformed decomposition reply" in result.plan.notes[0] and "malformed decomposition" in result.render()
@@ -211,7 +211,7 @@ def test_a_malformed_decomposition_falls_back_to_the_single_question(sample: Mem
 def test_a_question_the_model_does_not_mark_multi_hop_runs_once(sample: Memory) -> None:
     client = ScriptedClient(['{"multi_hop": false, "kind": "factual", "sub_questions": []}',
                              sparql_reply(GOLD_MODEL_QUESTIONS[SHOP])])
-    result = ask(sample, SHOP, client=client, as_of=AS_OF)
+    result = ask(sample.context, SHOP, client=client, as_of=AS_OF)
     assert result.path == "sparql" and result.plan is not None and result.plan.mode == "model"
     assert not result.plan.multi_hop and [op for _, _, op in client.requests] == ["decompose", "nl2sparql"]
 
@@ -219,10 +219,10 @@ def test_a_question_the_model_does_not_mark_multi_hop_runs_once(sample: Memory) 
 def test_no_plan_and_single_clause_questions_cost_no_extra_call(sample: Memory) -> None:
     gold = sparql_reply(GOLD_MODEL_QUESTIONS[SHOP])
     client = ScriptedClient([gold])
-    assert ask(sample, SHOP, client=client, as_of=AS_OF, plan=False).path == "sparql"
+    assert ask(sample.context, SHOP, client=client, as_of=AS_OF, plan=False).path == "sparql"
     assert [op for _, _, op in client.requests] == ["nl2sparql"]
     simple = ScriptedClient([sparql_reply(GOLD_MODEL_QUESTIONS[BREED])])
-    result = ask(sample, BREED, client=simple, as_of=AS_OF)
+    result = ask(sample.context, BREED, client=simple, as_of=AS_OF)
     assert [op for _, _, op in simple.requests] == ["nl2sparql"] and result.plan.mode == "keywords"  # type: ignore[union-attr]
 
 
@@ -235,7 +235,7 @@ def test_plan_forces_a_plan_even_when_the_model_says_single(sample: Memory) -> N
         return "ANSWER: A beagle. [cites: 1]"
 
     client = ScriptedClient([model] * 5)
-    result = ask(sample, BREED, client=client, as_of=AS_OF, plan=True)
+    result = ask(sample.context, BREED, client=client, as_of=AS_OF, plan=True)
     assert result.path == "plan" and result.plan.mode == "forced"  # type: ignore[union-attr]
     assert [r.step for r in result.plan.steps] == [BREED]  # type: ignore[union-attr]
     assert [op for _, _, op in client.requests] == ["decompose", "nl2sparql", "combine"]
@@ -252,7 +252,7 @@ def test_a_plan_whose_steps_find_nothing_is_not_in_memory(sample: Memory) -> Non
         return "NOT IN MEMORY"
 
     client = ScriptedClient([model] * 20)
-    result = ask(sample, "Who is Dana's brother and where does he live?", client=client, as_of=AS_OF)
+    result = ask(sample.context, "Who is Dana's brother and where does he live?", client=client, as_of=AS_OF)
     assert result.path == "none" and result.answer.startswith("Not in memory") and not result.posts
     assert "combine" not in [op for _, _, op in client.requests]
     assert any("check reply ignored" in n for n in result.plan.notes)  # type: ignore[union-attr]
@@ -274,7 +274,7 @@ def test_cli_plan_switches(sample: Memory, tmp_path: Path) -> None:
     assert out.exit_code == 0, out.output
     data = json.loads(out.output)
     assert data["path"] == "sparql" and data["plan"]["mode"] == "keywords"
-    CachingClient.forget(sample)
+    CachingClient.forget(sample.context)
     script.write_text(json.dumps(['{"multi_hop": false, "sub_questions": []}', gold, "ANSWER: Rosewood. [cites: 1]"]),
                       encoding="utf-8")
     forced = CliRunner().invoke(ask_command, [*base, "--plan"], env=env)

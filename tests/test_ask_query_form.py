@@ -47,9 +47,9 @@ def memory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
     path = Path(tmp_path_factory.mktemp("ask-form")) / "memory"
     build_sample_memory(path, index=False).close()
     mem = Memory.open(Settings(memory=path, index_enabled=False, llm_output="json"))
-    CachingClient.forget(mem)
+    CachingClient.forget(mem.context)
     yield mem
-    CachingClient.forget(mem)
+    CachingClient.forget(mem.context)
     mem.close()
 
 
@@ -95,7 +95,7 @@ def test_forms_that_cannot_compile_say_why(form: dict[str, object], fragment: st
 def test_ask_compiles_the_form_runs_it_safely_and_answers(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
     without_traversal(monkeypatch)
     client = ScriptedClient([json.dumps(PRICE_FORM), "ANSWER: $549 [cites: 1]"] * 2)
-    result = ask(memory, "How much did I pay for the Breville?", client=client, as_of=AS_OF, plan=False)
+    result = ask(memory.context, "How much did I pay for the Breville?", client=client, as_of=AS_OF, plan=False)
     assert result.path == "sparql" and "549" in result.answer
     assert result.sparql is not None and "CONTAINS(LCASE(STR(?label))" in result.sparql
     assert client.schemas[0] is not None and client.schemas[0].name == "query"
@@ -106,7 +106,7 @@ def test_a_bad_form_goes_through_the_repair_loop(memory: Memory, monkeypatch: py
     without_traversal(monkeypatch)
     bad = {**PRICE_FORM, "where": [{"s": "?buy", "p": "schema:pricePaid", "o": "?price"}], "select": ["?price"]}
     client = ScriptedClient([json.dumps(bad), json.dumps(PRICE_FORM)] + ["ANSWER: $549 [cites: 1]"] * 2)
-    result = ask(memory, "What did the Breville cost me?", client=client, as_of=AS_OF, plan=False)
+    result = ask(memory.context, "What did the Breville cost me?", client=client, as_of=AS_OF, plan=False)
     assert result.path == "sparql" and "549" in result.answer
     repair = client.requests[1][1][-1].content
     assert "schema:pricePaid" in repair and "not a property" in repair
@@ -115,6 +115,6 @@ def test_a_bad_form_goes_through_the_repair_loop(memory: Memory, monkeypatch: py
 def test_no_query_in_the_form_falls_back(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
     without_traversal(monkeypatch)
     client = ScriptedClient([json.dumps({"no_query": "nothing about submarines"})] + ["NOT IN MEMORY"] * 3)
-    result = ask(memory, "Which submarine did I command?", client=client, as_of=AS_OF, plan=False)
+    result = ask(memory.context, "Which submarine did I command?", client=client, as_of=AS_OF, plan=False)
     assert result.path in ("none", "episodic")
     assert any("nothing about submarines" in step.detail for step in result.trace)

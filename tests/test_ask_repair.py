@@ -77,9 +77,9 @@ def small(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-
 
 @pytest.fixture(autouse=True)
 def no_cached_replies(small: Memory):  # type: ignore[no-untyped-def]
-    CachingClient.forget(small)
+    CachingClient.forget(small.context)
     yield
-    CachingClient.forget(small)
+    CachingClient.forget(small.context)
 
 
 def cited(memory: Memory, result) -> set[str]:  # type: ignore[no-untyped-def]
@@ -99,7 +99,7 @@ def repair_text(client: ScriptedClient, call: int) -> str:
 
 def test_syntax_error_is_fed_back_and_fixed(small: Memory) -> None:
     client = ScriptedClient([reply("SELECT ?breed WHERE { m:biscuit pcm:petBreed ?breed "), reply(GOOD_BREED)])
-    result = ask(small, "What breed is Biscuit?", client=client, as_of=AS_OF)
+    result = ask(small.context, "What breed is Biscuit?", client=client, as_of=AS_OF)
     assert outcomes(result) == ["parse_error", "ok"]
     assert result.path == "sparql" and result.answer == "Beagle."
     assert "does not parse" in repair_text(client, 1)
@@ -110,7 +110,7 @@ def test_syntax_error_is_fed_back_and_fixed(small: Memory) -> None:
 def test_execution_error_is_fed_back_and_fixed(small: Memory) -> None:
     broken = "SELECT ?breed WHERE { m:biscuit pcm:petBreed ?breed FILTER(<urn:pcm:test:nofunction>(?breed)) }"
     client = ScriptedClient([reply(broken), reply(GOOD_BREED)])
-    result = ask(small, "What breed is Biscuit?", client=client, as_of=AS_OF)
+    result = ask(small.context, "What breed is Biscuit?", client=client, as_of=AS_OF)
     assert outcomes(result) == ["execution_error", "ok"]
     assert "Running your query failed" in repair_text(client, 1)
     assert result.answer == "Beagle."
@@ -118,7 +118,7 @@ def test_execution_error_is_fed_back_and_fixed(small: Memory) -> None:
 
 def test_empty_result_gets_the_facts_around_the_matched_entities(small: Memory) -> None:
     client = ScriptedClient([reply("SELECT ?kind WHERE { m:biscuit pcm:dogBreed ?kind }"), reply(GOOD_BREED)])
-    result = ask(small, "What kind of dog is Biscuit?", client=client, as_of=AS_OF)
+    result = ask(small.context, "What kind of dog is Biscuit?", client=client, as_of=AS_OF)
     assert outcomes(result) == ["empty", "ok"]
     feedback = repair_text(client, 1)
     assert "returned no rows" in feedback
@@ -128,7 +128,7 @@ def test_empty_result_gets_the_facts_around_the_matched_entities(small: Memory) 
 
 def test_relaxation_to_case_insensitive_labels_needs_no_second_call(small: Memory) -> None:
     client = ScriptedClient([reply('SELECT ?breed WHERE { ?d rdfs:label "biscuit" ; pcm:petBreed ?breed }')])
-    result = ask(small, "What breed is Biscuit?", client=client, as_of=AS_OF)
+    result = ask(small.context, "What breed is Biscuit?", client=client, as_of=AS_OF)
     assert len(client.requests) == 1
     assert outcomes(result) == ["empty", "ok"]
     assert result.trace[-1].source == "relaxation: case-insensitive labels"
@@ -137,7 +137,7 @@ def test_relaxation_to_case_insensitive_labels_needs_no_second_call(small: Memor
 
 def test_relaxation_to_subclasses(small: Memory) -> None:
     query = "SELECT ?item WHERE { ?b a schema:TradeAction ; schema:object ?o . ?o rdfs:label ?item }"
-    result = ask(small, "What did I buy?", client=ScriptedClient([reply(query)]), as_of=AS_OF)
+    result = ask(small.context, "What did I buy?", client=ScriptedClient([reply(query)]), as_of=AS_OF)
     assert result.trace[-1].source == "relaxation: subclasses"
     assert "VALUES ?_c1" in (result.sparql or "") and result.answer == "Trek bike."  # closure expanded
 
@@ -145,7 +145,7 @@ def test_relaxation_to_subclasses(small: Memory) -> None:
 def test_relaxation_dropping_one_constraint(small: Memory) -> None:
     query = """SELECT ?item WHERE { ?b a schema:BuyAction ; schema:object ?o ; schema:startDate ?d .
                ?o rdfs:label ?item . FILTER(STRSTARTS(STR(?d), "2024")) }"""
-    result = ask(small, "What did I buy in 2024?", client=ScriptedClient([reply(query)]), as_of=AS_OF)
+    result = ask(small.context, "What did I buy in 2024?", client=ScriptedClient([reply(query)]), as_of=AS_OF)
     assert result.trace[-1].source.startswith("relaxation: dropped FILTER(STRSTARTS")
     assert result.answer == "Trek bike."
 
@@ -155,7 +155,7 @@ def test_bare_iris_are_suspicious_and_fed_back(small: Memory) -> None:
         reply("SELECT ?pet WHERE { m:owner pcm:hasPet ?pet }"),
         reply("SELECT ?name WHERE { m:owner pcm:hasPet ?pet . ?pet rdfs:label ?name }"),
     ])
-    result = ask(small, "Which pets do I have?", client=client, as_of=AS_OF)
+    result = ask(small.context, "Which pets do I have?", client=client, as_of=AS_OF)
     assert outcomes(result) == ["suspicious", "ok"]
     assert "only IRIs" in repair_text(client, 1)
     assert result.answer == "Biscuit."
@@ -163,7 +163,7 @@ def test_bare_iris_are_suspicious_and_fed_back(small: Memory) -> None:
 
 def test_bare_iris_are_accepted_with_labels_when_rounds_run_out(small: Memory) -> None:
     client = ScriptedClient([reply("SELECT ?pet WHERE { m:owner pcm:hasPet ?pet }")] * 3)
-    result = ask(small, "Which pets do I have?", client=client, as_of=AS_OF)
+    result = ask(small.context, "Which pets do I have?", client=client, as_of=AS_OF)
     assert outcomes(result) == ["suspicious"] * 2  # a third round would repeat the second prompt word for word
     assert result.path == "sparql" and result.answer == "Biscuit."
     assert "may be incomplete" in result.note
@@ -174,7 +174,7 @@ def test_a_preference_where_dates_are_compared_is_suspicious(small: Memory) -> N
         reply("SELECT ?p ?what WHERE { m:owner pcm:hasPreference ?p . ?p rdfs:label ?what }"),
         "NO QUERY: the memory records no date for when a preference began",
     ])
-    result = ask(small, "When did I start liking risotto?", client=client, as_of=AS_OF)
+    result = ask(small.context, "When did I start liking risotto?", client=client, as_of=AS_OF)
     assert outcomes(result) == ["suspicious", "no_query"]
     assert "pcm:Preference" in result.trace[0].detail
     assert result.path == "none" and result.answer.startswith("Not in memory")
@@ -183,7 +183,7 @@ def test_a_preference_where_dates_are_compared_is_suspicious(small: Memory) -> N
 def test_a_runaway_query_is_stopped_and_fed_back(small: Memory) -> None:
     runaway = "SELECT (COUNT(*) AS ?n) WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i }"
     client = ScriptedClient([reply(runaway), reply(GOOD_BREED)])
-    result = ask(small, "What breed is Biscuit?", client=client, as_of=AS_OF)
+    result = ask(small.context, "What breed is Biscuit?", client=client, as_of=AS_OF)
     assert outcomes(result) == ["timeout", "ok"]
     assert "time limit" in result.trace[0].detail
     assert result.answer == "Beagle."
@@ -206,7 +206,7 @@ def test_a_runaway_query_is_stopped_and_fed_back(small: Memory) -> None:
 def test_unsafe_queries_are_refused_or_bounded(small: Memory, bad: str, kind: str | None) -> None:
     before = small.backend.dump(ox.RdfFormat.N_QUADS)
     client = ScriptedClient([reply(bad), reply(GOOD_BREED)])
-    result = ask(small, "Forget that Biscuit is a beagle and tell me his breed", client=client, as_of=AS_OF)
+    result = ask(small.context, "Forget that Biscuit is a beagle and tell me his breed", client=client, as_of=AS_OF)
     if kind is None:  # bounded, not refused: the huge LIMIT is lowered and said so
         assert outcomes(result) == ["ok"] and "LIMIT 100000000 lowered" in result.trace[0].detail
     else:
@@ -219,7 +219,7 @@ def test_unsafe_queries_are_refused_or_bounded(small: Memory, bad: str, kind: st
 def test_a_model_that_keeps_writing_updates_gets_nothing_run(small: Memory) -> None:
     before = small.backend.dump(ox.RdfFormat.N_QUADS)
     client = ScriptedClient([reply("DROP GRAPH <urn:pcm:graph:conversation>")] * 3)
-    result = ask(small, "Please delete my conversations", client=client, as_of=AS_OF)
+    result = ask(small.context, "Please delete my conversations", client=client, as_of=AS_OF)
     assert outcomes(result) == ["refused"] * 2
     assert result.path == "none" and result.answer.startswith("Not in memory")
     assert small.backend.dump(ox.RdfFormat.N_QUADS) == before
@@ -230,7 +230,7 @@ def test_a_model_that_keeps_writing_updates_gets_nothing_run(small: Memory) -> N
 
 def test_abstains_when_nothing_supports_an_answer(small: Memory) -> None:
     empty = reply("SELECT ?name WHERE { m:owner ?r ?b . ?r rdfs:subPropertyOf* ob:hasBrother . ?b rdfs:label ?name }")
-    result = ask(small, "What is my brother's name?", client=ScriptedClient([empty] * 3), as_of=AS_OF)
+    result = ask(small.context, "What is my brother's name?", client=ScriptedClient([empty] * 3), as_of=AS_OF)
     assert outcomes(result) == ["empty"] * 2
     assert result.path == "none" and result.answer.startswith("Not in memory") and not result.posts
 
@@ -240,7 +240,7 @@ def test_date_difference_is_computed_in_code_and_cites_both_utterances(small: Me
 SELECT ?picnic ?bought WHERE {
   ?e a/rdfs:subClassOf* schema:Event ; rdfs:label ?l ; schema:startDate ?picnic . FILTER(CONTAINS(?l, "picnic"))
   ?b a schema:BuyAction ; schema:object m:trek-bike ; schema:startDate ?bought . }"""
-    result = ask(small, "How many days after the picnic did I buy the bike?", client=ScriptedClient([reply(query)]), as_of=AS_OF)
+    result = ask(small.context, "How many days after the picnic did I buy the bike?", client=ScriptedClient([reply(query)]), as_of=AS_OF)
     assert result.answer.startswith("3 days (from Saturday 15 March 2025 to Tuesday 18 March 2025)")
     assert result.computed is not None and result.computed.startswith("between(?picnic, ?bought, days) = 3 days")
     assert cited(small, result) == {"u1", "u3"}
@@ -250,7 +250,7 @@ def test_the_evidence_of_last_is_the_chosen_row_only(small: Memory) -> None:
     query = """#pcm:compute last(?what, ?date)
 SELECT ?what ?date WHERE { { ?x a schema:BuyAction } UNION { ?x a schema:SocialEvent }
   ?x schema:agent m:owner ; rdfs:label ?what ; schema:startDate ?date }"""
-    result = ask(small, "What did I do most recently?", client=ScriptedClient([reply(query)]), as_of=AS_OF)
+    result = ask(small.context, "What did I do most recently?", client=ScriptedClient([reply(query)]), as_of=AS_OF)
     assert result.answer.startswith("Buying the Trek bike")
     assert cited(small, result) == {"u1"}
     assert {f.text for f in result.facts} >= {"buying the Trek bike schema:startDate Tuesday 18 March 2025"}
@@ -258,7 +258,7 @@ SELECT ?what ?date WHERE { { ?x a schema:BuyAction } UNION { ?x a schema:SocialE
 
 def test_explain_and_json_show_every_query_tried(small: Memory) -> None:
     client = ScriptedClient([reply("SELECT ?x WHERE { m:biscuit pcm:nothing ?x }"), reply(GOOD_BREED)])
-    result = ask(small, "What breed is Biscuit?", client=client, as_of=AS_OF, explain=True)
+    result = ask(small.context, "What breed is Biscuit?", client=client, as_of=AS_OF, explain=True)
     text = result.render()
     assert "round 1, model: empty" in text and "pcm:nothing" in text and "round 2, model: ok" in text
     data = result.as_json()
@@ -274,13 +274,13 @@ def test_explain_and_json_show_every_query_tried(small: Memory) -> None:
 def test_same_memory_and_question_give_the_same_output_and_the_second_run_costs_no_call(small: Memory) -> None:
     query = "SELECT ?item ?price ?store WHERE { ?b a schema:BuyAction ; schema:object/rdfs:label ?item ; schema:price ?price ; schema:seller/rdfs:label ?store }"
     first_client = ScriptedClient([reply(query)])
-    first = ask(small, "What did I buy, where and for how much?", client=first_client, as_of=AS_OF)
+    first = ask(small.context, "What did I buy, where and for how much?", client=first_client, as_of=AS_OF)
     second_client = ScriptedClient([])
-    second = ask(small, "What did I buy, where and for how much?", client=second_client, as_of=AS_OF)
+    second = ask(small.context, "What did I buy, where and for how much?", client=second_client, as_of=AS_OF)
     assert json.dumps(first.as_json(), sort_keys=True) == json.dumps(second.as_json(), sort_keys=True)
     assert second_client.requests == [] and second.stats["cache_hits"] == 1
-    CachingClient.forget(small)
-    third = ask(small, "What did I buy, where and for how much?", client=ScriptedClient([reply(query)]), as_of=AS_OF)
+    CachingClient.forget(small.context)
+    third = ask(small.context, "What did I buy, where and for how much?", client=ScriptedClient([reply(query)]), as_of=AS_OF)
     assert json.dumps(third.as_json(), sort_keys=True) == json.dumps(first.as_json(), sort_keys=True)
     assert first.answer == "Trek bike (price: 600, store: Bike Gallery)."
 
@@ -291,16 +291,16 @@ def test_a_write_changes_the_memory_version_and_so_misses_the_cache(tmp_path: Pa
         memory.ingest([Conversation("c", [Utterance("c", 0, "user", UTTERANCES[0][1], source_id="u0")])])
         write_facts_first(memory)
         first = ScriptedClient([reply(GOOD_BREED)])
-        ask(memory, "What breed is Biscuit?", client=first, as_of=AS_OF)
+        ask(memory.context, "What breed is Biscuit?", client=first, as_of=AS_OF)
         again = ScriptedClient([])
-        ask(memory, "What breed is Biscuit?", client=again, as_of=AS_OF)
+        ask(memory.context, "What breed is Biscuit?", client=again, as_of=AS_OF)
         assert len(first.requests) == 1 and again.requests == []
         memory.ingest([Conversation("c", [Utterance("c", 1, "user", "Biscuit loves socks.", source_id="u1")])])
         after = ScriptedClient([reply(GOOD_BREED)])
-        ask(memory, "What breed is Biscuit?", client=after, as_of=AS_OF)
+        ask(memory.context, "What breed is Biscuit?", client=after, as_of=AS_OF)
         assert len(after.requests) == 1
     finally:
-        CachingClient.forget(memory)
+        CachingClient.forget(memory.context)
         memory.close()
 
 
@@ -347,7 +347,6 @@ def test_cli_ask_reports_a_bad_date_in_one_line(small: Memory) -> None:
 def test_ask_over_a_remote_store(tmp_path: Path) -> None:
     """The same pipeline over the SPARQL protocol (a real ``oxigraph serve`` on loopback): no worker process."""
     from oxigraph_server import start_oxigraph
-    from pcm.retrieval.ask import runner_for
 
     with start_oxigraph(tmp_path / "server-store") as url:
         settings = Settings(memory=tmp_path / "remote", store_url=f"{url}/query", index_enabled=False)
@@ -359,12 +358,12 @@ def test_ask_over_a_remote_store(tmp_path: Path) -> None:
             ])])
             write_facts(memory)
             client = ScriptedClient([reply('SELECT ?breed WHERE { ?d rdfs:label "biscuit" ; pcm:petBreed ?breed }')])
-            result = ask(memory, "What breed is Biscuit?", client=client, as_of=AS_OF)
-            assert not runner_for(memory).isolated
+            result = ask(memory.context, "What breed is Biscuit?", client=client, as_of=AS_OF)
+            assert not memory.context.query_runner().isolated
             assert result.answer == "Beagle." and cited(memory, result) == {"u0"}
             assert result.trace[-1].source == "relaxation: case-insensitive labels"
         finally:
-            CachingClient.forget(memory)
+            CachingClient.forget(memory.context)
             memory.close()
 
 

@@ -66,7 +66,7 @@ def memory(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped
         quads.append(ox.Quad(subject, ox.NamedNode("http://www.w3.org/ns/prov#wasDerivedFrom"), ox.NamedNode(written[index]), graph))
     mem.store.write(quads)
     yield mem
-    CachingClient.forget(mem)
+    CachingClient.forget(mem.context)
     mem.close()
 
 
@@ -83,7 +83,7 @@ def no_cached_replies(memory: Memory) -> Iterator[None]:
 
 def post_of(memory: Memory, source_id: str) -> Any:
     iri = next(p.iri for p in memory.store.posts() if p.source_id == source_id)
-    return posts_of(memory, [iri])[0]
+    return posts_of(memory.context, [iri])[0]
 
 
 def context_model(wanted: str, answer: str):  # type: ignore[no-untyped-def]
@@ -130,7 +130,7 @@ def test_a_why_question_routes_through_event_context(memory: Memory, monkeypatch
     stand_in = Recorder([("tree blocked the car was caused by storm", [blocked])])
     monkeypatch.setattr(events, "event_context", stand_in)
     client = ScriptedClient([context_model("caused by storm", "A storm put a tree on the road.")] * 4)
-    result = ask(memory, "Why was my car blocked in the driveway?", client=client, as_of=AS_OF, explain=True)
+    result = ask(memory.context, "Why was my car blocked in the driveway?", client=client, as_of=AS_OF, explain=True)
     assert result.path == "events" and "event chain (causes)" in result.note
     assert stand_in.calls and {c["direction"] for c in stand_in.calls} == {"causes"}
     assert [p.source_id for p in result.posts] == ["car1"]
@@ -144,7 +144,7 @@ def test_what_happened_after_walks_forward(memory: Memory, monkeypatch: pytest.M
     stand_in = Recorder([("rebooked flight was caused by missed flight to Lisbon", [post_of(memory, "car3")])])
     monkeypatch.setattr(events, "event_context", stand_in)
     client = ScriptedClient([context_model("rebooked", "You rebooked the flight.")] * 4)
-    result = ask(memory, "What happened after I missed my flight?", client=client, as_of=AS_OF)
+    result = ask(memory.context, "What happened after I missed my flight?", client=client, as_of=AS_OF)
     assert result.path == "events" and {c["direction"] for c in stand_in.calls} == {"after", "effects"}
 
 
@@ -153,13 +153,13 @@ def test_a_factual_question_does_not_walk_events(memory: Memory, monkeypatch: py
 
     stand_in = Recorder([("anything", [])])
     monkeypatch.setattr(events, "event_context", stand_in)
-    result = ask(memory, "What colour is my car?", client=ScriptedClient([context_model("zzz", "x")] * 4), as_of=AS_OF)
+    result = ask(memory.context, "What colour is my car?", client=ScriptedClient([context_model("zzz", "x")] * 4), as_of=AS_OF)
     assert not stand_in.calls and result.path == "none"
 
 
 def test_missing_event_module_is_tolerated(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pcm.retrieval.traversal.events", None)  # import raises ImportError
-    result = ask(memory, "Why was my car blocked?", client=ScriptedClient([context_model("zzz", "x")] * 4), as_of=AS_OF)
+    result = ask(memory.context, "Why was my car blocked?", client=ScriptedClient([context_model("zzz", "x")] * 4), as_of=AS_OF)
     assert result.path == "none"
 
 
@@ -169,7 +169,7 @@ def test_a_conversation_question_routes_through_summary_context(memory: Memory, 
     stand_in = Recorder([("Session garden (2025-03-20, 3 turns), summary: tomatoes and basil", [post_of(memory, "garden0")])])
     monkeypatch.setattr(summaries, "summary_context", stand_in)
     client = ScriptedClient([context_model("tomatoes", "Your garden: tomatoes and basil.")])
-    result = ask(memory, "What did we talk about in late March?", client=client, as_of=AS_OF)
+    result = ask(memory.context, "What did we talk about in late March?", client=client, as_of=AS_OF)
     assert result.path == "summary" and result.answer == "Your garden: tomatoes and basil."
     assert [op for _, _, op in client.requests] == ["answer"]  # no graph query for a question about conversations
     assert [p.source_id for p in result.posts] == ["garden0"] and stand_in.calls
@@ -185,7 +185,7 @@ def test_summaries_support_the_episodic_fallback(memory: Memory, monkeypatch: py
     summary = Recorder([(f"Session garden, summary: line {i}", [post_of(memory, "garden0")]) for i in range(5)])
     monkeypatch.setattr(summaries, "summary_context", summary)
     client = ScriptedClient([context_model("summary: line", "Tomatoes, in the garden.")] * 4)
-    result = ask(memory, "Which vegetables am I growing?", client=client, as_of=AS_OF)
+    result = ask(memory.context, "Which vegetables am I growing?", client=client, as_of=AS_OF)
     assert result.path == "episodic" and [p.source_id for p in result.posts] == ["garden0"]
     context = client.requests[-1][1][0].content
     assert context.count("summary: line") == ask_module.SUMMARY_LINES and "[1] (2025-03-20, user) I also planted basil" in context
@@ -196,7 +196,7 @@ def test_without_an_llm_a_conversation_question_gets_the_summary(memory: Memory,
 
     line = "Session garden (2025-03-20, 3 turns), summary: tomatoes and basil"
     monkeypatch.setattr(summaries, "summary_context", Recorder([(line, [post_of(memory, "garden0")])]))
-    result = ask(memory, "What did we talk about in the garden session?", client=None, as_of=AS_OF)
+    result = ask(memory.context, "What did we talk about in the garden session?", client=None, as_of=AS_OF)
     assert result.path == "summary" and result.answer == line
     assert result.note.startswith(NO_LLM_NOTE) and "session summary" in result.note
 
@@ -206,7 +206,7 @@ def test_without_an_llm_a_conversation_question_gets_the_summary(memory: Memory,
 
 def test_real_event_chain_answers_a_why_question(memory: Memory) -> None:
     client = ScriptedClient([context_model("was caused by", "The fallen tree blocked your car.")] * 4)
-    result = ask(memory, "Why did I miss my flight to Lisbon?", client=client, as_of=AS_OF, explain=True)
+    result = ask(memory.context, "Why did I miss my flight to Lisbon?", client=client, as_of=AS_OF, explain=True)
     assert result.path == "events", result.render()
     context = client.requests[-1][1][0].content
     assert "missed flight to Lisbon was caused by tree blocked the car" in context
@@ -215,7 +215,7 @@ def test_real_event_chain_answers_a_why_question(memory: Memory) -> None:
 
 def test_real_summaries_answer_a_conversation_question(memory: Memory) -> None:
     client = ScriptedClient([context_model("tomatoes", "Your tomatoes and basil.")])
-    result = ask(memory, "What did we talk about regarding the tomatoes in the garden?", client=client, as_of=AS_OF)
+    result = ask(memory.context, "What did we talk about regarding the tomatoes in the garden?", client=client, as_of=AS_OF)
     assert result.path == "summary", result.render(explain=True)
     assert result.posts and {p.session for p in result.posts} == {result.posts[0].session}
     assert all(p.source_id.startswith("garden") for p in result.posts)  # type: ignore[union-attr]

@@ -12,20 +12,19 @@ from pathlib import Path
 import pyoxigraph as ox
 import pytest
 
-from pcm.backend_local import LocalBackend
+from pcm.backend_local import LocalBackend, store_fingerprint
 from pcm.errors import QueryError
 from pcm.retrieval.safety import (
     QueryRefused,
     QueryRunner,
     QueryTimeout,
-    _rdflib_shape,
     bound_limit,
     check_query,
     check_read_only,
     query_shape,
-    store_fingerprint,
 )
 from pcm.sparql import check_read_only as regex_check_read_only
+from pcm.sparql.query import rdflib_shape as _rdflib_shape
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 SPARQL11 = SHARED / "conformance" / "w3c-rdf-tests" / "sparql" / "sparql11"

@@ -62,7 +62,7 @@ def build_sample_memory(path: Path, *, index: bool) -> Memory:
     fact_ids = {p.stem for p in EXTRACTION.glob("*.ttl")}
     posts = [p.iri for p in memory.store.posts() if p.source_id in fact_ids]
     client = ScriptedClient([extraction_responder()] * (3 * len(posts)))
-    report = extract_posts(memory, posts, client=client, concurrency=1)
+    report = extract_posts(memory.context, posts, client=client, concurrency=1)
     if report.failed:
         raise AssertionError(f"fixture extraction failed: {report.failures}")
     return memory
@@ -77,11 +77,11 @@ def without_traversal(monkeypatch: pytest.MonkeyPatch) -> None:
 @contextmanager
 def fresh_reply_cache(memory: Memory) -> Iterator[None]:
     """No model reply cached for ``memory`` leaks into the block or out of it (tests script different replies)."""
-    CachingClient.forget(memory)
+    CachingClient.forget(memory.context)
     try:
         yield
     finally:
-        CachingClient.forget(memory)
+        CachingClient.forget(memory.context)
 
 
 def cited_ids(result: object) -> set[str]:

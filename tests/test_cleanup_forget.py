@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pcm.extraction.history import forget_delta
+from pcm.layout import HISTORY
 from pcm.memory import Memory
-from pcm.namespaces import GRAPH_HISTORY
 from test_extraction_updates import HOME, WORKS, history_subjects, moved, values
 
 
@@ -27,9 +27,9 @@ def test_forgetting_the_superseding_post_is_one_update(memory: Memory, monkeypat
     updates = count_updates(memory, monkeypatch)
     memory.forget(post=new)
     forget = [u for u in updates if "DROP SILENT GRAPH" in u]
-    assert len(forget) == 1 and GRAPH_HISTORY in forget[0]  # the forget carries the restore
+    assert len(forget) == 1 and HISTORY in forget[0]  # the forget carries the restore
     rest = [u for u in updates if u not in forget]
-    assert all(GRAPH_HISTORY not in u and "graph:extraction" not in u for u in rest)  # only summaries follow
+    assert all(HISTORY not in u and "graph:extraction" not in u for u in rest)  # only summaries follow
     assert values(memory, ns + "owner", HOME) == {ns + "portland"}
     assert values(memory, ns + "owner", WORKS) == {ns + "harbor-analytics"}
     assert history_subjects(memory) == 0
@@ -37,13 +37,13 @@ def test_forgetting_the_superseding_post_is_one_update(memory: Memory, monkeypat
 
 def test_the_delta_is_computed_before_the_forget_and_treats_the_posts_as_gone(memory: Memory) -> None:
     ns, old, new = moved(memory)
-    delta = forget_delta(memory, [new])
+    delta = forget_delta(memory.context, [new])
     assert delta.restored == 2 and len(delta.extra) == 2  # two values come back, two history records go
     graph = memory.naming.extraction_graph(old)
     assert {(q.object.value, q.graph_name.value) for q in delta.insert} == {
         (ns + "portland", graph), (ns + "harbor-analytics", graph)}
     assert delta.delete == []  # Seattle and Cascade Health live in the forgotten post's graph: dropped with it
-    assert forget_delta(memory, [old]).insert == []  # the old post's values never come back
+    assert forget_delta(memory.context, [old]).insert == []  # the old post's values never come back
 
 
 def test_a_failing_forget_changes_nothing(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -69,9 +69,9 @@ def test_a_failed_index_update_is_replayed_on_the_next_open(tmp_path: Path, monk
             real(records)
 
         monkeypatch.setattr(index, "upsert_entities", fail_once)
-        assert extract_posts(memory, first, client=client).extracted == 1
+        assert extract_posts(memory.context, first, client=client).extracted == 1
         assert memory.store.index_pending() and memory.store.index_dirty
-        assert extract_posts(memory, second, client=client).extracted == 1
+        assert extract_posts(memory.context, second, client=client).extracted == 1
         assert len(calls) == 2  # the second index write succeeded ...
         assert memory.store.index_pending()  # ... and did not clear the marker the failed one left
         assert ns + "rex" in index.entity_iris() and ns + "biscuit" not in index.entity_iris()

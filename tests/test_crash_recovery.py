@@ -27,8 +27,9 @@ import pytest
 from fault_driver import install, restore
 from pcm.conversations import parse_file, samples_dir
 from pcm.index import SideIndex
+from pcm.layout import LEGACY_LAYOUT
 from pcm.memory import INDEX_DIR, Memory
-from pcm.namespaces import GRAPH_CONVERSATION, SIOC
+from pcm.namespaces import SIOC
 from pcm.provenance import post_quads
 from pcm.resources import render_query
 from pcm.settings import Settings
@@ -67,7 +68,7 @@ def run(memory: Path, args: list[str], point: str, script: Path | None = None) -
 
 
 def stored_posts(memory: Memory) -> set[str]:
-    q = f"SELECT ?p WHERE {{ GRAPH <{GRAPH_CONVERSATION}> {{ ?p a <{SIOC}Post> }} }}"
+    q = f"SELECT ?p WHERE {{ GRAPH <{LEGACY_LAYOUT.conversation}> {{ ?p a <{SIOC}Post> }} }}"
     return {t.value for t in memory.store.select(q).values("p") if t is not None}
 
 
@@ -226,10 +227,10 @@ def test_a_summary_an_interrupted_ingest_left_out_is_rebuilt_on_the_next_writabl
             memory.ingest(parse_file(FAMILY))
         monkeypatch.undo()
         thread = memory.store.find_session("dana-02-family")
-        assert thread is not None and pcm.summaries.read_summary(memory, thread) is None
+        assert thread is not None and pcm.summaries.read_summary(memory.context, thread) is None
     with Memory.open(settings, read_only=True) as reader:
-        assert pcm.summaries.read_summary(reader, thread) is None  # a reader does not write
+        assert pcm.summaries.read_summary(reader.context, thread) is None  # a reader does not write
     with Memory.open(settings) as memory:
-        summary = pcm.summaries.read_summary(memory, thread)
+        summary = pcm.summaries.read_summary(memory.context, thread)
         assert summary is not None and summary.covered == frozenset(memory.store.session_posts(thread))
         assert not memory.store.summaries_pending()

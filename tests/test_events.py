@@ -91,7 +91,7 @@ def chain_ends(result) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
 
 
 def test_causes_walk_from_effect_back_to_root_cause(memory: Memory) -> None:
-    result = walk_events(memory, [iri(memory, "rebook")], direction="causes", depth=3)
+    result = walk_events(memory.context, [iri(memory, "rebook")], direction="causes", depth=3)
     assert chain_ends(result) == [("rebook", "missed"), ("missed", "blocked"), ("blocked", "storm")]
     deepest = result.found[-1].path
     assert deepest is not None and [s.forward for s in deepest.steps] == [True, True, True]
@@ -99,46 +99,46 @@ def test_causes_walk_from_effect_back_to_root_cause(memory: Memory) -> None:
 
 
 def test_effects_walk_goes_the_other_way(memory: Memory) -> None:
-    result = walk_events(memory, [iri(memory, "storm")], direction="effects", depth=3)
+    result = walk_events(memory.context, [iri(memory, "storm")], direction="effects", depth=3)
     assert chain_ends(result) == [("blocked", "storm"), ("missed", "blocked"), ("rebook", "missed")]
     assert all(not s.forward for s in result.found[-1].path.steps)  # type: ignore[union-attr]
 
 
 def test_depth_bounds_the_walk(memory: Memory) -> None:
-    one = walk_events(memory, [iri(memory, "storm")], direction="effects", depth=1)
-    two = walk_events(memory, [iri(memory, "storm")], direction="effects", depth=2)
+    one = walk_events(memory.context, [iri(memory, "storm")], direction="effects", depth=1)
+    two = walk_events(memory.context, [iri(memory, "storm")], direction="effects", depth=2)
     assert chain_ends(one) == [("blocked", "storm")]
     assert len(two.found) == 2 and max(len(f.path.steps) for f in two.found) == 2  # type: ignore[union-attr]
 
 
 def test_both_directions_from_the_middle(memory: Memory) -> None:
-    result = walk_events(memory, [iri(memory, "missed")], direction="both", depth=3, k=20)
+    result = walk_events(memory.context, [iri(memory, "missed")], direction="both", depth=3, k=20)
     causal = {e for e, f in zip(chain_ends(result), result.found, strict=True) if ":" not in f.role}
     assert {("missed", "blocked"), ("blocked", "storm"), ("rebook", "missed")} <= causal
 
 
 def test_time_order_links_events_sharing_a_participant(memory: Memory) -> None:
-    result = walk_events(memory, [iri(memory, "blocked")], direction="after", depth=3)
+    result = walk_events(memory.context, [iri(memory, "blocked")], direction="after", depth=3)
     temporal = [f for f in result.found if f.role == "after:temporal"]
     assert [(f.triple.s.value, f.triple.o.value) for f in temporal] == [(iri(memory, "blocked"), iri(memory, "rebook"))]
     assert "(by date)" in temporal[0].text
-    before = walk_events(memory, [iri(memory, "rebook")], direction="before", depth=3)
+    before = walk_events(memory.context, [iri(memory, "rebook")], direction="before", depth=3)
     assert [f.triple.o.value for f in before.found] == [iri(memory, "blocked")]
     # the seeds purchase (spoken of later) shares only the owner with the rebooking: the owner links nothing
-    after = walk_events(memory, [iri(memory, "rebook")], direction="after", depth=3)
+    after = walk_events(memory.context, [iri(memory, "rebook")], direction="after", depth=3)
     assert after.found == []
 
 
 def test_start_events_from_question_words_and_sources(memory: Memory) -> None:
-    matches = find_start_events(memory, "Why did I miss my flight to Lisbon?")
+    matches = find_start_events(memory.context, "Why did I miss my flight to Lisbon?")
     assert matches and matches[0].iri == iri(memory, "missed")
-    result = retrieve_events(memory, "Why did I miss my flight to Lisbon?", direction="causes")
+    result = retrieve_events(memory.context, "Why did I miss my flight to Lisbon?", direction="causes")
     assert chain_ends(result)[0] == ("missed", "blocked")
     assert [s.text for s in result.found[0].sources] == [TEXTS[2], TEXTS[1]]
 
 
 def test_event_context_gives_lines_with_their_posts(memory: Memory) -> None:
-    lines = event_context(memory, "What happened after the storm?", [], direction="effects", depth=2)
+    lines = event_context(memory.context, "What happened after the storm?", [], direction="effects", depth=2)
     assert lines[0][0].startswith("Event: storm")
     assert [p.content for p in lines[0][1]] == [TEXTS[0]]
     assert any("tree blocked the car was caused by storm" in text for text, _ in lines)
@@ -147,22 +147,22 @@ def test_event_context_gives_lines_with_their_posts(memory: Memory) -> None:
 
 def test_bad_direction_and_depth_are_usage_errors(memory: Memory) -> None:
     with pytest.raises(UsageError, match="direction"):
-        walk_events(memory, [iri(memory, "storm")], direction="sideways")
+        walk_events(memory.context, [iri(memory, "storm")], direction="sideways")
     with pytest.raises(UsageError, match="depth"):
-        walk_events(memory, [iri(memory, "storm")], depth=0)
+        walk_events(memory.context, [iri(memory, "storm")], depth=0)
 
 
 def test_no_start_events_is_a_note_not_an_error(memory: Memory) -> None:
-    result = retrieve_events(memory, "What about the weather in Oslo?")
+    result = retrieve_events(memory.context, "What about the weather in Oslo?")
     assert result.found == [] and "no start events" in result.notes[0]
 
 
 def test_episodic_chain_adds_neighbouring_turns_in_order(memory: Memory) -> None:
     posts = memory.store.session_posts(memory.store.find_session("s1") or "")
-    assert episodic_chain(memory, [posts[2]]) == posts[1:4]
-    assert episodic_chain(memory, [posts[2]], before=0, after=2) == posts[2:5]
+    assert episodic_chain(memory.context, [posts[2]]) == posts[1:4]
+    assert episodic_chain(memory.context, [posts[2]], before=0, after=2) == posts[2:5]
     # seeds in the order given, every post once; with no other session a window stops at the session's edge
-    assert episodic_chain(memory, [posts[4], posts[0], posts[3]]) == [posts[3], posts[4], posts[0], posts[1], posts[2]]
+    assert episodic_chain(memory.context, [posts[4], posts[0], posts[3]]) == [posts[3], posts[4], posts[0], posts[1], posts[2]]
 
 
 def test_episodic_chain_crosses_into_the_neighbouring_sessions(memory: Memory) -> None:
@@ -171,9 +171,9 @@ def test_episodic_chain_crosses_into_the_neighbouring_sessions(memory: Memory) -
     earlier = [Utterance("s0", 0, "user", "Forecast says a storm is coming.", timestamp=T0.replace(day=1))]
     memory.ingest([Conversation("s2", later), Conversation("s0", earlier)])
     s0, s1, s2 = (memory.store.session_posts(memory.store.find_session(s) or "") for s in ("s0", "s1", "s2"))
-    assert episodic_chain(memory, [s1[4]], before=0, after=2) == [s1[4], *s2]
-    assert episodic_chain(memory, [s1[0]], before=2, after=0) == [*s0, s1[0]]  # s0 has one post: all of it
-    assert episodic_chain(memory, [s2[0]], before=1, after=0) == [s1[4], s2[0]]
+    assert episodic_chain(memory.context, [s1[4]], before=0, after=2) == [s1[4], *s2]
+    assert episodic_chain(memory.context, [s1[0]], before=2, after=0) == [*s0, s1[0]]  # s0 has one post: all of it
+    assert episodic_chain(memory.context, [s2[0]], before=1, after=0) == [s1[4], s2[0]]
 
 
 def test_cli_retrieve_events_json(tmp_path: Path) -> None:

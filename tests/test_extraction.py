@@ -22,9 +22,10 @@ from pcm.conversations import Conversation, Utterance
 from pcm.errors import LLMError
 from pcm.extraction import extract_posts, fact_history, find_duplicates, select_posts
 from pcm.extraction.prompts import prompt_version
+from pcm.layout import LEGACY_LAYOUT
 from pcm.llm import Completion, Message, OpenAICompatibleClient, ScriptedClient, Usage
 from pcm.memory import Memory
-from pcm.namespaces import GRAPH_HISTORY, GRAPH_PROVENANCE, PCM, PROV, RDF, SCHEMA
+from pcm.namespaces import PCM, PROV, RDF, SCHEMA
 from pcm.ontology import load_ontology
 
 T0 = datetime.fromisoformat("2025-03-03T17:10:00-08:00")
@@ -74,7 +75,7 @@ def rows(memory: Memory, sparql: str) -> list[tuple[str | None, ...]]:
 
 
 def status(memory: Memory, post: str) -> tuple[str | None, str | None]:
-    found = rows(memory, f"""SELECT ?s ?r WHERE {{ GRAPH <{GRAPH_PROVENANCE}> {{
+    found = rows(memory, f"""SELECT ?s ?r WHERE {{ GRAPH <{LEGACY_LAYOUT.provenance}> {{
         <{post}> <{PCM}extractionStatus> ?s OPTIONAL {{ <{post}> <{PCM}extractionReport> ?r }} }} }}""")
     return found[0] if found else (None, None)
 
@@ -89,7 +90,7 @@ def snapshot(memory: Memory) -> set[ox.Quad]:
 
 def run(memory: Memory, posts: Sequence[str], *replies: str | Callable[..., str], **kw: object):  # type: ignore[no-untyped-def]
     client = ScriptedClient(replies)
-    report = extract_posts(memory, posts, client=client, concurrency=1, **kw)  # type: ignore[arg-type]
+    report = extract_posts(memory.context, posts, client=client, concurrency=1, **kw)  # type: ignore[arg-type]
     return report, client
 
 
@@ -113,7 +114,7 @@ def test_valid_output_lands_in_the_posts_graph_with_provenance(memory: Memory) -
     assert (ns + "owner", PCM + "hasPet", ns + "biscuit") in triples
     assert (ns + "biscuit", PROV + "wasDerivedFrom", post) in triples  # entity-level provenance
     assert status(memory, post) == ("extracted", None)
-    activity = rows(memory, f"""SELECT ?prompt ?onto ?model WHERE {{ GRAPH <{GRAPH_PROVENANCE}> {{
+    activity = rows(memory, f"""SELECT ?prompt ?onto ?model WHERE {{ GRAPH <{LEGACY_LAYOUT.provenance}> {{
         <{graph}> <{PROV}wasDerivedFrom> <{post}> ; <{PROV}wasGeneratedBy> ?a .
         ?a <{PCM}promptVersion> ?prompt ; <{PCM}ontologyVersion> ?onto ; <{PCM}model> ?model }} }}""")
     assert activity == [(prompt_version(), load_ontology().version, "scripted")]
@@ -213,7 +214,7 @@ def test_output_that_never_validates_leaves_the_post_failed_with_its_report(memo
     assert report.failures == [(post, text.splitlines()[-1])]
     assert graph_triples(memory, memory.naming.extraction_graph(post)) == set()
     changed = snapshot(memory) ^ before
-    assert {q.graph_name.value for q in changed} == {GRAPH_PROVENANCE}  # only the status and report changed
+    assert {q.graph_name.value for q in changed} == {LEGACY_LAYOUT.provenance}  # only the status and report changed
     assert {q.subject.value for q in changed} == {post}
     assert memory.store.existing_posts([post, other]) == {post, other}  # what was said is kept
     assert status(memory, other) == ("pending", None)
@@ -231,7 +232,7 @@ m:owner pcm:hasPreference m:teal-preference ."""
     assert report.extracted == 1 and report.repairs == 1
     assert report.unknown_terms == {"https://schema.org/favoriteColor": 1}
     assert "schema:favoriteColor" in client.requests[1][1][2].content
-    recorded = rows(memory, f"SELECT ?t WHERE {{ GRAPH <{GRAPH_PROVENANCE}> {{ <{post}> <{PCM}unknownTerm> ?t }} }}")
+    recorded = rows(memory, f"SELECT ?t WHERE {{ GRAPH <{LEGACY_LAYOUT.provenance}> {{ <{post}> <{PCM}unknownTerm> ?t }} }}")
     assert recorded == [("https://schema.org/favoriteColor",)]
     assert (ns + "owner", PCM + "hasPreference", ns + "teal-preference") in graph_triples(
         memory, memory.naming.extraction_graph(post)
@@ -261,7 +262,7 @@ def test_hostile_output_is_refused_and_writes_nothing(memory: Memory, kind: str)
     state, text = status(memory, post)
     assert state == "failed" and "[refused]" in (text or "")
     changed = snapshot(memory) ^ before
-    assert {q.graph_name.value for q in changed} <= {GRAPH_PROVENANCE}
+    assert {q.graph_name.value for q in changed} <= {LEGACY_LAYOUT.provenance}
     assert {q.subject.value for q in changed} == {post}
     assert not [q for q in snapshot(memory) if q.subject.value == PCM + "Foo"]
 
@@ -372,7 +373,7 @@ def test_truncated_output_is_retried_and_counted(memory: Memory) -> None:
     [post] = ingest(memory, "I adopted a beagle called Biscuit yesterday.")
     cut = 'm:biscuit a pcm:Pet ; rdfs:label "Biscuit" .\nm:owner pcm:hasPet m:biscuit .\nm:adopt a schema:Rec'
     client = _TruncatingClient([cut, BISCUIT], ["max_tokens", "end_turn"])
-    report = extract_posts(memory, [post], client=client, concurrency=1)
+    report = extract_posts(memory.context, [post], client=client, concurrency=1)
     assert (report.extracted, report.repairs, report.input_tokens) == (1, 1, 200)
     assert report.output_tokens > 0
 
@@ -412,7 +413,7 @@ def test_same_label_other_type_is_not_merged_but_listed_as_a_duplicate(memory: M
     assert (ns + "owner", "http://purl.org/vocab/relationship/neighborOf", ns + "biscuit-neighbour") in graph_triples(
         memory, memory.naming.extraction_graph(second)
     )
-    pairs = [(p.a, p.b, p.reason) for p in find_duplicates(memory)]
+    pairs = [(p.a, p.b, p.reason) for p in find_duplicates(memory.context)]
     assert (ns + "biscuit", ns + "biscuit-neighbour", "same label, different types") in pairs
 
 
@@ -451,12 +452,12 @@ def test_a_new_value_of_a_functional_property_moves_the_old_one_to_history(memor
     # schema:color is not single-valued: both colours stay
     assert {r[0] for r in rows(memory, f"SELECT ?c WHERE {{ <{ns}biscuit> <https://schema.org/color> ?c }}")} == {
         "tan", "brown"}
-    history = rows(memory, f"""SELECT ?s ?p ?o ?at ?by ?from WHERE {{ GRAPH <{GRAPH_HISTORY}> {{
+    history = rows(memory, f"""SELECT ?s ?p ?o ?at ?by ?from WHERE {{ GRAPH <{LEGACY_LAYOUT.history}> {{
         ?h a <{RDF}Statement> ; <{RDF}subject> ?s ; <{RDF}predicate> ?p ; <{RDF}object> ?o ;
            <{PCM}supersededAt> ?at ; <{PCM}supersededBy> ?by ; <{PROV}wasDerivedFrom> ?from }} }}""")
     assert history == [(ns + "biscuit", PCM + "petBreed", "beagle", "2025-03-03T17:40:00-08:00", second, first)]
-    assert not rows(memory, f"SELECT ?s WHERE {{ GRAPH <{GRAPH_HISTORY}> {{ ?s <{PCM}petBreed> ?o }} }}")
-    changes = fact_history(memory, ns + "biscuit").versions
+    assert not rows(memory, f"SELECT ?s WHERE {{ GRAPH <{LEGACY_LAYOUT.history}> {{ ?s <{PCM}petBreed> ?o }} }}")
+    changes = fact_history(memory.context, ns + "biscuit").versions
     assert [(v.value, v.current) for v in changes] == [("beagle", False), ("basset hound", True)]
     assert changes[0].superseded_by == second and changes[0].said_by == first
 
@@ -469,7 +470,7 @@ def test_supersession_follows_message_time_not_extraction_order(memory: Memory) 
 
     assert report.extracted == 1 and report.supersessions == 1
     assert rows(memory, f"SELECT ?b WHERE {{ <{ns}biscuit> <{PCM}petBreed> ?b }}") == [("basset hound",)]
-    stale = rows(memory, f"""SELECT ?o ?by WHERE {{ GRAPH <{GRAPH_HISTORY}> {{
+    stale = rows(memory, f"""SELECT ?o ?by WHERE {{ GRAPH <{LEGACY_LAYOUT.history}> {{
         ?h <{RDF}subject> <{ns}biscuit> ; <{RDF}object> ?o ; <{PCM}supersededBy> ?by }} }}""")
     assert stale == [("beagle", newer)]
 
@@ -479,7 +480,7 @@ def test_restating_the_same_value_supersedes_nothing(memory: Memory) -> None:
     run(memory, [first], _breed("beagle"))
     report, _ = run(memory, [second], _breed("beagle"))
     assert report.supersessions == 0
-    assert not list(memory.backend.quads(GRAPH_HISTORY))
+    assert not list(memory.backend.quads(LEGACY_LAYOUT.history))
 
 
 # ---------------------------------------------------------------------------------------------------- context
@@ -543,7 +544,7 @@ m:burke-gilman-trail a schema:Park ; rdfs:label "Burke-Gilman Trail" ."""
     graph = memory.naming.extraction_graph(post)
     triples = graph_triples(memory, graph)
     assert (ns + "recommend-trail", PROV + "wasAttributedTo", ns + "assistant") in triples
-    assert rows(memory, f"SELECT ?a WHERE {{ GRAPH <{GRAPH_PROVENANCE}> {{ <{graph}> <{PROV}wasAttributedTo> ?a }} }}") == [
+    assert rows(memory, f"SELECT ?a WHERE {{ GRAPH <{LEGACY_LAYOUT.provenance}> {{ <{graph}> <{PROV}wasAttributedTo> ?a }} }}") == [
         (ns + "assistant",)
     ]
 
@@ -564,7 +565,7 @@ def test_every_stored_fact_traces_to_its_post(memory: Memory) -> None:
     graphs = {g for g in memory.backend.named_graphs() if g.startswith("urn:pcm:graph:extraction:")}
     assert len(graphs) == 2
     for graph in graphs:
-        source = rows(memory, f"SELECT ?p WHERE {{ GRAPH <{GRAPH_PROVENANCE}> {{ <{graph}> <{PROV}wasDerivedFrom> ?p }} }}")
+        source = rows(memory, f"SELECT ?p WHERE {{ GRAPH <{LEGACY_LAYOUT.provenance}> {{ <{graph}> <{PROV}wasDerivedFrom> ?p }} }}")
         assert len(source) == 1 and source[0][0] in posts
         for s, _, _ in graph_triples(memory, graph):
             assert source[0][0] in {src.post for src in memory.why(s)}
@@ -581,7 +582,7 @@ def test_runs_are_resumable_and_re_extraction_replaces_the_graph(memory: Memory)
     assert forced.extracted == 1
     triples = graph_triples(memory, memory.naming.extraction_graph(post))
     assert not any(s == ns + "adopt-biscuit" for s, _, _ in triples)  # the old graph was replaced, not merged
-    activities = rows(memory, f"SELECT ?a WHERE {{ GRAPH <{GRAPH_PROVENANCE}> {{ ?a a <{PCM}ExtractionActivity> }} }}")
+    activities = rows(memory, f"SELECT ?a WHERE {{ GRAPH <{LEGACY_LAYOUT.provenance}> {{ ?a a <{PCM}ExtractionActivity> }} }}")
     assert len(activities) == 1
 
 
@@ -598,9 +599,9 @@ def test_a_failed_re_extraction_keeps_the_previous_facts(memory: Memory) -> None
 def test_select_posts_by_status(memory: Memory) -> None:
     a, b, c = ingest(memory, "I adopted a beagle called Biscuit yesterday.", "Broken one.", "Not yet.")
     run(memory, [a, b], BISCUIT, "x", "x", "x")
-    assert select_posts(memory, "pending") == [c]
-    assert select_posts(memory, "failed") == [b]
-    assert select_posts(memory, "all") == [a, b, c]
+    assert select_posts(memory.context, "pending") == [c]
+    assert select_posts(memory.context, "failed") == [b]
+    assert select_posts(memory.context, "all") == [a, b, c]
 
 
 def test_sessions_run_concurrently_and_each_sees_its_earlier_turns(memory: Memory) -> None:
@@ -621,7 +622,7 @@ def test_sessions_run_concurrently_and_each_sees_its_earlier_turns(memory: Memor
         return f'm:{slug} schema:description "shy" .'
 
     client = ScriptedClient([model] * len(posts))
-    report = extract_posts(memory, posts, client=client, concurrency=4)
+    report = extract_posts(memory.context, posts, client=client, concurrency=4)
     assert (report.extracted, report.failed, report.calls) == (12, 0, 12)
 
 
@@ -638,7 +639,7 @@ def test_extraction_through_the_real_openai_compatible_client(memory: Memory, fa
                   Reply.ok(BISCUIT, input_tokens=1500, output_tokens=120))
     client = OpenAICompatibleClient(base_url=fake_llm.openai_url, model="llama3.1", timeout=5.0, max_retries=0)
     try:
-        report = extract_posts(memory, [post], client=client, concurrency=1, output="turtle")
+        report = extract_posts(memory.context, [post], client=client, concurrency=1, output="turtle")
     finally:
         client.close()
 
@@ -648,7 +649,7 @@ def test_extraction_through_the_real_openai_compatible_client(memory: Memory, fa
     first = fake_llm.requests[0].body
     assert first["model"] == "llama3.1" and first["messages"][0]["role"] == "system"
     assert "<utterance>\nI adopted a beagle called Biscuit yesterday.\n</utterance>" in first["messages"][1]["content"]
-    tokens = rows(memory, f"""SELECT ?i ?o ?m WHERE {{ GRAPH <{GRAPH_PROVENANCE}> {{ ?a a <{PCM}ExtractionActivity> ;
+    tokens = rows(memory, f"""SELECT ?i ?o ?m WHERE {{ GRAPH <{LEGACY_LAYOUT.provenance}> {{ ?a a <{PCM}ExtractionActivity> ;
         <{PCM}inputTokens> ?i ; <{PCM}outputTokens> ?o ; <{PCM}model> ?m }} }}""")
     assert tokens == [("2700", "160", "llama3.1")]
     assert (ns + "biscuit", PCM + "petBreed", "beagle") in graph_triples(memory, memory.naming.extraction_graph(post))
@@ -662,7 +663,7 @@ def test_an_unexpected_error_stops_the_run_without_hanging_and_loses_nothing(mem
         raise RuntimeError("bug in a client")
 
     with pytest.raises(RuntimeError, match="bug in a client"):
-        extract_posts(memory, posts, client=ScriptedClient([crash] * 3), concurrency=2)
+        extract_posts(memory.context, posts, client=ScriptedClient([crash] * 3), concurrency=2)
     assert memory.store.existing_posts(posts) == set(posts)
     assert {status(memory, p)[0] for p in posts} == {"pending"}
 
@@ -676,7 +677,7 @@ def test_an_interrupt_in_the_writer_stops_the_workers(memory: Memory) -> None:
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        extract_posts(memory, posts, client=ScriptedClient([BISCUIT] * 8), concurrency=3, progress=interrupt)
+        extract_posts(memory.context, posts, client=ScriptedClient([BISCUIT] * 8), concurrency=3, progress=interrupt)
     statuses = [status(memory, p)[0] for p in posts]
     assert statuses.count("extracted") == 1 and statuses.count("pending") == 7
 
@@ -718,7 +719,7 @@ def test_a_local_server_gets_the_ontology_schema_natively_and_json_ld_is_stored(
     fake_llm.push(Reply.ok(BISCUIT_JSON))
     client = OpenAICompatibleClient(base_url=fake_llm.openai_url, model="qwen", timeout=5.0, max_retries=0)
     try:
-        report = extract_posts(memory, [post], client=client, concurrency=1)  # auto: loopback → json
+        report = extract_posts(memory.context, [post], client=client, concurrency=1)  # auto: loopback → json
     finally:
         client.close()
     assert (report.extracted, report.calls, report.repairs) == (1, 1, 0), report.failures
@@ -745,7 +746,7 @@ def test_a_server_rejecting_the_schema_gets_free_form_output_with_one_warning(
     client = OpenAICompatibleClient(base_url=fake_llm.openai_url, model="qwen", timeout=5.0, max_retries=0)
     try:
         with caplog.at_level("WARNING"):
-            report = extract_posts(memory, posts, client=client, concurrency=1, output="json")
+            report = extract_posts(memory.context, posts, client=client, concurrency=1, output="json")
     finally:
         client.close()
     assert (report.extracted, report.failed) == (2, 0), report.failures

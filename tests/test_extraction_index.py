@@ -27,7 +27,7 @@ def test_extracted_entities_are_indexed_and_matched_without_a_shared_word(
             'm:biscuit a pcm:Pet ; rdfs:label "Biscuit" ; pcm:petBreed "beagle" .\nm:owner pcm:hasPet m:biscuit .',
             "# nothing to extract",
         ])
-        assert extract_posts(memory, first, client=client).extracted == 1
+        assert extract_posts(memory.context, first, client=client).extracted == 1
         assert ns + "biscuit" in {m.iri for m in memory.index.match_entities("Biscuit", 3)}
 
         second = memory.ingest([Conversation("b", [Utterance("b", 0, "user", "My beagle loves long walks.", timestamp=T0)])]).posts
@@ -35,7 +35,7 @@ def test_extracted_entities_are_indexed_and_matched_without_a_shared_word(
         embedded: list[str] = []
         encode = embedder.encode
         monkeypatch.setattr(embedder, "encode", lambda texts: embedded.extend(texts) or encode(texts))
-        extract_posts(memory, second, client=client)
+        extract_posts(memory.context, second, client=client)
         assert "My beagle loves long walks." not in embedded  # matched with the vector ingest stored, not re-embedded
         known = client.requests[1][1][0].content.split("KNOWN ENTITIES")[1].split("PREVIOUS TURNS")[0]
         assert 'm:biscuit "Biscuit" (pcm:Pet)' in known  # another session, no label in the text: found by the index

@@ -118,7 +118,7 @@ VALUE_SHAPES = {"@graph": [
 def test_an_answer_of_every_value_shape_is_valid_and_passes_normalise_and_shacl(memory: Memory) -> None:
     areas = ALL
     assert valid(areas, VALUE_SHAPES)
-    extractor = Extractor(memory, ScriptedClient(), output="json")
+    extractor = Extractor(memory.context, ScriptedClient(), output="json")
     verdict = extractor.check(json.dumps(VALUE_SHAPES))
     assert verdict.accepted, verdict.report
     ns = memory.naming.namespace
@@ -135,13 +135,13 @@ def test_an_answer_of_every_value_shape_is_valid_and_passes_normalise_and_shacl(
 
 
 def test_shacl_violations_of_a_json_answer_go_back_as_a_report(memory: Memory) -> None:
-    extractor = Extractor(memory, ScriptedClient(), output="json")
+    extractor = Extractor(memory.context, ScriptedClient(), output="json")
     verdict = extractor.check(json.dumps({"@graph": [{"@id": "m:biscuit", "@type": ["pcm:Pet"]}]}))
     assert not verdict.accepted and "rdfs:label" in verdict.report
 
 
 def test_an_empty_graph_means_nothing_to_extract(memory: Memory) -> None:
-    verdict = Extractor(memory, ScriptedClient(), output="json").check('{"@graph": []}')
+    verdict = Extractor(memory.context, ScriptedClient(), output="json").check('{"@graph": []}')
     assert verdict.accepted and verdict.triples == []
 
 

@@ -22,9 +22,10 @@ from pcm.conversations import Conversation, Utterance
 from pcm.extraction import extract_posts, fact_history
 from pcm.extraction.history import restore_after_forget
 from pcm.extraction.supersede import single_valued_properties
+from pcm.layout import LEGACY_LAYOUT
 from pcm.llm import ScriptedClient
 from pcm.memory import Memory
-from pcm.namespaces import GRAPH_HISTORY, PCM, PROV, RDF, SCHEMA
+from pcm.namespaces import PCM, PROV, RDF, SCHEMA
 from pcm.ontology import Ontology
 from pcm.settings import Settings
 
@@ -59,7 +60,7 @@ def say(memory: Memory, *texts: str, days: int = 7) -> list[str]:
 
 
 def extract(memory: Memory, post: str, *replies: str):  # type: ignore[no-untyped-def]
-    return extract_posts(memory, [post], client=ScriptedClient(replies), concurrency=1)
+    return extract_posts(memory.context, [post], client=ScriptedClient(replies), concurrency=1)
 
 
 def values(memory: Memory, subject: str, prop: str) -> set[str]:
@@ -69,7 +70,7 @@ def values(memory: Memory, subject: str, prop: str) -> set[str]:
 
 def history_rows(memory: Memory) -> set[tuple[str, ...]]:
     """(object, superseded by, superseded at, said by) of every history record."""
-    rows = memory.store.select(f"""SELECT ?o ?by ?at ?from WHERE {{ GRAPH <{GRAPH_HISTORY}> {{
+    rows = memory.store.select(f"""SELECT ?o ?by ?at ?from WHERE {{ GRAPH <{LEGACY_LAYOUT.history}> {{
         ?h a <{RDF}Statement> ; <{RDF}object> ?o .
         OPTIONAL {{ ?h <{PCM}supersededBy> ?by }} OPTIONAL {{ ?h <{PCM}supersededAt> ?at }}
         OPTIONAL {{ ?h <{PROV}wasDerivedFrom> ?from }} }} }}""").rows
@@ -77,7 +78,7 @@ def history_rows(memory: Memory) -> set[tuple[str, ...]]:
 
 
 def history_subjects(memory: Memory) -> int:
-    return len(memory.store.select(f"SELECT ?h WHERE {{ GRAPH <{GRAPH_HISTORY}> {{ ?h a <{RDF}Statement> }} }}").rows)
+    return len(memory.store.select(f"SELECT ?h WHERE {{ GRAPH <{LEGACY_LAYOUT.history}> {{ ?h a <{RDF}Statement> }} }}").rows)
 
 
 def moved(memory: Memory) -> tuple[str, str, str]:
@@ -129,7 +130,7 @@ def test_a_move_and_a_new_job_move_the_old_values_to_history(memory: Memory) -> 
     assert values(memory, owner, WORKS) == {ns + "cascade-health"}
     at = "2025-09-08T19:30:00-07:00"
     assert history_rows(memory) == {(ns + "portland", new, at, old), (ns + "harbor-analytics", new, at, old)}
-    changes = [(v.predicate, v.value, v.current, v.superseded_by) for v in fact_history(memory, owner).versions]
+    changes = [(v.predicate, v.value, v.current, v.superseded_by) for v in fact_history(memory.context, owner).versions]
     assert changes == [
         (HOME, ns + "portland", False, new), (HOME, ns + "seattle", True, None),
         (WORKS, ns + "harbor-analytics", False, new), (WORKS, ns + "cascade-health", True, None),
@@ -168,7 +169,7 @@ def test_two_homes_in_one_utterance_are_sent_back_two_employers_are_kept(memory:
     both_homes = SEATTLE.split("\n", 1)[1] + "\n" + PORTLAND.split("\n", 1)[1] + (
         "\nm:owner schema:homeLocation m:portland, m:seattle .")
     client = ScriptedClient([both_homes, BALLARD])
-    report = extract_posts(memory, [first], client=client, concurrency=1)
+    report = extract_posts(memory.context, [first], client=client, concurrency=1)
     assert (report.extracted, report.repairs) == (1, 1)
     repair = client.requests[1][1][-1].content
     assert "[single-valued]" in repair and "schema:homeLocation" in repair
@@ -206,7 +207,7 @@ def test_forgetting_the_superseding_post_restores_the_old_value(memory: Memory) 
     graph = memory.naming.extraction_graph(old)  # back in the graph of the post that said it
     assert memory.store.select(f"SELECT ?o WHERE {{ GRAPH <{graph}> {{ <{owner}> <{HOME}> ?o }} }}").rows
     assert history_subjects(memory) == 0
-    assert fact_history(memory, owner).versions == []
+    assert fact_history(memory.context, owner).versions == []
 
 
 def test_forgetting_the_old_values_post_brings_nothing_back(memory: Memory) -> None:
@@ -225,7 +226,7 @@ def test_the_newest_remaining_value_wins_and_the_others_stay_superseded_by_it(me
         assert extract(memory, post, reply).extracted == 1
     assert values(memory, ns + "owner", HOME) == {ns + "ballard"}
 
-    assert restore_after_forget(memory, [c]) == 0  # the post is still there: its values are not forgotten yet
+    assert restore_after_forget(memory.context, [c]) == 0  # the post is still there: its values are not forgotten yet
     memory.forget(post=c)  # Seattle (said by b) superseded Portland; Ballard superseded Seattle
     assert values(memory, ns + "owner", HOME) == {ns + "seattle"}
     assert history_rows(memory) == {(ns + "portland", b, "2025-09-08T19:30:00-07:00", a)}

@@ -97,11 +97,11 @@ def test_episodic_ask_says_not_in_memory_and_keeps_answerable_evidence(tmp_path:
     memory = Memory.init(Settings(memory=tmp_path / "memory", index_enabled=True), owner="Alice")
     try:
         memory.ingest(conversations)
-        declined = ask(memory, "What did Bob make in his pottery class?", client=None, as_of=when)
+        declined = ask(memory.context, "What did Bob make in his pottery class?", client=None, as_of=when)
         assert declined.answer.startswith(NOT_IN_MEMORY) and declined.path == "none"
         assert says_not_in_memory(declined.answer)
         assert "s1:0" in {p.source_id for p in declined.posts}  # Alice's pottery turn, shown as the nearest
-        answered = ask(memory, "What did Alice make in her pottery class?", client=None, as_of=when)
+        answered = ask(memory.context, "What did Alice make in her pottery class?", client=None, as_of=when)
         assert answered.path == "episodic"
         assert "s1:0" in {p.source_id for p in answered.posts}
     finally:

@@ -9,9 +9,12 @@ import pytest
 
 from pcm.conversations import Conversation, Utterance
 from pcm.index.outbox import OutboxWatcher, sync_stamp
+from pcm.layout import LEGACY_LAYOUT
 from pcm.memory import Memory
-from pcm.namespaces import GRAPH_PROVENANCE, PCM
-from pcm.store import INDEX_PENDING
+from pcm.namespaces import PCM
+from pcm.store import index_marker
+
+INDEX_PENDING = index_marker(LEGACY_LAYOUT)
 
 
 def _conv(text: str) -> Conversation:
@@ -24,7 +27,7 @@ def test_a_post_write_sets_the_marker_in_the_same_write(memory: Memory) -> None:
     memory.ingest([_conv("my dog is called Biscuit")])
     assert memory.store.index_pending()
     assert memory.store.index_writes > before
-    assert INDEX_PENDING in set(memory.backend.quads(GRAPH_PROVENANCE))
+    assert INDEX_PENDING in set(memory.backend.quads(LEGACY_LAYOUT.provenance))
 
 
 def test_status_only_writes_leave_the_marker_alone(memory: Memory) -> None:
@@ -33,7 +36,7 @@ def test_status_only_writes_leave_the_marker_alone(memory: Memory) -> None:
     memory.store.clear_index_pending()
     writes = memory.store.index_writes
     memory.store.apply(extra=memory.store.set_status(post, "failed", "no model"))
-    prov = ox.NamedNode(GRAPH_PROVENANCE)
+    prov = ox.NamedNode(LEGACY_LAYOUT.provenance)
     note = ox.Quad(ox.NamedNode(post), ox.NamedNode(PCM + "unknownTerm"), ox.Literal("x"), prov)
     memory.store.apply(insert=[note], extra=memory.store.set_status(post, "extracted"))
     assert not memory.store.index_pending() and memory.store.index_writes == writes
@@ -74,7 +77,7 @@ def test_the_marker_is_importable_vocabulary_and_idempotent(memory: Memory) -> N
     assert INDEX_PENDING.predicate.value in BUILTIN_TERMS  # a dump carrying it restores without complaint
     memory.store.mark_index_pending()
     memory.store.mark_index_pending()
-    assert sum(1 for q in memory.backend.quads(GRAPH_PROVENANCE) if q == INDEX_PENDING) == 1
+    assert sum(1 for q in memory.backend.quads(LEGACY_LAYOUT.provenance) if q == INDEX_PENDING) == 1
 
 
 class FakeStore:

@@ -636,6 +636,48 @@ def test_openai_compatible_servers_get_response_format_json_schema(server: FakeL
     assert sent["json_schema"]["name"] == "answer" and sent["json_schema"]["schema"] == SCHEMA_.schema
 
 
+BOUNDED = JsonSchema("answer", SCHEMA_.schema, grammar=lambda max_tokens: f"root ::= [0-9]{{1,{max_tokens}}}")
+LLAMA_CPP_MODELS = {"object": "list", "data": [{"id": "qwen", "object": "model", "owned_by": "llamacpp"}]}
+
+
+def test_a_llama_cpp_server_gets_the_bounded_grammar_instead_of_the_schema(
+    server: FakeLLMServer, connect: Connect
+) -> None:
+    server.models = LLAMA_CPP_MODELS
+    server.push(Reply.ok("3"), Reply.ok("4"))
+    client, _ = connect("openai")
+    assert _call(client, schema=BOUNDED, max_tokens=300).text == "3"
+    assert _call(client, schema=BOUNDED, max_tokens=50).text == "4"
+    posts = server.requests
+    assert [r.body["grammar"] for r in posts] == ["root ::= [0-9]{1,300}", "root ::= [0-9]{1,50}"]
+    assert all("response_format" not in r.body for r in posts)  # llama.cpp refuses both at once
+    assert server.gets == ["/v1/models"]  # asked once
+
+
+def test_other_servers_never_get_a_grammar_field_they_would_ignore(server: FakeLLMServer, connect: Connect) -> None:
+    server.models = {"object": "list", "data": [{"id": "qwen", "object": "model", "owned_by": "library"}]}
+    server.push(Reply.ok('{"n": 3}'))
+    client, _ = connect("openai")
+    _call(client, schema=BOUNDED)
+    body = server.requests[-1].body
+    assert "grammar" not in body and body["response_format"]["type"] == "json_schema"
+
+
+def test_a_server_refusing_the_grammar_gets_the_schema_with_one_warning(
+    server: FakeLLMServer, connect: Connect, caplog: pytest.LogCaptureFixture
+) -> None:
+    server.models = LLAMA_CPP_MODELS
+    server.push(Reply.error(400, "Failed to parse grammar"), Reply.ok('{"n": 3}'), Reply.ok('{"n": 4}'))
+    client, sleeps = connect("openai")
+    with caplog.at_level("WARNING"):
+        assert _call(client, schema=BOUNDED).text == '{"n": 3}'
+        assert _call(client, schema=BOUNDED).text == '{"n": 4}'
+    posts = [r.body for r in server.requests]
+    assert "grammar" in posts[0] and all("grammar" not in b and "response_format" in b for b in posts[1:])
+    assert len([r for r in caplog.records if "bounded grammar" in r.getMessage()]) == 1
+    assert client.constrained is True and sleeps == []
+
+
 def test_anthropic_gets_forced_tool_use_and_the_tool_input_is_the_text(server: FakeLLMServer, connect: Connect) -> None:
     server.push(Reply.ok('{"n": 3}', chunks=3))
     client, _ = connect("anthropic")

@@ -148,3 +148,48 @@ def test_the_generated_schemas_convert_to_llama_cpp_grammars() -> None:
     ontology = load_ontology()
     for schema in (extraction_schema(ontology), query_schema(ontology)):
         assert "root ::=" in json_schema_to_gbnf(json.dumps(schema.schema))
+
+
+def test_a_schema_with_a_bounded_grammar_sends_that_grammar_sized_to_max_tokens(gguf: Path) -> None:
+    """The extraction schema carries a GBNF grammar with a total budget; the client asks for it at the call's
+    max_tokens (so every answer fits), builds it once per size, and never falls back to the JSON Schema."""
+    sizes: list[int] = []
+
+    def bounded(max_tokens: int) -> str:
+        sizes.append(max_tokens)
+        return f"root ::= [0-9]{{1,{max_tokens}}}"
+
+    schema = JsonSchema("answer", SCHEMA.schema, grammar=bounded)
+    client = LlamaCppClient(model_path=str(gguf), threads=1, context=512, factory=RecordingLlama,
+                            grammar=lambda text: pytest.fail("the JSON Schema was converted"),
+                            gbnf=lambda text: ("gbnf of", text))
+    for _ in range(2):
+        client.complete(system="S", messages=[Message.user("U")], operation="extract", schema=schema, max_tokens=300)
+    assert client._llama.calls[-1]["grammar"] == ("gbnf of", "root ::= [0-9]{1,300}")
+    assert client._grammars == {"root ::= [0-9]{1,300}": ("gbnf of", "root ::= [0-9]{1,300}")}
+
+
+def test_the_extraction_schema_carries_its_bounded_grammar() -> None:
+    from pcm.extraction.jsonld import extraction_grammar, extraction_schema, grammar_budget
+    from pcm.ontology import load_ontology
+
+    ontology = load_ontology()
+    schema = extraction_schema(ontology)
+    assert schema.grammar is not None
+    assert schema.grammar(500) == extraction_grammar(ontology, grammar_budget(500))
+
+
+@pytest.mark.skipif(not HAVE_LLAMA, reason="llama-cpp-python is not installed (pip install 'pcm[local]')")
+@pytest.mark.skipif(not GGUF or not Path(GGUF).is_file(), reason="PCM_TEST_GGUF does not name a GGUF model file")
+def test_the_bounded_grammar_loads_in_llama_cpp() -> None:
+    """llama.cpp's own GBNF parser reads the generated grammar (only the model's vocabulary is loaded)."""
+    from llama_cpp import Llama, LlamaGrammar
+    from llama_cpp._internals import LlamaSampler
+
+    from pcm.extraction.jsonld import extraction_schema
+    from pcm.ontology import load_ontology
+
+    grammar = extraction_schema(load_ontology()).grammar
+    assert grammar is not None
+    vocabulary = Llama(model_path=GGUF, vocab_only=True, verbose=False)
+    LlamaSampler().add_grammar(vocabulary._model, LlamaGrammar.from_string(grammar(3000), verbose=False))

@@ -97,14 +97,15 @@ def test_export_then_reimport_is_isomorphic(remote: Settings, tmp_path: Path) ->
         ttl.write_text(facts(memory.manifest.namespace))
         memory.import_rdf(ttl)
         original = memory.export("nquads")
-        namespace = memory.manifest.namespace
+        namespace, prefix = memory.manifest.namespace, memory.naming.layout.prefix
     dump = tmp_path / "dump.nq"
     dump.write_bytes(original)
     _empty(remote)
     other = remote.with_(memory=tmp_path / "other", index_enabled=False)
     with Memory.init(other, owner="Dana") as restored:
-        restored.import_rdf(dump)
-        again = restored.export("nquads").decode().replace(restored.manifest.namespace, namespace).encode()
+        restored.import_rdf(dump)  # another memory: its graph names carry its own id
+        again = restored.export("nquads").decode().replace(restored.manifest.namespace, namespace)
+        again = again.replace(restored.naming.layout.prefix, prefix).encode()
     assert _canonical(again) == _canonical(original)
 
 
@@ -129,13 +130,13 @@ def _walks(memory: Memory) -> dict[str, object]:
         return term.value.rsplit("/", 1)[-1]
 
     out: dict[str, object] = {
-        "classes": event_classes(memory),
-        "walk": [(short(f.triple.s), short(f.triple.o), f.role) for f in walk_events(memory, [ns + "missed"], direction="both", depth=3, k=20).found],
-        "after": [(short(f.triple.s), short(f.triple.o), f.role) for f in walk_events(memory, [ns + "blocked"], direction="after", depth=3).found],
-        "events": [(short(f.triple.s), short(f.triple.o)) for f in retrieve_events(memory, "Why did I miss my flight to Lisbon?", direction="causes").found],
+        "classes": event_classes(memory.context),
+        "walk": [(short(f.triple.s), short(f.triple.o), f.role) for f in walk_events(memory.context, [ns + "missed"], direction="both", depth=3, k=20).found],
+        "after": [(short(f.triple.s), short(f.triple.o), f.role) for f in walk_events(memory.context, [ns + "blocked"], direction="after", depth=3).found],
+        "events": [(short(f.triple.s), short(f.triple.o)) for f in retrieve_events(memory.context, "Why did I miss my flight to Lisbon?", direction="causes").found],
     }
     for algorithm in ("wc", "bs", "astar"):
-        found = retrieve(memory, "why did I miss the flight", start=[ns + "missed"], algorithm=algorithm).found
+        found = retrieve(memory.context, "why did I miss the flight", start=[ns + "missed"], algorithm=algorithm).found
         out[algorithm] = sorted(f"{short(f.triple.s)} {short(f.triple.o)}" for f in found)
     return out
 
@@ -170,3 +171,69 @@ def test_init_refuses_a_store_holding_another_memory_unless_told_to_share(remote
         assert len(owners) == 1  # type: ignore[arg-type]
     shared = runner.invoke(main, ["--memory", str(tmp_path / "b"), "init", "--owner", "Eli", "--share-store"], env=env)
     assert shared.exit_code == 0, shared.output
+
+
+def _third_party_select(settings: Settings, query: str) -> list[dict[str, str]]:
+    """A SELECT sent as any SPARQL client sends it: a GET on the server's query URL, no pcm code involved."""
+    import httpx
+
+    virtuoso = bool(settings.store_user)
+    url = settings.store_url + ("/sparql-auth" if virtuoso else "/query")
+    auth = httpx.DigestAuth(settings.store_user, settings.store_password) if virtuoso else None
+    response = httpx.get(url, params={"query": query}, headers={"Accept": "application/sparql-results+json"}, auth=auth)
+    response.raise_for_status()
+    return [{k: v["value"] for k, v in row.items()} for row in response.json()["results"]["bindings"]]
+
+
+def test_two_memories_on_one_server_see_nothing_of_each_other(remote: Settings, tmp_path: Path) -> None:
+    from pcm.errors import QueryError
+
+    parrot = Conversation("s1", [
+        Utterance("s1", 0, "user", "My parrot Kiwi speaks French", timestamp=datetime(2025, 4, 1, 9), source_id="m1"),
+    ])
+    with Memory.init(remote, owner="Dana") as a, \
+            Memory.init(remote.with_(memory=tmp_path / "b"), owner="Eli", share_store=True) as b:
+        assert a.manifest.layout == b.manifest.layout == "memory-id"  # a memory made on a server carries its id
+        assert a.naming.layout.prefix != b.naming.layout.prefix
+        a.ingest([conversation()])
+        b.ingest([parrot])  # the same session and message ids as one of a's posts
+        for memory in (a, b):
+            ttl = tmp_path / f"facts-{memory.manifest.memory_id}.ttl"
+            ttl.write_text(facts(memory.manifest.namespace))
+            memory.import_rdf(ttl)
+        assert (a.stats().posts, b.stats().posts) == (3, 1)
+        # recall and ask
+        assert all("Kiwi" not in h.text for h in a.recall("parrot French", k=5))
+        assert all("beagle" not in h.text for h in b.recall("dog adoption", k=5))
+        assert all("Kiwi" not in p.content for p in a.ask("What does my parrot speak?").posts)
+        assert all("Biscuit" not in p.content for p in b.ask("What is my dog called?").posts)
+        # sparql: the union default graph, GRAPH ?g, and a hostile query naming the other memory's graphs
+        probe = 'SELECT ?o WHERE { ?s ?p ?o FILTER(CONTAINS(STR(?o), "Biscuit") || CONTAINS(STR(?o), "Kiwi") || ?o = "Eli") }'
+        a_text = str(a.sparql(probe).rows)  # type: ignore[union-attr]
+        assert "Biscuit" in a_text and "Kiwi" not in a_text and "Eli" not in a_text
+        graphs = a.sparql("SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } }").values("g")  # type: ignore[union-attr]
+        assert graphs and all(g.value.startswith(a.naming.layout.prefix) for g in graphs if g is not None)
+        owners = b.sparql("SELECT ?o WHERE { ?o a <https://w3id.org/pcm/ontology#MemoryOwner> }")
+        assert [row[0].value for row in owners.rows] == [b.naming.owner]  # type: ignore[union-attr]
+        for hostile in (f"SELECT * WHERE {{ GRAPH <{b.naming.layout.conversation}> {{ ?s ?p ?o }} }}",
+                        f"SELECT * FROM <{b.naming.layout.conversation}> WHERE {{ ?s ?p ?o }}",
+                        "SELECT * WHERE { SERVICE <http://127.0.0.1:9/sparql> { ?s ?p ?o } }"):
+            with pytest.raises(QueryError):
+                a.sparql(hostile)
+        # export
+        exported = a.export("nquads").decode()
+        assert "Biscuit" in exported and "Kiwi" not in exported and b.naming.layout.prefix not in exported
+        # forget: a's m1 goes, b's m1 stays
+        [post] = a.forget(post="m1")
+        assert (a.stats().posts, b.stats().posts) == (2, 1)
+        assert b.store.find_post("m1") and "Kiwi" in b.why(b.store.find_post("m1")[0])[0].content  # type: ignore[operator]
+        # a third-party client sees one memory's posts by naming its graphs (README, "An external store")
+        rows = _third_party_select(remote, (
+            "SELECT (COUNT(?p) AS ?n) WHERE { GRAPH ?g { ?p a <http://rdfs.org/sioc/ns#Post> } "
+            f'FILTER(STRSTARTS(STR(?g), "{b.naming.layout.prefix}")) }}'
+        ))
+        assert rows == [{"n": "1"}]
+        rows = _third_party_select(remote, (
+            f"SELECT ?text WHERE {{ GRAPH <{a.naming.layout.conversation}> {{ ?p <http://rdfs.org/sioc/ns#content> ?text }} }}"
+        ))
+        assert sorted(r["text"] for r in rows) == ["Congratulations!", "We walk along the river every Sunday"]

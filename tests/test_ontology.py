@@ -12,10 +12,10 @@ import pytest
 from rdflib import OWL, RDF, RDFS, Literal, URIRef
 
 from pcm.errors import PcmError
+from pcm.layout import LEGACY_LAYOUT
 from pcm.namespaces import (
     DCTERMS,
     FOAF,
-    GRAPH_ONTOLOGY,
     OB,
     PCM,
     PROV,
@@ -253,15 +253,15 @@ def test_catalogue_can_be_restricted_to_areas(onto: Ontology) -> None:
 def test_quads_land_in_the_ontology_graph_and_answer_hierarchy_queries(onto: Ontology) -> None:
     quads = onto.quads()
     assert len(quads) == len(onto.graph)
-    assert {q.graph_name for q in quads} == {pyoxigraph.NamedNode(GRAPH_ONTOLOGY)}
+    assert {q.graph_name for q in quads} == {pyoxigraph.NamedNode(LEGACY_LAYOUT.ontology)}
     store = pyoxigraph.Store()
     store.extend(quads)
     prefixes = f"PREFIX schema: <{SCHEMA}> PREFIX pcm: <{PCM}> PREFIX rdfs: <{RDFS}> PREFIX owl: <{OWL}> PREFIX rdf: <{RDF}>"
     assert store.query(
-        f"{prefixes} ASK {{ GRAPH <{GRAPH_ONTOLOGY}> {{ schema:BuyAction rdfs:subClassOf* schema:Action }} }}"
+        f"{prefixes} ASK {{ GRAPH <{LEGACY_LAYOUT.ontology}> {{ schema:BuyAction rdfs:subClassOf* schema:Action }} }}"
     )
     members = store.query(
-        f"{prefixes} SELECT ?c {{ GRAPH <{GRAPH_ONTOLOGY}> "
+        f"{prefixes} SELECT ?c {{ GRAPH <{LEGACY_LAYOUT.ontology}> "
         f"{{ pcm:affects rdfs:domain/owl:unionOf/rdf:rest*/rdf:first ?c }} }}"
     )
     assert {row["c"].value for row in members} == {PCM + "ProblemEvent", PCM + "ServiceEvent"}

@@ -113,7 +113,7 @@ def test_the_generated_script_migrates_stored_data_to_the_replacement(
 
     with Memory.init(settings, owner="Dana Whitfield") as memory:
         fill(memory)
-        report = migrate(memory, ontology=onto, migrations=folder / "migrations")
+        report = migrate(memory.context, ontology=onto, migrations=folder / "migrations")
         assert report.scripts == [written.name] and report.applied
         assert report.after is not None and report.after.violations == 0
         assert memory.backend.query(f"ASK {{ ?pet <{PCM}species> 'dog' }}")

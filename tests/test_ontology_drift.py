@@ -13,9 +13,10 @@ from click.testing import CliRunner
 from pcm import resources
 from pcm.cli import main
 from pcm.errors import MemoryVersionError, OntologyMigrationNeeded
+from pcm.layout import LEGACY_LAYOUT
 from pcm.manifest import Manifest
 from pcm.memory import Memory
-from pcm.namespaces import GRAPH_ONTOLOGY, PCM
+from pcm.namespaces import PCM
 from pcm.ontology import load_ontology, ontology_digest
 from pcm.settings import Settings
 from test_ontology_tools_migrate import RENAME, fill
@@ -75,7 +76,7 @@ def test_init_records_the_ontology_version_and_content_digest(memory: Memory) ->
     assert data["ontology_version"] == shipped.version
     assert data["ontology_digest"] == shipped.digest
     # the stored graph hashes to the same digest as the parsed files (used for memories without a recorded digest)
-    assert ontology_digest(memory.backend.quads(GRAPH_ONTOLOGY)) == shipped.digest
+    assert ontology_digest(memory.backend.quads(LEGACY_LAYOUT.ontology)) == shipped.digest
 
 
 def test_an_upgraded_pcm_never_silently_replaces_the_ontology_and_a_later_script_runs(
@@ -92,7 +93,7 @@ def test_an_upgraded_pcm_never_silently_replaces_the_ontology_and_a_later_script
     assert refused.stderr.count("\n") == 1 and "`pcm ontology migrate`" in refused.stderr
     assert "0.1.0" in refused.stderr and "0.2.0" in refused.stderr
     assert manifest_data(settings.memory)["ontology_version"] == "0.1.0"
-    assert stored_has(settings.memory, f"GRAPH <{GRAPH_ONTOLOGY}> {{ ?o <http://www.w3.org/2002/07/owl#versionInfo> '0.1.0' }}")
+    assert stored_has(settings.memory, f"GRAPH <{LEGACY_LAYOUT.ontology}> {{ ?o <http://www.w3.org/2002/07/owl#versionInfo> '0.1.0' }}")
     assert not stored_has(settings.memory, "?p <http://rdfs.org/sioc/ns#content> 'Rex chewed my slipper.'")
 
     # reads work, and say so: one line on stderr, and in --json
@@ -130,11 +131,11 @@ def test_an_ontology_changed_without_a_version_bump_needs_a_migration(
     dry = run("ontology", "migrate", "--memory", str(settings.memory), "--dry-run")
     assert dry.exit_code == 0, dry.output
     assert "same version, other content" in dry.stdout
-    assert not stored_has(settings.memory, f"GRAPH <{GRAPH_ONTOLOGY}> {{ pcm:Hobby a ?t }}")
+    assert not stored_has(settings.memory, f"GRAPH <{LEGACY_LAYOUT.ontology}> {{ pcm:Hobby a ?t }}")
 
     done = run("ontology", "migrate", "--memory", str(settings.memory))
     assert done.exit_code == 0, done.output
-    assert stored_has(settings.memory, f"GRAPH <{GRAPH_ONTOLOGY}> {{ pcm:Hobby a ?t }}")
+    assert stored_has(settings.memory, f"GRAPH <{LEGACY_LAYOUT.ontology}> {{ pcm:Hobby a ?t }}")
     assert manifest_data(settings.memory)["ontology_digest"] == load_ontology().digest
     with Memory.open(settings) as memory:
         assert memory.ontology_drift is None

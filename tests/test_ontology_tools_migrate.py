@@ -12,9 +12,10 @@ from click.testing import CliRunner
 from pcm.cli_ontology import ontology as ontology_cli
 from pcm.conversations import Conversation, Utterance
 from pcm.errors import UsageError, ValidationError
+from pcm.layout import LEGACY_LAYOUT
 from pcm.manifest import Manifest
 from pcm.memory import Memory
-from pcm.namespaces import GRAPH_ONTOLOGY, GRAPH_PROVENANCE, PCM, PROV, RDF, RDFS
+from pcm.namespaces import PCM, PROV, RDF, RDFS
 from pcm.ontology import Ontology
 from pcm.ontology_tools.diff import load_version
 from pcm.ontology_tools.migrate import (
@@ -97,7 +98,7 @@ def fill(memory: Memory) -> list[str]:
 
 
 def data_quads(memory: Memory) -> set[ox.Quad]:
-    return {q for q in memory.backend.quads() if q.graph_name != N(GRAPH_ONTOLOGY)}
+    return {q for q in memory.backend.quads() if q.graph_name != N(LEGACY_LAYOUT.ontology)}
 
 
 def ask(memory: Memory, query: str) -> bool:
@@ -109,7 +110,7 @@ def test_dry_run_lists_scripts_and_violations_and_writes_nothing(
 ) -> None:
     memory, posts = filled
     before = data_quads(memory)
-    report = migrate(memory, ontology=target, migrations=scripts, dry_run=True)
+    report = migrate(memory.context, ontology=target, migrations=scripts, dry_run=True)
     assert report.scripts == ["0.1.0-to-0.2.0.ru"] and not report.applied and report.backup is None
     assert report.before is not None and report.before.graphs_checked == 2
     assert report.before.rules["unknown-term"].count == 2  # petSpecies and petBreed are not in 0.2.0
@@ -124,14 +125,14 @@ def test_migrate_moves_the_data_keeps_a_backup_and_bumps_the_version(
 ) -> None:
     memory, posts = filled
     memory.store.clear_index_pending()
-    report = migrate(memory, ontology=target, migrations=scripts, reextract=True, allow_violations=True)
+    report = migrate(memory.context, ontology=target, migrations=scripts, reextract=True, allow_violations=True)
     assert report.applied
     assert memory.store.index_pending()  # the side index is reconciled on the next open
     assert ask(memory, "?pet pcm:species 'dog'") and not ask(memory, "?pet pcm:petSpecies ?s")
     assert memory.manifest.ontology_version == "0.2.0"
     assert Manifest.load(memory.settings.memory).ontology_version == "0.2.0"
     assert memory.store.ontology_version() == "0.2.0"
-    assert ask(memory, f"GRAPH <{GRAPH_PROVENANCE}> {{ ?a a <{PROV}Activity> ; pcm:ontologyVersion '0.2.0' }}")
+    assert ask(memory, f"GRAPH <{LEGACY_LAYOUT.provenance}> {{ ?a a <{PROV}Activity> ; pcm:ontologyVersion '0.2.0' }}")
     # the backup is a complete, openable copy of the memory as it was
     assert report.backup is not None and (report.backup / "memory.toml").is_file()
     saved = ox.Store.read_only(str(report.backup / "oxigraph"))
@@ -140,7 +141,7 @@ def test_migrate_moves_the_data_keeps_a_backup_and_bumps_the_version(
     # what still breaks a rule is Luna's breed: that post, and only it, is marked for re-extraction
     assert report.after is not None and report.after.violations == 1
     assert report.reextract == [posts[1]] and report.marked_pending == 1
-    assert ask(memory, f"GRAPH <{GRAPH_PROVENANCE}> {{ <{posts[1]}> pcm:extractionStatus 'pending' }}")
+    assert ask(memory, f"GRAPH <{LEGACY_LAYOUT.provenance}> {{ <{posts[1]}> pcm:extractionStatus 'pending' }}")
     assert "marked 1 post(s) pending" in report.text()
     assert "broken facts kept (--allow-violations):" in report.text() and "petBreed" in report.text()
 
@@ -152,7 +153,7 @@ def test_a_failing_script_rolls_everything_back(
     (scripts / "0.1.0-to-0.2.0.z-fails.ru").write_text("CREATE GRAPH <urn:pcm:graph:conversation>", encoding="utf-8")
     before, ontology_before = data_quads(memory), memory.store.ontology_version()
     with pytest.raises(MigrationError, match="rolled back") as caught:
-        migrate(memory, ontology=target, migrations=scripts)
+        migrate(memory.context, ontology=target, migrations=scripts)
     assert "\n" not in str(caught.value)
     assert data_quads(memory) == before
     assert memory.store.ontology_version() == ontology_before == "0.1.0"
@@ -171,7 +172,7 @@ def test_a_migration_leaving_violations_is_rolled_back_listing_each_broken_fact(
     imported = memory.import_rdf(dump).graphs[0]
     before = data_quads(memory)
     with pytest.raises(ValidationError, match="rolled back") as caught:
-        migrate(memory, ontology=target, migrations=scripts)
+        migrate(memory.context, ontology=target, migrations=scripts)
     message = str(caught.value)
     assert "2 violation(s) would remain" in message and "1 in imported facts" in message
     assert "--allow-violations" in message and "\n" not in message
@@ -191,12 +192,12 @@ def test_a_script_that_does_not_parse_is_refused_before_any_backup(
     memory, _ = filled
     (scripts / "0.1.0-to-0.2.0.ru").write_text("DELET WHERE { ?s ?p ?o }", encoding="utf-8")
     with pytest.raises(UsageError, match="does not parse"):
-        migrate(memory, ontology=target, migrations=scripts)
+        migrate(memory.context, ontology=target, migrations=scripts)
     assert not (memory.settings.memory / "backups").exists()
 
 
 def test_an_up_to_date_memory_is_only_validated(memory: Memory) -> None:
-    report = migrate(memory)
+    report = migrate(memory.context)
     assert report.scripts == [] and not report.applied and report.backup is None
     assert report.before is not None and report.before.violations == 0
 
@@ -249,7 +250,7 @@ def test_a_script_syntax_error_names_the_file_line_and_column(
         encoding="utf-8",
     )
     with pytest.raises(UsageError) as caught:
-        migrate(memory, ontology=target, migrations=scripts)
+        migrate(memory.context, ontology=target, migrations=scripts)
     message = str(caught.value)
     assert message.startswith(f"{scripts / '0.1.0-to-0.2.0.b-typo.ru'}:5:"), message
     assert "migration script 0.1.0-to-0.2.0.b-typo.ru does not parse" in message and "\n" not in message

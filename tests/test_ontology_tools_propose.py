@@ -9,15 +9,16 @@ from click.testing import CliRunner
 
 from pcm.cli_ontology import ontology as ontology_cli
 from pcm.conversations import Conversation, Utterance
+from pcm.layout import LEGACY_LAYOUT
 from pcm.memory import Memory
-from pcm.namespaces import GRAPH_PROVENANCE, PCM, PROV, SCHEMA
+from pcm.namespaces import PCM, PROV, SCHEMA
 from pcm.ontology import load_ontology
 from pcm.ontology_tools.propose import proposals_for, render_text, similar_terms
 from pcm.settings import Settings
 
 N = ox.NamedNode
 UNKNOWN = N(PCM + "unknownTerm")
-G = N(GRAPH_PROVENANCE)
+G = N(LEGACY_LAYOUT.provenance)
 
 
 def record(memory: Memory) -> list[str]:
@@ -40,7 +41,7 @@ def record(memory: Memory) -> list[str]:
 
 def test_proposals_are_counted_per_post_with_examples(memory: Memory) -> None:
     record(memory)
-    found = {p.curie: p for p in proposals_for(memory, examples=5)}
+    found = {p.curie: p for p in proposals_for(memory.context, examples=5)}
     assert list(found) == ["schema:RepairAction", "schema:BuyAction", "schema:mechanic"]
     repair = found["schema:RepairAction"]
     assert repair.count == 2 and not repair.defined_now
@@ -54,12 +55,12 @@ def test_proposals_are_counted_per_post_with_examples(memory: Memory) -> None:
 
 def test_examples_are_limited(memory: Memory) -> None:
     record(memory)
-    (repair, *_rest) = proposals_for(memory, examples=1)
+    (repair, *_rest) = proposals_for(memory.context, examples=1)
     assert repair.examples == ["The garage fixed my brakes."]
 
 
 def test_nothing_recorded_says_so(memory: Memory) -> None:
-    assert proposals_for(memory) == []
+    assert proposals_for(memory.context) == []
     assert render_text([]).startswith("no unknown terms recorded")
 
 

@@ -87,7 +87,7 @@ def test_rename_rewrites_every_file_bumps_the_version_and_writes_the_script(tmp_
     assert script == dirs["onto"] / "migrations" / "0.1.0-to-0.2.0.rename-petSpecies.ru" and script.is_file()
     with Memory.init(settings, owner="Dana Whitfield") as memory:
         fill(memory)
-        migrated = migrate(memory, ontology=onto, migrations=dirs["onto"] / "migrations")
+        migrated = migrate(memory.context, ontology=onto, migrations=dirs["onto"] / "migrations")
         assert migrated.applied and migrated.after is not None and migrated.after.violations == 0
         assert memory.backend.query(f"ASK {{ ?pet <{PCM}species> 'dog' }}")
 

@@ -120,9 +120,9 @@ def test_a_migration_backup_holding_a_forgotten_post_is_deleted_by_the_purge(tmp
 
     with Memory.init(Settings(memory=tmp_path / "m", index_enabled=False), owner="Dana") as memory:
         memory.ingest([conversation()])
-        before = make_backup(memory, None, "before-forget")
+        before = make_backup(memory.context, None, "before-forget")
         memory.forget(post="garden:0")
-        after = make_backup(memory, None, "after-forget")
+        after = make_backup(memory.context, None, "after-forget")
         (tmp_path / "m" / "backups" / "junk").mkdir()  # not a backup pcm can read: reported, kept
         (tmp_path / "m" / "backups" / "junk" / "dataset.nq").write_text("this is not N-Quads <")
         report = memory.purge()
@@ -136,7 +136,7 @@ def test_the_summary_drop_is_part_of_the_forget_update(tmp_path: Path, monkeypat
     with Memory.init(Settings(memory=tmp_path / "m", index_enabled=False), owner="Dana") as memory:
         memory.ingest([conversation()])
         thread = memory.store.find_session("garden") or ""
-        assert SECRET in (read_summary(memory, thread) or pytest.fail("no summary")).text
+        assert SECRET in (read_summary(memory.context, thread) or pytest.fail("no summary")).text
 
         def crash(*args: object, **kwargs: object) -> None:
             raise RuntimeError("killed after the forget's update")
@@ -145,7 +145,7 @@ def test_the_summary_drop_is_part_of_the_forget_update(tmp_path: Path, monkeypat
         with pytest.raises(RuntimeError):
             memory.forget(post="garden:0")
         monkeypatch.undo()
-        assert read_summary(memory, thread) is None
+        assert read_summary(memory.context, thread) is None
         dump = b"".join(memory.backend.dump(ox.RdfFormat.N_QUADS, graph=g) for g in memory.backend.named_graphs())
         assert SECRET.encode() not in dump
 
@@ -154,7 +154,7 @@ def test_a_failing_forget_keeps_the_summary(tmp_path: Path, monkeypatch: pytest.
     with Memory.init(Settings(memory=tmp_path / "m", index_enabled=False), owner="Dana") as memory:
         memory.ingest([conversation()])
         thread = memory.store.find_session("garden") or ""
-        before = read_summary(memory, thread)
+        before = read_summary(memory.context, thread)
 
         def crash(text: str, *args: object, **kwargs: object) -> None:
             raise RuntimeError("crash mid-forget")
@@ -163,7 +163,7 @@ def test_a_failing_forget_keeps_the_summary(tmp_path: Path, monkeypatch: pytest.
         with pytest.raises(RuntimeError):
             memory.forget(post="garden:0")
         monkeypatch.undo()
-        assert read_summary(memory, thread) == before
+        assert read_summary(memory.context, thread) == before
 
 
 def _store_with(path: Path, label: str) -> None:

@@ -10,9 +10,10 @@ import pytest
 
 from pcm.conversations import Conversation, Utterance
 from pcm.errors import InputError, MemoryLockedError, MemoryVersionError, ValidationError
+from pcm.layout import LEGACY_LAYOUT
 from pcm.manifest import Manifest
 from pcm.memory import Memory
-from pcm.namespaces import GRAPH_CONVERSATION, GRAPH_PROVENANCE, PCM, PROV, RDFS, SCHEMA, SIOC
+from pcm.namespaces import PCM, PROV, RDFS, SCHEMA, SIOC
 from pcm.settings import Settings
 
 
@@ -41,9 +42,9 @@ def test_ingest_writes_posts_threads_and_pending_status(memory: Memory) -> None:
     assert first.role == "user" and second.role == "assistant"
     assert first.source_id == "s1:0" and first.time == datetime(2025, 3, 2, 10, 0)
     # user turns are attributed to the owner, assistant turns to the assistant; order is kept by previous_by_date
-    assert ask_bool(memory, f"ASK {{ GRAPH <{GRAPH_CONVERSATION}> {{ <{first.iri}> <{PROV}wasAttributedTo> <{memory.naming.owner}> }} }}")
-    assert ask_bool(memory, f"ASK {{ GRAPH <{GRAPH_CONVERSATION}> {{ <{second.iri}> <{PROV}wasAttributedTo> <{memory.naming.assistant}> ; <{SIOC}previous_by_date> <{first.iri}> }} }}")
-    assert ask_bool(memory, f"ASK {{ GRAPH <{GRAPH_PROVENANCE}> {{ <{first.iri}> <{PCM}extractionStatus> \"pending\" }} }}")
+    assert ask_bool(memory, f"ASK {{ GRAPH <{LEGACY_LAYOUT.conversation}> {{ <{first.iri}> <{PROV}wasAttributedTo> <{memory.naming.owner}> }} }}")
+    assert ask_bool(memory, f"ASK {{ GRAPH <{LEGACY_LAYOUT.conversation}> {{ <{second.iri}> <{PROV}wasAttributedTo> <{memory.naming.assistant}> ; <{SIOC}previous_by_date> <{first.iri}> }} }}")
+    assert ask_bool(memory, f"ASK {{ GRAPH <{LEGACY_LAYOUT.provenance}> {{ <{first.iri}> <{PCM}extractionStatus> \"pending\" }} }}")
     assert memory.stats().posts == 2 and memory.stats().sessions == 1
 
 
@@ -108,7 +109,7 @@ def test_malformed_turtle_is_one_clear_error(memory: Memory, tmp_path: Path) -> 
 
 def test_failed_write_leaves_nothing_behind(memory: Memory) -> None:
     before = sorted(map(str, memory.backend.quads()))
-    good = ox.Quad(ox.NamedNode("urn:x:a"), ox.NamedNode("urn:x:p"), ox.Literal("v"), ox.NamedNode(GRAPH_CONVERSATION))
+    good = ox.Quad(ox.NamedNode("urn:x:a"), ox.NamedNode("urn:x:p"), ox.Literal("v"), ox.NamedNode(LEGACY_LAYOUT.conversation))
 
     class Boom(Exception):
         pass
@@ -132,7 +133,7 @@ def test_forget_keeps_facts_supported_by_another_utterance(memory: Memory) -> No
         memory.store.write([
             ox.Quad(biscuit, ox.NamedNode(RDFS + "label"), ox.Literal("Biscuit"), g),
             ox.Quad(biscuit, ox.NamedNode(PROV + "wasDerivedFrom"), ox.NamedNode(post), g),
-            ox.Quad(g, ox.NamedNode(PROV + "wasDerivedFrom"), ox.NamedNode(post), ox.NamedNode(GRAPH_PROVENANCE)),
+            ox.Quad(g, ox.NamedNode(PROV + "wasDerivedFrom"), ox.NamedNode(post), ox.NamedNode(LEGACY_LAYOUT.provenance)),
         ])
     assert {s.post for s in memory.why(biscuit.value)} == {p1, p2}
     forgotten = memory.forget(post="s1:0")

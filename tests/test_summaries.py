@@ -68,19 +68,19 @@ def test_llm_summary_over_three_batches_keeps_provenance_to_every_post(memory: M
     for n, batch in enumerate(BATCHES):
         posts += memory.ingest([turns("s1", batch, start=2 * n)]).posts
         thread = memory.store.find_session("s1")
-        report = update_summaries(memory, [thread or ""], client)
+        report = update_summaries(memory.context, [thread or ""], client)
         assert (report.updated, report.llm_calls) == (1, 1)
-        stored = read_summary(memory, thread or "")
+        stored = read_summary(memory.context, thread or "")
         assert stored is not None and stored.covered == set(posts) == covered_by_sparql(memory, "s1")
         assert stored.method == client.name and stored.prompt_version.startswith("summary.v1@")
-    assert read_summary(memory, thread or "").text == "Dana adopted Biscuit, who chewed shoes and starts training."  # type: ignore[union-attr]
+    assert read_summary(memory.context, thread or "").text == "Dana adopted Biscuit, who chewed shoes and starts training."  # type: ignore[union-attr]
     # each call got the previous summary and only the turns not yet covered
     second, third = client.requests[1][1][0].content, client.requests[2][1][0].content
     assert "Dana adopted Biscuit." in second and BATCHES[1][0] in second and BATCHES[0][0] not in second
     assert "he chewed shoes" in third and BATCHES[2][0] in third and BATCHES[1][0] not in third
     assert all(op == "summary" for _, _, op in client.requests)
     # nothing new: no call
-    again = update_summaries(memory, [thread or ""], client)
+    again = update_summaries(memory.context, [thread or ""], client)
     assert (again.unchanged, again.llm_calls) == (1, 0)
 
 
@@ -95,7 +95,7 @@ def test_ingest_with_an_llm_updates_the_summary_incrementally(memory: Memory) ->
     posts: list[str] = []
     for n, batch in enumerate(BATCHES):
         posts += memory.ingest([turns("s1", batch, start=2 * n)]).posts
-    stored = read_summary(memory, memory.store.find_session("s1") or "")
+    stored = read_summary(memory.context, memory.store.find_session("s1") or "")
     assert stored is not None and stored.text == "third" and stored.covered == set(posts)
     summary_calls = [m[0].content for _, m, op in memory._client.requests if op == "summary"]
     assert len(summary_calls) == 3 and "second" in summary_calls[2] and BATCHES[1][1] not in summary_calls[2]
@@ -104,15 +104,15 @@ def test_ingest_with_an_llm_updates_the_summary_incrementally(memory: Memory) ->
 def test_a_failing_model_falls_back_to_an_extractive_summary(memory: Memory) -> None:
     memory.settings = memory.settings.with_(summaries_enabled=False)
     memory.ingest([turns("s1", BATCHES[0])])
-    report = update_summaries(memory, [memory.store.find_session("s1") or ""], ScriptedClient([]))
+    report = update_summaries(memory.context, [memory.store.find_session("s1") or ""], ScriptedClient([]))
     assert report.fallbacks == 1
-    assert read_summary(memory, memory.store.find_session("s1") or "").method == "extractive"  # type: ignore[union-attr]
+    assert read_summary(memory.context, memory.store.find_session("s1") or "").method == "extractive"  # type: ignore[union-attr]
 
 
 def test_extractive_summary_is_the_central_sentences_in_message_order(memory: Memory) -> None:
     texts = GARDEN + ["Ok.", "By the way, my cousin called from Oslo about the wedding plans."]
     posts = memory.ingest([turns("g", texts)]).posts
-    stored = read_summary(memory, memory.store.find_session("g") or "")
+    stored = read_summary(memory.context, memory.store.find_session("g") or "")
     assert stored is not None and stored.method == "extractive" and stored.covered == set(posts)
     lines = stored.text.splitlines()
     assert "Ok." not in stored.text  # too short to stand for anything
@@ -133,18 +133,18 @@ def test_central_sentences_cap_and_drop_near_duplicates() -> None:
 def test_rerun_summarises_nothing_when_every_post_is_covered(memory: Memory) -> None:
     memory.ingest([turns("g", GARDEN)])
     thread = memory.store.find_session("g") or ""
-    before = read_summary(memory, thread)
-    report = update_summaries(memory, [thread])
-    assert (report.updated, report.unchanged) == (0, 1) and read_summary(memory, thread) == before
+    before = read_summary(memory.context, thread)
+    report = update_summaries(memory.context, [thread])
+    assert (report.updated, report.unchanged) == (0, 1) and read_summary(memory.context, thread) == before
     memory.ingest([turns("g", ["The basil flowered, so I pinched the flowers off the basil."], start=3)])
-    assert len(read_summary(memory, thread).covered) == 4  # type: ignore[union-attr]
+    assert len(read_summary(memory.context, thread).covered) == 4  # type: ignore[union-attr]
 
 
 def test_forgetting_a_post_re_summarises_without_it(memory: Memory) -> None:
     posts = memory.ingest([turns("g", GARDEN)]).posts
     thread = memory.store.find_session("g") or ""
     memory.forget(post="g:0")
-    stored = read_summary(memory, thread)
+    stored = read_summary(memory.context, thread)
     assert stored is not None and posts[0] not in stored.covered and stored.covered == set(posts[1:])
     assert "I planted" not in stored.text and covered_by_sparql(memory, "g") == set(posts[1:])
 
@@ -162,7 +162,7 @@ def test_forget_with_summaries_off_drops_the_summary(memory: Memory) -> None:
     memory.ingest([turns("g", GARDEN)])
     memory.settings = memory.settings.with_(summaries_enabled=False)
     memory.forget(post="g:1")
-    assert read_summary(memory, memory.store.find_session("g") or "") is None
+    assert read_summary(memory.context, memory.store.find_session("g") or "") is None
 
 
 def test_summaries_off_by_environment(tmp_path: Path) -> None:
@@ -170,17 +170,17 @@ def test_summaries_off_by_environment(tmp_path: Path) -> None:
     assert settings.summaries_enabled is False and Settings.from_env({}).summaries_enabled is True
     with Memory.init(settings, owner="Dana") as mem:
         mem.ingest([turns("g", GARDEN)])
-        assert read_summary(mem, mem.store.find_session("g") or "") is None
+        assert read_summary(mem.context, mem.store.find_session("g") or "") is None
 
 
 def test_summary_context_picks_the_matching_session_with_its_posts(memory: Memory) -> None:
     memory.ingest([turns("g", GARDEN), turns("s1", BATCHES[0] + BATCHES[1])])
-    context = summary_context(memory, "How are my tomatoes doing in the garden?", k=1)
+    context = summary_context(memory.context, "How are my tomatoes doing in the garden?", k=1)
     assert len(context) == 1
     line, posts = context[0]
     assert line.startswith("Session g (2025-03-03 to 2025-03-04, 3 turns), summary:") and "tomatoes" in line
     assert posts and all(p.session == "g" for p in posts)
-    assert summary_posts(memory, "the beagle dog Biscuit", k=2)[0] in memory.store.session_posts(
+    assert summary_posts(memory.context, "the beagle dog Biscuit", k=2)[0] in memory.store.session_posts(
         memory.store.find_session("s1") or "")
 
 

@@ -28,20 +28,20 @@ def dog_posts(mem: Memory) -> list[str]:
 
 
 def test_minilm_extractive_summary_covers_the_session(mem: Memory) -> None:
-    stored = read_summary(mem, mem.store.find_session("s1") or "")
+    stored = read_summary(mem.context, mem.store.find_session("s1") or "")
     assert stored is not None and stored.method == "extractive" and stored.covered == set(dog_posts(mem))
     assert "Biscuit" in stored.text and len(stored.text.splitlines()) == 5
 
 
 def test_summary_posts_and_context_follow_the_matching_session(mem: Memory) -> None:
-    ranked = summary_posts(mem, "What is my puppy called?", k=4)
+    ranked = summary_posts(mem.context, "What is my puppy called?", k=4)
     assert len(ranked) == 4 and ranked[0] in dog_posts(mem)
-    [(line, posts)] = summary_context(mem, "What is my puppy called?", k=1)
+    [(line, posts)] = summary_context(mem.context, "What is my puppy called?", k=1)
     assert line.startswith("Session s1") and posts and {p.session for p in posts} == {"s1"}
 
 
 def test_event_context_without_events_is_the_episodic_chain(mem: Memory) -> None:
-    lines = event_context(mem, "What happened after Biscuit chewed my shoes?", [], direction="after", depth=1)
+    lines = event_context(mem.context, "What happened after Biscuit chewed my shoes?", [], direction="after", depth=1)
     contents = [posts[0].content for _, posts in lines]
     chewed = BATCHES[1][0]
     assert chewed in contents

@@ -20,18 +20,8 @@ from pcm.backend import Backend
 from pcm.backend_local import LocalBackend
 from pcm.backend_remote import RemoteBackend
 from pcm.errors import UsageError
-from pcm.namespaces import (
-    DCTERMS,
-    GRAPH_CONVERSATION,
-    GRAPH_HISTORY,
-    GRAPH_PROVENANCE,
-    PCM,
-    PROV,
-    RDF,
-    RDFS,
-    SCHEMA,
-    SIOC,
-)
+from pcm.layout import LEGACY_LAYOUT
+from pcm.namespaces import DCTERMS, PCM, PROV, RDF, RDFS, SCHEMA, SIOC
 from pcm.naming import Naming
 from pcm.ontology import load_ontology
 from pcm.retrieval.traversal import (
@@ -102,7 +92,7 @@ def post(key: str, text: str, facts: list[tuple[ox.NamedNode, ox.NamedNode, ox.N
     """One utterance as pcm writes it: the post, its extraction graph (with entity derivations), its provenance."""
     iri = N(NAMING.post(key))
     graph = N(NAMING.extraction_graph(iri.value))
-    conv, prov = N(GRAPH_CONVERSATION), N(GRAPH_PROVENANCE)
+    conv, prov = N(LEGACY_LAYOUT.conversation), N(LEGACY_LAYOUT.provenance)
     thread = N(NAMING.session("s1"))
     quads = [
         ox.Quad(iri, A, N(SIOC + "Post"), conv),
@@ -121,8 +111,8 @@ def post(key: str, text: str, facts: list[tuple[ox.NamedNode, ox.NamedNode, ox.N
 
 def graph_quads() -> list[ox.Quad]:
     quads = [
-        ox.Quad(OWNER, A, s("Person"), N(GRAPH_CONVERSATION)),
-        ox.Quad(OWNER, LABEL, ox.Literal("Dana"), N(GRAPH_CONVERSATION)),
+        ox.Quad(OWNER, A, s("Person"), N(LEGACY_LAYOUT.conversation)),
+        ox.Quad(OWNER, LABEL, ox.Literal("Dana"), N(LEGACY_LAYOUT.conversation)),
     ]
     quads += post("p1", "I bought a Trek bike at City Bikes for 600 dollars.", [
         (BUY, A, s("BuyAction")), (BUY, LABEL, ox.Literal("buying the Trek bike")),
@@ -151,9 +141,9 @@ def graph_quads() -> list[ox.Quad]:
     ])
     # what is no longer true, and what is not a fact at all, must never be walked
     quads += [
-        ox.Quad(ROSEWOOD, s("containedInPlace"), SEATTLE, N(GRAPH_HISTORY)),
-        ox.Quad(SEATTLE, LABEL, ox.Literal("Seattle"), N(GRAPH_HISTORY)),
-        ox.Quad(BIKE, s("relatedTo"), SEATTLE, N(GRAPH_PROVENANCE)),
+        ox.Quad(ROSEWOOD, s("containedInPlace"), SEATTLE, N(LEGACY_LAYOUT.history)),
+        ox.Quad(SEATTLE, LABEL, ox.Literal("Seattle"), N(LEGACY_LAYOUT.history)),
+        ox.Quad(BIKE, s("relatedTo"), SEATTLE, N(LEGACY_LAYOUT.provenance)),
     ]
     imported = N(NAMING.import_graph("beam-test"))  # imported facts: walked like extracted ones, no posts
     quads += [ox.Quad(a, b, c, imported) for a, b, c in (

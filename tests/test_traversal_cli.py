@@ -152,7 +152,7 @@ def test_retrieve_is_what_ask_falls_back_to(memory_dir: Path, monkeypatch: pytes
     monkeypatch.setattr("pcm.index.get_embedder", lambda settings=None: _STAND_IN)
     with Memory.open(Settings(memory=memory_dir, index_enabled=True), read_only=True) as memory:
         start = [memory.manifest.namespace + "subaru-outback"]
-        found = retrieve(memory, "Who fixed my Subaru?", start=start, forbid={Kind.EPISODIC})
+        found = retrieve(memory.context, "Who fixed my Subaru?", start=start, forbid={Kind.EPISODIC})
         assert found.starts[0].value == start[0]
         texts = [t.text for t in found.triples]
         assert "repairing the Subaru provider Rosewood Auto Repair" in texts

@@ -17,7 +17,8 @@ import pyoxigraph as ox
 import pytest
 
 from pcm.backend_local import LocalBackend
-from pcm.namespaces import GRAPH_HISTORY, RDFS, SCHEMA
+from pcm.layout import LEGACY_LAYOUT
+from pcm.namespaces import RDFS, SCHEMA
 from pcm.naming import Naming
 from pcm.resources import render_query
 from pcm.retrieval.traversal import AStarConfig, Restrictions, TraversalConfig, TraversalEngine
@@ -75,7 +76,7 @@ def random_facts(seed: int, size: int = 24, edges: int = 30) -> list[ox.Quad]:
     for v in rng.sample(vertices, 4):
         quads.append(ox.Quad(OWNER, PREDICATES[0], v, rng.choice(graphs)))
     a, b = rng.sample(vertices, 2)
-    quads.append(ox.Quad(a, PREDICATES[1], b, N(GRAPH_HISTORY)))
+    quads.append(ox.Quad(a, PREDICATES[1], b, N(LEGACY_LAYOUT.history)))
     return quads
 
 
@@ -83,7 +84,7 @@ def bfs_lengths(quads: list[ox.Quad], start: ox.NamedNode) -> dict[ox.NamedNode,
     """Hop counts from ``start`` over the fact triples, either direction, not walking on through the owner."""
     adjacent: dict[ox.NamedNode, set[ox.NamedNode]] = {}
     for q in quads:
-        if q.graph_name == N(GRAPH_HISTORY) or not isinstance(q.object, ox.NamedNode):
+        if q.graph_name == N(LEGACY_LAYOUT.history) or not isinstance(q.object, ox.NamedNode):
             continue
         if q.predicate.value in DENIED_PREDICATES:
             continue
@@ -163,7 +164,7 @@ def test_one_sequence_path_reaches_what_the_hops_reach_and_what_they_must_not(
     engine, facts = graphs
     store = engine.graph.backend
     quads = facts[1]
-    history = next(q for q in quads if q.graph_name == N(GRAPH_HISTORY))
+    history = next(q for q in quads if q.graph_name == N(LEGACY_LAYOUT.history))
     start = history.subject
     hops: set[ox.NamedNode] = {start}  # type: ignore[arg-type]
     level = {start}

@@ -1,3 +1,3 @@
 # Drop one session's summary ({{session}}) and its summary activity ({{activity}}), before a rewrite or for good.
-DELETE WHERE { GRAPH <urn:pcm:graph:conversation> { {{session}} <https://w3id.org/pcm/ontology#summary> ?s } } ;
-DELETE WHERE { GRAPH <urn:pcm:graph:provenance> { {{activity}} ?p ?o } }
+DELETE WHERE { GRAPH {{graph:conversation}} { {{session}} <https://w3id.org/pcm/ontology#summary> ?s } } ;
+DELETE WHERE { GRAPH {{graph:provenance}} { {{activity}} ?p ?o } }

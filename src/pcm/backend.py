@@ -7,14 +7,17 @@ this line speaks SPARQL text and pyoxigraph terms, so the two are interchangeabl
 
 from __future__ import annotations
 
+import enum
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 import pyoxigraph as ox
 
 from pcm.errors import QueryError
+from pcm.layout import DatasetLayout
 
 Term = ox.NamedNode | ox.BlankNode | ox.Literal | ox.Triple
 
@@ -41,8 +44,72 @@ class Solutions:
 QueryResult = Solutions | bool | list[ox.Triple]
 
 
+class QueryIsolation(enum.Enum):
+    """How a query that runs past its time limit is stopped (it may block inside one step of the engine)."""
+
+    #: In a worker process reading the store's files, killed at the limit (:mod:`pcm.retrieval.safety`).
+    WORKER = "worker"
+    #: The engine is a process pcm owns; its watchdog restarts it when an abandoned query keeps it busy.
+    ENGINE = "engine"
+    #: The server's own timeout: pcm stops waiting and drops the connection, only the server bounds its work.
+    SERVER = "server"
+    #: In process, with the deadline checked between rows (an in-memory store: nothing to isolate it from).
+    IN_PROCESS = "in-process"
+
+
+class PurgeScope(enum.Enum):
+    """What ``pcm purge`` can guarantee about forgotten data on this store."""
+
+    #: The store's files are rewritten: forgotten text leaves the disk.
+    FILES = "files"
+    #: The memory's data is deleted through the protocol; the engine's own files (and whether it keeps deleted
+    #: values in them) are the engine's, beyond pcm's reach.
+    GRAPHS = "graphs"
+    #: The files are held by a running server: stop it first.
+    HELD = "held"
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do, so callers choose by capability instead of probing concrete types."""
+
+    #: The store's directory on this machine when pcm owns its files (checkpoints, compaction, a query worker).
+    files: Path | None
+    isolation: QueryIsolation
+    purge: PurgeScope
+    #: How :meth:`Backend.bulk_load` loads: ``native`` (the engine's loader), ``graph-store`` (one Graph Store
+    #: POST), ``batched`` (``INSERT DATA`` requests of :attr:`batch` quads).
+    bulk_load: str
+    #: One update request applies whole or not at all (False: a failure may leave part of it applied).
+    transactions: bool
+    #: Most quads one :meth:`Backend.extend` applies as one write (None: any number).
+    batch: int | None = None
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "files": str(self.files) if self.files else None, "query_isolation": self.isolation.value,
+            "purge": self.purge.value, "bulk_load": self.bulk_load, "transactions": self.transactions,
+            "batch": self.batch,
+        }
+
+
 class Backend(Protocol):
-    """Where quads live. Every write method is atomic: all of it lands or none of it does."""
+    """Where quads live. Every write method is atomic where :attr:`capabilities` says so (see
+    :class:`Capabilities`): the embedded store always, a server within its transactions and batch size.
+
+    ``layout`` names the memory's graphs: ``query`` and ``update`` fill the graph placeholders of the text with it
+    (:meth:`pcm.layout.DatasetLayout.render`), and a store other memories may share scopes every query to them.
+    """
+
+    layout: DatasetLayout | None
+
+    @property
+    def capabilities(self) -> Capabilities: ...
+
+    def fingerprint(self) -> str:
+        """A short text that changes whenever the store's files are written ("" when pcm cannot see its files:
+        then callers re-read what they cache)."""
+        ...
 
     def query(self, sparql: str, *, timeout: float | None = None, limit: int | None = None) -> QueryResult:
         """Run a read query over the union of all graphs (the default graph is the union)."""
@@ -69,7 +136,16 @@ class Backend(Protocol):
     def dump(self, fmt: ox.RdfFormat, *, graph: str | None = None) -> bytes: ...
 
     def compact(self) -> int:
-        """Rewrite the store's files so deleted data leaves the disk; returns the quads kept."""
+        """Rewrite the store's files so deleted data leaves the disk; returns the quads kept (only where
+        ``capabilities.purge`` is FILES)."""
+        ...
+
+    def checkpoint(self, destination: Path) -> None:
+        """A consistent copy of the store's files at ``destination`` (only where ``capabilities.files`` is set)."""
+        ...
+
+    def replace_with(self, source: Path) -> int:
+        """Make the store a copy of the store directory ``source`` (only where ``capabilities.files`` is set)."""
         ...
 
     def close(self) -> None: ...

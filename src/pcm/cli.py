@@ -217,7 +217,7 @@ def main(ctx: click.Context, memory_path: Path | None, llm: str | None) -> None:
 @memory_option
 @click.option("--owner", default="me", show_default=True, help="Name of the person this memory belongs to.")
 @click.option("--namespace", default=None, help="IRI namespace for this memory's individuals.")
-@click.option("--share-store", is_flag=True, help="Create it even on a remote store that holds another memory.")
+@click.option("--share-store", is_flag=True, help="Create it even on a remote store that holds another memory (each reads only its own graphs).")
 @json_option
 @click.pass_context
 @handle_errors
@@ -559,6 +559,8 @@ def forget(ctx: click.Context, memory_path: Path | None, post: str | None, sessi
 
 def _purge_summary(report: PurgeReport) -> str:
     removed = f", {len(report.backups_removed)} migration backup(s) holding it deleted" if report.backups_removed else ""
+    if report.quads is None:
+        return f"deleted from the memory's graphs on the server (its files are the engine's, not rewritten){removed}"
     return f"files rewritten ({report.quads} quads kept){removed}"
 
 
@@ -582,6 +584,8 @@ def purge(ctx: click.Context, memory_path: Path | None, as_json: bool) -> None:
     old index versions, empties the caches, deletes the migration backups that hold a forgotten post and rewrites
     the others.
     It needs the memory to itself: stop a running `pcm serve` first.
+    On an external store (PCM_STORE_URL) the server's files are its engine's: the forgotten data is already gone
+    from the memory's graphs, everything else above is done, and the output says what is not guaranteed.
 
     \b
     Example:
@@ -596,6 +600,8 @@ def purge(ctx: click.Context, memory_path: Path | None, as_json: bool) -> None:
         emit_json({"purged": True, **report.as_json()})
     else:
         echo(f"purged: {_purge_summary(report)}; old index versions and caches dropped")
+        for line in report.not_guaranteed:
+            echo(f"not guaranteed: {line}")
 
 
 @main.command()

@@ -61,7 +61,7 @@ def ask(ctx: click.Context, memory_path: Path | None, question: str, k: int, exp
 
     with opened(ctx, memory_path, read_only=True) as memory:
         client = make_client(memory.settings)
-        result = run_ask(memory, question, client=client, as_of=when, explain=explain, k=k, plan=plan)
+        result = run_ask(memory.context, question, client=client, as_of=when, explain=explain, k=k, plan=plan)
     if as_json:
         data = result.as_json(stats=explain)
         if memory.index_lag is not None:

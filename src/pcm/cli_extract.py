@@ -50,9 +50,9 @@ def extract(ctx: click.Context, memory_path: Path | None, pending: bool, failed:
                 "no LLM configured: set PCM_LLM or --llm (anthropic:MODEL, or openai:BASE_URL#MODEL for a local "
                 "model such as Ollama); see docs/llm.md"
             )
-        posts = select_posts(memory, chosen[0])
+        posts = select_posts(memory.context, chosen[0])
         with progress_bar(len(posts), "extract") as bar:
-            report = extract_posts(memory, posts, client=client, progress=bar.update, force=force)
+            report = extract_posts(memory.context, posts, client=client, progress=bar.update, force=force)
     if as_json:
         emit_json(report.as_json())
         return
@@ -90,7 +90,7 @@ def history(ctx: click.Context, memory_path: Path | None, iri: str, as_json: boo
 
     with opened(ctx, memory_path, read_only=True) as memory:
         full = expand_iri(iri, memory.manifest.namespace)
-        result = fact_history(memory, full)
+        result = fact_history(memory.context, full)
         ns, ontology = memory.manifest.namespace, memory.ontology
     if as_json:
         emit_json(result.as_json())
@@ -129,7 +129,7 @@ def duplicates(ctx: click.Context, memory_path: Path | None, as_json: bool) -> N
     from pcm.extraction.context import show_iri
 
     with opened(ctx, memory_path, read_only=True) as memory:
-        pairs = find_duplicates(memory)
+        pairs = find_duplicates(memory.context)
         ns, ontology = memory.manifest.namespace, memory.ontology
     if as_json:
         emit_json([p.as_json() for p in pairs])

@@ -266,9 +266,16 @@ def migrate(ctx: click.Context, memory_path: Path | None, dry_run: bool, reextra
                "migrations": migrations_dir, "reextract": reextract, "allow_violations": allow_violations}
     if dry_run:
         with opened(ctx, memory_path, read_only=True) as memory:
-            report = mig.migrate(memory, dry_run=True, **options)  # type: ignore[arg-type]
+            report = mig.migrate(memory.context, dry_run=True, **options)  # type: ignore[arg-type]
     else:
-        report = mig.migrate_memory(settings_for(ctx, memory_path), **options)
+        from pcm.manifest import MANIFEST
+        from pcm.memory import Memory
+
+        settings = settings_for(ctx, memory_path)
+        raw = (settings.memory / MANIFEST).read_bytes()  # memory.toml as read before anything: a rollback restores it
+        # writable, holding the lock, without the refusal of a memory whose ontology differs
+        with Memory.open(settings, migrating=True) as memory:
+            report = mig.migrate(memory.context, manifest_bytes=raw, **options)  # type: ignore[arg-type]
     emit_json(report.as_json()) if as_json else echo(report.text(), newlines=True)
 
 
@@ -289,7 +296,7 @@ def propose(ctx: click.Context, memory_path: Path | None, examples: int, limit: 
     from pcm.ontology_tools.propose import proposals_for, render_text
 
     with opened(ctx, memory_path, read_only=True) as memory:
-        found = proposals_for(memory, examples=examples)[:limit]
+        found = proposals_for(memory.context, examples=examples)[:limit]
     emit_json([p.as_json() for p in found]) if as_json else echo(render_text(found), newlines=True)
 
 

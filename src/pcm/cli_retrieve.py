@@ -62,13 +62,13 @@ def retrieve(ctx: click.Context, memory_path: Path | None, question: str, algori
             _events(memory, question, start, direction, depth, top, not no_sources, as_json)
             return
         try:
-            result = run(memory, question, start=start, algorithm=algorithm, forbid=kinds,
+            result = run(memory.context, question, start=start, algorithm=algorithm, forbid=kinds,
                          top_n=-1 if top is None else (top or None), sources=not no_sources)
         except PcmError as exc:
             if start is None and "index" in str(exc):
                 raise UsageError(f"{exc}; give start vertices with --start") from exc
             raise
-        engine = engine_for(memory)
+        engine = engine_for(memory.context)
         if as_json:
             emit_json(result.as_json(engine.text_of))
             return
@@ -81,12 +81,12 @@ def _events(memory: Any, question: str, start: list[str] | None, direction: str,
     from pcm.retrieval.traversal import engine_for
     from pcm.retrieval.traversal.events import retrieve_events
 
-    result = retrieve_events(memory, question, start=start, direction=direction, depth=depth, k=top or 30,
+    result = retrieve_events(memory.context, question, start=start, direction=direction, depth=depth, k=top or 30,
                              sources=sources)
     if as_json:
         emit_json(result.as_json())
         return
-    _print(result, engine_for(memory).graph.labels)
+    _print(result, engine_for(memory.context).graph.labels)
 
 
 def _print(result: Any, labels: Any) -> None:

@@ -43,6 +43,8 @@ def serve(ctx: click.Context, memory_path: Path | None, bind: str, token: str | 
 
     One process owns the memory while it runs; other pcm commands go through it. It listens on loopback only
     unless told otherwise, is read-only without a token, and stops any query at the time limit.
+    Over an external store (PCM_STORE_URL) it serves the JSON API, the explorer and MCP the same way, answers
+    /query through the memory, and leaves updates and graph store writes to the store's own endpoints.
 
     \b
     Routes:
@@ -75,7 +77,7 @@ def serve(ctx: click.Context, memory_path: Path | None, bind: str, token: str | 
     _stop_on_sigterm()
     try:
         server.start()
-        _announce(server.url, settings.memory, config, as_json)
+        _announce(server.url, settings.memory, config, as_json, store=settings.store_url)
         server.serve_forever()
     except KeyboardInterrupt:
         pass
@@ -83,14 +85,18 @@ def serve(ctx: click.Context, memory_path: Path | None, bind: str, token: str | 
         server.close()
 
 
-def _announce(url: str, memory: Path, config: ServeConfig, as_json: bool) -> None:
+def _announce(url: str, memory: Path, config: ServeConfig, as_json: bool, *, store: str = "") -> None:
     if as_json:
         emit_json({"url": url, "memory": str(memory), "writable": config.writable, "query": url + "/query",
-                   "update": url + "/update", "store": url + "/store", "explorer": url + "/"})
+                   "update": "" if store else url + "/update", "store": "" if store else url + "/store",
+                   "explorer": url + "/", "external_store": store or None})
     else:
         mode = "writes need the token" if config.writable else "read-only (no token configured)"
         echo(f"pcm serve: memory {memory} at {url}/ ({mode})")
-        echo(f"  SPARQL {url}/query  update {url}/update  graph store {url}/store  API {url}/api/")
+        if store:
+            echo(f"  SPARQL reads {url}/query  API {url}/api/  store: the SPARQL server at {store} (updates go there)")
+        else:
+            echo(f"  SPARQL {url}/query  update {url}/update  graph store {url}/store  API {url}/api/")
     if not config.loopback:
         echo(f"pcm serve: warning: listening on {config.host}, not loopback: anyone who can reach this "
                    "machine can read the memory", err=True)

@@ -42,8 +42,8 @@ def summary(ctx: click.Context, memory_path: Path | None, session: str | None, l
 
         if list_all:
             if refresh:
-                _refresh(memory, [r.session for r in all_summaries(memory)], update_summaries)
-            rows = all_summaries(memory)
+                _refresh(memory.context, [r.session for r in all_summaries(memory.context)], update_summaries)
+            rows = all_summaries(memory.context)
             if as_json:
                 emit_json([r.as_json() for r in rows])
                 return
@@ -59,12 +59,12 @@ def summary(ctx: click.Context, memory_path: Path | None, session: str | None, l
         if thread is None:
             raise InputError(f"no session {session!r} in this memory")
         if refresh:
-            _refresh(memory, [thread], update_summaries)
-        stored = read_summary(memory, thread)
+            _refresh(memory.context, [thread], update_summaries)
+        stored = read_summary(memory.context, thread)
         if stored is None:
             raise InputError(f"session {session!r} has no summary yet; run `pcm summary {session} --refresh`")
-        first, last = covered_range(memory, thread)
-        posts = session_range(memory, thread)[2]
+        first, last = covered_range(memory.context, thread)
+        posts = session_range(memory.context, thread)[2]
         if as_json:
             emit_json(stored.as_json() | {"session_posts": posts, "covered_first": first, "covered_last": last})
             return

@@ -17,13 +17,14 @@ import tomli_w
 
 from pcm import SCHEMA_VERSION, __version__
 from pcm.errors import InputError, MemoryNotFoundError, MemoryVersionError
+from pcm.layout import LAYOUTS, LEGACY
 
 MANIFEST = "memory.toml"
 DEFAULT_EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_EMBEDDING_DIM = 384
 #: Fields pcm alone writes: they say what the store and the index hold, so a value edited by hand would make pcm
 #: trust something the data is not. Each is sealed with a digest of the value pcm wrote.
-SEALED = ("memory_id", "namespace", "embedding_model", "embedding_dim", "ontology_version", "schema_version")
+SEALED = ("memory_id", "namespace", "embedding_model", "embedding_dim", "ontology_version", "schema_version", "layout")
 
 
 @dataclass
@@ -40,6 +41,9 @@ class Manifest:
     schema_version: int = SCHEMA_VERSION
     created: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
     pcm_version: str = __version__
+    layout: str = LEGACY
+    """How the store names this memory's graphs (:mod:`pcm.layout`): ``fixed`` (every embedded memory, and any made
+    before this was recorded) or ``memory-id`` (a memory made on a SPARQL server, which other memories may share)."""
     seal: dict[str, str] = field(default_factory=dict)
     """Digest of each :data:`SEALED` field as pcm last wrote it (empty in memories made before the seal)."""
 
@@ -69,6 +73,8 @@ class Manifest:
         if "owner" not in data:
             raise InputError(f"{path} has no owner")
         manifest = cls(**{k: v for k, v in data.items() if k not in unknown})
+        if manifest.layout not in LAYOUTS:
+            raise InputError(f"{path}: unknown layout {manifest.layout!r} (expected one of {', '.join(LAYOUTS)})")
         manifest._check_seal(path)
         return manifest
 

@@ -92,8 +92,9 @@ class Source(BaseModel):
 
 class Forgotten(BaseModel):
     posts: list[str] = Field(description="The post IRIs forgotten.")
-    purged: bool = Field(description="Whether the files were rewritten so the text left the disk too.")
-    note: str | None = Field(default=None, description="Why the files were not purged, when they were not.")
+    purged: bool = Field(description="Whether the purge ran (on an external store: all but the engine's own files).")
+    note: str | None = Field(default=None, description="Why the files were not purged, or what the purge cannot "
+                                                        "guarantee on an external store.")
 
 
 class SparqlResult(BaseModel):
@@ -228,10 +229,11 @@ def build_server(memory: Memory, *, token: str = "", lock: threading.RLock | Non
             if not purge:
                 return Forgotten(posts=posts, purged=False, note="not purged: the files keep the text until a purge")
             try:
-                memory.purge()
+                report = memory.purge()
             except PcmError as exc:  # the forget holds either way; say that the files still hold the text
                 return Forgotten(posts=posts, purged=False, note=f"forgotten, but the files were not purged: {exc}")
-            return Forgotten(posts=posts, purged=True)
+            unsure = "; ".join(report.not_guaranteed)  # an external store: its engine's files are its own
+            return Forgotten(posts=posts, purged=True, note=f"not guaranteed: {unsure}" if unsure else None)
 
         return run(forget_and_purge)
 

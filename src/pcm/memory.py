@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -17,8 +16,16 @@ from typing import TYPE_CHECKING
 
 import pyoxigraph as ox
 
-from pcm.backend import Backend, QueryResult, Solutions
-from pcm.conversations import Conversation, check_conversations, check_text
+from pcm.backend import Backend, PurgeScope, QueryResult, Solutions
+from pcm.context import CACHE_DIR, VECTORS_DIR, MemoryContext
+from pcm.conversations import (
+    Conversation,
+    check_conversations,
+    check_id,
+    check_text,
+    parse_text_utterance,
+    parse_timestamp,
+)
 from pcm.errors import (
     InputError,
     MemoryLockedError,
@@ -28,10 +35,10 @@ from pcm.errors import (
     UsageError,
     ValidationError,
 )
+from pcm.index.records import entity_record
+from pcm.layout import BY_ID, CONVERSATION, DatasetLayout, layout_of_graph
 from pcm.manifest import MANIFEST, Manifest
 from pcm.namespaces import (
-    GRAPH_CONVERSATION,
-    GRAPH_ONTOLOGY,
     PREFIXES,
     RDF,
     SCHEMA_HTTP,
@@ -40,9 +47,10 @@ from pcm.namespaces import (
 from pcm.naming import Naming
 from pcm.provenance import Activity, PostRef, activity_quads, fixed_agent_quads, post_quads, session_quads
 from pcm.rdfio import detect_rdf_format, load_staging, serialize
+from pcm.resources import render_query
 from pcm.settings import Settings
 from pcm.sparql import check_read_only
-from pcm.store import SUMMARIES_PENDING, MemoryStore, PostInfo, Source, Stats
+from pcm.store import MemoryStore, PostInfo, Source, Stats
 
 if TYPE_CHECKING:
     from pcm.endpoint.discovery import ServerInfo
@@ -55,7 +63,6 @@ if TYPE_CHECKING:
 
 STORE_DIR = "oxigraph"
 INDEX_DIR = "index"
-PCM_GRAPH_PREFIX = "urn:pcm:graph:"
 #: A read-only open that finds at most this many posts missing from the side index embeds them in memory so recall
 #: still finds them (~2-5 ms a post); beyond it, it only says they are missing.
 READ_ONLY_CATCH_UP = 2000
@@ -131,36 +138,95 @@ def _open_backend(settings: Settings, *, read_only: bool) -> Backend:
 
 @dataclass
 class PurgeReport:
-    """What :meth:`Memory.purge` did."""
+    """What :meth:`Memory.purge` did, and what it can and cannot guarantee on this store."""
 
-    quads: int
-    """Quads in the rewritten store."""
+    quads: int | None
+    """Quads in the rewritten store (None: the store is a server's, its files were not pcm's to rewrite)."""
     backups_removed: list[str] = field(default_factory=list)
     """Migration backups deleted because they held a forgotten post."""
     backups_unreadable: list[str] = field(default_factory=list)
     """Backups that could not be read to tell (kept; check or delete them by hand)."""
+    scope: str = "files"
+    """The backend's purge scope (:class:`pcm.backend.PurgeScope`): ``files`` or ``graphs``."""
+
+    @property
+    def guaranteed(self) -> list[str]:
+        common = [
+            "older versions of the side index are dropped",
+            "the reply and vector caches are emptied",
+            "migration backups holding a forgotten post are deleted, the others rewritten",
+        ]
+        if self.scope == "files":
+            return ["the store's files are rewritten: forgotten text is gone from them", *common]
+        return ["forgotten posts and what was extracted from them are deleted from the memory's graphs "
+                "(no query to the server returns them)", *common]
+
+    @property
+    def not_guaranteed(self) -> list[str]:
+        if self.scope == "files":
+            return []
+        return ["the server's own files: its engine may keep deleted values on disk (string dictionary, logs, "
+                "its backups) until it is compacted or rebuilt where it runs"]
 
     def as_json(self) -> dict[str, object]:
         return {"quads_kept": self.quads, "backups_removed": self.backups_removed,
-                "backups_unreadable": self.backups_unreadable}
+                "backups_unreadable": self.backups_unreadable, "scope": self.scope,
+                "guaranteed": self.guaranteed, "not_guaranteed": self.not_guaranteed}
 
 
 class Memory:
     """One person's memory: manifest, store and side index, opened together and refused together."""
 
     def __init__(self, settings: Settings, manifest: Manifest, backend: Backend, *, read_only: bool) -> None:
-        self.settings = settings
-        self.manifest = manifest
-        self.naming = Naming(manifest.namespace)
-        self.backend = backend
-        self.store = MemoryStore(backend, self.naming)
-        self.read_only = read_only
+        naming = Naming(manifest.namespace, DatasetLayout.of(manifest.layout, manifest.memory_id))
+        self.context = MemoryContext(
+            settings, manifest, naming, backend, MemoryStore(backend, naming), read_only, open_index=lambda: self.index
+        )
+        """What the pipelines are given instead of the facade; it holds every per-memory cache and resource."""
         self._index: SideIndex | None = None
         self._client: LLMClient | None = None
         self.ontology_drift: OntologyDrift | None = None
         """Set on a read-only open of a memory whose ontology differs from this pcm's (writes are refused)."""
         self.index_lag: IndexLag | None = None
         """Set when a read-only open found the side index behind the store (see :meth:`_catch_up_read_only`)."""
+
+    # The facade's parts are its context's, so the facade and the pipelines never see two values.
+
+    @property
+    def settings(self) -> Settings:
+        return self.context.settings
+
+    @settings.setter
+    def settings(self, value: Settings) -> None:
+        self.context.settings = value
+
+    @property
+    def manifest(self) -> Manifest:
+        return self.context.manifest
+
+    @manifest.setter
+    def manifest(self, value: Manifest) -> None:
+        self.context.manifest = value
+
+    @property
+    def backend(self) -> Backend:
+        return self.context.backend
+
+    @backend.setter
+    def backend(self, value: Backend) -> None:
+        self.context.backend = value
+
+    @property
+    def naming(self) -> Naming:
+        return self.context.naming
+
+    @property
+    def store(self) -> MemoryStore:
+        return self.context.store
+
+    @property
+    def read_only(self) -> bool:
+        return self.context.read_only
 
     # -- lifecycle -----------------------------------------------------------------------------------------------
 
@@ -169,7 +235,8 @@ class Memory:
         cls, settings: Settings, *, owner: str = "me", namespace: str | None = None, share_store: bool = False
     ) -> Memory:
         """Create a memory. On a remote store that already holds another memory (another owner's namespace) this is
-        refused unless ``share_store``: memories on one store read each other's graphs."""
+        refused unless ``share_store``. A memory made on a remote store names its graphs with its id
+        (docs/DESIGN.md §3, dataset layout), so memories sharing a store read only their own graphs."""
         path = settings.memory
         if (path / MANIFEST).exists():
             raise UsageError(f"a memory already exists at {path}")
@@ -179,6 +246,8 @@ class Memory:
 
         ontology = load_ontology()
         manifest = Manifest(owner=owner, ontology_version=ontology.version, ontology_digest=ontology.digest)
+        if settings.store_url:
+            manifest.layout = BY_ID  # a server may hold other memories: this one's graphs carry its id
         if namespace:
             manifest.namespace = namespace if namespace.endswith(("/", "#")) else namespace + "/"
         path.mkdir(parents=True, exist_ok=True)
@@ -190,7 +259,7 @@ class Memory:
                 backend.close()
                 raise
         memory = cls(settings, manifest, backend, read_only=False)
-        memory.store.replace_ontology(ontology.quads())
+        memory.store.replace_ontology(ontology.quads(memory.naming.layout))
         memory.store.write(fixed_agent_quads(memory.naming, owner))
         manifest.save(path)  # last: a memory without memory.toml is not a memory, so a failed init is retried
         return memory
@@ -231,9 +300,7 @@ class Memory:
         return memory
 
     def close(self) -> None:
-        safety = sys.modules.get("pcm.retrieval.safety")  # never imported: no query worker to stop, nor an import to pay
-        if safety is not None:
-            safety.release(self)
+        self.context.close()
         if self._index is not None:
             self._index.close()
             self._index = None
@@ -259,7 +326,7 @@ class Memory:
         from pcm.ontology_tools.migrate import ontology_drift
 
         shipped = load_ontology()
-        drift = ontology_drift(self.manifest, shipped, lambda: ontology_digest(self.backend.quads(GRAPH_ONTOLOGY)))
+        drift = ontology_drift(self.manifest, shipped, lambda: ontology_digest(self.backend.quads(self.naming.layout.ontology)))
         if drift is None:
             if not self.read_only and not self.manifest.ontology_digest:
                 self.manifest.ontology_digest = shipped.digest
@@ -279,12 +346,11 @@ class Memory:
         """
         if not self.settings.summaries_enabled or not self.store.summaries_pending():
             return
-        from pcm.resources import render_query
         from pcm.summaries import update_summaries
 
         behind = [t.value for t in self.store.select(render_query("summaries/behind")).values("session") if t is not None]
         if behind:
-            update_summaries(self, behind, None)
+            update_summaries(self.context, behind, None)
         self.store.clear_summaries_pending()
 
     @property
@@ -325,7 +391,7 @@ class Memory:
 
         if index.sync_record() == self._sync_stamp() and not self.store.index_pending():
             return None
-        q = f"SELECT ?p WHERE {{ GRAPH <{GRAPH_CONVERSATION}> {{ ?p a <{SIOC}Post> }} }}"
+        q = f"SELECT ?p WHERE {{ GRAPH {CONVERSATION} {{ ?p a <{SIOC}Post> }} }}"
         stored = {t.value for t in self.store.select(q).values("p") if t is not None}
         indexed = index.post_iris()
         missing, forgotten = stored - indexed, indexed - stored
@@ -442,7 +508,7 @@ class Memory:
                     quads = session_quads(self.naming, conv.id, conv.title, conv.started) + quads
                     thread_written = True
                 if self.settings.summaries_enabled:
-                    quads.append(SUMMARIES_PENDING)  # the post and "its summary is behind" land together
+                    quads.append(self.store.summaries_marker)  # the post and "its summary is behind" land together
                 self.store.write(quads)
                 report.added += 1
                 report.pending += 1
@@ -462,7 +528,7 @@ class Memory:
         if self.settings.summaries_enabled and report.posts:
             from pcm.summaries import summarise_posts
 
-            summarise_posts(self, report.posts, self._client)  # once per touched session per batch
+            summarise_posts(self.context, report.posts, self._client)  # once per touched session per batch
             self.store.clear_summaries_pending()
         return report
 
@@ -484,8 +550,6 @@ class Memory:
         text. Without a key every call stores a post, so two messages with the same text are two posts.
         """
         from dataclasses import replace
-
-        from pcm.conversations import check_id, parse_text_utterance, parse_timestamp
 
         self._writable()
         when = parse_timestamp(at) if isinstance(at, str) else at
@@ -537,7 +601,7 @@ class Memory:
 
         if self._client is None:
             self._client = make_client(self.settings)
-        run = extract_posts(self, report.posts, client=self._client)  # type: ignore[arg-type]
+        run = extract_posts(self.context, report.posts, client=self._client)  # type: ignore[arg-type]
         report.mode = f"extraction ({self.settings.llm})"
         report.extracted, report.failed = run.extracted, run.failed
         report.pending = report.added - run.extracted - run.failed - run.skipped
@@ -559,7 +623,7 @@ class Memory:
         data = path.read_bytes()
         staging = load_staging(data, fmt, name=path.name, base_iri=path.resolve().as_uri())
         named = [g.value for g in staging.named_graphs() if isinstance(g, ox.NamedNode)]
-        if any(g.startswith(PCM_GRAPH_PREFIX) for g in named):
+        if any(layout_of_graph(g) is not None for g in named):
             # an N-Quads dump that needs no rewriting can go straight from the file to the bulk loader
             direct = fmt == "nquads" and SCHEMA_HTTP.encode() not in data
             return self._restore(path, staging, direct=direct)
@@ -586,8 +650,16 @@ class Memory:
         bulk loaded (the engine's fast path is not transactional); if that load fails, the graphs it created are
         dropped again.
         """
-        if staging.contains_named_graph(ox.NamedNode(GRAPH_ONTOLOGY)):
-            staging.remove_graph(ox.NamedNode(GRAPH_ONTOLOGY))  # this pcm's own ontology graph stays authoritative
+        layouts = {layout_of_graph(g.value) for g in staging.named_graphs() if isinstance(g, ox.NamedNode)} - {None}
+        for source in layouts:
+            assert source is not None
+            if staging.contains_named_graph(ox.NamedNode(source.ontology)):
+                staging.remove_graph(ox.NamedNode(source.ontology))  # this pcm's own ontology graph stays authoritative
+                direct = False
+        if layouts - {self.naming.layout}:  # a dump of a memory with other graph names: renamed to this one's
+            renamed = [_rehome_graphs(q, layouts, self.naming.layout) for q in staging]
+            staging = ox.Store()
+            staging.extend(renamed)
             direct = False
         if next(iter(staging.quads_for_pattern(None, None, None, ox.DefaultGraph())), None) is not None:
             raise InputError(f"{path.name}: a pcm dump has no default-graph triples; import plain triples as Turtle")
@@ -701,11 +773,11 @@ class Memory:
         from pcm.summaries import after_forget, summary_clearing
 
         # values the forgotten posts had superseded hold again, in the forget's own atomic update
-        delta = forget_delta(self, posts)
+        delta = forget_delta(self.context, posts)
         # an entity other posts still mention keeps the type and label only forgotten graphs held
-        cards = orphaned_cards(self, [self.naming.extraction_graph(p) for p in posts])
-        summarised, clear = summary_clearing(self, posts)
-        rebuild = [SUMMARIES_PENDING] if summarised and self.settings.summaries_enabled else []
+        cards = orphaned_cards(self.context, [self.naming.extraction_graph(p) for p in posts])
+        summarised, clear = summary_clearing(self.context, posts)
+        rebuild = [self.store.summaries_marker] if summarised and self.settings.summaries_enabled else []
         self.store.forget_posts(
             posts, session_iri, delete=delta.delete, insert=[*delta.insert, *cards, *rebuild],
             extra=[*delta.extra, *clear],
@@ -713,7 +785,7 @@ class Memory:
         if self.settings.index_enabled and (self.settings.memory / INDEX_DIR).exists():
             self.index.delete_posts(posts)
             self.sync_index()
-        after_forget(self, summarised)
+        after_forget(self.context, summarised)
         if rebuild:
             self.store.clear_summaries_pending()
         return posts
@@ -725,26 +797,25 @@ class Memory:
         string dictionary is append-only), the side index keeps old table versions, the caches keep replies and
         embedded triples built from forgotten facts, and a migration backup keeps the whole store as it was. This
         rewrites the store, drops every old index version, empties both caches, deletes the backups that hold a
-        forgotten post and rewrites the others. Refused on a remote store: its server owns the files.
+        forgotten post and rewrites the others. On a server's store (``capabilities.purge`` GRAPHS) the forget
+        already deleted the data through the protocol and the engine's files are the engine's: everything else is
+        done, and the report says what that leaves. Refused while ``pcm serve`` holds the files.
         """
         self._writable()
         from pcm.ontology_tools.migrate import purge_backups
-        from pcm.retrieval.ask import CachingClient
-        from pcm.retrieval.grounding import CACHE_DIR
-        from pcm.retrieval.safety import release
-        from pcm.retrieval.traversal.engine import VECTORS_DIR
-        from pcm.retrieval.traversal.service import drop_engine
 
-        release(self)  # the query worker reads the store's files: stop it before they are replaced
-        kept = self.backend.compact()  # first: a remote store refuses before anything else is touched
-        holding, unreadable = purge_backups(self)
-        drop_engine(self)
+        scope = self.backend.capabilities.purge
+        if scope is PurgeScope.HELD:
+            raise MemoryLockedError("a served memory is not purged while the server runs: stop `pcm serve`, then `pcm purge`")
+        self.context.stop_runner()  # the query worker reads the store's files: stop it before they are replaced
+        kept = self.backend.compact() if scope is PurgeScope.FILES else None  # first: a failure touches nothing else
+        holding, unreadable = purge_backups(self.context)
+        self.context.drop_caches()  # replies, counts and vectors built from forgotten facts; on disk below
         shutil.rmtree(self.settings.memory.joinpath(*VECTORS_DIR), ignore_errors=True)
-        CachingClient.forget()  # the replies kept in this process; the disk cache goes with CACHE_DIR
         shutil.rmtree(self.settings.memory / CACHE_DIR, ignore_errors=True)
         if self.settings.index_enabled and (self.settings.memory / INDEX_DIR).exists():
             self.index.optimize(timedelta(0))
-        return PurgeReport(kept, [b.name for b in holding], [b.name for b in unreadable])
+        return PurgeReport(kept, [b.name for b in holding], [b.name for b in unreadable], scope.value)
 
     # -- reading -------------------------------------------------------------------------------------------------
 
@@ -756,7 +827,7 @@ class Memory:
             triples = []
             for q in quads:
                 g = q.graph_name
-                if isinstance(g, ox.NamedNode) and g.value in (GRAPH_ONTOLOGY,):
+                if isinstance(g, ox.NamedNode) and g.value == self.naming.layout.ontology:
                     continue
                 key = (q.subject, q.predicate, q.object)
                 if key not in seen:
@@ -774,10 +845,8 @@ class Memory:
         On a local store it runs in the killable query worker (:mod:`pcm.retrieval.safety`): the engine cannot be
         interrupted inside one step, so only a separate process keeps ``PCM_QUERY_TIMEOUT`` for any query.
         """
-        from pcm.retrieval.safety import runner_for
-
         check_read_only(query)
-        return runner_for(self).run(query, limit=limit or self.settings.query_limit)
+        return self.context.query_runner().run(query, limit=limit or self.settings.query_limit)
 
     def stats(self) -> Stats:
         return self.store.stats()
@@ -788,7 +857,7 @@ class Memory:
 
     def recall(self, text: str, k: int = 10, **filters: object) -> list[RecallHit]:
         check_text(text, "the text to recall", "recall")  # the embedder fails on a lone surrogate: say why instead
-        return self.index.recall(text, k, **filters)  # type: ignore[arg-type]
+        return self.context.recall(text, k, **filters)
 
     def ask(
         self, question: str, *, k: int = 5, as_of: datetime | None = None, explain: bool = False, plan: bool | None = None
@@ -803,10 +872,10 @@ class Memory:
         check_text(question, "the question", "ask")
         if self._client is None and self.settings.llm.enabled:
             self._client = make_client(self.settings)
-        return ask(self, question, client=self._client, as_of=as_of, explain=explain, k=k, plan=plan)
+        return ask(self.context, question, client=self._client, as_of=as_of, explain=explain, k=k, plan=plan)
 
     def post_count(self) -> int:
-        q = f"SELECT (COUNT(?p) AS ?n) WHERE {{ GRAPH <{GRAPH_CONVERSATION}> {{ ?p a <{SIOC}Post> }} }}"
+        q = f"SELECT (COUNT(?p) AS ?n) WHERE {{ GRAPH {CONVERSATION} {{ ?p a <{SIOC}Post> }} }}"
         return int(self.store.select(q).rows[0][0].value)  # type: ignore[union-attr]
 
 
@@ -890,16 +959,15 @@ def expand_iri(iri: str, namespace: str) -> str:
 def _refuse_shared_store(backend: Backend, url: str, namespace: str) -> None:
     """Refuse a store that holds another memory: its owner (``pcm:MemoryOwner``) has another namespace."""
     found = backend.query(
-        f"SELECT DISTINCT ?o WHERE {{ GRAPH <{GRAPH_CONVERSATION}> {{ ?o a <https://w3id.org/pcm/ontology#MemoryOwner> }} }}"
+        "SELECT DISTINCT ?o WHERE { GRAPH ?g { ?o a <https://w3id.org/pcm/ontology#MemoryOwner> } }"
     )
     assert isinstance(found, Solutions)
     others = sorted(t.value.removesuffix("owner") for t in found.values("o") if t is not None)
     others = [ns for ns in others if ns != namespace]
     if others:
         raise UsageError(
-            f"the store at {url} already holds another memory (namespace {others[0]}); memories on one store see "
-            "each other's data: use another store (another Oxigraph location, another Virtuoso database), or pass "
-            "--share-store (share_store=True) to share it anyway"
+            f"the store at {url} already holds another memory (namespace {others[0]}): pass --share-store "
+            "(share_store=True) to keep both there, each reading only its own graphs, or use another store"
         )
 
 
@@ -938,6 +1006,20 @@ def _rehome_term(term, rename):  # type: ignore[no-untyped-def]
     return term
 
 
+def _rehome_graphs(q: ox.Quad, sources: set[DatasetLayout | None], target: DatasetLayout) -> ox.Quad:
+    """A dump's quad with the graph names of its memory (as graphs and as the subjects and objects of provenance)
+    renamed to ``target``'s."""
+
+    def term(t):  # type: ignore[no-untyped-def]
+        if isinstance(t, ox.NamedNode):
+            for source in sources:
+                if source is not None and source.owns(t.value):
+                    return ox.NamedNode(target.rehome(t.value, source))
+        return t
+
+    return ox.Quad(term(q.subject), q.predicate, term(q.object), term(q.graph_name))
+
+
 def _rehome(q: ox.Quad, rename: tuple[str, str]) -> ox.Quad:
     return ox.Quad(
         _rehome_term(q.subject, rename),
@@ -945,13 +1027,6 @@ def _rehome(q: ox.Quad, rename: tuple[str, str]) -> ox.Quad:
         _rehome_term(q.object, rename),
         q.graph_name,
     )
-
-
-def entity_record(iri: str, label: str, types: tuple[str, ...], alts: tuple[str, ...]):  # type: ignore[no-untyped-def]
-    from pcm.index import EntityRecord
-
-    names = " ".join(t.rsplit("/", 1)[-1].rsplit("#", 1)[-1] for t in types)
-    return EntityRecord(iri, label, alts, types, f"{label} ({names})" if names else label)
 
 
 __all__ = ["ImportReport", "IngestReport", "Memory", "RememberReport", "check_vocabulary"]

@@ -1,7 +1,6 @@
-"""Namespace IRIs shared by every module (docs/DESIGN.md §2), and the fixed graph names of the dataset (§3).
+"""Namespace IRIs shared by every module (docs/DESIGN.md §2).
 
-Graph names are fixed URNs rather than IRIs in the memory's namespace: one memory is one store, so they never
-collide, and the SPARQL we ship in ``queries/`` can name them literally.
+Graph names are not here: they belong to one memory (:mod:`pcm.layout`).
 """
 
 from __future__ import annotations
@@ -47,14 +46,6 @@ PREFIXES: dict[str, str] = {
 
 #: Namespaces whose terms must be declared by the PCM ontology before data may use them.
 VOCABULARY_NAMESPACES: tuple[str, ...] = (PCM, SCHEMA, PROV, FOAF, SIOC, SKOS, REL, BIO, CV, OB, OPENCARE, DCTERMS)
-
-GRAPH_ONTOLOGY = "urn:pcm:graph:ontology"
-GRAPH_CONVERSATION = "urn:pcm:graph:conversation"
-GRAPH_PROVENANCE = "urn:pcm:graph:provenance"
-GRAPH_HISTORY = "urn:pcm:graph:history"
-GRAPH_EXTRACTION_PREFIX = "urn:pcm:graph:extraction:"
-GRAPH_IMPORT_PREFIX = "urn:pcm:graph:import:"
-
 
 def sparql_prefixes(names: tuple[str, ...] | None = None) -> str:
     """PREFIX lines for SPARQL text (all known prefixes unless ``names`` picks some)."""

@@ -9,9 +9,9 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from pcm.namespaces import GRAPH_EXTRACTION_PREFIX, GRAPH_IMPORT_PREFIX
+from pcm.layout import LEGACY_LAYOUT, DatasetLayout
 
 _SLUG_STRIP = re.compile(r"[^a-z0-9]+")
 # Characters that may not appear inside an IRIREF in SPARQL/Turtle.
@@ -39,9 +39,10 @@ def check_iri(iri: str) -> str:
 
 @dataclass(frozen=True)
 class Naming:
-    """IRI minting for one memory, whose individuals live under ``namespace``."""
+    """IRI minting for one memory, whose individuals live under ``namespace`` and whose graphs ``layout`` names."""
 
     namespace: str
+    layout: DatasetLayout = field(default=LEGACY_LAYOUT)
 
     @property
     def owner(self) -> str:
@@ -61,15 +62,16 @@ class Naming:
         return f"{self.namespace}post/{key}"
 
     def extraction_graph(self, post_iri: str) -> str:
-        return GRAPH_EXTRACTION_PREFIX + post_iri.rsplit("/", 1)[-1]
+        return self.layout.extraction(post_iri.rsplit("/", 1)[-1])
 
     def post_of_graph(self, graph_iri: str) -> str | None:
-        if not graph_iri.startswith(GRAPH_EXTRACTION_PREFIX):
+        prefix = self.layout.extraction_prefix
+        if not graph_iri.startswith(prefix):
             return None
-        return self.post(graph_iri[len(GRAPH_EXTRACTION_PREFIX) :])
+        return self.post(graph_iri[len(prefix) :])
 
     def import_graph(self, content_digest: str) -> str:
-        return GRAPH_IMPORT_PREFIX + content_digest
+        return self.layout.import_graph(content_digest)
 
     def activity(self, kind: str, key: str) -> str:
         return f"{self.namespace}activity/{kind}/{key}"

@@ -24,7 +24,8 @@ from rdflib.collection import Collection
 
 from pcm import resources
 from pcm.errors import PcmError
-from pcm.namespaces import GRAPH_ONTOLOGY, PCM, PREFIXES, SCHEMA
+from pcm.layout import LEGACY_LAYOUT, DatasetLayout
+from pcm.namespaces import PCM, PREFIXES, SCHEMA
 from pcm.ontology_files import ontology_digest
 
 if TYPE_CHECKING:
@@ -309,17 +310,20 @@ class Ontology:
         shown = [self.curie(i) for i in iris[:_MAX_SIDE]]
         return "|".join(shown + (["…"] if len(iris) > _MAX_SIDE else []))
 
-    def quads(self) -> list[pyoxigraph.Quad]:
-        """Every triple of the ontology as a quad in the ontology graph, ready for ``Store.extend``."""
+    def quads(self, layout: DatasetLayout = LEGACY_LAYOUT) -> list[pyoxigraph.Quad]:
+        """Every triple of the ontology as a quad in the ontology graph of ``layout``, ready for ``Store.extend``."""
         if self._quads is None:
-            graph_name = pyoxigraph.NamedNode(GRAPH_ONTOLOGY)
+            graph_name = pyoxigraph.NamedNode(LEGACY_LAYOUT.ontology)
             blanks: dict[BNode, pyoxigraph.BlankNode] = {}
             self._quads = tuple(
                 # an rdflib graph never holds a literal subject or a non-IRI predicate
                 pyoxigraph.Quad(_ox(s, blanks), _ox(p, blanks), _ox(o, blanks), graph_name)  # type: ignore[arg-type]
                 for s, p, o in sorted(self.graph, key=lambda triple: tuple(t.n3() for t in triple))
             )
-        return list(self._quads)
+        if layout == LEGACY_LAYOUT:
+            return list(self._quads)
+        graph = pyoxigraph.NamedNode(layout.ontology)
+        return [pyoxigraph.Quad(q.subject, q.predicate, q.object, graph) for q in self._quads]
 
     def deprecated(self) -> list[Term]:
         """Deprecated terms, by IRI."""

@@ -18,8 +18,6 @@ from pcm.conversations import Utterance
 from pcm.namespaces import (
     DCTERMS,
     FOAF,
-    GRAPH_CONVERSATION,
-    GRAPH_PROVENANCE,
     PCM,
     PROV,
     RDF,
@@ -31,8 +29,6 @@ from pcm.namespaces import (
 from pcm.naming import Naming
 
 N = ox.NamedNode
-G_CONV = N(GRAPH_CONVERSATION)
-G_PROV = N(GRAPH_PROVENANCE)
 A = N(RDF + "type")
 LABEL = N(RDFS + "label")
 STATUS = N(PCM + "extractionStatus")
@@ -69,6 +65,7 @@ def agent_for(utterance: Utterance, naming: Naming) -> str:
 def fixed_agent_quads(naming: Naming, owner_name: str) -> list[ox.Quad]:
     """The owner and the assistant, written once when the memory is created."""
     owner, assistant = N(naming.owner), N(naming.assistant)
+    G_CONV = N(naming.layout.conversation)
     return [
         ox.Quad(owner, A, N(PCM + "MemoryOwner"), G_CONV),
         ox.Quad(owner, A, N(SCHEMA + "Person"), G_CONV),
@@ -83,6 +80,7 @@ def fixed_agent_quads(naming: Naming, owner_name: str) -> list[ox.Quad]:
 
 def session_quads(naming: Naming, session_id: str, title: str | None, started: datetime | None) -> list[ox.Quad]:
     s = N(naming.session(session_id))
+    G_CONV = N(naming.layout.conversation)
     quads = [
         ox.Quad(s, A, N(SIOC + "Thread"), G_CONV),
         ox.Quad(s, N(DCTERMS + "identifier"), ox.Literal(session_id), G_CONV),
@@ -99,6 +97,7 @@ def post_quads(naming: Naming, u: Utterance, previous: str | None) -> tuple[Post
     key = naming.post_key(u.session, u.source_id, u.position)
     iri = naming.post(key)
     p = N(iri)
+    G_CONV, G_PROV = N(naming.layout.conversation), N(naming.layout.provenance)
     ref = PostRef(iri, naming.session(u.session), naming.extraction_graph(iri))
     agent = agent_for(u, naming)
     quads = [
@@ -148,6 +147,7 @@ def activity_quads(naming: Naming, activity: Activity, graph: str, derived_from:
     key = graph.rsplit(":", 1)[-1]
     act = N(naming.activity(activity.kind, key))
     g = N(graph)
+    G_PROV = N(naming.layout.provenance)
     cls = "ExtractionActivity" if activity.kind == "extraction" else "ImportActivity"
     quads = [
         ox.Quad(g, A, N(PROV + "Entity"), G_PROV),

@@ -57,7 +57,7 @@ def render_query(name: str, **terms: str) -> str:
     text = query_text(name)
     for key, value in terms.items():
         text = text.replace("{{" + key + "}}", value)
-    if "{{" in text:
-        missing = sorted(set(re.findall(r"\{\{(\w+)\}\}", text)))
+    missing = sorted(set(re.findall(r"\{\{(\w+)\}\}", text)))  # graph placeholders are the layout's to fill
+    if missing:
         raise KeyError(f"query {name} needs values for {missing}")
     return text

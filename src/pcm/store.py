@@ -14,7 +14,8 @@ import pyoxigraph as ox
 
 from pcm.backend import Backend, Solutions
 from pcm.index.records import PostRecord
-from pcm.namespaces import GRAPH_ONTOLOGY, GRAPH_PROVENANCE, PCM, RDF, RDFS, SIOC
+from pcm.layout import CONVERSATION, ONTOLOGY, PROVENANCE, DatasetLayout
+from pcm.namespaces import PCM, RDF, RDFS, SIOC
 from pcm.naming import Naming
 from pcm.resources import render_query
 from pcm.sparql import iri_term, literal_term, values_clause
@@ -65,23 +66,31 @@ class Source:
         return {k: v for k, v in self.__dict__.items()}
 
 
-INDEX_PENDING = ox.Quad(
-    ox.NamedNode("urn:pcm:side-index"),
-    ox.NamedNode(RDFS + "comment"),
-    ox.Literal("the side index may lag the store: it is reconciled on the next writable open"),
-    ox.NamedNode(GRAPH_PROVENANCE),
-)
+def index_marker(layout: DatasetLayout) -> ox.Quad:
+    """The index outbox marker in the memory's provenance graph (see below)."""
+    return ox.Quad(
+        ox.NamedNode("urn:pcm:side-index"),
+        ox.NamedNode(RDFS + "comment"),
+        ox.Literal("the side index may lag the store: it is reconciled on the next writable open"),
+        ox.NamedNode(layout.provenance),
+    )
+
+
 """The store's half of the index outbox (docs/DESIGN.md §5): inserted by every write that changes what the side index
 mirrors (posts, extraction and import graphs), in that same atomic write, and removed once the index has caught
 up. Inserting it again is a no-op, so a write pays one quad; ``rdfs:comment`` keeps dumps importable."""
 
 
-SUMMARIES_PENDING = ox.Quad(
-    ox.NamedNode("urn:pcm:summaries"),
-    ox.NamedNode(RDFS + "comment"),
-    ox.Literal("a session summary may lag its posts: summaries are brought up to date on the next writable open"),
-    ox.NamedNode(GRAPH_PROVENANCE),
-)
+def summaries_marker(layout: DatasetLayout) -> ox.Quad:
+    """The summaries marker in the memory's provenance graph (see below)."""
+    return ox.Quad(
+        ox.NamedNode("urn:pcm:summaries"),
+        ox.NamedNode(RDFS + "comment"),
+        ox.Literal("a session summary may lag its posts: summaries are brought up to date on the next writable open"),
+        ox.NamedNode(layout.provenance),
+    )
+
+
 """Set in the same atomic write as a post (or a forget that drops summaries) and removed once the summaries of
 the sessions touched are written: a crash in between leaves it, and the next writable open rebuilds the summaries
 that are behind (:meth:`pcm.memory.Memory.open`). Summaries are derived data, so no marker means nothing to do."""
@@ -105,6 +114,12 @@ class MemoryStore:
     def __init__(self, backend: Backend, naming: Naming) -> None:
         self.backend = backend
         self.naming = naming
+        self.layout = naming.layout
+        backend.layout = naming.layout  # pcm's SPARQL is rendered, and on a server scoped, for this memory's graphs
+        self.index_marker = index_marker(naming.layout)
+        """The index outbox marker quad (docs/DESIGN.md §5)."""
+        self.summaries_marker = summaries_marker(naming.layout)
+        """The summaries marker quad."""
         self.index_writes = 0
         """Writes in this process that set :data:`INDEX_PENDING`: lets the index tell whether one raced its own."""
         self.index_dirty = False
@@ -125,7 +140,7 @@ class MemoryStore:
             chunk = list(iris[start : start + 500])
             q = (
                 f"SELECT ?p WHERE {{ {values_clause('p', chunk)} "
-                f"GRAPH <urn:pcm:graph:conversation> {{ ?p a <{SIOC}Post> }} }}"
+                f"GRAPH {CONVERSATION} {{ ?p a <{SIOC}Post> }} }}"
             )
             found.update(_value(t) for t in self.select(q).values("p"))  # type: ignore[misc]
         return found
@@ -144,14 +159,14 @@ class MemoryStore:
     def find_session(self, session_id: str) -> str | None:
         """The thread IRI for a session id as the user typed it (or the thread IRI itself)."""
         q = (
-            "SELECT ?t WHERE { GRAPH <urn:pcm:graph:conversation> { "
+            f"SELECT ?t WHERE {{ GRAPH {CONVERSATION} {{ "
             f"?t a <{SIOC}Thread> ; <http://purl.org/dc/terms/identifier> {literal_term(session_id)} }} }}"
         )
         rows = self.select(q).rows
         if rows:
             return _value(rows[0][0])
         if session_id.startswith(self.naming.namespace) and self.select(
-            f"SELECT ?t WHERE {{ GRAPH <urn:pcm:graph:conversation> {{ ?t a <{SIOC}Thread> }} "
+            f"SELECT ?t WHERE {{ GRAPH {CONVERSATION} {{ ?t a <{SIOC}Thread> }} "
             f"VALUES ?t {{ {iri_term(session_id)} }} }}"
         ).rows:
             return session_id
@@ -162,7 +177,7 @@ class MemoryStore:
         if post_id.startswith(self.naming.namespace):
             return sorted(self.existing_posts([post_id]))
         q = (
-            "SELECT ?p WHERE { GRAPH <urn:pcm:graph:conversation> { "
+            f"SELECT ?p WHERE {{ GRAPH {CONVERSATION} {{ "
             f"?p a <{SIOC}Post> ; <http://purl.org/dc/terms/identifier> {literal_term(post_id)} }} }} ORDER BY ?p"
         )
         return [_value(t) or "" for t in self.select(q).values("p")]
@@ -232,7 +247,7 @@ class MemoryStore:
 
     def ontology_version(self) -> str | None:
         q = (
-            f"SELECT ?v WHERE {{ GRAPH <{GRAPH_ONTOLOGY}> {{ ?o a <http://www.w3.org/2002/07/owl#Ontology> ; "
+            f"SELECT ?v WHERE {{ GRAPH {ONTOLOGY} {{ ?o a <http://www.w3.org/2002/07/owl#Ontology> ; "
             "<http://www.w3.org/2002/07/owl#versionInfo> ?v } }"
         )
         rows = self.select(q).rows
@@ -245,9 +260,9 @@ class MemoryStore:
         mirrors. ``mirrored`` says so explicitly (``False`` for data no index row is built from, e.g. summaries);
         by default any quad outside the provenance graph counts."""
         if quads:
-            if _touches_index(quads) if mirrored is None else mirrored:
+            if _touches_index(quads, self.layout) if mirrored is None else mirrored:
                 self.index_writes += 1
-                quads = [*quads, INDEX_PENDING]
+                quads = [*quads, self.index_marker]
             self.backend.extend(quads)
 
     def apply(
@@ -273,10 +288,13 @@ class MemoryStore:
         if delete:
             parts.append(quads_to_delete_data(delete))
         if mirrored is None:
-            mirrored = _touches_index(delete) or _touches_index(insert) or any(map(_update_touches_index, extra))
+            mirrored = (
+                _touches_index(delete, self.layout) or _touches_index(insert, self.layout)
+                or any(_update_touches_index(e, self.layout) for e in extra)
+            )
         if mirrored:
             self.index_writes += 1
-            insert = [*insert, INDEX_PENDING]
+            insert = [*insert, self.index_marker]
         if insert:
             parts.append(quads_to_insert_data(insert))
         self.backend.update(" ;\n".join(parts))
@@ -285,7 +303,7 @@ class MemoryStore:
         """Swap the ontology graph for a new version in one update."""
         from pcm.backend import quads_to_insert_data
 
-        self.backend.update(f"DROP SILENT GRAPH <{GRAPH_ONTOLOGY}> ;\n" + quads_to_insert_data(quads))
+        self.backend.update(f"DROP SILENT GRAPH {ONTOLOGY} ;\n" + quads_to_insert_data(quads))
 
     def forget_posts(
         self,
@@ -310,7 +328,7 @@ class MemoryStore:
         ]
         if session_iri:
             parts.append(
-                "DELETE WHERE { GRAPH <urn:pcm:graph:conversation> { " + iri_term(session_iri) + " ?p ?o } }"
+                f"DELETE WHERE {{ GRAPH {CONVERSATION} {{ {iri_term(session_iri)} ?p ?o }} }}"
             )
         if not parts:
             if delete or insert or extra:
@@ -320,7 +338,7 @@ class MemoryStore:
         if delete:
             parts.append(quads_to_delete_data(delete))
         self.index_writes += 1
-        parts.append(quads_to_insert_data([*insert, INDEX_PENDING]))
+        parts.append(quads_to_insert_data([*insert, self.index_marker]))
         # PREFIX lines must come first in an update request, so strip the repeated ones and add them once.
         body = " ;\n".join(_strip_prologue(p) for p in parts)
         self.backend.update("PREFIX prov: <http://www.w3.org/ns/prov#>\n" + body)
@@ -329,7 +347,7 @@ class MemoryStore:
 
     def index_pending(self) -> bool:
         """Whether some write since the side index last caught up may be missing from it (one ASK)."""
-        result = self.backend.query(f"ASK {{ GRAPH <{GRAPH_PROVENANCE}> {{ {_quad_pattern(INDEX_PENDING)} }} }}")
+        result = self.backend.query(f"ASK {{ GRAPH {PROVENANCE} {{ {_quad_pattern(self.index_marker)} }} }}")
         return bool(result)
 
     def mark_index_pending(self) -> None:
@@ -340,30 +358,30 @@ class MemoryStore:
         """
         self.index_writes += 1
         self.index_dirty = True
-        self.backend.extend([INDEX_PENDING])
+        self.backend.extend([self.index_marker])
 
     def clear_index_pending(self) -> None:
         """Remove the marker: call only once the index holds every write that set it."""
         from pcm.backend import quads_to_delete_data
 
-        self.backend.update(quads_to_delete_data([INDEX_PENDING]))
+        self.backend.update(quads_to_delete_data([self.index_marker]))
         self.index_dirty = False
 
     def summaries_pending(self) -> bool:
         """Whether a write since the summaries were last brought up to date may have left one behind (one ASK)."""
-        result = self.backend.query(f"ASK {{ GRAPH <{GRAPH_PROVENANCE}> {{ {_quad_pattern(SUMMARIES_PENDING)} }} }}")
+        result = self.backend.query(f"ASK {{ GRAPH {PROVENANCE} {{ {_quad_pattern(self.summaries_marker)} }} }}")
         return bool(result)
 
     def clear_summaries_pending(self) -> None:
         """Remove the summaries marker: call only once every session it covers has its summary updated."""
         from pcm.backend import quads_to_delete_data
 
-        self.backend.update(quads_to_delete_data([SUMMARIES_PENDING]))
+        self.backend.update(quads_to_delete_data([self.summaries_marker]))
 
     def set_status(self, post_iri: str, status: str, report: str = "") -> list[str]:
         """Update text that replaces a post's extraction status (to be joined into a larger atomic update)."""
         p = iri_term(post_iri)
-        g = f"<{GRAPH_PROVENANCE}>"
+        g = PROVENANCE
         text = [
             f"DELETE WHERE {{ GRAPH {g} {{ {p} <{PCM}extractionStatus> ?s }} }}",
             f"DELETE WHERE {{ GRAPH {g} {{ {p} <{PCM}extractionReport> ?r }} }}",
@@ -374,14 +392,15 @@ class MemoryStore:
         return text
 
 
-def _touches_index(quads: Sequence[ox.Quad]) -> bool:
+def _touches_index(quads: Sequence[ox.Quad], layout: DatasetLayout) -> bool:
     """Whether quads reach beyond the provenance graph (extraction status and reports alone change no index row)."""
-    return any(q.graph_name != INDEX_PENDING.graph_name for q in quads)
+    provenance = ox.NamedNode(layout.provenance)
+    return any(q.graph_name != provenance for q in quads)
 
 
-def _update_touches_index(update: str) -> bool:
+def _update_touches_index(update: str, layout: DatasetLayout) -> bool:
     """Whether update text may change more than the provenance graph: it names another graph or drops/clears one."""
-    rest = update.replace(f"GRAPH <{GRAPH_PROVENANCE}>", "").upper()
+    rest = update.replace(f"GRAPH {PROVENANCE}", "").replace(f"GRAPH <{layout.provenance}>", "").upper()
     return any(word in rest for word in ("GRAPH", "DROP", "CLEAR", "LOAD", "COPY", "MOVE", " ADD "))
 
 

@@ -49,8 +49,10 @@ from pcm.endpoint.protocol import (
 from pcm.endpoint.timing import Timings
 from pcm.endpoint.upstream import EngineUnavailable, TimeLimit, TooLarge, Upstream, WriteUnconfirmed
 from pcm.errors import InputError, PcmError, QueryError, UsageError, ValidationError
+from pcm.layout import BY_ID
 from pcm.memory import Memory
 from pcm.namespaces import PREFIXES
+from pcm.scope import ScopeError, scope_query
 
 STATIC = Path(__file__).resolve().parent / "static"
 SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
@@ -136,8 +138,11 @@ class App:
     """Everything the front decides for one request, over one memory and one engine."""
 
     def __init__(
-        self, config: ServeConfig, memory: Memory, upstream: Upstream, watchdog: Watchdog, public_url: str
+        self, config: ServeConfig, memory: Memory, upstream: Upstream | None, watchdog: Watchdog | None,
+        public_url: str,
     ) -> None:
+        """``upstream`` and ``watchdog`` are None over an external store: no engine is pcm's, reads are answered
+        through the memory (:mod:`pcm.endpoint.direct`) and writes go to the store's own endpoints."""
         self.config = config
         self.memory = memory
         self.upstream = upstream
@@ -254,8 +259,45 @@ class App:
             return Response(200, {"Content-Type": media_type, "Vary": "Accept"}, body)
         if operation.kind == "update":
             refused = self._check_token(request.headers)
+            if refused is None and self.upstream is None:
+                refused = self._writes_elsewhere()
             return refused if refused is not None else await self._update(operation, endpoint)
+        if self.upstream is None:
+            return await self._direct_query(operation)
         return await self._query(operation, endpoint, request.header("Accept"))
+
+    @property
+    def engine_restarts(self) -> int:
+        return self.watchdog.engine.restarts if self.watchdog is not None else 0
+
+    def _writes_elsewhere(self) -> Response:
+        store = self.memory.settings.store_url
+        return text_error(501, f"this memory's store is the SPARQL server at {store}: send updates and graph "
+                               "store writes there (its own endpoints and credentials); this server answers reads")
+
+    async def _direct_query(self, operation: Operation) -> Response:
+        """A read over an external store, run as the memory runs its queries (checked, bounded, scoped)."""
+        from starlette.concurrency import run_in_threadpool
+
+        from pcm.endpoint.direct import serialise
+
+        if operation.dataset:
+            return text_error(400, "dataset parameters (default-graph-uri, named-graph-uri) are not taken here: "
+                                   "the default graph is the union of the memory's graphs")
+        limit = self.config.query_timeout
+        try:
+            result = await run_in_threadpool(self.memory.sparql, operation.text)
+        except QueryError as exc:
+            if "time limit" in str(exc):
+                return text_error(503, f"query stopped: it ran past the time limit of {limit:g} s")
+            return text_error(400, str(exc))
+        except PcmError as exc:
+            return text_error(503, f"the SPARQL server is unavailable: {exc}")
+        content_type, body = serialise(result)
+        if len(body) > self.config.max_result:
+            mb = self.config.max_result / (1024 * 1024)
+            return text_error(400, f"the result is larger than this server's {mb:g} MB cap: add a LIMIT")
+        return Response(200, {"Content-Type": content_type, "Vary": "Accept"}, body)
 
     def _engine_error(self, answer_body: bytes, status: int, base: str, engine_ns: int) -> Response:
         """The engine's refusal on one line, with positions in the user's text (not the text sent on)."""
@@ -263,8 +305,16 @@ class App:
         return replace(text_error(status, message), engine_ns=engine_ns)
 
     async def _query(self, operation: Operation, endpoint: str, accept: str) -> Response:
+        assert self.upstream is not None and self.watchdog is not None, "forwarded only to an engine of pcm's"
         base = f"{self.public_url}/{endpoint}"
-        body = operation.with_base(base).encode("utf-8")
+        text = operation.with_base(base)
+        layout = self.memory.naming.layout
+        if layout.kind == BY_ID:  # a store other memories may share: the query reads this memory's graphs only
+            try:
+                text = scope_query(text, layout.prefix)
+            except ScopeError as exc:
+                return text_error(400, str(exc))
+        body = text.encode("utf-8")
         headers = {"Content-Type": QUERY_TYPE + "; charset=utf-8", "Accept": engine_accept(accept)}
         target = operation.engine_target("/query")
         limit = self.config.query_timeout
@@ -292,6 +342,7 @@ class App:
         return Response(200, headers, answer.body, engine_ns=answer.engine_ns)
 
     async def _update(self, operation: Operation, endpoint: str) -> Response:
+        assert self.upstream is not None, "forwarded only to an engine of pcm's"
         base = f"{self.public_url}/{endpoint}"
         body = operation.with_base(base).encode("utf-8")
         limit = self.config.update_timeout
@@ -333,6 +384,10 @@ class App:
     # -- Graph Store Protocol ----------------------------------------------------------------------------------------
 
     async def graph_store(self, request: Request) -> Response:
+        if self.upstream is None:
+            return self._writes_elsewhere() if request.method not in ("GET", "HEAD") else text_error(
+                501, f"read this memory's graphs from its store at {self.memory.settings.store_url}, "
+                     "or with CONSTRUCT queries at /query")
         params = [(k, v) for k, v in request.params if k in _GSP_PARAMS]
         target = "/store" + ("?" + "&".join(f"{k}={_quote(v)}" if v else k for k, v in params) if params else "")
         if request.method in ("GET", "HEAD"):
@@ -359,6 +414,7 @@ class App:
 
     async def _graph_store_read(self, request: Request, target: str) -> Response:
         """Stream the graph (or dataset) through without buffering: a dump may be far larger than a result."""
+        assert self.upstream is not None, "forwarded only to an engine of pcm's"
         headers = {"Accept": request.header("Accept") or "application/n-quads"}
         try:
             answer = await self.upstream.stream(request.method, target, headers=headers)
@@ -377,7 +433,7 @@ class App:
     def api_health(self, request: Request) -> Response:
         return self._api(request, "GET", lambda: models.Health(
             status="ok", pid=os.getpid(), memory=str(self.memory.settings.memory),
-            engine_restarts=self.watchdog.engine.restarts,
+            engine_restarts=self.engine_restarts,
         ))
 
     def api_stats(self, request: Request) -> Response:
@@ -387,7 +443,7 @@ class App:
     def api_timings(self, request: Request) -> Response:
         """The front's own time per request next to the engine's, over the most recent requests."""
         return self._api(request, "GET", lambda: models.Timings.model_validate(
-            {**self.timings.summary(), "engine_restarts": self.watchdog.engine.restarts}
+            {**self.timings.summary(), "engine_restarts": self.engine_restarts}
         ))
 
     def api_openapi(self, request: Request) -> Response:
@@ -416,10 +472,10 @@ class App:
                     "max_body_bytes": self.config.max_body,
                     "max_result_bytes": self.config.max_result,
                 },
-                "endpoints": {
+                "endpoints": {  # over an external store, writes go to the store itself ("": not here)
                     "query": self.public_url + "/query",
-                    "update": self.public_url + "/update",
-                    "graph_store": self.public_url + "/store",
+                    "update": self.public_url + "/update" if self.upstream is not None else "",
+                    "graph_store": self.public_url + "/store" if self.upstream is not None else "",
                 },
             }
         ))

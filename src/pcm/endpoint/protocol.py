@@ -8,12 +8,13 @@ base IRI is the front's own address, not the engine's hidden port.
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, urlencode
 
 import pyoxigraph as ox
+
+from pcm.sparql.lexer import keywords
 
 QUERY_TYPE = "application/sparql-query"
 UPDATE_TYPE = "application/sparql-update"
@@ -25,13 +26,7 @@ UNION_FLAG = "union-default-graph"
 #: What the engine is asked for when the client states no preference: JSON results, Turtle graphs.
 DEFAULT_ACCEPT = "application/sparql-results+json, text/turtle;q=0.9"
 
-_COMMENT_OR_STRING = re.compile(
-    r'"""(?:[^"\\]|\\.|"(?!""))*"""|' r"'''(?:[^'\\]|\\.|'(?!''))*'''|" r'"(?:[^"\\\n]|\\.)*"|' r"'(?:[^'\\\n]|\\.)*'|"
-    r"<[^<>\"{}|^`\\\s]*>|#[^\n]*"
-)
-_KEYWORD = r"(?<![?$:\w-])({})(?![:\w-])"
-_FEDERATION = re.compile(_KEYWORD.format("SERVICE|LOAD"), re.IGNORECASE)
-_FROM = re.compile(_KEYWORD.format("FROM"), re.IGNORECASE)
+_FEDERATION = ("SERVICE", "LOAD")
 _BROWSER_TYPES = {"*/*", "text/html", "application/xhtml+xml", "application/xml", "image/webp", "image/avif"}
 
 
@@ -52,17 +47,17 @@ class Operation:
     text: str
     dataset: list[tuple[str, str]] = field(default_factory=list)
     union: bool = True
-    #: The text without strings, IRIs and comments (where keywords are looked for).
-    code: str = ""
+    #: The keywords of the text (:func:`pcm.sparql.lexer.keywords`: never inside strings, IRIs or comments).
+    words: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
-        if not self.code:
-            self.code = _code(self.text)
+        if not self.words:
+            self.words = keywords(self.text)
 
     def engine_target(self, path: str) -> str:
         """Path and query string for the engine: the dataset parameters, plus the union flag when it applies."""
         params = list(self.dataset)
-        if self.kind == "query" and self.union and not params and not _FROM.search(self.code):
+        if self.kind == "query" and self.union and not params and "FROM" not in self.words:
             params.append((UNION_FLAG, ""))
         if not params:
             return path
@@ -101,23 +96,6 @@ def user_positions(message: str, shift: int) -> str:
 
 def _quote(value: str) -> str:
     return urlencode({"": value})[1:]
-
-
-#: Longest query text whose stripped form is cached (a cache of huge texts would hold their memory).
-_CACHED_TEXT = 16 * 1024
-
-
-def _code(text: str) -> str:
-    """The text without strings, IRIs and comments, where keywords can be looked for safely.
-
-    Cached per text (the function is pure): assistants and the explorer send the same queries again and again.
-    """
-    return _stripped(text) if len(text) <= _CACHED_TEXT else _COMMENT_OR_STRING.sub(" ", text)
-
-
-@functools.lru_cache(maxsize=1024)
-def _stripped(text: str) -> str:
-    return _COMMENT_OR_STRING.sub(" ", text)
 
 
 def parse_operation(
@@ -169,16 +147,16 @@ def _finish(endpoint: str, kind: str, text: str, params: list[tuple[str, str]]) 
     dataset = [(k, v) for k, v in params if k in allowed]
     if not text.strip():
         raise ProtocolError(400, f"the {kind} is empty")
-    code = _code(text)
-    refuse_federation(text, code)
-    return Operation(kind, text, dataset, code=code)
+    refuse_federation(text)
+    return Operation(kind, text, dataset)
 
 
-def refuse_federation(text: str, code: str | None = None) -> None:
+def refuse_federation(text: str) -> None:
     """Refuse ``SERVICE`` and ``LOAD``: either would make the engine fetch any URL on the owner's behalf."""
-    found = _FEDERATION.search(code if code is not None else _code(text))
+    words = keywords(text)
+    found = [w for w in _FEDERATION if w in words]
     if found:
-        word = found.group(1).upper()
+        word = found[0]
         raise ProtocolError(
             400, f"{word} is refused by this server: it would let a request reach any URL from your memory"
         )

@@ -9,6 +9,7 @@ its socket, and only then is ``serve.json`` written, so a command that finds the
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import socket
@@ -17,12 +18,11 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-import httpx
 import pyoxigraph as ox
 import uvicorn
 from starlette.types import ASGIApp
 
-from pcm.backend import Backend, QueryResult
+from pcm.backend import Backend, Capabilities, PurgeScope, QueryIsolation, QueryResult
 from pcm.backend_remote import RemoteBackend
 from pcm.endpoint.app import App
 from pcm.endpoint.config import ServeConfig
@@ -31,6 +31,7 @@ from pcm.endpoint.engine import Engine, Watchdog
 from pcm.endpoint.upstream import Upstream, keepalive_expiry
 from pcm.endpoint.web import Lifespan, Mounted, create_app
 from pcm.errors import MemoryLockedError, QueryError, UsageError
+from pcm.layout import DatasetLayout
 from pcm.manifest import Manifest
 from pcm.memory import STORE_DIR, Memory
 from pcm.settings import Settings
@@ -51,6 +52,31 @@ class GuardedBackend:
     def __init__(self, inner: Backend, watchdog: Watchdog) -> None:
         self.inner = inner
         self.watchdog = watchdog
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """The engine's, except that a runaway query is the watchdog's to stop (it restarts the engine) and the
+        files are held by the engine while the server runs."""
+        return dataclasses.replace(
+            self.inner.capabilities, isolation=QueryIsolation.ENGINE, purge=PurgeScope.HELD, files=None
+        )
+
+    def fingerprint(self) -> str:
+        return ""
+
+    def checkpoint(self, destination: Path) -> None:
+        raise MemoryLockedError("a served memory's files are held by its engine: stop `pcm serve` first")
+
+    def replace_with(self, source: Path) -> int:
+        raise MemoryLockedError("a served memory's files are held by its engine: stop `pcm serve` first")
+
+    @property
+    def layout(self) -> DatasetLayout | None:
+        return self.inner.layout
+
+    @layout.setter
+    def layout(self, layout: DatasetLayout | None) -> None:
+        self.inner.layout = layout
 
     def query(self, sparql: str, *, timeout: float | None = None, limit: int | None = None) -> QueryResult:
         with self.watchdog.request():
@@ -106,8 +132,6 @@ class PcmServer:
     def __init__(
         self, settings: Settings, config: ServeConfig, *, mounted: Sequence[Mounted] = (), verbose: bool = False
     ) -> None:
-        if settings.store_url:
-            raise UsageError("pcm serve serves a local memory: unset PCM_STORE_URL")
         self.settings = settings
         self.config = config
         self.verbose = verbose
@@ -148,16 +172,20 @@ class PcmServer:
         if running is not None:
             raise MemoryLockedError(f"memory {path} is already served by pid {running.pid} at {running.url}")
         try:
-            self._start_engine(path)
-            self._open_memory()
+            if self.settings.store_url:
+                self._open_external()
+            else:
+                self._start_engine(path)
+                self._open_memory()
             self._bind()
         except BaseException:
             self.close()
             raise
-        assert self.app is not None and self.watchdog is not None
+        assert self.app is not None
         self.app.public_url = self.url
         self.app.explorer.timeout = self.config.query_timeout
-        self.watchdog.start()
+        if self.watchdog is not None:
+            self.watchdog.start()
         self.info = ServerInfo(
             url=self.url,
             pid=os.getpid(),
@@ -178,13 +206,30 @@ class PcmServer:
         engine = self.engine
         watchdog = Watchdog(engine, grace=self.config.grace)
         upstream = Upstream(engine, watchdog)
-        memory = Memory.open(self.settings.with_(store_url=engine.query_url, token=""))
-        _expire_before_the_engine(memory.backend, engine)
-        guarded = GuardedBackend(memory.backend, watchdog)
+        settings = self.settings.with_(store_url=engine.query_url, token="")
+        memory = Memory.open(settings)
+        # the memory's own client to the engine gets the front's keep-alive rule (see pcm.endpoint.upstream): a
+        # connection idle for the engine's timeout gets an unasked 500 and is closed
+        memory.backend.close()
+        client = RemoteBackend(
+            engine.query_url, engine="oxigraph", timeout=max(settings.query_timeout, 30.0),
+            keepalive_expiry=keepalive_expiry(engine),
+        )
+        guarded = GuardedBackend(client, watchdog)
         memory.backend = guarded
         memory.store.backend = guarded
         self.watchdog, self.memory = watchdog, memory
         self.app = App(self.config, memory, upstream, watchdog, public_url="http://" + self.config.bind)
+
+    def _open_external(self) -> None:
+        """Over an external store (``PCM_STORE_URL``) no engine is pcm's: the memory talks to the server as every
+        command does, its server bounds runaway queries (``QueryIsolation.SERVER``), and the front answers reads
+        through the memory. The token guards the front's writes; it goes to the store too only when the store is
+        given no user (a store takes a bearer token or a user and password)."""
+        settings = self.settings.with_(token="") if self.settings.store_user else self.settings
+        memory = Memory.open(settings)
+        self.memory = memory
+        self.app = App(self.config, memory, None, None, public_url="http://" + self.config.bind)
 
     def _mount_mcp(self) -> None:
         """MCP over streamable HTTP at ``/mcp``, on the open memory, sharing the front's memory lock and token.
@@ -280,17 +325,6 @@ class PcmServer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _expire_before_the_engine(backend: Backend | RemoteBackend, engine: Engine) -> None:
-    """Give the memory's own client to the engine the same keep-alive rule as the front's (see
-    :mod:`pcm.endpoint.upstream`): a connection idle for the engine's timeout gets an unasked 500 and is closed."""
-    if isinstance(backend, RemoteBackend):
-        old = backend._client
-        backend._client = httpx.Client(
-            headers=old.headers, timeout=old.timeout, limits=httpx.Limits(keepalive_expiry=keepalive_expiry(engine))
-        )
-        old.close()
 
 
 def _log_to_stderr() -> None:

@@ -161,7 +161,8 @@ def create_app(front: App, *, mounted: Sequence[Mounted] = ()) -> Starlette:
             try:
                 yield
             finally:
-                await front.upstream.aclose()
+                if front.upstream is not None:
+                    await front.upstream.aclose()
 
     async def internal_error(request: StarletteRequest, exc: Exception) -> StarletteResponse:
         """One request's bug must not kill the server: a JSON 500 (uvicorn logs the traceback on stderr)."""

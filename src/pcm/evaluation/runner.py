@@ -198,7 +198,7 @@ class _Run:
             before = client.usage.totals
             extract_started = time.perf_counter()
             run = extract_posts(
-                memory, report.posts, client=client, concurrency=1 if self.config.deterministic else None
+                memory.context, report.posts, client=client, concurrency=1 if self.config.deterministic else None
             )
             memory.sync_index()
             marker["extraction_seconds"] = round(time.perf_counter() - extract_started, 3)
@@ -217,7 +217,7 @@ class _Run:
         client, judge_client = self.config.llm, self.config.judge_llm
         before = client.usage.totals if client is not None else None
         started = time.perf_counter()
-        result = ask(memory, q.text, client=client, as_of=q.as_of, explain=True, k=ASK_K)
+        result = ask(memory.context, q.text, client=client, as_of=q.as_of, explain=True, k=ASK_K)
         ask_ms = (time.perf_counter() - started) * 1000
         llm = _delta(before, client.usage.totals) if client is not None and before is not None else _delta(None, None)
         llm_ms = float(result.stats.get("llm_ms", 0.0))
@@ -263,7 +263,7 @@ class _Run:
         from pcm.retrieval.traversal.service import retrieve
 
         try:
-            found = retrieve(memory, question).triples
+            found = retrieve(memory.context, question).triples
         except (PcmError, ImportError, OSError, ValueError):
             return []
         posts = [s.post for item in found for s in item.sources if s.post]

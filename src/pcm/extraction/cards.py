@@ -22,17 +22,18 @@ from typing import TYPE_CHECKING
 import pyoxigraph as ox
 
 from pcm.extraction.queries import render
-from pcm.namespaces import GRAPH_CONVERSATION, RDF, RDFS
+from pcm.layout import CONVERSATION
+from pcm.namespaces import RDF, RDFS
 from pcm.sparql import iri_term, literal_term, values_clause
 
 if TYPE_CHECKING:
-    from pcm.memory import Memory
+    from pcm.context import MemoryContext
 
 CARD_PREDICATES = frozenset({RDF + "type", RDFS + "label"})
 _BATCH = 200
 
 
-def restated(memory: Memory, triples: Sequence[ox.Triple], *, graph: str) -> set[ox.Triple]:
+def restated(memory: MemoryContext, triples: Sequence[ox.Triple], *, graph: str) -> set[ox.Triple]:
     """The triples that only repeat a card another graph than ``graph`` already holds (see the module doc)."""
     agents = {memory.naming.owner, memory.naming.assistant}
     cards, about_agents = [], []
@@ -45,7 +46,7 @@ def restated(memory: Memory, triples: Sequence[ox.Triple], *, graph: str) -> set
         elif t.subject.value in agents:
             about_agents.append(t)
     found: set[ox.Triple] = set()
-    for candidates, holder in ((cards, f"?g != {iri_term(graph)}"), (about_agents, f"?g = <{GRAPH_CONVERSATION}>")):
+    for candidates, holder in ((cards, f"?g != {iri_term(graph)}"), (about_agents, f"?g = {CONVERSATION}")):
         for start in range(0, len(candidates), _BATCH):
             rows = " ".join(f"({t.subject} {t.predicate} {t.object})" for t in candidates[start : start + _BATCH])
             q = render("card_restated", triples=f"VALUES (?s ?p ?o) {{ {rows} }}", holder=holder)
@@ -54,7 +55,7 @@ def restated(memory: Memory, triples: Sequence[ox.Triple], *, graph: str) -> set
 
 
 def orphaned_cards(
-    memory: Memory, gone: Sequence[str], *, written: Sequence[ox.Quad] = (), derived: Iterable[str] = ()
+    memory: MemoryContext, gone: Sequence[str], *, written: Sequence[ox.Quad] = (), derived: Iterable[str] = ()
 ) -> list[ox.Quad]:
     """The quads that keep the cards held only by the ``gone`` graphs, for entities another post still derives.
 

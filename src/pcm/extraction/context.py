@@ -30,7 +30,7 @@ from pcm.store import PostInfo
 if TYPE_CHECKING:
     import rdflib
 
-    from pcm.memory import Memory
+    from pcm.context import MemoryContext
     from pcm.ontology import Ontology
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,7 @@ def speaker_iri(post: PostInfo, naming: Naming) -> str:
 class ContextBuilder:
     """Finds the context of posts of one memory; safe to share between the extraction worker threads."""
 
-    def __init__(self, memory: Memory, *, use_index: bool | None = None) -> None:
+    def __init__(self, memory: MemoryContext, *, use_index: bool | None = None) -> None:
         self.memory = memory
         self.naming = memory.naming
         self._use_index = memory.settings.index_enabled if use_index is None else use_index
@@ -141,7 +141,7 @@ class ContextBuilder:
         return [m.iri for m in matches if self.naming.is_individual(m.iri)]
 
 
-def entity_cards(memory: Memory, iris: Sequence[str]) -> dict[str, Entity]:
+def entity_cards(memory: MemoryContext, iris: Sequence[str]) -> dict[str, Entity]:
     """Label and types of each individual (those with neither are left out: they do not exist).
 
     Two queries rather than one with two OPTIONALs: an entity said in many graphs would multiply its labels by its
@@ -165,7 +165,7 @@ def entity_cards(memory: Memory, iris: Sequence[str]) -> dict[str, Entity]:
     }
 
 
-def node_context(memory: Memory, iris: Iterable[str]) -> rdflib.Graph:
+def node_context(memory: MemoryContext, iris: Iterable[str]) -> rdflib.Graph:
     """Types and labels of existing nodes, as the rdflib Graph :class:`pcm.shapes.Validator` takes as context."""
     import rdflib
 
@@ -236,7 +236,7 @@ def show_iri(iri: str, namespace: str, ontology: Ontology) -> str:
     return ontology.curie(iri)
 
 
-def render_user_message(context: TurnContext, *, memory: Memory, ontology: Ontology, output: str = "turtle") -> str:
+def render_user_message(context: TurnContext, *, memory: MemoryContext, ontology: Ontology, output: str = "turtle") -> str:
     """The user message of the extraction prompt (``part: user`` of ``extract.v1.md``)."""
     from pcm.extraction.prompts import extract_prompt, task_line
 
@@ -255,7 +255,7 @@ def render_user_message(context: TurnContext, *, memory: Memory, ontology: Ontol
     )
 
 
-def _speaker_line(context: TurnContext, memory: Memory, ontology: Ontology) -> str:
+def _speaker_line(context: TurnContext, memory: MemoryContext, ontology: Ontology) -> str:
     iri = show_iri(context.speaker, memory.naming.namespace, ontology)
     if context.speaker == memory.naming.owner:
         return f"{iri} ({memory.manifest.owner}, the memory's owner)"
@@ -264,7 +264,7 @@ def _speaker_line(context: TurnContext, memory: Memory, ontology: Ontology) -> s
     return f"{iri} ({context.post.speaker or 'someone'})"
 
 
-def _entities_block(entities: Sequence[Entity], memory: Memory, ontology: Ontology) -> str:
+def _entities_block(entities: Sequence[Entity], memory: MemoryContext, ontology: Ontology) -> str:
     ns = memory.naming.namespace
     lines = []
     for e in entities:

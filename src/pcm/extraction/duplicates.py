@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from pcm.extraction.resolve import GENERIC_TYPES, normalise_label
 
 if TYPE_CHECKING:
-    from pcm.memory import Memory
+    from pcm.context import MemoryContext
 
 #: Label similarity (difflib ratio on normalised labels) from which two entities of a shared type are listed.
 SIMILARITY = 0.85
@@ -52,7 +52,7 @@ class _Node:
         return frozenset(self.types) - GENERIC_TYPES
 
 
-def find_duplicates(memory: Memory) -> list[DuplicatePair]:
+def find_duplicates(memory: MemoryContext) -> list[DuplicatePair]:
     """Candidate duplicate entities, most similar first."""
     nodes = [
         _Node(iri, label, frozenset(k for k in (normalise_label(x) for x in (label, *alts)) if k), types)

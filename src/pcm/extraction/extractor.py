@@ -34,7 +34,7 @@ from pcm.llm.base import LLMClient, Message, output_format
 from pcm.store import PostInfo
 
 if TYPE_CHECKING:
-    from pcm.memory import Memory
+    from pcm.context import MemoryContext
     from pcm.ontology import Ontology
     from pcm.shapes import Validator
 
@@ -97,7 +97,7 @@ class Extractor:
 
     def __init__(
         self,
-        memory: Memory,
+        memory: MemoryContext,
         client: LLMClient,
         *,
         ontology: Ontology | None = None,

@@ -12,15 +12,18 @@ import pyoxigraph as ox
 
 from pcm.extraction.queries import render
 from pcm.extraction.supersede import StoredValue, history_record, parse_time, said_later, stored_values
-from pcm.namespaces import GRAPH_HISTORY
+from pcm.layout import HISTORY
 from pcm.sparql import iri_term, values_clause
 
 if TYPE_CHECKING:
-    from pcm.memory import Memory
+    from pcm.context import MemoryContext
 
 N = ox.NamedNode
-#: A graph IRI no statement lives in (for "values in every graph but this one").
-NO_GRAPH = "urn:pcm:graph:none"
+
+
+def _no_graph(memory: MemoryContext) -> str:
+    """A graph IRI of the memory's that no statement lives in (for "values in every graph but this one")."""
+    return memory.naming.layout.prefix + "none"
 
 
 @dataclass
@@ -55,7 +58,7 @@ class FactHistory:
         return {"iri": self.iri, "changes": [v.as_json() for v in self.versions]}
 
 
-def fact_history(memory: Memory, iri: str) -> FactHistory:
+def fact_history(memory: MemoryContext, iri: str) -> FactHistory:
     """Past values from the history graph, followed per property by the values that hold now."""
     history = FactHistory(iri)
     past = memory.store.select(render("history", iri=iri_term(iri))).dicts()
@@ -127,7 +130,7 @@ class RestoreDelta:
     """How many superseded statements hold again."""
 
 
-def forget_delta(memory: Memory, post_iris: Sequence[str]) -> RestoreDelta:
+def forget_delta(memory: MemoryContext, post_iris: Sequence[str]) -> RestoreDelta:
     """The restore a forget of these posts needs, computed BEFORE the forget from the store as it is then.
 
     The posts count as gone: their extraction graphs are neither restored into nor read as holding values, so
@@ -152,11 +155,11 @@ def forget_delta(memory: Memory, post_iris: Sequence[str]) -> RestoreDelta:
     change = _Change()
     for key, group in sorted(groups.items()):
         change.settle(memory, group, current.get(key, []))
-    drop = [f"DELETE WHERE {{ GRAPH <{GRAPH_HISTORY}> {{ {iri_term(r.node)} ?p ?o }} }}" for r in records]
+    drop = [f"DELETE WHERE {{ GRAPH {HISTORY} {{ {iri_term(r.node)} ?p ?o }} }}" for r in records]
     return RestoreDelta(change.delete, list(dict.fromkeys(change.insert)), drop, change.restored)
 
 
-def restore_after_forget(memory: Memory, forgotten_post_iris: Sequence[str]) -> int:
+def restore_after_forget(memory: MemoryContext, forgotten_post_iris: Sequence[str]) -> int:
     """Undo the knowledge updates of posts already forgotten; returns how many superseded statements came back.
 
     ``Memory.forget`` does not call this: it applies :func:`forget_delta` within the forget itself. Posts still
@@ -182,7 +185,7 @@ class _Change:
     insert: list[ox.Quad] = field(default_factory=list)
     restored: int = 0
 
-    def settle(self, memory: Memory, group: list[_Record], holding: list[StoredValue]) -> None:
+    def settle(self, memory: MemoryContext, group: list[_Record], holding: list[StoredValue]) -> None:
         """``group``: the superseded values that may come back; ``holding``: the values the pair has now."""
         group = sorted(group, key=lambda r: (_seconds(r.said_at), r.node))
         newest = group[-1]
@@ -193,7 +196,7 @@ class _Change:
             self.insert += _restatements(memory, group, by=latest.post, at=latest.time)
             return
         for r in winners:  # what the newest remaining post said (several values, for laterValuesReplace)
-            self.insert.append(ox.Quad(r.triple.subject, r.triple.predicate, r.triple.object, N(r.source or NO_GRAPH)))
+            self.insert.append(ox.Quad(r.triple.subject, r.triple.predicate, r.triple.object, N(r.source or _no_graph(memory))))
         self.restored += len(winners)
         older = [r for r in group if r not in winners]
         self.insert += _restatements(memory, older, by=newest.said_by, at=newest.said_at)
@@ -206,7 +209,7 @@ class _Change:
                 )
 
 
-def _touched_records(memory: Memory, forgotten: set[str]) -> list[_Record]:
+def _touched_records(memory: MemoryContext, forgotten: set[str]) -> list[_Record]:
     """History records whose value a forgotten post said or superseded."""
     out: dict[str, _Record] = {}
     posts = sorted(forgotten)
@@ -225,7 +228,7 @@ def _touched_records(memory: Memory, forgotten: set[str]) -> list[_Record]:
     return sorted(out.values(), key=lambda r: r.node)
 
 
-def _live_graphs(memory: Memory, graphs: set[str]) -> set[str]:
+def _live_graphs(memory: MemoryContext, graphs: set[str]) -> set[str]:
     if not graphs:
         return set()
     q = render("live_graphs", graphs=values_clause("g", sorted(graphs)))
@@ -233,24 +236,24 @@ def _live_graphs(memory: Memory, graphs: set[str]) -> set[str]:
 
 
 def _current_values(
-    memory: Memory, keys: Iterable[tuple[str, str]], gone: set[str]
+    memory: MemoryContext, keys: Iterable[tuple[str, str]], gone: set[str]
 ) -> dict[tuple[str, str], list[StoredValue]]:
     """What each (subject, property) holds now, in any extraction or import graph but the ``gone`` ones."""
     found: dict[tuple[str, str], list[StoredValue]] = {}
     keys = list(keys)
     if keys:
-        for stored in stored_values(memory, keys, graph=NO_GRAPH):
+        for stored in stored_values(memory, keys, graph=_no_graph(memory)):
             if stored.graph in gone:
                 continue
             found.setdefault((stored.triple.subject.value, stored.triple.predicate.value), []).append(stored)
     return found
 
 
-def _restatements(memory: Memory, records: Sequence[_Record], *, by: str | None, at: datetime | None) -> list[ox.Quad]:
+def _restatements(memory: MemoryContext, records: Sequence[_Record], *, by: str | None, at: datetime | None) -> list[ox.Quad]:
     """Records that stay in history, now superseded by ``by`` (their old records are dropped)."""
     out: list[ox.Quad] = []
     for r in records:
-        out += history_record(memory, r.triple, by=by, at=at, origin=r.said_by, source=r.source or NO_GRAPH)
+        out += history_record(memory, r.triple, by=by, at=at, origin=r.said_by, source=r.source or _no_graph(memory))
     return out
 
 

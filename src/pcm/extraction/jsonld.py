@@ -24,8 +24,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from decimal import Decimal
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 import pyoxigraph as ox
@@ -126,7 +127,12 @@ def extraction_schema(ontology: Ontology, areas: tuple[str, ...] | None = None) 
         SCHEMA_NAME, schema,
         "Record the facts the current utterance states, as nodes of a JSON-LD graph (an empty @graph when there "
         "are none).",
+        grammar=partial(_bounded_grammar, ontology) if areas is None else None,
     )
+
+
+def _bounded_grammar(ontology: Ontology, max_tokens: int) -> str:
+    return extraction_grammar(ontology, grammar_budget(max_tokens))
 
 
 def _vocabulary(
@@ -172,6 +178,178 @@ def _value_schema(ontology: Ontology, iri: str, values: dict[str, list[str]]) ->
 
 def _local(ontology: Ontology, iri: str) -> str:
     return re.sub(r"\W", "_", ontology.curie(iri).split(":")[-1])
+
+
+# ---------------------------------------------------------------------------------------------------- grammar
+
+#: Characters one budget slot stands for: every piece of the answer costs its longest form, rounded up to slots.
+SLOT = 8
+#: Longest literal string and longest ``m:`` name in the grammar (tighter than the schema's: each is paid for at
+#: its longest in the budget, so a generous bound would leave room for few facts).
+GRAMMAR_TEXT = 120
+#: A text value may also be paid for as short (most labels and names are), so short values cost what they are.
+GRAMMAR_SHORT_TEXT = 32
+GRAMMAR_NAME = 40
+#: Longest list of values of one property in the grammar.
+GRAMMAR_VALUES = 4
+#: Characters outside the budget: the document's opening and the closing brackets a full budget still needs.
+#: Optional whitespace where a model habitually writes it (a space after ":" and ",", a newline and indent before
+#: a node or member): forbidding it made a model used to pretty JSON close the document at once. Paid for too.
+_WS = 4
+_FRAME = len('{"@graph":[') + len(']}}]') + 5 * _WS
+_ASCII_NAME_CHARS = "[A-Za-z0-9._-]"
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """One value shape in the grammar: its GBNF rule name, body and longest text in characters."""
+
+    rule: str
+    body: str
+    longest: int
+
+
+def extraction_grammar(ontology: Ontology, budget: int) -> str:
+    """A llama.cpp GBNF grammar for the extraction answer whose every sentence is at most ``budget`` characters.
+
+    Why a grammar beside the JSON Schema: a JSON Schema bounds each part (nodes, values per property, string
+    lengths) but not their product, so a model that loops (listing schema terms as nodes, repeating a value) runs
+    to the token limit and its JSON is cut mid-document. The grammar carries a *total* budget instead: every piece
+    of the answer (a node's ``@id``, a type, a property with its value, a further value in a list) costs its
+    longest form in :data:`SLOT`-character slots, and the grammar's nonterminals count the slots left
+    (``p37`` is "inside a node, 37 slots left"). When too few remain for another piece, the only continuation is
+    closing the document, so a looping model ends with complete, valid JSON. The answer is written compact (no
+    whitespace between tokens): whitespace would be paid for too.
+
+    The language is the schema's (same vocabulary, same value shapes, from :func:`extraction_schema`'s sources)
+    with tighter strings (:data:`GRAMMAR_TEXT`, :data:`GRAMMAR_NAME`, no escapes) and no nested arrays. A token is
+    at least one character, so ``budget`` characters is also a bound on tokens for ASCII text: pass the call's
+    ``max_tokens`` (see :func:`grammar_budget`).
+    """
+    return _grammar(ontology, budget)
+
+
+def grammar_budget(max_tokens: int) -> int:
+    """The character budget whose answers always fit in ``max_tokens`` tokens (one character or more per token)."""
+    return max(0, max_tokens - _FRAME)
+
+
+def grammar_longest(ontology: Ontology, budget: int) -> int:
+    """The longest answer the grammar for ``budget`` accepts, in characters (what a test checks against)."""
+    return (budget // SLOT) * SLOT + _FRAME
+
+
+@cache
+def _grammar(ontology: Ontology, budget: int) -> str:
+    classes, properties, values = _vocabulary(ontology, None)
+    slots = budget // SLOT
+    shapes: dict[str, _Shape] = {}
+    keys: dict[tuple[str, bool], list[str]] = {}
+    for iri in properties:
+        name, value = _value_schema(ontology, iri, values)
+        if name not in shapes:
+            rule = "v-" + re.sub(r"[^a-z0-9]+", "-", name.lower())
+            shapes[name] = _Shape(rule, *_gbnf(value))
+            short = _Shape(rule + "-short", *_gbnf(value, GRAMMAR_SHORT_TEXT))
+            if short.body != shapes[name].body:
+                shapes[name + "-short"] = short
+        keys.setdefault((name, iri not in ontology.functional_properties), []).append(ontology.curie(iri))
+    keys.setdefault(("string", False), []).append("rdfs:label")
+    shapes.setdefault("string", _Shape("v-string", *_gbnf(_STRING)))
+    shapes.setdefault("string-short", _Shape("v-string-short", *_gbnf(_STRING, GRAMMAR_SHORT_TEXT)))
+    lines = [
+        'root ::= "{\\"@graph\\":" w "[" w ( "]" w "}" ' + (f'| "{{" w n{slots} ' if slots >= _cost(_id_len()) else "")
+        + ")",
+        'w ::= ( " " | "\\n" " "{0,3} )?',
+        f'name ::= "\\"m:" [A-Za-z0-9] {_ASCII_NAME_CHARS}{{0,{GRAMMAR_NAME - 3}}} "\\""',
+        'text-char ::= [^"\\\\\\x00-\\x1f]',
+        "cls ::= " + " | ".join(_quoted(ontology.curie(c)) for c in classes),
+    ]
+    for shape in shapes.values():
+        lines.append(f"{shape.rule} ::= {shape.body}")
+    # A member (a property with its value, or with a list of 2..GRAMMAR_VALUES values) costs its longest form;
+    # members of equal cost share a rule, so a state lists one alternative per cost, not per property.
+    by_cost: dict[int, list[str]] = {}
+    for (name, many), curies in sorted(keys.items()):
+        rule = "k-" + shapes[name].rule[2:] + ("-many" if many else "")
+        lines.append(f"{rule} ::= " + " | ".join(_quoted(c) for c in sorted(curies)))
+        head = max(len(c) for c in curies) + 2 + 2 + 2 * _WS  # the key, quoted, with "," and ":" and spaces
+        for shape in (shapes[name], shapes.get(name + "-short")):
+            if shape is None:
+                continue
+            value, longest = shape.rule, shape.longest
+            by_cost.setdefault(_cost(head + longest), []).append(f'{rule} ":" w {value}')
+            for n in range(2, GRAMMAR_VALUES + 1) if many else ():
+                listed = f'{rule} ":" w "[" {value}' + f' "," w {value}' * (n - 1) + ' "]"'
+                by_cost.setdefault(_cost(head + 2 + n * (longest + 1 + _WS)), []).append(listed)
+    for cost, bodies in sorted(by_cost.items()):
+        lines.append(f"m{cost} ::= " + " | ".join(bodies))
+    id_cost = _cost(_id_len())
+    type_cost = _cost(max(len(ontology.curie(c)) for c in classes) + 2 + len(',"@type":[]') + 2 * _WS)
+    for k in range(slots + 1):
+        # n: a node's body after "{"; t: inside its @type list; p: after a member; g: after a node
+        if k >= id_cost:
+            rest = k - id_cost
+            first_type = f' | "," w "\\"@type\\":" w "[" cls t{rest - type_cost}' if rest >= type_cost else ""
+            lines.append(f'n{k} ::= "\\"@id\\":" w name ( p{rest}{first_type} )')
+        more_type = f' | "," w cls t{k - type_cost}' if k >= type_cost else ""
+        lines.append(f't{k} ::= "]" p{k}{more_type}')
+        alternatives = [f'"}}" g{k}'] + [f'"," w m{cost} p{k - cost}' for cost in sorted(by_cost) if cost <= k]
+        lines.append(f"p{k} ::= " + " | ".join(alternatives))
+        lines.append(f'g{k} ::= w "]" w "}}"' + (f' | "," w "{{" w n{k}' if k >= id_cost else ""))
+    return "\n".join(lines) + "\n"
+
+
+def _cost(characters: int) -> int:
+    return -(-characters // SLOT)
+
+
+def _id_len() -> int:
+    return len('"@id":') + GRAMMAR_NAME + 2 + len("{},") + 3 * _WS
+
+
+def _quoted(text: str) -> str:
+    return '"\\"' + text.replace("\\", "\\\\").replace('"', '\\"') + '\\""'
+
+
+_PATTERNS = {
+    NAME_PATTERN: f'"\\"m:" [A-Za-z0-9] {_ASCII_NAME_CHARS}{{0,{GRAMMAR_NAME - 3}}} "\\""',
+    _DATE: '"\\"" [0-9]{4} ( "-" [0-9]{2} ( "-" [0-9]{2} )? )? "\\""',
+    _DATETIME: '"\\"" [0-9]{4} "-" [0-9]{2} "-" [0-9]{2} ( "T" [0-9]{2} ":" [0-9]{2} ( ":" [0-9]{2} )? )? "\\""',
+    r"^[0-9]{4}$": '"\\"" [0-9]{4} "\\""',
+    r"^[0-9]{4}-[0-9]{2}$": '"\\"" [0-9]{4} "-" [0-9]{2} "\\""',
+    r"^[0-9]{2}:[0-9]{2}(:[0-9]{2})?$": '"\\"" [0-9]{2} ":" [0-9]{2} ( ":" [0-9]{2} )? "\\""',
+    r"^-?P[0-9YMWDTHS.]+$": '"\\"" "-"? "P" [0-9YMWDTHS.]{1,20} "\\""',
+    r"^https?://[^ ]+$": f'"\\"http" "s"? "://" [^ "\\\\\\x00-\\x1f]{{1,{GRAMMAR_TEXT - 10}}} "\\""',
+}
+_PATTERN_LONGEST = {
+    NAME_PATTERN: GRAMMAR_NAME + 2, _DATE: 12, _DATETIME: 21, r"^[0-9]{4}$": 6, r"^[0-9]{4}-[0-9]{2}$": 9,
+    r"^[0-9]{2}:[0-9]{2}(:[0-9]{2})?$": 10, r"^-?P[0-9YMWDTHS.]+$": 24, r"^https?://[^ ]+$": GRAMMAR_TEXT,
+}
+_NUMBER = '"-"? [0-9]{1,12} ( "." [0-9]{1,6} )?'
+_NUMBER_LONGEST = 20
+
+
+def _gbnf(schema: dict[str, Any], text: int = GRAMMAR_TEXT) -> tuple[str, int]:
+    """GBNF body and longest text of one value's JSON Schema (the shapes :func:`_value_schema` makes), with free
+    text up to ``text`` characters."""
+    if "anyOf" in schema:
+        parts = [_gbnf(s, text) for s in schema["anyOf"]]
+        return "( " + " | ".join(body for body, _ in parts) + " )", max(n for _, n in parts)
+    kind = schema.get("type")
+    if "enum" in schema:
+        return "( " + " | ".join(_quoted(v) for v in schema["enum"]) + " )", max(len(v) + 2 for v in schema["enum"])
+    if kind == "string" and "pattern" in schema:
+        return _PATTERNS[schema["pattern"]], _PATTERN_LONGEST[schema["pattern"]]
+    if kind == "string":
+        return f'"\\"" text-char{{0,{text}}} "\\""', text + 2
+    if kind == "integer":
+        return '"-"? [0-9]{1,12}' if "minimum" not in schema else "[0-9]{1,12}", 13
+    if kind == "number":
+        return _NUMBER, _NUMBER_LONGEST
+    if kind == "boolean":
+        return '( "true" | "false" )', 5
+    raise ValueError(f"no grammar for the value shape {schema!r}")
 
 
 # ---------------------------------------------------------------------------------------------------- reading
@@ -317,4 +495,4 @@ def as_answer(triples: Iterable[ox.Triple], *, namespace: str, ontology: Ontolog
     return {"@graph": list(nodes.values())}
 
 
-__all__ = ["AnswerProblem", "answer_triples", "as_answer", "extraction_schema"]
+__all__ = ["AnswerProblem", "answer_triples", "as_answer", "extraction_grammar", "extraction_schema", "grammar_budget"]

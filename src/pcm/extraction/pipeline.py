@@ -35,7 +35,7 @@ from pcm.sparql import iri_term, literal_term, values_clause
 from pcm.store import PostInfo
 
 if TYPE_CHECKING:
-    from pcm.memory import Memory
+    from pcm.context import MemoryContext
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +121,7 @@ class _Job:
     done: Future[Written | None] = field(default_factory=Future)
 
 
-def select_posts(memory: Memory, selection: str) -> list[str]:
+def select_posts(memory: MemoryContext, selection: str) -> list[str]:
     """Post IRIs for ``pcm extract --pending | --failed | --all``, in session and position order."""
     if selection not in SELECTIONS:
         raise UsageError(f"unknown selection {selection!r}: choose one of {', '.join(SELECTIONS)}")
@@ -135,7 +135,7 @@ def select_posts(memory: Memory, selection: str) -> list[str]:
 
 
 def extract_posts(
-    memory: Memory,
+    memory: MemoryContext,
     post_iris: Sequence[str],
     *,
     client: LLMClient,
@@ -182,7 +182,7 @@ class _Run:
     """One extraction run: planning, the worker threads and the single writer."""
 
     def __init__(
-        self, memory: Memory, client: LLMClient, *, progress: Progress | None, output: str | None = None
+        self, memory: MemoryContext, client: LLMClient, *, progress: Progress | None, output: str | None = None
     ) -> None:
         self.memory = memory
         self.extractor = Extractor(memory, client, output=output)

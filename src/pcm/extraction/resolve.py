@@ -33,7 +33,7 @@ from pcm.namespaces import FOAF, OWL, RDF, RDFS, SCHEMA
 from pcm.sparql import literal_term
 
 if TYPE_CHECKING:
-    from pcm.memory import Memory
+    from pcm.context import MemoryContext
     from pcm.ontology import Ontology
 
 _RDF_TYPE = RDF + "type"
@@ -79,7 +79,7 @@ class Resolution:
 
 
 def resolve_entities(
-    memory: Memory, triples: Sequence[ox.Triple], *, offered: Iterable[str], ontology: Ontology
+    memory: MemoryContext, triples: Sequence[ox.Triple], *, offered: Iterable[str], ontology: Ontology
 ) -> Resolution:
     """Apply the merge and collision rules to one delta (see the module docstring)."""
     naming = memory.naming
@@ -163,7 +163,7 @@ def _related(stored: Iterable[str], declared: Iterable[str], ontology: Ontology)
 
 
 def _same_entities(
-    memory: Memory, wanted: Mapping[str, tuple[Sequence[str], set[str]]], *, exclude: set[str]
+    memory: MemoryContext, wanted: Mapping[str, tuple[Sequence[str], set[str]]], *, exclude: set[str]
 ) -> dict[str, str]:
     """For each node (labels, declared types): the existing entity with an equal normalised label and a shared
     specific type, the smallest IRI if several. Two queries for the whole delta."""

@@ -24,17 +24,16 @@ from typing import TYPE_CHECKING
 import pyoxigraph as ox
 
 from pcm.extraction.queries import render
-from pcm.namespaces import DCTERMS, GRAPH_HISTORY, PCM, PROV, RDF
+from pcm.namespaces import DCTERMS, PCM, PROV, RDF
 from pcm.naming import digest
 from pcm.provenance import dt_literal
 from pcm.sparql import iri_term, values_clause
 
 if TYPE_CHECKING:
-    from pcm.memory import Memory
+    from pcm.context import MemoryContext
     from pcm.ontology import Ontology
 
 N = ox.NamedNode
-G_HISTORY = N(GRAPH_HISTORY)
 
 
 @dataclass
@@ -107,7 +106,7 @@ def single_valued_properties(ontology: Ontology, shapes_dir: Path | None = None)
 
 
 def plan_supersessions(
-    memory: Memory,
+    memory: MemoryContext,
     triples: Sequence[ox.Triple],
     *,
     graph: str,
@@ -145,7 +144,7 @@ def plan_supersessions(
 
 
 def _in_scope(
-    memory: Memory,
+    memory: MemoryContext,
     incoming: dict[tuple[str, str], set[ox.Triple]],
     triples: Sequence[ox.Triple],
     single_valued: SingleValued,
@@ -167,7 +166,7 @@ def _in_scope(
     }
 
 
-def stored_values(memory: Memory, keys: Iterable[tuple[str, str]], graph: str) -> list[StoredValue]:
+def stored_values(memory: MemoryContext, keys: Iterable[tuple[str, str]], graph: str) -> list[StoredValue]:
     pairs = " ".join(f"({iri_term(s)} {iri_term(p)})" for s, p in sorted(keys))
     rows = memory.store.select(render("single_values", pairs=pairs, graph=iri_term(graph))).dicts()
     out = []
@@ -197,10 +196,11 @@ def said_later(stored: datetime | None, incoming: datetime | None) -> bool:
 
 
 def history_record(
-    memory: Memory, triple: ox.Triple, *, by: str | None, at: datetime | None, origin: str | None, source: str
+    memory: MemoryContext, triple: ox.Triple, *, by: str | None, at: datetime | None, origin: str | None, source: str
 ) -> list[ox.Quad]:
     """The ``rdf:Statement`` record of a superseded triple (its IRI is stable, so re-runs add nothing)."""
     node = N(f"{memory.naming.namespace}history/{digest(str(triple), by or '')}")
+    G_HISTORY = N(memory.naming.layout.history)
     quads = [
         ox.Quad(node, N(RDF + "type"), N(RDF + "Statement"), G_HISTORY),
         ox.Quad(node, N(RDF + "subject"), triple.subject, G_HISTORY),

@@ -2,7 +2,7 @@
 
 The post itself was written first (by ``Memory.ingest``), so whatever happens here, what was said is kept. This
 write replaces the post's previous extraction (``DROP`` of its graph and of that graph's activity record), inserts
-the new triples into ``urn:pcm:graph:extraction:<key>`` with entity-level ``prov:wasDerivedFrom`` the post, records
+the new triples into the post's extraction graph (``…:extraction:<key>``) with entity-level ``prov:wasDerivedFrom`` the post, records
 the activity (model, prompt and ontology versions, tokens) and the unknown vocabulary terms the model tried, sets
 the status, and moves superseded statements to the history graph, all in one ``MemoryStore.apply`` call.
 
@@ -26,18 +26,18 @@ from pcm.extraction.extractor import EXTRACTED, Extraction
 from pcm.extraction.queries import render
 from pcm.extraction.resolve import resolve_entities
 from pcm.extraction.supersede import SingleValued, plan_supersessions
-from pcm.namespaces import GRAPH_PROVENANCE, PCM, PROV
+from pcm.index.records import entity_record
+from pcm.namespaces import PCM, PROV
 from pcm.provenance import Activity, activity_quads, entity_derivation_quads
 from pcm.sparql import iri_term, values_clause
 
 if TYPE_CHECKING:
-    from pcm.memory import Memory
+    from pcm.context import MemoryContext
     from pcm.ontology import Ontology
 
 log = logging.getLogger(__name__)
 
 N = ox.NamedNode
-G_PROV = N(GRAPH_PROVENANCE)
 #: Where the unknown vocabulary terms an extraction tried are recorded (on the post, in the provenance graph).
 UNKNOWN_TERM = PCM + "unknownTerm"
 _ATTRIBUTED = N(PROV + "wasAttributedTo")
@@ -56,7 +56,7 @@ class Written:
 
 
 def write_extraction(
-    memory: Memory,
+    memory: MemoryContext,
     extraction: Extraction,
     *,
     ontology: Ontology,
@@ -87,9 +87,9 @@ def write_extraction(
         insert += [ox.Quad(N(s), _ATTRIBUTED, N(memory.naming.assistant), g) for s in sorted(resolution.new_nodes)
                    if s in subjects]
     insert += activity_quads(memory.naming, _activity(extraction, prompt_version, ontology), graph, post)
-    insert += [ox.Quad(g, _ATTRIBUTED, N(extraction.speaker), G_PROV)]
+    insert += [ox.Quad(g, _ATTRIBUTED, N(extraction.speaker), N(memory.naming.layout.provenance))]
     insert += plan.history
-    insert += _unknown_term_quads(post, extraction.unknown_terms)
+    insert += _unknown_term_quads(memory, post, extraction.unknown_terms)
     extra = [
         render("replace_extraction.ru", graph=iri_term(graph)),
         render("clear_unknown_terms.ru", post=iri_term(post)),
@@ -99,18 +99,18 @@ def write_extraction(
     return Written(EXTRACTED, len(kept), resolution.merged, resolution.renamed, plan.count, subjects)
 
 
-def write_failure_status(memory: Memory, post: str, status: str, report: str) -> None:
+def write_failure_status(memory: MemoryContext, post: str, status: str, report: str) -> None:
     """Last resort when the extraction write itself failed: record why, change nothing else."""
     memory.store.apply(extra=memory.store.set_status(post, status, report))
 
 
-def _write_outcome_only(memory: Memory, extraction: Extraction) -> Written:
+def _write_outcome_only(memory: MemoryContext, extraction: Extraction) -> Written:
     post = extraction.post.iri
     extra = [
         render("clear_unknown_terms.ru", post=iri_term(post)),
         *memory.store.set_status(post, extraction.status, extraction.report),
     ]
-    memory.store.apply(insert=_unknown_term_quads(post, extraction.unknown_terms), extra=extra)
+    memory.store.apply(insert=_unknown_term_quads(memory, post, extraction.unknown_terms), extra=extra)
     return Written(extraction.status)
 
 
@@ -126,11 +126,12 @@ def _activity(extraction: Extraction, prompt_version: str, ontology: Ontology) -
     )
 
 
-def _unknown_term_quads(post: str, terms: Sequence[str] | set[str]) -> list[ox.Quad]:
-    return [ox.Quad(N(post), N(UNKNOWN_TERM), ox.Literal(t), G_PROV) for t in sorted(terms)]
+def _unknown_term_quads(memory: MemoryContext, post: str, terms: Sequence[str] | set[str]) -> list[ox.Quad]:
+    provenance = N(memory.naming.layout.provenance)
+    return [ox.Quad(N(post), N(UNKNOWN_TERM), ox.Literal(t), provenance) for t in sorted(terms)]
 
 
-def update_index(memory: Memory, iris: Sequence[str]) -> None:
+def update_index(memory: MemoryContext, iris: Sequence[str]) -> None:
     """Bring the side index's entity rows for these individuals up to date (skipped when the index is off).
 
     The rows are built from queries that start from the given IRIs (``MemoryStore.entities(iris)`` filters after
@@ -139,8 +140,6 @@ def update_index(memory: Memory, iris: Sequence[str]) -> None:
     if not iris or not memory.settings.index_enabled:
         return
     try:
-        from pcm.memory import entity_record
-
         cards = entity_cards(memory, iris)
         alts: dict[str, list[str]] = {}
         q = render("entity_alts", entities=values_clause("e", list(iris)))

@@ -36,6 +36,13 @@ class EntityRecord:
     text: str
 
 
+def entity_record(iri: str, label: str, types: tuple[str, ...], alts: tuple[str, ...]) -> EntityRecord:
+    """The record of one entity as the store lists it (``MemoryStore.entities``): its text is its label followed
+    by the local names of its types, which is what entity matching embeds."""
+    names = " ".join(t.rsplit("/", 1)[-1].rsplit("#", 1)[-1] for t in types)
+    return EntityRecord(iri, label, alts, types, f"{label} ({names})" if names else label)
+
+
 @dataclass(frozen=True)
 class RecallHit:
     """One post returned by episodic recall, with the fused score that ranked it."""

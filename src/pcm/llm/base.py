@@ -9,6 +9,7 @@ pipeline stage, not per provider.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -58,6 +59,9 @@ class JsonSchema:
     name: str
     schema: dict[str, object]
     description: str = ""
+    #: ``max_tokens -> GBNF``: the same language as a llama.cpp grammar whose every answer fits in that many
+    #: tokens (a JSON Schema cannot bound an answer's total size), for clients that take a grammar.
+    grammar: Callable[[int], str] | None = field(default=None, compare=False, repr=False)
 
 
 _COUNTERS = ("calls", "input_tokens", "output_tokens")

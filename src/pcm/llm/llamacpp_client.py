@@ -38,7 +38,7 @@ INSTALL_HINT = (
 )
 
 LlamaFactory = Callable[..., Any]
-#: JSON Schema text -> the decoding constraint ``create_chat_completion`` takes as ``grammar``.
+#: JSON Schema text (or GBNF text) -> the decoding constraint ``create_chat_completion`` takes as ``grammar``.
 GrammarBuilder = Callable[[str], Any]
 
 
@@ -58,6 +58,14 @@ def _default_grammar() -> GrammarBuilder:
     return lambda text: LlamaGrammar.from_json_schema(text, verbose=False)
 
 
+def _default_gbnf() -> GrammarBuilder:
+    try:
+        from llama_cpp import LlamaGrammar
+    except ImportError as exc:
+        raise LLMError(f"PCM_LLM=llamacpp needs llama-cpp-python: {INSTALL_HINT}") from exc
+    return lambda text: LlamaGrammar.from_string(text, verbose=False)
+
+
 class LlamaCppClient:
     """An :class:`pcm.llm.LLMClient` running a GGUF file in this process; calls are serialised."""
 
@@ -74,6 +82,7 @@ class LlamaCppClient:
         context: int,
         factory: LlamaFactory | None = None,
         grammar: GrammarBuilder | None = None,
+        gbnf: GrammarBuilder | None = None,
         progress: Callable[[str], None] | None = None,
         progress_after: float = PROGRESS_AFTER,
     ) -> None:
@@ -91,6 +100,7 @@ class LlamaCppClient:
         self._lock = threading.Lock()
         self._grammars: dict[str, Any] = {}
         self._build_grammar = grammar
+        self._build_gbnf = gbnf
         make = factory or _default_factory()
         try:
             self._llama = make(
@@ -113,7 +123,7 @@ class LlamaCppClient:
         chat += [{"role": m.role, "content": m.content} for m in messages]
         kwargs: dict[str, Any] = {"messages": chat, "max_tokens": max_tokens, "temperature": 0.0, "seed": 0}
         if schema is not None:
-            kwargs.update(self._constraint(schema))
+            kwargs.update(self._constraint(schema, max_tokens))
         with self._lock, waiting(self.name, write=self._progress, after=self._progress_after, streaming=False):
             try:
                 reply = self._llama.create_chat_completion(**kwargs)
@@ -123,8 +133,17 @@ class LlamaCppClient:
         self.usage.record(operation, completion)
         return completion
 
-    def _constraint(self, schema: JsonSchema) -> dict[str, Any]:
-        """The arguments that hold decoding to ``schema``: its grammar (built once), or plain JSON after a warning."""
+    def _constraint(self, schema: JsonSchema, max_tokens: int) -> dict[str, Any]:
+        """The arguments that hold decoding to ``schema``: its bounded GBNF grammar when it has one (every answer
+        then fits in ``max_tokens``), else the grammar converted from the JSON Schema (built once), else plain JSON
+        after a warning."""
+        if schema.grammar is not None:
+            if self._build_gbnf is None:
+                self._build_gbnf = _default_gbnf()
+            text = schema.grammar(max_tokens)
+            if text not in self._grammars:
+                self._grammars[text] = self._build_gbnf(text)
+            return {"grammar": self._grammars[text]}
         if self._build_grammar is None:
             self._build_grammar = _default_grammar()
         key = json.dumps(schema.schema, sort_keys=True)

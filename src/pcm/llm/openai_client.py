@@ -77,6 +77,8 @@ class OpenAICompatibleClient:
         self._send_temperature = True
         #: Optional request fields this server refused once; never sent again by this client.
         self._refused: set[str] = set()
+        #: Whether the server reads a llama.cpp GBNF ``grammar`` field (asked once, on the first bounded schema).
+        self._gbnf: bool | None = None
         self._gate = gate(self.base_url, local=self.local)
         self._progress = progress
         self._progress_after = progress_after
@@ -116,6 +118,11 @@ class OpenAICompatibleClient:
         A rejection is an answer (the server is not working on the request), so sending again is safe.
         """
         detail = exc.detail.lower()
+        if self._gbnf and "grammar" not in self._refused and schema is not None and schema.grammar is not None \
+                and "grammar" in detail:
+            self._refused.add("grammar")
+            log.warning("%s rejects the bounded grammar; sending the JSON Schema instead (%s)", self.name, exc)
+            return True
         if self._send_temperature and "temperature" in detail:
             log.warning("%s refuses temperature; continuing without it (%s)", self.name, exc)
             self._send_temperature = False
@@ -148,12 +155,33 @@ class OpenAICompatibleClient:
             payload["stream_options"] = {"include_usage": True}
         if self._send_temperature:
             payload["temperature"] = 0
-        if schema is not None and self.constrained:
+        if schema is not None and schema.grammar is not None and "grammar" not in self._refused \
+                and self._speaks_gbnf():
+            # llama.cpp's server takes a GBNF grammar (and refuses it together with a JSON Schema): the bounded
+            # grammar keeps every answer within max_tokens, which a JSON Schema cannot.
+            payload["grammar"] = schema.grammar(max_tokens)
+        elif schema is not None and self.constrained:
             payload["response_format"] = {
                 "type": "json_schema",
                 "json_schema": {"name": schema.name, "strict": True, "schema": schema.schema},
             }
         return payload
+
+    def _speaks_gbnf(self) -> bool:
+        """Whether the server is llama.cpp's (its ``/models`` entries say ``owned_by: llamacpp``), asked once.
+
+        Other OpenAI-compatible servers ignore an unknown ``grammar`` field silently, so it is sent only to a server
+        that said it is llama.cpp; any failure to tell means no.
+        """
+        if self._gbnf is None:
+            try:
+                response = self._http.get(f"{self.base_url}/models", timeout=CONNECT_TIMEOUT)
+                listed = response.json().get("data") if response.status_code == 200 else None
+            except (httpx.HTTPError, ValueError, AttributeError):
+                listed = None
+            self._gbnf = isinstance(listed, list) and any(
+                isinstance(m, dict) and m.get("owned_by") == "llamacpp" for m in listed)
+        return self._gbnf
 
     def _send(
         self, system: str, messages: list[Message], max_tokens: int, schema: JsonSchema | None

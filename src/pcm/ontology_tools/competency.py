@@ -35,7 +35,8 @@ import rdflib
 
 from pcm import resources
 from pcm.errors import InputError
-from pcm.namespaces import GRAPH_EXTRACTION_PREFIX, PREFIXES, PROV, XSD, turtle_prefixes
+from pcm.layout import LEGACY_LAYOUT
+from pcm.namespaces import PREFIXES, PROV, XSD, turtle_prefixes
 from pcm.naming import Naming
 from pcm.ontology import META_AREAS, Ontology, load_ontology
 from pcm.ontology_tools.usage import sparql_terms
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
     from pcm.shapes import Validator
 
 FIXTURE_NAMESPACE = "https://pcm.invalid/m/fixture/"
-FIXTURE_GRAPH = GRAPH_EXTRACTION_PREFIX + "fixture"
+FIXTURE_GRAPH = LEGACY_LAYOUT.extraction("fixture")
 FIXTURE_OWNER = "Dana Whitfield"
 _QUESTION = re.compile(r"^#\s*question:\s*(?P<text>.+?)\s*$", re.MULTILINE)
 _FIXTURE = re.compile(r"^#\s*fixture:\s*(?P<name>[\w.-]+\.trig)\s*$", re.MULTILINE)
@@ -178,7 +179,7 @@ def _run_one(question: CompetencyQuestion, ontology: Ontology, areas: tuple[str,
     store.extend(ontology.quads())
     store.extend(quads)
     try:
-        answer = store.query(question.query, use_default_graph_as_union=True)
+        answer = store.query(LEGACY_LAYOUT.render(question.query), use_default_graph_as_union=True)
     except (SyntaxError, OSError, RuntimeError) as error:
         result.problems.append(f"query failed: {' '.join(str(error).split())}")
         return result

@@ -23,7 +23,8 @@ from rdflib.compare import graph_diff, to_isomorphic
 
 from pcm.backend import Solutions
 from pcm.errors import InputError, PcmError
-from pcm.namespaces import GRAPH_IMPORT_PREFIX, GRAPH_ONTOLOGY, PCM, PREFIXES, SCHEMA, SKOS, XSD
+from pcm.layout import LEGACY_LAYOUT, layout_of_graph
+from pcm.namespaces import PCM, PREFIXES, SCHEMA, SKOS, XSD
 from pcm.ontology import AREAS_FILE, CLASS, DATATYPE_PROPERTY, OBJECT_PROPERTY, Ontology, Term, read_areas
 from pcm.resources import render_query
 from pcm.sparql import values_clause
@@ -298,15 +299,20 @@ def data_from_file(path: Path) -> QueryRunner:
     fmt = detect_rdf_format(path, None)
     staging = load_staging(path.read_bytes(), fmt, name=path.name, base_iri=path.resolve().as_uri())
     store = ox.Store()
-    target = ox.NamedNode(GRAPH_IMPORT_PREFIX + "data")
-    store.extend(
-        ox.Quad(q.subject, q.predicate, q.object, target) if isinstance(q.graph_name, ox.DefaultGraph) else q
-        for q in staging
-    )
-    store.remove_graph(ox.NamedNode(GRAPH_ONTOLOGY))
+    target = ox.NamedNode(LEGACY_LAYOUT.import_graph("data"))
+
+    def graph_of(q: ox.Quad) -> ox.NamedNode | ox.BlankNode:
+        """The quad's graph, named by the fixed layout whatever memory wrote the dump."""
+        if not isinstance(q.graph_name, ox.NamedNode):
+            return target if isinstance(q.graph_name, ox.DefaultGraph) else q.graph_name
+        source = layout_of_graph(q.graph_name.value)
+        return ox.NamedNode(LEGACY_LAYOUT.rehome(q.graph_name.value, source)) if source else q.graph_name
+
+    store.extend(ox.Quad(q.subject, q.predicate, q.object, graph_of(q)) for q in staging)
+    store.remove_graph(ox.NamedNode(LEGACY_LAYOUT.ontology))
 
     def run(sparql: str) -> Solutions:
-        result = store.query(sparql, use_default_graph_as_union=True)
+        result = store.query(LEGACY_LAYOUT.render(sparql), use_default_graph_as_union=True)
         assert isinstance(result, ox.QuerySolutions), "expected a SELECT query"
         variables = tuple(v.value for v in result.variables)
         return Solutions(variables, [tuple(s[v] for v in variables) for s in result])

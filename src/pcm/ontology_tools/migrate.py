@@ -29,12 +29,9 @@ import rdflib
 from pcm import resources
 from pcm.backend import quads_to_insert_data
 from pcm.errors import MemoryVersionError, PcmError, UsageError, ValidationError
+from pcm.layout import GRAPH_PREFIX, LEGACY_LAYOUT, ONTOLOGY, layout_of_graph
 from pcm.manifest import MANIFEST, Manifest
 from pcm.namespaces import (
-    GRAPH_EXTRACTION_PREFIX,
-    GRAPH_IMPORT_PREFIX,
-    GRAPH_ONTOLOGY,
-    GRAPH_PROVENANCE,
     PCM,
     PROV,
     RDF,
@@ -45,8 +42,7 @@ from pcm.resources import render_query
 from pcm.sparql import values_clause
 
 if TYPE_CHECKING:
-    from pcm.memory import Memory
-    from pcm.settings import Settings
+    from pcm.context import MemoryContext
     from pcm.shapes import Validator
 
 _NAME = re.compile(r"^(?P<source>\d+(?:\.\d+)*)-to-(?P<target>\d+(?:\.\d+)*)(?:\.(?P<label>[\w-]+))?\.ru$")
@@ -135,7 +131,7 @@ def replacement_script(ontology: Ontology, replacements: dict[str, str] | None =
         return ""
     parts = []
     for old, new in sorted(pairs.items()):
-        keep_out = f"FILTER(?g != <{GRAPH_ONTOLOGY}>)"
+        keep_out = f"FILTER(?g != {ONTOLOGY} && STRSTARTS(STR(?g), {GRAPH_PREFIX}))"
         parts.append(
             f"# {ontology.curie(old)} is replaced by {ontology.curie(new)}\n"
             f"DELETE {{ GRAPH ?g {{ ?s <{old}> ?o }} }} INSERT {{ GRAPH ?g {{ ?s <{new}> ?o }} }}\n"
@@ -271,7 +267,7 @@ class BrokenFact:
         if self.reextractable:
             fix = "re-extractable from " + ", ".join(self.posts)
         else:
-            kept = [g for g in self.graphs if not g.startswith(GRAPH_EXTRACTION_PREFIX)] or ["(no graph found)"]
+            kept = [g for g in self.graphs if not g.startswith((layout_of_graph(g) or LEGACY_LAYOUT).extraction_prefix)] or ["(no graph found)"]
             fix = "cannot be re-extracted (imported, no post): " + ", ".join(kept) + "; fix it by hand or re-import"
         return f"[{self.rule}] <{self.focus}>{where}: {self.message} -- {fix}"
 
@@ -324,7 +320,7 @@ class ValidationSummary:
         }
 
 
-def validate_memory(memory: Memory, validator: Validator, *, examples: int = 3) -> ValidationSummary:
+def validate_memory(memory: MemoryContext, validator: Validator, *, examples: int = 3) -> ValidationSummary:
     """Validate every extraction and import graph, in batches, with existing nodes' types and labels as context.
 
     ``prov:wasDerivedFrom`` links are left out: pcm adds them itself after an extraction has been validated.
@@ -332,7 +328,7 @@ def validate_memory(memory: Memory, validator: Validator, *, examples: int = 3) 
     (any statement about or pointing to the node when the property is not known).
     """
     summary = ValidationSummary()
-    graphs = [g for g in memory.backend.named_graphs() if g.startswith((GRAPH_EXTRACTION_PREFIX, GRAPH_IMPORT_PREFIX))]
+    graphs = [g for g in memory.backend.named_graphs() if memory.naming.layout.is_fact_graph(g)]
     summary.graphs_checked = len(graphs)
     derived = ox.NamedNode(PROV + "wasDerivedFrom")
     for start in range(0, len(graphs), _BATCH):
@@ -381,7 +377,7 @@ def _ntriples(triples: Sequence[ox.Triple] | Sequence[ox.Quad]) -> str:
     return data.decode("utf-8")
 
 
-def _context(memory: Memory, quads: Sequence[ox.Quad]) -> rdflib.Graph:
+def _context(memory: MemoryContext, quads: Sequence[ox.Quad]) -> rdflib.Graph:
     nodes = sorted({n.value for q in quads for n in (q.subject, q.object)
                     if isinstance(n, ox.NamedNode) and memory.naming.is_individual(n.value)})
     context = rdflib.Graph()
@@ -459,18 +455,8 @@ class MigrationReport:
         }
 
 
-def migrate_memory(settings: Settings, **options: object) -> MigrationReport:
-    """Open the memory writable (holding its lock, skipping the refusal of a memory whose ontology differs) and
-    :func:`migrate` it. ``memory.toml`` is kept as read before anything else: it is what a rollback restores."""
-    from pcm.memory import Memory
-
-    raw = (settings.memory / MANIFEST).read_bytes()
-    with Memory.open(settings, migrating=True) as memory:
-        return migrate(memory, manifest_bytes=raw, **options)  # type: ignore[arg-type]
-
-
 def migrate(
-    memory: Memory,
+    memory: MemoryContext,
     *,
     ontology: Ontology | None = None,
     shapes_dir: Path | None = None,
@@ -497,7 +483,7 @@ def migrate(
     plan = pending_migrations(current, target.version, migrations)
     drift = ontology_drift(
         replace(memory.manifest, ontology_version=current), target,
-        lambda: ontology_digest(memory.backend.quads(GRAPH_ONTOLOGY)), migrations,
+        lambda: ontology_digest(memory.backend.quads(memory.naming.layout.ontology)), migrations,
     )
     report = MigrationReport(current, target.version, [m.name for m in plan], dry_run=dry_run, drift=drift)
     validator = Validator(target, shapes_dir) if validate else None
@@ -518,12 +504,11 @@ def migrate(
 
 
 def _apply(
-    memory: Memory, update: str, backup: Backup, target: Ontology, allow_violations: bool,
+    memory: MemoryContext, update: str, backup: Backup, target: Ontology, allow_violations: bool,
     validator: Validator | None, report: MigrationReport,
 ) -> None:
-    from pcm.backend_local import LocalBackend
-
-    data_touched = not isinstance(memory.backend, LocalBackend)  # a remote server may have applied part of it
+    # without transactions, a failed update may have applied part of itself
+    data_touched = not memory.backend.capabilities.transactions
     try:
         # scripts rewrite types and values the side index holds: the next open reconciles it, even if this process
         # dies before the manifest's new version (which the index's sync record also compares) is saved
@@ -553,7 +538,7 @@ def _apply(
     report.applied = True
 
 
-def build_update(plan: Sequence[Migration], target: Ontology, memory: Memory, current: str) -> str:
+def build_update(plan: Sequence[Migration], target: Ontology, memory: MemoryContext, current: str) -> str:
     """One SPARQL Update: the scripts, then the new ontology graph, then a record of the migration.
 
     pyoxigraph accepts a prologue only at the start of a request, so each script's ``PREFIX`` lines are hoisted
@@ -575,21 +560,22 @@ def build_update(plan: Sequence[Migration], target: Ontology, memory: Memory, cu
             bodies.append(f"# {step.name}\n{body}")
     stamp = datetime.now(UTC)
     activity = memory.naming.activity("migration", f"{current or 'none'}-to-{target.version}-{stamp:%Y%m%dT%H%M%S%f}")
+    provenance = ox.NamedNode(memory.naming.layout.provenance)
     record = [
-        ox.Quad(ox.NamedNode(activity), ox.NamedNode(RDF + "type"), ox.NamedNode(PROV + "Activity"), ox.NamedNode(GRAPH_PROVENANCE)),
+        ox.Quad(ox.NamedNode(activity), ox.NamedNode(RDF + "type"), ox.NamedNode(PROV + "Activity"), provenance),
         ox.Quad(ox.NamedNode(activity), ox.NamedNode("http://www.w3.org/2000/01/rdf-schema#label"),
-                ox.Literal(f"ontology migration {current or 'none'} -> {target.version}"), ox.NamedNode(GRAPH_PROVENANCE)),
+                ox.Literal(f"ontology migration {current or 'none'} -> {target.version}"), provenance),
         ox.Quad(ox.NamedNode(activity), ox.NamedNode(PCM + "ontologyVersion"), ox.Literal(target.version),
-                ox.NamedNode(GRAPH_PROVENANCE)),
+                provenance),
         ox.Quad(ox.NamedNode(activity), ox.NamedNode(PROV + "startedAtTime"),
                 ox.Literal(stamp.isoformat(), datatype=ox.NamedNode("http://www.w3.org/2001/XMLSchema#dateTime")),
-                ox.NamedNode(GRAPH_PROVENANCE)),
+                provenance),
     ]
     if plan:
         record.append(ox.Quad(ox.NamedNode(activity), ox.NamedNode("http://www.w3.org/2000/01/rdf-schema#comment"),
-                              ox.Literal("scripts: " + ", ".join(m.name for m in plan)), ox.NamedNode(GRAPH_PROVENANCE)))
+                              ox.Literal("scripts: " + ", ".join(m.name for m in plan)), provenance))
     prologue = "".join(f"PREFIX {name}: <{iri}>\n" for name, iri in prefixes.items())
-    operations = [*bodies, f"DROP SILENT GRAPH <{GRAPH_ONTOLOGY}>", quads_to_insert_data(target.quads()),
+    operations = [*bodies, f"DROP SILENT GRAPH {ONTOLOGY}", quads_to_insert_data(target.quads(memory.naming.layout)),
                   quads_to_insert_data(record)]
     return prologue + " ;\n".join(operations)
 
@@ -601,7 +587,7 @@ def check_script_syntax(path: Path, text: str) -> None:
     """Parse one script on its own, so a syntax error points into that file (``file:line:col: message``), not
     into the merged update the scripts become."""
     try:
-        ox.Store().update(text)
+        ox.Store().update(LEGACY_LAYOUT.render(text))
     except SyntaxError as error:
         detail = " ".join(str(error).split())
         found = _SYNTAX_AT.match(detail)
@@ -614,7 +600,7 @@ def check_script_syntax(path: Path, text: str) -> None:
 def check_update_syntax(update: str) -> None:
     """Parse (and run) the update on an empty in-memory store, so a typo is reported before any backup or write."""
     try:
-        ox.Store().update(update)
+        ox.Store().update(LEGACY_LAYOUT.render(update))
     except SyntaxError as error:
         raise UsageError(f"migration scripts do not parse: {' '.join(str(error).split())}") from error
     except (OSError, RuntimeError):
@@ -632,29 +618,24 @@ class Backup:
     manifest: bytes
 
 
-def make_backup(memory: Memory, manifest_bytes: bytes | None, label: str) -> Backup:
+def make_backup(memory: MemoryContext, manifest_bytes: bytes | None, label: str) -> Backup:
     """A copy of the whole dataset and of ``memory.toml`` under ``<memory>/backups/``."""
-    from pcm.backend_local import LocalBackend
-
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
     path = memory.settings.memory / BACKUPS_DIR / f"{stamp}-ontology-{label}"
     path.mkdir(parents=True)
     manifest = manifest_bytes if manifest_bytes is not None else (memory.settings.memory / MANIFEST).read_bytes()
     (path / MANIFEST).write_bytes(manifest)
     backend = memory.backend
-    if isinstance(backend, LocalBackend) and backend.path is not None:
-        backend.flush()
-        backend.store.backup(str(path / "oxigraph"))
+    if backend.capabilities.files is not None:
+        backend.checkpoint(path / "oxigraph")
         return Backup(path, "store", manifest)
     (path / "dataset.nq").write_bytes(backend.dump(ox.RdfFormat.N_QUADS))
     return Backup(path, "nquads", manifest)
 
 
-def restore_backup(memory: Memory, backup: Backup, *, data: bool = True) -> None:
+def restore_backup(memory: MemoryContext, backup: Backup, *, data: bool = True) -> None:
     """Put the dataset (when ``data``) and the manifest back as the backup holds them."""
-    from pcm.backend_local import LocalBackend
-
-    if data and backup.kind == "store" and isinstance(memory.backend, LocalBackend) and memory.backend.path:
+    if data and backup.kind == "store" and memory.backend.capabilities.files is not None:
         memory.backend.replace_with(backup.path / "oxigraph")  # one crash-safe swap, not CLEAR ALL and reload
     elif data:
         if backup.kind == "store":
@@ -662,7 +643,10 @@ def restore_backup(memory: Memory, backup: Backup, *, data: bool = True) -> None
             quads: Iterable[ox.Quad] = source
         else:
             quads = ox.parse(path=str(backup.path / "dataset.nq"), format=ox.RdfFormat.N_QUADS)
-        memory.backend.update("CLEAR ALL")
+        # this memory's graphs only: a server may hold other memories (and Virtuoso keeps its own graphs there)
+        graphs = memory.backend.named_graphs()
+        for start in range(0, len(graphs), 500):
+            memory.backend.update(" ;\n".join(f"DROP SILENT GRAPH <{g}>" for g in graphs[start : start + 500]))
         chunk: list[ox.Quad] = []
         for quad in quads:
             chunk.append(quad)
@@ -674,7 +658,7 @@ def restore_backup(memory: Memory, backup: Backup, *, data: bool = True) -> None
     memory.manifest = Manifest.load(memory.settings.memory)
 
 
-def purge_backups(memory: Memory) -> tuple[list[Path], list[Path]]:
+def purge_backups(memory: MemoryContext) -> tuple[list[Path], list[Path]]:
     """Make the migration backups forget too: delete those holding a post this memory no longer has, and rewrite
     the other store copies into fresh files (a copy of the store's files keeps what had been deleted before it was
     taken, whatever posts it holds). Returns the backups deleted and those that could not be read (kept)."""
@@ -716,7 +700,7 @@ def _dump_quads(backup: Path) -> Iterable[ox.Quad]:
     return ox.parse(path=str(dump), format=ox.RdfFormat.N_QUADS) if dump.is_file() else ()
 
 
-def mark_pending(memory: Memory, posts: Sequence[str]) -> int:
+def mark_pending(memory: MemoryContext, posts: Sequence[str]) -> int:
     """Set the extraction status of ``posts`` to pending (one update per 200 posts)."""
     for start in range(0, len(posts), 200):
         parts = [op for post in posts[start : start + 200] for op in memory.store.set_status(post, "pending")]
@@ -738,7 +722,6 @@ __all__ = [
     "make_backup",
     "mark_pending",
     "migrate",
-    "migrate_memory",
     "ontology_drift",
     "pending_migrations",
     "replacement_script",

@@ -20,7 +20,7 @@ from pcm.ontology import Ontology
 from pcm.resources import render_query
 
 if TYPE_CHECKING:
-    from pcm.memory import Memory
+    from pcm.context import MemoryContext
 
 
 @dataclass
@@ -67,7 +67,7 @@ def collect_proposals(rows: Solutions, ontology: Ontology, *, examples: int = 3)
     return sorted(found.values(), key=lambda p: (-p.count, p.curie))
 
 
-def proposals_for(memory: Memory, *, examples: int = 3) -> list[Proposal]:
+def proposals_for(memory: MemoryContext, *, examples: int = 3) -> list[Proposal]:
     """Proposals from an open memory (read-only is enough)."""
     rows = memory.store.select(render_query("unknown_terms"))
     return collect_proposals(rows, memory.ontology, examples=examples)

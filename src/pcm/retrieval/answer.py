@@ -24,21 +24,18 @@ import pyoxigraph as ox
 
 from pcm.backend import QueryResult, Solutions
 from pcm.errors import QueryError
+from pcm.layout import HISTORY
 from pcm.llm.base import LLMClient, Message
-from pcm.namespaces import (
-    GRAPH_CONVERSATION,
-    GRAPH_EXTRACTION_PREFIX,
-    GRAPH_HISTORY,
-    GRAPH_IMPORT_PREFIX,
-    PROV,
-)
+from pcm.namespaces import PROV
 from pcm.prompts import PromptFile, load
 from pcm.retrieval.postprocess import Computed, format_term
-from pcm.retrieval.safety import QueryRunner, SafeQuery, check_query, query_shape, tokenize
+from pcm.retrieval.safety import QueryRunner
+from pcm.sparql.check import SafeQuery, check_query
+from pcm.sparql.query import parse, query_shape
 
 if TYPE_CHECKING:
+    from pcm.context import MemoryContext
     from pcm.index import RecallHit
-    from pcm.memory import Memory
     from pcm.ontology import Ontology
 
 #: Rows of the evidence query (the WHERE group as SELECT *).
@@ -105,7 +102,7 @@ class EvidenceFact:
 
 
 def sparql_evidence(
-    memory: Memory, runner: QueryRunner, safe: SafeQuery, result: QueryResult, ontology: Ontology, labels: Mapping[str, str]
+    memory: MemoryContext, runner: QueryRunner, safe: SafeQuery, result: QueryResult, ontology: Ontology, labels: Mapping[str, str]
 ) -> tuple[list[EvidenceFact], list[EvidencePost]]:
     """The facts a query's answer used and the posts they came from (see the module docstring)."""
     shape = query_shape(safe.text)
@@ -114,15 +111,16 @@ def sparql_evidence(
         return [], posts_of(memory, _derived_posts(memory, _iris(result)))
     ground = _ground(shape.patterns, rows)
     located = _locate(memory, ground)
-    history = _history_posts(memory, {s for (s, _, _), g in located if g == GRAPH_HISTORY})
+    layout = memory.naming.layout
+    history = _history_posts(memory, {s for (s, _, _), g in located if g == layout.history})
     named = {t[1:-1] for (s, _, o), _ in located for t in (s, o) if t.startswith("<")}
     labels = {**labels_for(memory, named - set(labels)), **labels}
     facts: list[EvidenceFact] = []
     for (s, p, o), graph in located:
         posts = _posts_for(memory, s, graph, history)
-        if graph == GRAPH_CONVERSATION and not posts:
+        if graph == layout.conversation and not posts:
             continue
-        if not (graph.startswith((GRAPH_EXTRACTION_PREFIX, GRAPH_IMPORT_PREFIX)) or graph in (GRAPH_HISTORY, GRAPH_CONVERSATION)):
+        if not (layout.is_fact_graph(graph) or graph in (layout.history, layout.conversation)):
             continue
         facts.append(EvidenceFact(s, p, o, graph, posts, _fact_text(s, p, o, ontology, labels)))
     facts.sort(key=lambda f: (f.posts, f.subject, f.predicate, f.object))
@@ -133,22 +131,8 @@ def sparql_evidence(
 
 
 def where_group(text: str) -> tuple[str, str] | None:
-    """(prologue, WHERE group text) of a query, found on tokens; None when the shape is unusual."""
-    tokens = tokenize(text)
-    form = next((i for i, t in enumerate(tokens) if t.kind == "word" and t.upper in ("SELECT", "ASK", "CONSTRUCT", "DESCRIBE")), None)
-    if form is None:
-        return None
-    where = next((i for i in range(form, len(tokens)) if tokens[i].kind == "word" and tokens[i].upper == "WHERE" and tokens[i].depth == 0), None)
-    start = where if where is not None else form
-    if where is None and tokens[form].upper == "CONSTRUCT":
-        return None
-    open_ = next((i for i in range(start, len(tokens)) if tokens[i].text == "{" and tokens[i].depth == 0), None)
-    if open_ is None:
-        return None
-    close = next((i for i in range(open_ + 1, len(tokens)) if tokens[i].text == "}" and tokens[i].depth == 0), None)
-    if close is None:
-        return None
-    return text[: tokens[form].start], text[tokens[open_].start : tokens[close].end]
+    """(prologue, WHERE group text) of a query (:meth:`pcm.sparql.query.Query.where_group`)."""
+    return parse(text).where_group()
 
 
 def _evidence_rows(runner: QueryRunner, safe: SafeQuery, result: QueryResult, projected: Sequence[str]) -> list[dict[str, Any]] | None:
@@ -220,7 +204,7 @@ def _ground(patterns: Sequence[tuple[str, str, str]], rows: Sequence[Mapping[str
     return list(out)
 
 
-def _locate(memory: Memory, triples: Sequence[tuple[str, str, str]]) -> list[tuple[tuple[str, str, str], str]]:
+def _locate(memory: MemoryContext, triples: Sequence[tuple[str, str, str]]) -> list[tuple[tuple[str, str, str], str]]:
     """The named graphs holding each ground triple."""
     found: list[tuple[tuple[str, str, str], str]] = []
     for start in range(0, len(triples), 100):
@@ -235,13 +219,13 @@ def _locate(memory: Memory, triples: Sequence[tuple[str, str, str]]) -> list[tup
     return sorted(set(found))
 
 
-def _history_posts(memory: Memory, subjects: Iterable[str]) -> dict[str, tuple[str, ...]]:
+def _history_posts(memory: MemoryContext, subjects: Iterable[str]) -> dict[str, tuple[str, ...]]:
     """For rdf:Statement records in the history graph: the posts that said and that replaced the old value."""
     iris = sorted(s for s in subjects if s.startswith("<"))
     if not iris:
         return {}
     query = (
-        "SELECT ?st ?post WHERE { VALUES ?st { " + " ".join(iris) + " } GRAPH <" + GRAPH_HISTORY + "> { "
+        "SELECT ?st ?post WHERE { VALUES ?st { " + " ".join(iris) + " } GRAPH " + HISTORY + " { "
         f"?st (<{PROV}wasDerivedFrom>|<https://w3id.org/pcm/ontology#supersededBy>) ?post }} }}"
     )
     out: dict[str, list[str]] = {}
@@ -250,13 +234,14 @@ def _history_posts(memory: Memory, subjects: Iterable[str]) -> dict[str, tuple[s
     return {k: tuple(sorted(set(v))) for k, v in out.items()}
 
 
-def _posts_for(memory: Memory, subject: str, graph: str, history: Mapping[str, tuple[str, ...]]) -> tuple[str, ...]:
-    if graph.startswith(GRAPH_EXTRACTION_PREFIX):
+def _posts_for(memory: MemoryContext, subject: str, graph: str, history: Mapping[str, tuple[str, ...]]) -> tuple[str, ...]:
+    layout = memory.naming.layout
+    if graph.startswith(layout.extraction_prefix):
         post = memory.naming.post_of_graph(graph)
         return (post,) if post else ()
-    if graph == GRAPH_HISTORY:
+    if graph == layout.history:
         return history.get(subject, ())
-    if graph == GRAPH_CONVERSATION:
+    if graph == layout.conversation:
         iri = subject[1:-1]
         return (iri,) if iri.startswith(memory.naming.post("")) else ()
     return ()
@@ -268,7 +253,7 @@ def _iris(result: QueryResult) -> list[str]:
     return sorted({t.value for row in result.rows for t in row if isinstance(t, ox.NamedNode)})
 
 
-def _derived_posts(memory: Memory, iris: Sequence[str]) -> list[str]:
+def _derived_posts(memory: MemoryContext, iris: Sequence[str]) -> list[str]:
     """Entity-level provenance (``?entity prov:wasDerivedFrom ?post``) when triple-level evidence is unavailable."""
     if not iris:
         return []
@@ -278,7 +263,7 @@ def _derived_posts(memory: Memory, iris: Sequence[str]) -> list[str]:
     return [row[0].value for row in memory.store.select(query).rows if row[0] is not None]
 
 
-def posts_of(memory: Memory, iris: Sequence[str]) -> list[EvidencePost]:
+def posts_of(memory: MemoryContext, iris: Sequence[str]) -> list[EvidencePost]:
     """The stored posts, in conversation order (time, then session and position).
 
     Our own query rather than ``MemoryStore.posts``: that one filters after scanning every post (see posts.rq).
@@ -336,7 +321,7 @@ def _literal(text: str) -> ox.Literal | None:
         return None
 
 
-def labels_for(memory: Memory, iris: Iterable[str]) -> dict[str, str]:
+def labels_for(memory: MemoryContext, iris: Iterable[str]) -> dict[str, str]:
     """rdfs:label of each IRI that has one (one query)."""
     from pcm.retrieval.grounding import entity_types
 

@@ -25,7 +25,6 @@ import hashlib
 import json
 import logging
 import re
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -55,10 +54,9 @@ from pcm.retrieval.plan import (
 )
 from pcm.retrieval.postprocess import Computed, ComputeError, apply
 from pcm.retrieval.repair import RepairLoop, RepairResult, TraceStep, around_entities
-from pcm.retrieval.safety import release, runner_for
 
 if TYPE_CHECKING:
-    from pcm.memory import Memory
+    from pcm.context import MemoryContext
     from pcm.ontology import Ontology
 
 log = logging.getLogger(__name__)
@@ -147,7 +145,7 @@ def _step_json(step: TraceStep) -> dict[str, object]:
 
 
 def ask(
-    memory: Memory,
+    memory: MemoryContext,
     question: str,
     *,
     client: LLMClient | None,
@@ -189,14 +187,14 @@ def ask(
     return result
 
 
-def answer_step(memory: Memory, question: str, client: CachingClient, *, as_of: datetime, k: int = 5,
+def answer_step(memory: MemoryContext, question: str, client: CachingClient, *, as_of: datetime, k: int = 5,
                 kind: str = "factual") -> AskResult:
     """One run of the single-question pipeline (grounding, SPARQL with repair, fallbacks): a step of a plan."""
     return _Pipeline(memory, question, client, as_of, False, k, kind).run(time.perf_counter())
 
 
 def _read_question(
-    memory: Memory, question: str, cache: CachingClient, as_of: datetime, kind: str, plan: bool | None
+    memory: MemoryContext, question: str, cache: CachingClient, as_of: datetime, kind: str, plan: bool | None
 ) -> tuple[PlanTrace, Decomposition | None]:
     """The question's kind and, when it is to be planned, its decomposition (None: answer it as one question)."""
     if plan is False or (plan is None and not may_decompose(question)):
@@ -225,7 +223,7 @@ def _read_question(
 
 
 def _planned(
-    memory: Memory, question: str, cache: CachingClient, as_of: datetime, k: int, trace: PlanTrace,
+    memory: MemoryContext, question: str, cache: CachingClient, as_of: datetime, k: int, trace: PlanTrace,
     decomposition: Decomposition, started: float,
 ) -> AskResult:
     """Run the plan (each step through :func:`answer_step`) and combine the findings into one result."""
@@ -271,7 +269,7 @@ def _planned(
 
 
 class _Pipeline:
-    def __init__(self, memory: Memory, question: str, cache: CachingClient, as_of: datetime, explain: bool, k: int,
+    def __init__(self, memory: MemoryContext, question: str, cache: CachingClient, as_of: datetime, explain: bool, k: int,
                  kind: str = "factual") -> None:
         from pcm.ontology import load_ontology
 
@@ -297,7 +295,7 @@ class _Pipeline:
         loop = RepairLoop(
             memory=self.memory,
             ontology=self.ontology,
-            runner=runner_for(self.memory),
+            runner=self.memory.query_runner(),
             client=self.cache,
             question=self.question,
             system=system,
@@ -357,7 +355,7 @@ class _Pipeline:
         used = attempt.result
         if computed is not None and computed.row is not None and isinstance(used, Solutions):
             used = Solutions(used.variables, [tuple(computed.row.get(v) for v in used.variables)])  # type: ignore[misc]
-        facts, posts = answers.sparql_evidence(self.memory, runner_for(self.memory), attempt.safe, used, self.ontology, labels)
+        facts, posts = answers.sparql_evidence(self.memory, self.memory.query_runner(), attempt.safe, used, self.ontology, labels)
         last = repaired.trace[-1] if repaired.trace else None
         note = "answered from the memory graph (SPARQL)"
         if last is not None and last.source.startswith("relaxation"):
@@ -440,7 +438,7 @@ def _ordered(posts: Sequence[EvidencePost]) -> list[EvidencePost]:
     return sorted(unique.values(), key=lambda p: (p.time.timestamp() if p.time else 0.0, p.session, p.post))
 
 
-def _episodic_without_llm(memory: Memory, question: str, as_of: datetime, k: int, kind: str = "factual") -> AskResult:
+def _episodic_without_llm(memory: MemoryContext, question: str, as_of: datetime, k: int, kind: str = "factual") -> AskResult:
     if kind == "conversation":
         summaries = _summary_context(memory, question, 1)
         if summaries:
@@ -494,7 +492,7 @@ def closest_said(hit: Any) -> str:
     return f'Not in memory as a stored fact. The closest thing said: {who} ({when}): "{" ".join(hit.text.split())}"'
 
 
-def _summary_context(memory: Memory, question: str, k: int) -> list[tuple[str, list[EvidencePost]]]:
+def _summary_context(memory: MemoryContext, question: str, k: int) -> list[tuple[str, list[EvidencePost]]]:
     """Session summaries matching the question (:mod:`pcm.summaries.context`); empty when unavailable."""
     try:
         from pcm.summaries.context import summary_context
@@ -508,7 +506,7 @@ def _summary_context(memory: Memory, question: str, k: int) -> list[tuple[str, l
 
 
 def _event_context(
-    memory: Memory, question: str, starts: Sequence[str], directions: Sequence[str], k: int
+    memory: MemoryContext, question: str, starts: Sequence[str], directions: Sequence[str], k: int
 ) -> list[tuple[str, list[EvidencePost]]]:
     """Event chains (:mod:`pcm.retrieval.traversal.events`) walked each way in ``directions`` from the matched
     entities, else from the events the question's words name (the matched entities may be things rather than
@@ -529,7 +527,7 @@ def _event_context(
     return list(lines.items())[:k]
 
 
-def _recall(memory: Memory, question: str, k: int, *, session: str | None = None) -> list[Any]:
+def _recall(memory: MemoryContext, question: str, k: int, *, session: str | None = None) -> list[Any]:
     try:
         return list(memory.recall(question, k, session=session))
     except (ImportError, PcmError, OSError) as error:
@@ -537,7 +535,7 @@ def _recall(memory: Memory, question: str, k: int, *, session: str | None = None
         return []
 
 
-def _said_by_others(memory: Memory, question: str) -> bool:
+def _said_by_others(memory: MemoryContext, question: str) -> bool:
     """Whether the question asks about one person and only others said its words (the index's attribution
     check); ``False`` when the index is unavailable, so recall's answer stands."""
     try:
@@ -547,7 +545,7 @@ def _said_by_others(memory: Memory, question: str) -> bool:
         return False
 
 
-def _traversal_context(memory: Memory, question: str, start: Sequence[str], k: int) -> list[tuple[str, list[EvidencePost]]]:
+def _traversal_context(memory: MemoryContext, question: str, start: Sequence[str], k: int) -> list[tuple[str, list[EvidencePost]]]:
     """Facts around the matched entities from :mod:`pcm.retrieval.traversal` (WaterCircles unless the settings
     name another algorithm), each with the posts it came from; empty when traversal is unavailable."""
     if not start:
@@ -581,10 +579,9 @@ class CachingClient:
     question of an unchanged memory costs no LLM call and gives the same answer.
     """
 
-    _memo: dict[str, str] = {}
-    _lock = threading.Lock()
-
-    def __init__(self, client: LLMClient, memory: Memory) -> None:
+    def __init__(self, client: LLMClient, memory: MemoryContext) -> None:
+        self._memo = memory.llm_replies  # the memory's own: another memory in the process never sees these
+        self._lock = memory.lock
         self.client = client
         self.name = client.name
         self.usage: Usage = client.usage
@@ -594,15 +591,14 @@ class CachingClient:
         self.hits = 0
         self.ms = 0.0
 
-    @classmethod
-    def forget(cls, memory: Memory | None = None) -> None:
-        """Drop the cached replies: in this process, and on disk for ``memory`` when given."""
+    @staticmethod
+    def forget(memory: MemoryContext) -> None:
+        """Drop the memory's cached replies, kept in this process and on disk."""
         import shutil
 
-        with cls._lock:
-            cls._memo.clear()
-        if memory is not None:
-            shutil.rmtree(memory.settings.memory / CACHE_DIR / "llm", ignore_errors=True)
+        with memory.lock:
+            memory.llm_replies.clear()
+        shutil.rmtree(memory.settings.memory / CACHE_DIR / "llm", ignore_errors=True)
 
     def key(self, system: str, messages: list[Message], operation: str, schema: JsonSchema | None = None) -> str:
         parts: list[object] = [self.version, self.name, operation, system, [(m.role, m.content) for m in messages]]
@@ -665,4 +661,4 @@ class CachingClient:
             log.info("LLM reply cache not written: %s", error)
 
 
-__all__ = ["AskResult", "CachingClient", "NO_LLM_NOTE", "PATHS", "answer_step", "ask", "release", "runner_for"]
+__all__ = ["AskResult", "CachingClient", "NO_LLM_NOTE", "PATHS", "answer_step", "ask"]

@@ -20,7 +20,6 @@ import hashlib
 import json
 import logging
 import re
-import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -29,14 +28,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pcm.context import CACHE_DIR
 from pcm.errors import PcmError
 from pcm.resources import render_query
-from pcm.retrieval.safety import store_fingerprint
 from pcm.sparql import literal_term, values_clause
 
 if TYPE_CHECKING:
+    from pcm.context import MemoryContext
     from pcm.index import SideIndex
-    from pcm.memory import Memory
     from pcm.ontology import Ontology
 
 log = logging.getLogger(__name__)
@@ -78,8 +77,6 @@ _BOOKKEEPING = frozenset({
 })
 #: Areas never sent: pcm's own bookkeeping (posts are described in the prompt's prose).
 HIDDEN_AREAS = frozenset({"conversation", "provenance"})
-#: Cache directory inside the memory (derived data, safe to delete).
-CACHE_DIR = Path("cache") / "ask"
 _REMOTE_VERSION_TTL = 5.0
 
 _STOPWORD_TEXT = """a an the my our your his her their its i me we you he she they it this that these those and or but
@@ -166,7 +163,7 @@ class Grounding:
 # ------------------------------------------------------------------------------------------------ building
 
 
-def build_grounding(memory: Memory, question: str, *, as_of: datetime, ontology: Ontology | None = None) -> Grounding:
+def build_grounding(memory: MemoryContext, question: str, *, as_of: datetime, ontology: Ontology | None = None) -> Grounding:
     """Ground one question (see the module docstring)."""
     from pcm.ontology import load_ontology
 
@@ -259,7 +256,7 @@ def mentions(question: str, limit: int = MAX_MENTIONS, *, exclude: Iterable[str]
     return list(ordered.values())[:limit]
 
 
-def match_question_entities(memory: Memory, question: str, *, limit: int = MAX_ENTITIES) -> list[GroundedEntity]:
+def match_question_entities(memory: MemoryContext, question: str, *, limit: int = MAX_ENTITIES) -> list[GroundedEntity]:
     """Entity-to-vertex matching for the question's mentions, fused by best score.
 
     Two legs, for speed: exact labels of every mention in one indexed SPARQL lookup (names are never missed, and
@@ -297,7 +294,7 @@ def match_question_entities(memory: Memory, question: str, *, limit: int = MAX_E
     ]
 
 
-def _index(memory: Memory) -> SideIndex | None:
+def _index(memory: MemoryContext) -> SideIndex | None:
     """The side index when it can be used; otherwise None (grounding keeps the exact label lookups)."""
     if not memory.settings.index_enabled:
         return None
@@ -308,7 +305,7 @@ def _index(memory: Memory) -> SideIndex | None:
         return None
 
 
-def _label_lookup(memory: Memory, said: Sequence[str]) -> Iterable[tuple[str, str, str]]:
+def _label_lookup(memory: MemoryContext, said: Sequence[str]) -> Iterable[tuple[str, str, str]]:
     """(mention, IRI, label) for individuals labelled exactly as a mention, in its usual capitalisations."""
     variants: dict[str, str] = {}
     for mention in said:
@@ -322,7 +319,7 @@ def _label_lookup(memory: Memory, said: Sequence[str]) -> Iterable[tuple[str, st
         yield variants.get(label, label), row["e"].value, label
 
 
-def entity_types(memory: Memory, iris: Sequence[str]) -> dict[str, tuple[str, tuple[str, ...]]]:
+def entity_types(memory: MemoryContext, iris: Sequence[str]) -> dict[str, tuple[str, tuple[str, ...]]]:
     """(label, sorted types) per IRI, in one query."""
     if not iris:
         return {}
@@ -341,12 +338,7 @@ def entity_types(memory: Memory, iris: Sequence[str]) -> dict[str, tuple[str, tu
 # ------------------------------------------------------------------------------------------------ usage
 
 
-_USAGE: dict[str, Usage] = {}
-_VERSIONS: dict[str, tuple[float, str]] = {}
-_LOCK = threading.Lock()
-
-
-def memory_version(memory: Memory) -> str:
+def memory_version(memory: MemoryContext) -> str:
     """A short string that changes whenever what the memory holds changes (the key of ask's caches).
 
     It digests the counts of posts, activities and superseded statements and the latest activity time (one
@@ -355,45 +347,45 @@ def memory_version(memory: Memory) -> str:
     nothing and a compaction, which changes files but no fact, keeps the version. A remote store is re-read at
     most every few seconds.
     """
-    path = getattr(memory.backend, "path", None)
+    fingerprint = memory.backend.fingerprint()
     now = time.monotonic()
-    if path is not None:
-        key = f"{path}|{store_fingerprint(Path(path))}"
-        with _LOCK:
-            if key in _VERSIONS:
-                return _VERSIONS[key][1]
+    if fingerprint:
+        key = f"{memory.settings.memory}|{fingerprint}"
+        with memory.lock:
+            if key in memory.versions:
+                return memory.versions[key][1]
     else:
         key = str(memory.settings.store_url or memory.settings.memory)
-        with _LOCK:
-            cached = _VERSIONS.get(key)
+        with memory.lock:
+            cached = memory.versions.get(key)
             if cached and now - cached[0] < _REMOTE_VERSION_TTL:
                 return cached[1]
     rows = memory.store.select(render_query("ask/memory_version")).rows
     values = [term.value if term is not None else "" for term in (rows[0] if rows else ())]
     version = hashlib.sha256("|".join([memory.naming.namespace, *values]).encode()).hexdigest()[:16]
-    with _LOCK:
-        if len(_VERSIONS) > 64:
-            _VERSIONS.clear()
-        _VERSIONS[key] = (now, version)
+    with memory.lock:
+        if len(memory.versions) > 64:
+            memory.versions.clear()
+        memory.versions[key] = (now, version)
     return version
 
 
-def usage_stats(memory: Memory) -> Usage:
+def usage_stats(memory: MemoryContext) -> Usage:
     """Classes and properties in use with counts, cached by memory version (process, then disk)."""
     version = memory_version(memory)
     key = f"{memory.settings.memory}|{version}"
-    with _LOCK:
-        if key in _USAGE:
-            return _USAGE[key]
+    with memory.lock:
+        if key in memory.usage:
+            return memory.usage[key]
     usage = _read_cached_usage(memory, version) or _compute_usage(memory, version)
-    with _LOCK:
-        if len(_USAGE) > 16:
-            _USAGE.clear()
-        _USAGE[key] = usage
+    with memory.lock:
+        if len(memory.usage) > 16:
+            memory.usage.clear()
+        memory.usage[key] = usage
     return usage
 
 
-def _compute_usage(memory: Memory, version: str) -> Usage:
+def _compute_usage(memory: MemoryContext, version: str) -> Usage:
     classes = tuple(
         (row["class"].value, int(row["n"].value)) for row in memory.store.select(render_query("ask/usage_classes")).dicts()
     )
@@ -406,11 +398,11 @@ def _compute_usage(memory: Memory, version: str) -> Usage:
     return usage
 
 
-def _usage_file(memory: Memory) -> Path:
+def _usage_file(memory: MemoryContext) -> Path:
     return memory.settings.memory / CACHE_DIR / "usage.json"
 
 
-def _read_cached_usage(memory: Memory, version: str) -> Usage | None:
+def _read_cached_usage(memory: MemoryContext, version: str) -> Usage | None:
     try:
         data = json.loads(_usage_file(memory).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -420,7 +412,7 @@ def _read_cached_usage(memory: Memory, version: str) -> Usage | None:
     return Usage(version, tuple((c, int(n)) for c, n in data["classes"]), tuple((p, int(n)) for p, n in data["properties"]))
 
 
-def _write_cached_usage(memory: Memory, usage: Usage) -> None:
+def _write_cached_usage(memory: MemoryContext, usage: Usage) -> None:
     """Best effort: a read-only memory directory simply gets no disk cache."""
     path = _usage_file(memory)
     try:

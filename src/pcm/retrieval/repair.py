@@ -8,7 +8,7 @@ tried, cumulatively: exact strings become case-insensitive ``CONTAINS`` over lab
 and then one constraint at a time is dropped (a FILTER, or a constant-valued property). Every query tried and its
 outcome is kept in the trace (``pcm ask --explain``).
 
-The relaxations rewrite the query text at the token level (see :func:`pcm.retrieval.safety.tokenize`); every
+The relaxations rewrite the query text at the token level (see :mod:`pcm.sparql.lexer`); every
 rewritten query goes through the safety checks again, so a rewrite can never produce something unsafe.
 """
 
@@ -26,23 +26,25 @@ import pyoxigraph as ox
 
 from pcm.backend import QueryResult, Solutions
 from pcm.errors import QueryError
+from pcm.layout import EXTRACTION_PREFIX, IMPORT_PREFIX
 from pcm.llm.base import LLMClient, Message
 from pcm.namespaces import PCM, PREFIXES, RDF, RDFS, SCHEMA, SKOS
 from pcm.retrieval.nl2sparql import Draft, QueryForm, ask_model, repair_message
 from pcm.retrieval.postprocess import Compute, ComputeError, apply
-from pcm.retrieval.safety import (
-    QueryRefused,
-    QueryRunner,
-    QueryTimeout,
-    SafeQuery,
+from pcm.retrieval.safety import QueryRunner, QueryTimeout
+from pcm.sparql.check import QueryRefused, SafeQuery, check_query, expand_hierarchy
+from pcm.sparql.lexer import (
     Token,
-    check_query,
-    expand_hierarchy,
-    tokenize,
+    apply_edits,
+    expand,
+    filters,
+    group_close,
+    string_value,
 )
+from pcm.sparql.query import parse
 
 if TYPE_CHECKING:
-    from pcm.memory import Memory
+    from pcm.context import MemoryContext
     from pcm.ontology import Ontology
 
 OK, REFUSED, PARSE_ERROR, EXECUTION_ERROR, TIMEOUT, EMPTY, SUSPICIOUS, NO_QUERY, BAD_REPLY = (
@@ -118,7 +120,7 @@ class RepairResult:
 class RepairLoop:
     """Everything one question's loop needs; :meth:`run` drives it."""
 
-    memory: Memory
+    memory: MemoryContext
     ontology: Ontology
     runner: QueryRunner
     client: LLMClient
@@ -279,7 +281,7 @@ class RepairLoop:
 
 
 def faster(safe: SafeQuery, ontology: Ontology, namespace: str, max_limit: int) -> SafeQuery:
-    """The checked query with its hierarchy paths expanded (:func:`pcm.retrieval.safety.expand_hierarchy`),
+    """The checked query with its hierarchy paths expanded (:func:`pcm.sparql.check.expand_hierarchy`),
     checked again; the query as it was when the expansion does not apply or would not parse."""
     expanded = expand_hierarchy(safe, lambda kind, iri: hierarchy_closure(ontology, kind, iri))
     if expanded is safe:
@@ -356,8 +358,9 @@ def relaxations(sparql: str, ontology: Ontology, *, prefixes: Mapping[str, str] 
 
 def contains_labels(sparql: str) -> str:
     """Exact label strings and ``?x = "text"`` filters become case-insensitive CONTAINS over labels."""
-    tokens = tokenize(sparql)
-    prefixes = _declared(tokens)
+    query = parse(sparql)
+    tokens = query.tokens
+    prefixes = {**PREFIXES, **query.prefixes}
     edits: list[tuple[int, int, str]] = []
     inserts: dict[int, list[str]] = {}
     fresh = 0
@@ -366,12 +369,12 @@ def contains_labels(sparql: str) -> str:
             continue
         previous = tokens[i - 1]
         end = _literal_end(tokens, i)
-        needle = _string_value(token.text).lower()
-        if _expand(previous, prefixes) in _LABELS and _is_object(tokens, i):
+        needle = string_value(token.text).lower()
+        if expand(previous, prefixes) in _LABELS and _is_object(tokens, i):
             fresh += 1
             var = f"?_label{fresh}"
             edits.append((previous.start, tokens[end].end, f"{_LABEL_PATH} {var}"))
-            close = _group_close(tokens, i)
+            close = group_close(tokens, i)
             inserts.setdefault(close, []).append(f" FILTER(CONTAINS(LCASE(STR({var})), {_quote(needle)}))")
         elif previous.text == "=" and i >= 2:
             span = _operand_before(tokens, i - 1)
@@ -385,14 +388,15 @@ def contains_labels(sparql: str) -> str:
 
 def subclasses(sparql: str, ontology: Ontology, prefixes: Mapping[str, str]) -> str:
     """``?x a C`` becomes ``?x a/rdfs:subClassOf* C`` for each class C that has subclasses."""
-    tokens = tokenize(sparql)
-    declared = {**prefixes, **_declared(tokens)}
+    query = parse(sparql)
+    tokens = query.tokens
+    declared = {**PREFIXES, **prefixes, **query.prefixes}
     edits: list[tuple[int, int, str]] = []
     for i, token in enumerate(tokens[:-1]):
-        is_type = token.text == "a" or _expand(token, declared) == RDF + "type"
+        is_type = token.text == "a" or expand(token, declared) == RDF + "type"
         if not is_type or (i > 0 and tokens[i - 1].text in ("/", "^", "|")) or tokens[i + 1].text in ("/", "|", "*", "+", "?"):
             continue
-        cls = _expand(tokens[i + 1], declared)
+        cls = expand(tokens[i + 1], declared)
         if cls and len(ontology.subclasses(cls)) > 1:
             edits.append((token.start, token.end, f"<{RDF}type>/<{RDFS}subClassOf>*"))
     if not edits:
@@ -404,8 +408,8 @@ def drop_one(sparql: str, *, namespace: str = "") -> Iterator[tuple[str, str]]:
     """Each FILTER, then each property with a constant value whose subject stays constrained, dropped alone
     (constraints naming one of the memory's individuals, ``m:...`` or ``<namespace...>``, and our own label filters
     are kept)."""
-    tokens = tokenize(sparql)
-    for start, end in _filters(tokens):
+    tokens = parse(sparql).tokens
+    for start, end in filters(tokens):
         shown = " ".join(sparql[tokens[start].start : tokens[end].end].split())
         if "?_label" in shown:
             continue
@@ -418,29 +422,6 @@ def drop_one(sparql: str, *, namespace: str = "") -> Iterator[tuple[str, str]]:
 
 
 # ------------------------------------------------------------------------------------------------ token helpers
-
-
-def _declared(tokens: Sequence[Token]) -> dict[str, str]:
-    out = {}
-    for i, token in enumerate(tokens[:-2]):
-        if token.kind == "word" and token.upper == "PREFIX" and tokens[i + 1].kind == "pname" and tokens[i + 2].kind == "iri":
-            out[tokens[i + 1].text.split(":", 1)[0]] = tokens[i + 2].text[1:-1]
-    return out
-
-
-def _expand(token: Token, prefixes: Mapping[str, str]) -> str:
-    if token.kind == "iri":
-        return token.text[1:-1]
-    if token.kind == "pname":
-        prefix, _, local = token.text.partition(":")
-        base = prefixes.get(prefix) or PREFIXES.get(prefix)
-        return base + local if base else ""
-    return ""
-
-
-def _string_value(text: str) -> str:
-    body = text[3:-3] if text.startswith(('"""', "'''")) else text[1:-1]
-    return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), body)
 
 
 def _quote(value: str) -> str:
@@ -461,15 +442,6 @@ def _is_object(tokens: Sequence[Token], i: int) -> bool:
     end = _literal_end(tokens, i)
     following = tokens[end + 1].text if end + 1 < len(tokens) else "}"
     return following in (".", ";", ",", "}", "]") or following.upper() in ("FILTER", "OPTIONAL", "BIND", "MINUS")
-
-
-def _group_close(tokens: Sequence[Token], i: int) -> int:
-    """Index of the ``}`` closing the group that holds token ``i``."""
-    depth = tokens[i].depth
-    for j in range(i + 1, len(tokens)):
-        if tokens[j].text == "}" and tokens[j].depth == depth - 1:
-            return j
-    return len(tokens) - 1
 
 
 def _operand_before(tokens: Sequence[Token], eq: int) -> tuple[int, str] | None:
@@ -496,46 +468,10 @@ def _operand_before(tokens: Sequence[Token], eq: int) -> tuple[int, str] | None:
 
 
 def _apply(text: str, edits: list[tuple[int, int, str]], inserts: Mapping[int, list[str]], tokens: Sequence[Token]) -> str:
-    """Apply span replacements and insertions (before the tokens at the given indexes), back to front."""
+    """Apply span replacements and insertions (before the tokens at the given indexes)."""
     changes = [(start, end, new) for start, end, new in edits]
     changes += [(tokens[i].start, tokens[i].start, "".join(parts) + " ") for i, parts in inserts.items()]
-    for start, end, new in sorted(changes, key=lambda c: (c[0], c[1]), reverse=True):
-        text = text[:start] + new + text[end:]
-    return text
-
-
-def _filters(tokens: Sequence[Token]) -> Iterator[tuple[int, int]]:
-    """Token index spans of FILTER constraints: ``FILTER (...)``, ``FILTER f(...)``, ``FILTER [NOT] EXISTS {...}``."""
-    for i, token in enumerate(tokens):
-        if token.kind != "word" or token.upper != "FILTER" or i + 1 >= len(tokens):
-            continue
-        j = i + 1
-        if tokens[j].kind == "word" and tokens[j].upper == "NOT":
-            j += 1
-        if tokens[j].kind == "word" and tokens[j].upper == "EXISTS":
-            end = _matching(tokens, j + 1, "{", "}")
-        elif tokens[j].text == "(":
-            end = _matching(tokens, j, "(", ")")
-        elif j + 1 < len(tokens) and tokens[j + 1].text == "(":
-            end = _matching(tokens, j + 1, "(", ")")
-        else:
-            continue
-        if end is not None:
-            yield i, end
-
-
-def _matching(tokens: Sequence[Token], i: int, open_: str, close: str) -> int | None:
-    if i >= len(tokens) or tokens[i].text != open_:
-        return None
-    level = 0
-    for j in range(i, len(tokens)):
-        if tokens[j].text == open_:
-            level += 1
-        elif tokens[j].text == close:
-            level -= 1
-            if level == 0:
-                return j
-    return None
+    return apply_edits(text, changes)
 
 
 _SUBJECT_KINDS = ("var", "iri", "pname", "bnode")
@@ -579,7 +515,7 @@ def _statements(tokens: Sequence[Token]) -> Iterator[list[tuple[int, int]]]:
     A block with brackets or parentheses (blank-node lists, collections, grouped paths) is skipped: that only means
     fewer relaxations are tried, never a wrong rewrite.
     """
-    filter_ends = {end for _, end in _filters(tokens)}
+    filter_ends = {end for _, end in filters(tokens)}
     n = len(tokens)
     i = 0
     while i < n:
@@ -614,7 +550,7 @@ def _short(text: str, width: int = 70) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def around_entities(memory: Memory, iris: Sequence[str], ontology: Ontology, short: Callable[[str], str]) -> str:
+def around_entities(memory: MemoryContext, iris: Sequence[str], ontology: Ontology, short: Callable[[str], str]) -> str:
     """For an empty result: which properties the matched entities actually have (out and in), one line each."""
     if not iris:
         return ""
@@ -623,7 +559,7 @@ def around_entities(memory: Memory, iris: Sequence[str], ontology: Ontology, sho
     query = (
         "SELECT ?e ?p ?dir (COUNT(*) AS ?n) WHERE { " + values_clause("e", list(iris)[:12]) + " "
         "{ GRAPH ?g { ?e ?p ?o } BIND(\"out\" AS ?dir) } UNION { GRAPH ?g { ?o ?p ?e } BIND(\"in\" AS ?dir) } "
-        "FILTER(STRSTARTS(STR(?g), \"urn:pcm:graph:extraction:\") || STRSTARTS(STR(?g), \"urn:pcm:graph:import:\")) "
+        f"FILTER(STRSTARTS(STR(?g), {EXTRACTION_PREFIX}) || STRSTARTS(STR(?g), {IMPORT_PREFIX})) "
         "} GROUP BY ?e ?p ?dir ORDER BY ?e ?dir ?p LIMIT 200"
     )
     lines: dict[str, list[str]] = {}

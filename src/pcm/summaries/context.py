@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pcm.summaries.store import SummaryRow, all_summaries, session_range
-from pcm.summaries.summarise import cached_vectors
+from pcm.summaries.summarise import cached_vectors, session_turns
 from pcm.summaries.text import tfidf_vectors
 
 if TYPE_CHECKING:
-    from pcm.memory import Memory
+    from pcm.context import MemoryContext
     from pcm.retrieval.answer import EvidencePost
 
 #: Representative posts given with each summary.
@@ -42,14 +42,14 @@ class SessionMatch:
     score: float
 
 
-def match_sessions(memory: Memory, question: str, k: int = 3) -> list[SessionMatch]:
+def match_sessions(memory: MemoryContext, question: str, k: int = 3) -> list[SessionMatch]:
     """The ``k`` summarised sessions whose summary is closest to the question, best first."""
     rows = all_summaries(memory)
     if not rows or k <= 0 or not question.strip():
         return []
     texts = [_summary_document(r) for r in rows]
     if memory.settings.index_enabled:
-        matrix = cached_vectors(texts)
+        matrix = cached_vectors(memory, texts)
         from pcm.index import get_embedder
 
         query = get_embedder().encode([question])[0]
@@ -63,7 +63,7 @@ def match_sessions(memory: Memory, question: str, k: int = 3) -> list[SessionMat
     return [SessionMatch(rows[i], float(scores[i])) for i in order[:k] if float(scores[i]) > 0]
 
 
-def summary_context(memory: Memory, question: str, k: int = 3) -> list[tuple[str, list[EvidencePost]]]:
+def summary_context(memory: MemoryContext, question: str, k: int = 3) -> list[tuple[str, list[EvidencePost]]]:
     """The best matching sessions' summaries as context lines, each with a few representative posts."""
     from pcm.retrieval.answer import posts_of
 
@@ -80,7 +80,7 @@ def summary_context(memory: Memory, question: str, k: int = 3) -> list[tuple[str
 
 
 def summary_posts(
-    memory: Memory, question: str, k: int = 10, *, depth: int | None = None, weight: float = SESSION_WEIGHT,
+    memory: MemoryContext, question: str, k: int = 10, *, depth: int | None = None, weight: float = SESSION_WEIGHT,
     sessions: int = SESSIONS,
 ) -> list[str]:
     """Post IRIs for ``question``: recall hits re-ranked and complemented by the summary-matched sessions.
@@ -106,12 +106,10 @@ def summary_posts(
     return [p for p, _ in sorted(scores.items(), key=lambda item: (-item[1], item[0]))][:k]
 
 
-def _representative(memory: Memory, row: SummaryRow, question: str) -> list[str]:
+def _representative(memory: MemoryContext, row: SummaryRow, question: str) -> list[str]:
     """A few posts of the session: those best matching the question (index on), else those the summary quotes."""
     if memory.settings.index_enabled and row.session_id:
         return [h.post for h in memory.recall(question, POSTS_PER_SUMMARY, session=row.session_id)]
-    from pcm.summaries.summarise import session_turns
-
     turns = session_turns(memory, row.session)
     quoted = [t.post for t in turns if any(_quotes(line, t.text) for line in row.text.splitlines())]
     return (quoted or [t.post for t in turns])[:POSTS_PER_SUMMARY]

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING
 
 import pyoxigraph as ox
 
-from pcm.namespaces import GRAPH_CONVERSATION, GRAPH_PROVENANCE, PCM, PROV, RDF
+from pcm.namespaces import PCM, PROV, RDF
 from pcm.provenance import dt_literal, int_literal
 from pcm.resources import render_query
 from pcm.sparql import iri_term, values_clause
 
 if TYPE_CHECKING:
-    from pcm.memory import Memory
+    from pcm.context import MemoryContext
 
 EXTRACTIVE = "extractive"
 N = ox.NamedNode
@@ -49,12 +49,12 @@ class StoredSummary:
         }
 
 
-def activity_iri(memory: Memory, session: str) -> str:
+def activity_iri(memory: MemoryContext, session: str) -> str:
     """The summary activity of a session: fixed per session, so a rewrite replaces it."""
     return memory.naming.activity("summary", session.rsplit("/", 1)[-1])
 
 
-def read_summary(memory: Memory, session: str) -> StoredSummary | None:
+def read_summary(memory: MemoryContext, session: str) -> StoredSummary | None:
     """The stored summary of a thread IRI (None when it has none)."""
     activity = activity_iri(memory, session)
     rows = memory.store.select(
@@ -75,14 +75,14 @@ def read_summary(memory: Memory, session: str) -> StoredSummary | None:
 
 
 def write_summary(
-    memory: Memory, session: str, text: str, covered: Sequence[str], *, method: str, prompt_version: str = "",
+    memory: MemoryContext, session: str, text: str, covered: Sequence[str], *, method: str, prompt_version: str = "",
     when: datetime | None = None,
 ) -> StoredSummary:
     """Replace a session's summary and its activity in one update."""
     activity = activity_iri(memory, session)
     when = when or datetime.now(UTC)
     s, act = N(session), N(activity)
-    g_conv, g_prov = N(GRAPH_CONVERSATION), N(GRAPH_PROVENANCE)
+    g_conv, g_prov = N(memory.naming.layout.conversation), N(memory.naming.layout.provenance)
     posts = sorted(set(covered))
     quads = [
         ox.Quad(s, N(PCM + "summary"), ox.Literal(text), g_conv),
@@ -99,12 +99,12 @@ def write_summary(
     return StoredSummary(session, text, method, prompt_version, frozenset(posts), when)
 
 
-def drop_summary(memory: Memory, session: str) -> None:
+def drop_summary(memory: MemoryContext, session: str) -> None:
     """Remove a session's summary and its activity (the session itself stays)."""
     memory.backend.update(clear_update(memory, session))
 
 
-def clear_update(memory: Memory, session: str) -> str:
+def clear_update(memory: MemoryContext, session: str) -> str:
     """The update removing a session's summary and its activity (to run alone or inside a larger update)."""
     return _clear(session, activity_iri(memory, session))
 
@@ -113,17 +113,17 @@ def _clear(session: str, activity: str) -> str:
     return render_query("summaries/clear.ru", session=iri_term(session), activity=iri_term(activity))
 
 
-def summaries_using(memory: Memory, posts: Sequence[str]) -> list[str]:
+def summaries_using(memory: MemoryContext, posts: Sequence[str]) -> list[str]:
     """Sessions whose summary covers any of these posts."""
     return _sessions_by_posts(memory, "summaries/using_posts", posts)
 
 
-def sessions_of_posts(memory: Memory, posts: Sequence[str]) -> list[str]:
+def sessions_of_posts(memory: MemoryContext, posts: Sequence[str]) -> list[str]:
     """The threads holding these posts (the sessions an ingest touched)."""
     return _sessions_by_posts(memory, "summaries/sessions_of", posts)
 
 
-def _sessions_by_posts(memory: Memory, query: str, posts: Sequence[str]) -> list[str]:
+def _sessions_by_posts(memory: MemoryContext, query: str, posts: Sequence[str]) -> list[str]:
     """The ``?session`` values of ``query`` run with a VALUES clause on ``?post``, 400 posts a request."""
     sessions: set[str] = set()
     chosen = list(dict.fromkeys(posts))
@@ -149,7 +149,7 @@ class SummaryRow:
         return dict(self.__dict__)
 
 
-def all_summaries(memory: Memory) -> list[SummaryRow]:
+def all_summaries(memory: MemoryContext) -> list[SummaryRow]:
     """Every summarised session, oldest first."""
     rows = []
     for r in memory.store.select(render_query("summaries/all")).dicts():
@@ -161,7 +161,7 @@ def all_summaries(memory: Memory) -> list[SummaryRow]:
     return rows
 
 
-def session_range(memory: Memory, session: str) -> tuple[str | None, str | None, int]:
+def session_range(memory: MemoryContext, session: str) -> tuple[str | None, str | None, int]:
     """First and last message time of a session, and its post count."""
     rows = memory.store.select(render_query("summaries/range", session=iri_term(session))).dicts()
     if not rows:
@@ -174,7 +174,7 @@ def session_range(memory: Memory, session: str) -> tuple[str | None, str | None,
     )
 
 
-def covered_range(memory: Memory, session: str) -> tuple[str | None, str | None]:
+def covered_range(memory: MemoryContext, session: str) -> tuple[str | None, str | None]:
     """First and last message time of the posts a session's summary covers."""
     q = render_query("summaries/covered_range", activity=iri_term(activity_iri(memory, session)))
     rows = memory.store.select(q).dicts()

@@ -13,9 +13,9 @@ than the one asked for is redone from the session's first turn rather than exten
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -38,7 +38,7 @@ from pcm.summaries.store import (
 from pcm.summaries.text import Encoder, Turn, central_sentences, sentences, summary_text
 
 if TYPE_CHECKING:
-    from pcm.memory import Memory
+    from pcm.context import MemoryContext
 
 PROMPT_FILE = "summaries/summary.v1.md"
 OPERATION = "summary"
@@ -48,10 +48,8 @@ LLM_BATCH = 40
 MAX_WORDS = 150
 #: Characters of one turn sent to the model.
 MAX_TURN_CHARS = 1500
-#: Text vectors kept per process (sentences of extractive summaries, summaries matched to questions).
+#: Text vectors kept per memory (sentences of extractive summaries, summaries matched to questions).
 _VECTOR_CACHE = 50_000
-_VECTORS: dict[str, np.ndarray] = {}
-_CACHE_LOCK = threading.Lock()
 
 
 @dataclass
@@ -73,7 +71,7 @@ class SummaryReport:
 
 
 def update_summaries(
-    memory: Memory, sessions: Sequence[str], client: LLMClient | None = None, *, refresh: bool = False
+    memory: MemoryContext, sessions: Sequence[str], client: LLMClient | None = None, *, refresh: bool = False
 ) -> SummaryReport:
     """Bring the summaries of these sessions (thread IRIs) up to date with their posts.
 
@@ -113,20 +111,20 @@ def update_summaries(
     return report
 
 
-def summarise_posts(memory: Memory, posts: Sequence[str], client: LLMClient | None = None) -> SummaryReport:
+def summarise_posts(memory: MemoryContext, posts: Sequence[str], client: LLMClient | None = None) -> SummaryReport:
     """Update the summaries of the sessions these (newly written) posts belong to: the ingest hook (with the
     memory's model when one is configured, extractive otherwise)."""
     return update_summaries(memory, sessions_of_posts(memory, posts), client)
 
 
-def summary_clearing(memory: Memory, posts: Sequence[str]) -> tuple[list[str], list[str]]:
+def summary_clearing(memory: MemoryContext, posts: Sequence[str]) -> tuple[list[str], list[str]]:
     """The sessions whose summary covers any of ``posts``, and the updates dropping those summaries (for the
     forget's own atomic update: a summary never outlives a post it repeats)."""
     sessions = summaries_using(memory, posts)
     return sessions, [clear_update(memory, session) for session in sessions]
 
 
-def after_forget(memory: Memory, sessions: Sequence[str]) -> SummaryReport:
+def after_forget(memory: MemoryContext, sessions: Sequence[str]) -> SummaryReport:
     """Rebuild (extractively) the summaries a forget dropped, for the sessions that still have posts; with
     summaries off they stay dropped."""
     if not memory.settings.summaries_enabled:
@@ -134,7 +132,7 @@ def after_forget(memory: Memory, sessions: Sequence[str]) -> SummaryReport:
     return update_summaries(memory, sessions, None, refresh=True)
 
 
-def session_turns(memory: Memory, session: str) -> list[Turn]:
+def session_turns(memory: MemoryContext, session: str) -> list[Turn]:
     """A session's posts in order, with who spoke each."""
     turns = []
     for row in memory.store.select(render_query("summaries/session_turns", session=iri_term(session))).dicts():
@@ -143,39 +141,40 @@ def session_turns(memory: Memory, session: str) -> list[Turn]:
     return turns
 
 
-def _extractive(memory: Memory, session: str, turns: Sequence[Turn]) -> StoredSummary:
+def _extractive(memory: MemoryContext, session: str, turns: Sequence[Turn]) -> StoredSummary:
     chosen = central_sentences(sentences(turns), _encoder(memory))
     return write_summary(memory, session, summary_text(chosen), [t.post for t in turns], method=EXTRACTIVE)
 
 
-def _encoder(memory: Memory) -> Encoder | None:
+def _encoder(memory: MemoryContext) -> Encoder | None:
     """MiniLM when the side index is on (its model is the one already loaded), else None (TF-IDF, no torch)."""
-    return cached_vectors if memory.settings.index_enabled else None
+    return partial(cached_vectors, memory) if memory.settings.index_enabled else None
 
 
-def cached_vectors(texts: Sequence[str]) -> np.ndarray:
-    """MiniLM vectors of ``texts``, one row each, kept per process (``_VECTOR_CACHE`` entries at most).
+def cached_vectors(memory: MemoryContext, texts: Sequence[str]) -> np.ndarray:
+    """MiniLM vectors of ``texts``, one row each, kept on the memory's context (``_VECTOR_CACHE`` entries at most).
 
     Re-summarising a growing session embeds only its new sentences, and matching questions to the same summaries
     embeds each summary once. The model runs outside the lock, so concurrent callers do not wait on each other.
     """
     from pcm.index import get_embedder
 
-    with _CACHE_LOCK:
-        known = {t: _VECTORS[t] for t in texts if t in _VECTORS}
+    kept = memory.text_vectors
+    with memory.lock:
+        known = {t: kept[t] for t in texts if t in kept}
     missing = [t for t in dict.fromkeys(texts) if t not in known]
     if missing:
         fresh = dict(zip(missing, get_embedder().encode(missing), strict=True))
         known.update(fresh)
-        with _CACHE_LOCK:
-            if len(_VECTORS) + len(fresh) > _VECTOR_CACHE:
-                _VECTORS.clear()
-            _VECTORS.update(fresh)
+        with memory.lock:
+            if len(kept) + len(fresh) > _VECTOR_CACHE:
+                kept.clear()
+            kept.update(fresh)
     return np.stack([known[t] for t in texts])
 
 
 def _with_model(
-    memory: Memory, session: str, stored: StoredSummary | None, turns: Sequence[Turn], new: Sequence[Turn],
+    memory: MemoryContext, session: str, stored: StoredSummary | None, turns: Sequence[Turn], new: Sequence[Turn],
     client: LLMClient,
 ) -> tuple[StoredSummary, int]:
     """Fold the uncovered turns into the summary, one batch per call; the covered set grows batch by batch.
@@ -208,7 +207,7 @@ def _with_model(
     return written, calls
 
 
-def _turn_lines(memory: Memory, turns: Sequence[Turn]) -> str:
+def _turn_lines(memory: MemoryContext, turns: Sequence[Turn]) -> str:
     times = _times(memory, [t.post for t in turns])
     lines = []
     for t in turns:
@@ -218,7 +217,7 @@ def _turn_lines(memory: Memory, turns: Sequence[Turn]) -> str:
     return "\n".join(lines)
 
 
-def _times(memory: Memory, posts: Sequence[str]) -> dict[str, str]:
+def _times(memory: MemoryContext, posts: Sequence[str]) -> dict[str, str]:
     from pcm.retrieval.answer import posts_of
 
     return {p.post: p.time.isoformat() for p in posts_of(memory, posts) if p.time is not None}

@@ -1,1 +1,1 @@
-DELETE WHERE { GRAPH <urn:pcm:graph:provenance> { {{post}} <https://w3id.org/pcm/ontology#unknownTerm> ?t } }
+DELETE WHERE { GRAPH {{graph:provenance}} { {{post}} <https://w3id.org/pcm/ontology#unknownTerm> ?t } }

@@ -17,6 +17,7 @@ import numpy as np
 import pyoxigraph as ox
 
 from pcm.backend import Backend
+from pcm.context import VECTORS_DIR
 from pcm.errors import UsageError
 from pcm.naming import check_iri
 from pcm.retrieval.traversal.astar import a_star
@@ -30,10 +31,7 @@ from pcm.retrieval.traversal.verbalise import Verbaliser
 from pcm.retrieval.traversal.watercircles import water_circles
 
 if TYPE_CHECKING:
-    from pcm.memory import Memory
-
-#: Where the text-vector cache lives, under the memory's side-index directory.
-VECTORS_DIR = ("index", "traversal")
+    from pcm.context import MemoryContext
 
 
 class TraversalEngine:
@@ -61,7 +59,7 @@ class TraversalEngine:
 
     @classmethod
     def for_memory(
-        cls, memory: Memory, *, embedder: TextEmbedder | None = None, config: TraversalConfig | None = None
+        cls, memory: MemoryContext, *, embedder: TextEmbedder | None = None, config: TraversalConfig | None = None
     ) -> TraversalEngine:
         """An engine on the memory's store; its vector cache sits in the memory's index directory (read, not
         written, when the memory is open read-only)."""

@@ -33,11 +33,11 @@ from pcm.namespaces import OB
 from pcm.resources import render_query
 from pcm.retrieval.traversal.model import Found, Result, Source, Step, Triple
 from pcm.retrieval.traversal.model import Path as WalkPath
-from pcm.retrieval.traversal.starts import StartMatch
+from pcm.retrieval.traversal.starts import StartMatch, find_starts
 from pcm.sparql import iri_term, is_true, values_clause
 
 if TYPE_CHECKING:
-    from pcm.memory import Memory
+    from pcm.context import MemoryContext
     from pcm.retrieval.answer import EvidencePost
 
 ALGORITHM = "events"
@@ -67,13 +67,13 @@ _WORDS = {CAUSAL: ("was caused by", "caused"), FOLLOWED_BY: ("was followed by", 
 # ------------------------------------------------------------------------------------------------ start events
 
 
-def event_classes(memory: Memory) -> list[str]:
+def event_classes(memory: MemoryContext) -> list[str]:
     """schema:Event, schema:Action and their subclasses in the memory's ontology graph."""
     rows = memory.store.select(render_query("events/classes")).values("c")
     return sorted(t.value for t in rows if t is not None)
 
 
-def events_with_labels(memory: Memory, iris: Sequence[str] | None = None) -> dict[str, str]:
+def events_with_labels(memory: MemoryContext, iris: Sequence[str] | None = None) -> dict[str, str]:
     """Event IRI -> label (or the IRI's last segment) for every event, or for these IRIs."""
     filt = values_clause("e", list(iris)) if iris else ""
     if iris is not None and not iris:
@@ -85,15 +85,13 @@ def events_with_labels(memory: Memory, iris: Sequence[str] | None = None) -> dic
     }
 
 
-def find_start_events(memory: Memory, question: str, k: int = MAX_STARTS) -> list[StartMatch]:
+def find_start_events(memory: MemoryContext, question: str, k: int = MAX_STARTS) -> list[StartMatch]:
     """Events the question speaks of: the side index's entity matches that are events, plus label-word matches."""
     events = events_with_labels(memory)
     if not events:
         return []
     chosen: dict[str, StartMatch] = {}
     if memory.settings.index_enabled:
-        from pcm.retrieval.traversal.starts import find_starts
-
         for m in find_starts(memory.index, question, max_starts=2 * k):
             if m.iri in events:
                 chosen[m.iri] = m
@@ -112,7 +110,7 @@ def find_start_events(memory: Memory, question: str, k: int = MAX_STARTS) -> lis
 
 
 def walk_events(
-    memory: Memory, starts: Sequence[str], *, direction: str = "both", depth: int = DEFAULT_DEPTH, k: int = 10,
+    memory: MemoryContext, starts: Sequence[str], *, direction: str = "both", depth: int = DEFAULT_DEPTH, k: int = 10,
     question: str = "", sources: bool = True,
 ) -> Result:
     """The chains from ``starts``: each triple found once, nearer steps first, at most ``k``."""
@@ -144,7 +142,7 @@ def walk_events(
     return result
 
 
-def _links(memory: Memory, starts: list[ox.NamedNode], name: str, depth: int, result: Result) -> list[Found]:
+def _links(memory: MemoryContext, starts: list[ox.NamedNode], name: str, depth: int, result: Result) -> list[Found]:
     """Stored links (causal context, followed/preceded by), one round per step, never revisiting a vertex."""
     forward, backward = LINKS[name]
     paths = {s: WalkPath(ALGORITHM, s, ()) for s in starts}
@@ -177,7 +175,7 @@ def _links(memory: Memory, starts: list[ox.NamedNode], name: str, depth: int, re
     return out
 
 
-def _by_time(memory: Memory, starts: list[ox.NamedNode], name: str, depth: int, result: Result) -> list[Found]:
+def _by_time(memory: MemoryContext, starts: list[ox.NamedNode], name: str, depth: int, result: Result) -> list[Found]:
     """The ``depth`` nearest events on one side in time among those sharing a participant with a start."""
     if name not in ("before", "after"):
         return []
@@ -214,7 +212,7 @@ def _by_time(memory: Memory, starts: list[ox.NamedNode], name: str, depth: int, 
     return out
 
 
-def event_times(memory: Memory, events: Sequence[str]) -> dict[str, str]:
+def event_times(memory: MemoryContext, events: Sequence[str]) -> dict[str, str]:
     """When each event happened (ISO text: its start date, else when it was first spoken of)."""
     chosen = list(dict.fromkeys(events))
     times: dict[str, str] = {}
@@ -227,7 +225,7 @@ def event_times(memory: Memory, events: Sequence[str]) -> dict[str, str]:
     return times
 
 
-def _describe(memory: Memory, found: Sequence[Found]) -> None:
+def _describe(memory: MemoryContext, found: Sequence[Found]) -> None:
     """Readable text for each step: labels, the link in words, and the dates when known."""
     iris = sorted({t.value for f in found for t in (f.triple.s, f.triple.o) if isinstance(t, ox.NamedNode)})
     labels = _labels(memory, iris)
@@ -241,7 +239,7 @@ def _describe(memory: Memory, found: Sequence[Found]) -> None:
         item.text = f"{a} {words} {b}{hint}" + (f" [{'; '.join(when)}]" if when else "")
 
 
-def _labels(memory: Memory, iris: Sequence[str]) -> dict[str, str]:
+def _labels(memory: MemoryContext, iris: Sequence[str]) -> dict[str, str]:
     if not iris:
         return {}
     q = render_query("traversal/labels", iris=" ".join(iri_term(i) for i in iris))
@@ -253,7 +251,7 @@ def _labels(memory: Memory, iris: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def derived_posts(memory: Memory, iris: Sequence[str]) -> dict[str, list[str]]:
+def derived_posts(memory: MemoryContext, iris: Sequence[str]) -> dict[str, list[str]]:
     """The posts each vertex was derived from."""
     chosen = list(dict.fromkeys(iris))
     if not chosen:
@@ -264,7 +262,7 @@ def derived_posts(memory: Memory, iris: Sequence[str]) -> dict[str, list[str]]:
     return {k: sorted(v) for k, v in out.items()}
 
 
-def _attach_sources(memory: Memory, found: Sequence[Found]) -> None:
+def _attach_sources(memory: MemoryContext, found: Sequence[Found]) -> None:
     from pcm.retrieval.answer import posts_of
 
     ends = [t.value for f in found for t in (f.triple.s, f.triple.o) if isinstance(t, ox.NamedNode)]
@@ -285,7 +283,7 @@ def _attach_sources(memory: Memory, found: Sequence[Found]) -> None:
 
 
 def retrieve_events(
-    memory: Memory, question: str, *, start: Sequence[str] | None = None, direction: str = "both",
+    memory: MemoryContext, question: str, *, start: Sequence[str] | None = None, direction: str = "both",
     depth: int = DEFAULT_DEPTH, k: int = 10, sources: bool = True,
 ) -> Result:
     """``pcm retrieve --algorithm events``: start events from the question (or ``start``), then the walk."""
@@ -297,7 +295,7 @@ def retrieve_events(
 
 
 def event_context(
-    memory: Memory, question: str, start_iris: Sequence[str], *, direction: str = "both", depth: int = DEFAULT_DEPTH,
+    memory: MemoryContext, question: str, start_iris: Sequence[str], *, direction: str = "both", depth: int = DEFAULT_DEPTH,
     k: int = 10,
 ) -> list[tuple[str, list[EvidencePost]]]:
     """Context lines for ``ask`` on why / what-happened-after questions, each with the posts it rests on.
@@ -325,7 +323,7 @@ def event_context(
 
 
 def _episodic_context(
-    memory: Memory, question: str, direction: str, depth: int, k: int
+    memory: MemoryContext, question: str, direction: str, depth: int, k: int
 ) -> list[tuple[str, list[EvidencePost]]]:
     from pcm.retrieval.answer import posts_of
 
@@ -342,7 +340,7 @@ def _episodic_context(
     return lines
 
 
-def episodic_chain(memory: Memory, post_iris: Sequence[str], *, before: int = 1, after: int = 1) -> list[str]:
+def episodic_chain(memory: MemoryContext, post_iris: Sequence[str], *, before: int = 1, after: int = 1) -> list[str]:
     """The posts around each seed (``before`` turns before, ``after`` after), seed by seed in the order given, each
     window in message order; every post once. A window that runs past its session's first or last turn goes on
     into the previous or next session (session order: start time, else earliest message)."""
@@ -374,7 +372,7 @@ def episodic_chain(memory: Memory, post_iris: Sequence[str], *, before: int = 1,
 class _SessionOrder:
     """Neighbouring sessions, read once per chain and only when a window reaches a session's edge."""
 
-    def __init__(self, memory: Memory) -> None:
+    def __init__(self, memory: MemoryContext) -> None:
         self.memory = memory
         self._order: list[str] | None = None
 

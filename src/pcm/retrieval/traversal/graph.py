@@ -52,12 +52,9 @@ from dataclasses import dataclass
 import pyoxigraph as ox
 
 from pcm.backend import Backend, Solutions
+from pcm.layout import CONVERSATION, HISTORY, LEGACY_PREFIX, ONTOLOGY, PROVENANCE
 from pcm.namespaces import (
     FOAF,
-    GRAPH_CONVERSATION,
-    GRAPH_HISTORY,
-    GRAPH_ONTOLOGY,
-    GRAPH_PROVENANCE,
     OWL,
     PCM,
     PROV,
@@ -73,7 +70,8 @@ from pcm.resources import render_query
 from pcm.retrieval.traversal.model import Kind, Node, Source, Stats, Step, Triple
 from pcm.sparql import is_true
 
-NON_FACT_GRAPHS = (GRAPH_ONTOLOGY, GRAPH_CONVERSATION, GRAPH_PROVENANCE, GRAPH_HISTORY)
+#: The graphs that hold no facts (placeholders the backend fills with the memory's names).
+NON_FACT_GRAPHS = (ONTOLOGY, CONVERSATION, PROVENANCE, HISTORY)
 #: Predicates that are not edges: class membership and names (names are how a vertex is verbalised instead).
 DENIED_PREDICATES = (
     RDF + "type",
@@ -88,7 +86,7 @@ DENIED_PREDICATES = (
 EPISODIC_LINK = PROV + "wasDerivedFrom"
 THESIS_ROOTS = (SCHEMA + "Action", SCHEMA + "Event", PCM + "Preference", PCM + "Habit")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-_NOT_VERTICES = (*VOCABULARY_NAMESPACES, RDF, RDFS, OWL, XSD, SH, "urn:pcm:graph:")
+_NOT_VERTICES = (*VOCABULARY_NAMESPACES, RDF, RDFS, OWL, XSD, SH, LEGACY_PREFIX, "urn:pcm:memory:")
 
 
 @dataclass(frozen=True)
@@ -136,7 +134,7 @@ class GraphView:
         if hasattr(self, "_memo"):
             self._memo.clear()
         self._terms = {
-            "non_fact": ", ".join(f"<{g}>" for g in NON_FACT_GRAPHS),
+            "non_fact": ", ".join(NON_FACT_GRAPHS),
             "denied": ", ".join(f"<{p}>" for p in denied),
             "k": hop_path(denied),
             "fwd": negated_set(tuple(dict.fromkeys((*denied, EPISODIC_LINK))), forward=True),

@@ -1,4 +1,4 @@
-"""Traversal for an open :class:`~pcm.memory.Memory`: one engine per memory, start vertices from the side index.
+"""Traversal for an open memory (:class:`~pcm.context.MemoryContext`): one engine per memory, start vertices from the side index.
 
 This is what ``pcm retrieve`` and ``ask``'s fallback call::
 
@@ -8,8 +8,6 @@ This is what ``pcm retrieve`` and ``ask``'s fallback call::
 
 from __future__ import annotations
 
-import threading
-import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -20,39 +18,29 @@ from pcm.retrieval.traversal.model import Kind, Result
 from pcm.retrieval.traversal.starts import StartMatch, find_starts
 
 if TYPE_CHECKING:
-    from pcm.memory import Memory
+    from pcm.context import MemoryContext
 
 DEFAULT_ALGORITHM = "wc"
-_ENGINES: weakref.WeakKeyDictionary[Memory, TraversalEngine] = weakref.WeakKeyDictionary()
-_LOCK = threading.Lock()
 
 
-def engine_for(memory: Memory) -> TraversalEngine:
-    """The memory's engine, made on first use and kept while the memory is open (its caches stay warm)."""
-    with _LOCK:
-        engine = _ENGINES.get(memory)
-        if engine is None or engine.graph.backend is not memory.backend:
+def engine_for(memory: MemoryContext) -> TraversalEngine:
+    """The memory's engine, made on first use and kept on its context until the memory closes (its caches stay
+    warm; closing saves its vectors)."""
+    with memory.lock:
+        engine = memory.engine
+        if not isinstance(engine, TraversalEngine) or engine.graph.backend is not memory.backend:
             engine = TraversalEngine.for_memory(memory)
-            _ENGINES[memory] = engine
-            weakref.finalize(memory, engine.close)
+            memory.engine = engine
         return engine
 
 
-def drop_engine(memory: Memory) -> None:
-    """Forget the memory's engine and its warm caches (after a purge emptied the vector cache on disk)."""
-    with _LOCK:
-        engine = _ENGINES.pop(memory, None)
-    if engine is not None:
-        engine.discard()
-
-
-def configured_algorithm(memory: Memory) -> str:
+def configured_algorithm(memory: MemoryContext) -> str:
     """``settings.traversal_algorithm`` when the settings carry one (PCM_TRAVERSAL), else WaterCircles."""
     return str(getattr(memory.settings, "traversal_algorithm", "") or DEFAULT_ALGORITHM)
 
 
 def retrieve(
-    memory: Memory,
+    memory: MemoryContext,
     question: str,
     *,
     start: Sequence[str] | None = None,

@@ -1,0 +1,509 @@
+"""Scope a SPARQL query to one memory's graphs, for a store that other memories may share (docs/DESIGN.md §3).
+
+Every graph of a memory starts with one prefix (:attr:`pcm.layout.DatasetLayout.prefix`). A query is rewritten so
+that it can read nothing else, whoever wrote it (pcm itself, ``ask``'s generator, a person at ``pcm sparql``):
+
+* a triple pattern on the default graph becomes ``GRAPH ?__pcm_gN { s p o }`` with a filter on the prefix of
+  ``?__pcm_gN``, one graph variable per pattern. That is what the embedded store's union default graph means
+  (``use_default_graph_as_union``: a join may take its triples from different graphs, and a triple held by two
+  graphs matches twice there too), so answers are the same on both. A top-level sequence path (``a/rdfs:subClassOf*``)
+  is split into its steps, so its steps may come from different graphs as well. A ``*``, ``+`` or ``?`` step gives
+  each pair once over the union, so it becomes a ``SELECT DISTINCT`` over the graphs (evaluated without the
+  bindings around it: slower than inline when both ends are variables), and it is walked within one graph (the one
+  departure from the union: pcm's closures run over the ontology graph, which holds them whole);
+* ``GRAPH ?g { ... }`` gets the same filter on ``?g``; ``GRAPH <iri>``, ``FROM`` and ``FROM NAMED`` must name
+  this memory's graphs (a query with ``FROM`` keeps its own dataset, so its default-graph patterns are left as
+  written); ``SERVICE`` and ``DESCRIBE`` (whose answer the server draws from its whole store) are refused.
+
+The protocol's ``default-graph-uri`` / ``named-graph-uri`` parameters would need every graph of the memory listed
+in every request: one graph per utterance makes that thousands of IRIs, so the rewrite, whose size does not grow
+with the memory, is what is sent. Variables the rewrite adds start with ``__pcm_`` and are dropped from answers
+(:func:`strip_hidden`); a query that uses such a name itself is refused.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pcm.errors import QueryError
+
+HIDDEN = "__pcm_"
+_CLOSURE = re.compile(r"[*+?]")
+
+_TOKEN = re.compile(
+    r"""(?P<ws>\s+|\#[^\n]*)
+    |(?P<iri><[^<>"{}|^`\\\x00-\x20]*>)
+    |(?P<string>\"\"\"(?:[^"\\]|\\.|"(?!""))*\"\"\"|'''(?:[^'\\]|\\.|'(?!''))*'''|"(?:[^"\\\n\r]|\\.)*"|'(?:[^'\\\n\r]|\\.)*')
+    |(?P<var>[?$][\w\u00b7\u00c0-\uffff]+)
+    |(?P<lang>@[a-zA-Z]+(?:-[a-zA-Z0-9]+)*)
+    |(?P<number>\d*\.\d+(?:[eE][+-]?\d+)?|\d+\.?\d*[eE][+-]?\d+|\d+)
+    |(?P<bnode>_:[\w\u00c0-\uffff](?:[\w\u00b7\u00c0-\uffff-]|\.(?=[\w\u00c0-\uffff-]))*)
+    |(?P<pname>(?:[A-Za-z\u00c0-\uffff](?:[\w\u00b7\u00c0-\uffff-]|\.(?=[\w\u00c0-\uffff-]))*)?:
+        (?:[\w\u00c0-\uffff:%-]|\\[^\s]|\.(?=[\w\u00c0-\uffff:%-]))*)
+    |(?P<word>[A-Za-z_][\w]*)
+    |(?P<punct>\^\^|&&|\|\||!=|<=|>=|[{}()\[\];,.*+?/|^!=<>-])
+    """,
+    re.VERBOSE,
+)
+
+
+class ScopeError(QueryError):
+    """A query that cannot be confined to one memory's graphs."""
+
+
+@dataclass
+class _Tok:
+    kind: str
+    text: str
+    space: str  # what separated it from the token before (whitespace kept, comments turned into a space)
+
+    @property
+    def upper(self) -> str:
+        return self.text.upper() if self.kind == "word" else ""
+
+
+def _tokenize(text: str) -> list[_Tok]:
+    tokens: list[_Tok] = []
+    pos, space = 0, ""
+    while pos < len(text):
+        match = _TOKEN.match(text, pos)
+        if match is None:
+            raise ScopeError(f"cannot read the query near {text[pos : pos + 20]!r} to scope it to this memory")
+        kind = match.lastgroup or ""
+        if kind == "ws":
+            space += match.group(0) if not match.group(0).startswith("#") else "\n"
+        else:
+            tokens.append(_Tok(kind, match.group(0), space))
+            space = ""
+        pos = match.end()
+    return tokens
+
+
+class _Unsplittable(Exception):
+    """A triples block this scoper does not split (an RDF collection): it is wrapped whole, in one graph."""
+
+
+class _Scoper:
+    def __init__(self, tokens: list[_Tok], prefix: str) -> None:
+        self.t = tokens
+        self.i = 0
+        self.prefix = prefix
+        self.out: list[str] = []
+        self.prefixes: dict[str, str] = {}
+        self.fresh = 0
+        self.own_dataset = False
+
+    # -- helpers --------------------------------------------------------------------------------------------
+
+    def peek(self, ahead: int = 0) -> _Tok | None:
+        j = self.i + ahead
+        return self.t[j] if j < len(self.t) else None
+
+    def take(self) -> _Tok:
+        tok = self.peek()
+        if tok is None:
+            raise ScopeError("the query ends too early to be scoped to this memory")
+        self.i += 1
+        return tok
+
+    def emit(self, tok: _Tok) -> None:
+        self.out.append(tok.space + tok.text)
+
+    def new_var(self, kind: str) -> str:
+        self.fresh += 1
+        return f"?{HIDDEN}{kind}{self.fresh}"
+
+    def guard(self, var: str) -> str:
+        literal = '"' + self.prefix.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return f" FILTER(STRSTARTS(STR({var}), {literal}))"
+
+    def check_graph(self, tok: _Tok, what: str) -> None:
+        """``tok`` (an IRI or a prefixed name) must name a graph of this memory."""
+        if tok.kind == "iri":
+            iri = tok.text[1:-1]
+        elif tok.kind == "pname":
+            name, _, local = tok.text.partition(":")
+            if name not in self.prefixes:
+                raise ScopeError(f"{what} {tok.text}: undeclared prefix")
+            iri = self.prefixes[name] + re.sub(r"\\(.)", r"\1", local)
+        else:
+            raise ScopeError(f"{what} needs a graph IRI, found {tok.text!r}")
+        if "\\" in iri or not re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", iri) or not iri.startswith(self.prefix):
+            raise ScopeError(f"{what} <{iri}> is not a graph of this memory: a query reads this memory's graphs only")
+
+    # -- the query ------------------------------------------------------------------------------------------
+
+    def query(self) -> str:
+        for tok in self.t:
+            if tok.kind == "var" and tok.text[1:].startswith(HIDDEN):
+                raise ScopeError(f"variable names starting with {HIDDEN} are reserved ({tok.text})")
+            if tok.upper == "SERVICE":
+                raise ScopeError("SERVICE is refused: a query reads this memory's graphs only")
+        while self.peek() is not None and self.peek().upper in ("PREFIX", "BASE"):  # type: ignore[union-attr]
+            keyword = self.take()
+            self.emit(keyword)
+            if keyword.upper == "PREFIX":
+                name, iri = self.take(), self.take()
+                self.prefixes[name.text.rstrip(":")] = iri.text[1:-1]
+                self.emit(name)
+                self.emit(iri)
+            else:
+                self.emit(self.take())
+        form = self.peek()
+        if form is None or form.upper not in ("SELECT", "ASK", "CONSTRUCT", "DESCRIBE"):
+            raise ScopeError("not a SPARQL query (SELECT, ASK or CONSTRUCT) that can be scoped to this memory")
+        if form.upper == "DESCRIBE":
+            raise ScopeError("DESCRIBE is refused on a shared store (the server describes from all its graphs): "
+                             "use CONSTRUCT")
+        self.emit(self.take())
+        if form.upper == "CONSTRUCT":
+            self.construct()
+        self.head()
+        self.modifiers(until_close=False)
+        return "".join(self.out)
+
+    def construct(self) -> None:
+        """The template is copied as written; the short form ``CONSTRUCT WHERE { T }`` becomes
+        ``CONSTRUCT { T } WHERE { scoped T }``."""
+        tok = self.peek()
+        if tok is not None and tok.text == "{":
+            self.verbatim_braces()
+            return
+        j = self.i
+        while j < len(self.t) and self.t[j].text != "{":
+            j += 1
+        depth, k = 0, j
+        while k < len(self.t):
+            depth += {"{": 1, "}": -1}.get(self.t[k].text, 0)
+            if depth == 0:
+                break
+            k += 1
+        self.out.append(" " + "".join(t.space + t.text for t in self.t[j : k + 1]))
+
+    def head(self) -> None:
+        """Projection and dataset clauses up to the WHERE group, which is scoped."""
+        while True:
+            tok = self.peek()
+            if tok is None:
+                raise ScopeError("the query has no WHERE group to scope")
+            if tok.upper == "FROM":
+                self.emit(self.take())
+                named = self.peek() is not None and self.peek().upper == "NAMED"  # type: ignore[union-attr]
+                if named:
+                    self.emit(self.take())
+                graph = self.take()
+                self.check_graph(graph, "FROM NAMED" if named else "FROM")
+                self.emit(graph)
+                self.own_dataset = self.own_dataset or not named  # the default graph is the FROM graphs
+                continue
+            if tok.text == "{":
+                self.group(in_graph=False)
+                return
+            self.expression_token()
+
+    def expression_token(self) -> None:
+        """Copy one token of an expression or clause; ``EXISTS { ... }`` inside it is a group to scope."""
+        tok = self.take()
+        self.emit(tok)
+        if tok.upper == "EXISTS":
+            self.group(in_graph=False)
+        elif tok.upper == "VALUES":
+            self.values_block()
+
+    def modifiers(self, *, until_close: bool) -> None:
+        """Solution modifiers and a trailing VALUES block, to the end (or to the ``}`` closing a subquery)."""
+        while self.peek() is not None:
+            if until_close and self.peek().text == "}":  # type: ignore[union-attr]
+                return
+            self.expression_token()
+        if until_close:
+            raise ScopeError("unbalanced braces in the query")
+
+    def values_block(self) -> None:
+        while self.peek() is not None and self.peek().text != "{":  # type: ignore[union-attr]
+            self.emit(self.take())
+        self.verbatim_braces()
+
+    def verbatim_braces(self) -> None:
+        depth = 0
+        while True:
+            tok = self.take()
+            self.emit(tok)
+            depth += {"{": 1, "}": -1}.get(tok.text, 0)
+            if depth == 0:
+                return
+
+    def balanced_parens(self, in_graph: bool) -> None:
+        depth = 0
+        while True:
+            tok = self.take()
+            self.emit(tok)
+            if tok.upper == "EXISTS":
+                self.group(in_graph)
+                continue
+            depth += {"(": 1, ")": -1}.get(tok.text, 0)
+            if depth == 0:
+                return
+
+    # -- group graph patterns -------------------------------------------------------------------------------
+
+    def group(self, in_graph: bool) -> None:
+        """A ``{ ... }`` group. ``in_graph``: inside ``GRAPH x``, where patterns read that graph already."""
+        self.emit(self.take())  # {
+        nxt = self.peek()
+        if nxt is not None and nxt.upper == "SELECT":
+            while self.peek() is not None and self.peek().text != "{":  # type: ignore[union-attr]
+                self.expression_token()
+            self.group(in_graph)
+            self.modifiers(until_close=True)
+            self.emit(self.take())
+            return
+        block: list[_Tok] = []
+        while True:
+            tok = self.peek()
+            if tok is None:
+                raise ScopeError("unbalanced braces in the query")
+            word = tok.upper
+            if tok.text == "}":
+                self.flush(block, in_graph)
+                self.emit(self.take())
+                return
+            if tok.text == "{":
+                self.flush(block, in_graph)
+                self.group(in_graph)
+            elif word in ("OPTIONAL", "MINUS"):
+                self.flush(block, in_graph)
+                self.emit(self.take())
+                self.group(in_graph)
+            elif word == "UNION":
+                self.flush(block, in_graph)
+                self.emit(self.take())
+            elif word == "GRAPH":
+                self.flush(block, in_graph)
+                self.emit(self.take())
+                name = self.take()
+                if name.kind != "var":
+                    self.check_graph(name, "GRAPH")
+                self.emit(name)
+                self.group(in_graph=True)
+                if name.kind == "var":
+                    self.out.append(self.guard(name.text))
+            elif word in ("FILTER", "BIND"):
+                self.flush(block, in_graph)
+                self.emit(self.take())
+                self.filter_expression(in_graph)
+            elif word == "VALUES":
+                self.flush(block, in_graph)
+                self.emit(self.take())
+                self.values_block()
+            else:
+                block.append(self.take())
+
+    def filter_expression(self, in_graph: bool) -> None:
+        tok = self.peek()
+        if tok is None:
+            raise ScopeError("the query ends inside a FILTER")
+        if tok.text == "(":
+            self.balanced_parens(in_graph)
+            return
+        if tok.upper == "NOT":
+            self.emit(self.take())
+            tok = self.peek()
+        if tok is not None and tok.upper == "EXISTS":
+            self.emit(self.take())
+            self.group(in_graph)
+            return
+        self.emit(self.take())  # a function name (a built-in, an IRI or a prefixed name) and its arguments
+        self.balanced_parens(in_graph)
+
+    # -- triples on the default graph -----------------------------------------------------------------------
+
+    def flush(self, block: list[_Tok], in_graph: bool) -> None:
+        if not block:
+            return
+        tokens = list(block)
+        block.clear()
+        if in_graph or self.own_dataset:
+            for tok in tokens:
+                self.emit(tok)
+            return
+        bnodes: dict[str, str] = {}
+        for k, tok in enumerate(tokens):  # a label names one node across the split patterns: a hidden variable
+            if tok.kind == "bnode":
+                var = bnodes.setdefault(tok.text, self.new_var("b"))
+                tokens[k] = _Tok("var", var, tok.space)
+        try:
+            triples = _Triples(tokens, self).parse()
+        except _Unsplittable:
+            var = self.new_var("g")
+            self.out.append(f" GRAPH {var} {{" + "".join(t.space + t.text for t in tokens) + " }" + self.guard(var))
+            return
+        for s, p, o in triples:
+            var = self.new_var("g")
+            pattern = f"GRAPH {var} {{ {s} {p} {o} }}" + self.guard(var)
+            if p[0] in "?$" or not _CLOSURE.search(re.sub(r"<[^>]*>", "", p)):
+                self.out.append(" " + pattern)
+                continue
+            # a closure path yields each pair once over the union; per graph it would repeat the pair (and a
+            # zero-length match) once per graph: DISTINCT over the graphs gives the union's answer
+            ends = [t for t in (s, o) if t[0] in "?$"]
+            if ends:
+                self.out.append(f" {{ SELECT DISTINCT {' '.join(dict.fromkeys(ends))} WHERE {{ {pattern} }} }}")
+            else:
+                self.out.append(f" FILTER EXISTS {{ {pattern} }}")
+
+
+class _Triples:
+    """Turtle-style triples (``;``, ``,``, ``[ ]``, property paths) into single triple patterns."""
+
+    def __init__(self, tokens: list[_Tok], scoper: _Scoper) -> None:
+        self.t = tokens
+        self.i = 0
+        self.scoper = scoper
+        self.triples: list[tuple[str, str, str]] = []
+
+    def peek(self) -> _Tok | None:
+        return self.t[self.i] if self.i < len(self.t) else None
+
+    def take(self) -> _Tok:
+        tok = self.peek()
+        if tok is None:
+            raise ScopeError("a triple pattern ends too early")
+        self.i += 1
+        return tok
+
+    def parse(self) -> list[tuple[str, str, str]]:
+        while self.peek() is not None:
+            if self.peek().text == ".":  # type: ignore[union-attr]
+                self.i += 1
+                continue
+            opened = self.peek().text == "["  # type: ignore[union-attr]
+            subject = self.node()
+            if opened and (self.peek() is None or self.peek().text == "."):  # type: ignore[union-attr]
+                continue
+            self.property_list(subject)
+        return self.triples
+
+    def node(self) -> str:
+        tok = self.take()
+        if tok.text == "[":
+            var = self.scoper.new_var("b")
+            if self.peek() is not None and self.peek().text == "]":  # type: ignore[union-attr]
+                self.i += 1
+                return var
+            self.property_list(var)
+            if self.take().text != "]":
+                raise ScopeError("unbalanced [ ] in a triple pattern")
+            return var
+        if tok.text == "(":
+            raise _Unsplittable
+        if tok.kind == "string":
+            text = tok.text
+            nxt = self.peek()
+            if nxt is not None and nxt.kind == "lang":
+                text += self.take().text
+            elif nxt is not None and nxt.text == "^^":
+                self.i += 1
+                text += "^^" + self.take().text
+            return text
+        if tok.text in ("+", "-") and self.peek() is not None and self.peek().kind == "number":  # type: ignore[union-attr]
+            return tok.text + self.take().text
+        if tok.kind in ("var", "iri", "pname", "number") or tok.upper in ("TRUE", "FALSE"):
+            return tok.text
+        raise ScopeError(f"unexpected {tok.text!r} in a triple pattern")
+
+    def property_list(self, subject: str) -> None:
+        while True:
+            steps, alternative = self.verb()
+            while True:
+                obj = self.node()
+                self.add(subject, steps, alternative, obj)
+                if self.peek() is not None and self.peek().text == ",":  # type: ignore[union-attr]
+                    self.i += 1
+                    continue
+                break
+            if self.peek() is None or self.peek().text != ";":  # type: ignore[union-attr]
+                return
+            while self.peek() is not None and self.peek().text == ";":  # type: ignore[union-attr]
+                self.i += 1
+            if self.peek() is None or self.peek().text in (".", "]"):  # type: ignore[union-attr]
+                return
+
+    def add(self, subject: str, steps: list[str], alternative: bool, obj: str) -> None:
+        if alternative or len(steps) == 1:
+            self.triples.append((subject, " ".join(steps) if not alternative else steps[0], obj))
+            return
+        current = subject
+        for k, step in enumerate(steps):
+            target = obj if k == len(steps) - 1 else self.scoper.new_var("p")
+            self.triples.append((current, step, target))
+            current = target
+
+    def verb(self) -> tuple[list[str], bool]:
+        """The predicate: a variable, or a path as its top-level sequence steps (``alternative``: a top-level
+        ``|``, so the whole path is one step)."""
+        tok = self.peek()
+        if tok is not None and tok.kind == "var":
+            self.i += 1
+            return [tok.text], False
+        start = self.i
+        steps = [self.path_sequence_step()]
+        alternative = False
+        while self.peek() is not None and self.peek().text in ("/", "|"):  # type: ignore[union-attr]
+            alternative = alternative or self.peek().text == "|"  # type: ignore[union-attr]
+            self.i += 1
+            steps.append(self.path_sequence_step())
+        if alternative:
+            return ["".join(t.space + t.text for t in self.t[start : self.i]).strip()], True
+        return steps, False
+
+    def path_sequence_step(self) -> str:
+        start = self.i
+        if self.peek() is not None and self.peek().text == "^":  # type: ignore[union-attr]
+            self.i += 1
+        self.path_primary()
+        nxt = self.peek()
+        if nxt is not None and nxt.text in ("*", "+", "?"):
+            self.i += 1
+        return "".join(t.space + t.text for t in self.t[start : self.i]).strip()
+
+    def path_primary(self) -> None:
+        tok = self.take()
+        if tok.kind in ("iri", "pname") or tok.text == "a":
+            return
+        if tok.text == "!":
+            if self.peek() is not None and self.peek().text == "(":  # type: ignore[union-attr]
+                self.skip_parens()
+            else:
+                if self.peek() is not None and self.peek().text == "^":  # type: ignore[union-attr]
+                    self.i += 1
+                self.take()
+            return
+        if tok.text == "(":
+            self.i -= 1
+            self.skip_parens()
+            return
+        raise ScopeError(f"unexpected {tok.text!r} where a predicate was expected")
+
+    def skip_parens(self) -> None:
+        depth = 0
+        while True:
+            tok = self.take()
+            depth += {"(": 1, ")": -1}.get(tok.text, 0)
+            if depth == 0:
+                return
+
+
+def scope_query(text: str, prefix: str) -> str:
+    """``text`` rewritten to read only graphs whose names start with ``prefix`` (see the module docstring);
+    :class:`ScopeError` for a query that cannot be confined."""
+    return _Scoper(_tokenize(text), prefix).query()
+
+
+def strip_hidden(variables: tuple[str, ...]) -> list[int] | None:
+    """Positions of the variables to keep when the rewrite's own variables came back (``SELECT *``); None when
+    there are none."""
+    if not any(v.startswith(HIDDEN) for v in variables):
+        return None
+    return [k for k, v in enumerate(variables) if not v.startswith(HIDDEN)]
