@@ -3,7 +3,7 @@ PYTHON ?= python
 PIP := $(PYTHON) -m pip
 DEMO_MEMORY ?= demo-memory
 
-.PHONY: install install-test demo test lint bench
+.PHONY: install install-test demo test test-order lint bench
 
 install:
 	$(PIP) install torch==2.13.0
@@ -24,6 +24,11 @@ test: install-test
 	pcm ontology check
 	pcm ontology test
 	$(PYTHON) -m pytest -q
+
+# The suite in a shuffled order (a new seed each run, printed first; `make test-order SEED=N` repeats one): a test
+# that passes only after another fails here.
+test-order: install-test
+	seed=$${SEED:-$$(date +%s)}; echo "pytest-randomly seed $$seed"; $(PYTHON) -m pytest -q -p randomly --randomly-seed=$$seed
 
 bench:
 	$(PYTHON) benchmarks/bench_store.py

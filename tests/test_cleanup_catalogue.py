@@ -4,16 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from pcm.namespaces import SCHEMA
-from pcm.ontology import Ontology, load_ontology
+from pcm.ontology import Ontology
 from pcm.shapes import ValueLimit, value_limits
-
-
-@pytest.fixture(scope="module")
-def onto() -> Ontology:
-    return load_ontology()
 
 
 def line(catalogue: str, curie: str) -> str:

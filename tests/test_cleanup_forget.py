@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from pcm.extraction.history import forget_delta
 from pcm.layout import HISTORY
 from pcm.memory import Memory
-from pcm.settings import Settings
 from test_extraction_updates import HOME, WORKS, history_subjects, moved, values
-
-
-@pytest.fixture
-def memory(tmp_path: Path) -> Iterator[Memory]:
-    with Memory.init(Settings(memory=tmp_path / "memory", index_enabled=False), owner="Dana Whitfield") as opened:
-        yield opened
 
 
 def count_updates(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> list[str]:

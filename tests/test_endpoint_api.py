@@ -34,11 +34,6 @@ def server(memory_settings: Settings) -> Iterator[PcmServer]:
         yield running
 
 
-@pytest.fixture(scope="module")
-def url(server: PcmServer) -> str:
-    return server.url
-
-
 # ------------------------------------------------------------------------------------------------ JSON API
 
 

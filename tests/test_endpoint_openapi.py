@@ -50,11 +50,6 @@ def server(settings: Settings) -> Iterator[PcmServer]:
 
 
 @pytest.fixture(scope="module")
-def url(server: PcmServer) -> str:
-    return server.url
-
-
-@pytest.fixture(scope="module")
 def document(url: str) -> dict[str, Any]:
     answer = httpx.get(url + "/openapi.json")
     assert answer.status_code == 200 and answer.headers["content-type"].startswith("application/json")
@@ -138,8 +133,11 @@ def test_every_route_answers_as_documented(url: str, server: PcmServer, check: C
     # every operation's success
     assert get("/api/health").json()["status"] == "ok"
     assert get("/api/info").json()["writable"] is True
+    # other tests of the module ingest into the same server, in whatever order they run: counts are relative
+    sessions = {c["id"] for c in get("/api/conversations").json()}
     stats = get("/api/stats").json()
-    assert stats["posts"] == 10 and stats["sessions"] == 1 and stats["triples"] > 0 and stats["graphs"]
+    assert "dana-05-pets" in sessions and stats["posts"] == posts(url) >= 10
+    assert stats["sessions"] == len(sessions) and stats["triples"] > 0 and stats["graphs"]
     assert get("/api/timings").status_code == 200
     get("/openapi.json")
     ingested = post("/api/ingest", json={"text": "Biscuit chewed a tennis ball today.", "session": "dog-notes"},
@@ -149,7 +147,7 @@ def test_every_route_answers_as_documented(url: str, server: PcmServer, check: C
     assert get("/api/recall", q="tennis ball", k="3").status_code == 200
     assert get("/api/search", q="beagle").json()["mode"] == "hybrid"
     conversations = get("/api/conversations").json()
-    assert {c["id"] for c in conversations} == {"dana-05-pets", "dog-notes"}
+    assert {c["id"] for c in conversations} == sessions | {"dog-notes"}
     page = get("/api/conversation", id="dana-05-pets").json()
     biscuit = next(f["s"]["value"] for p in page["posts"] for f in p["facts"] if f["s"]["value"].endswith("biscuit"))
     assert get("/api/entity", iri=biscuit).json()["label"] == "Biscuit"

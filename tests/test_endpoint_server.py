@@ -41,11 +41,6 @@ def server(memory_settings: Settings) -> Iterator[PcmServer]:
         yield running
 
 
-@pytest.fixture(scope="module")
-def url(server: PcmServer) -> str:
-    return server.url
-
-
 # ------------------------------------------------------------------------------------------------ queries
 
 

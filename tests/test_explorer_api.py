@@ -28,11 +28,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PcmServer]:
 
 
 @pytest.fixture(scope="module")
-def url(server: PcmServer) -> str:
-    return server.url
-
-
-@pytest.fixture(scope="module")
 def ns(url: str) -> str:
     return str(httpx.get(url + "/api/info").json()["namespace"])
 

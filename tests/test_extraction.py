@@ -17,7 +17,7 @@ import pyoxigraph as ox
 import pytest
 
 from llm_wire import FakeLLMServer, Reply
-from memory_template import init_template, memory_copy
+from memory_template import memory_copy
 from pcm.conversations import Conversation, Utterance
 from pcm.errors import LLMError
 from pcm.extraction import extract_posts, fact_history, find_duplicates, select_posts
@@ -50,12 +50,6 @@ Let me know if you need anything else."""
 
 
 # ---------------------------------------------------------------------------------------------------- helpers
-
-
-@pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One freshly initialised memory per module; each test gets a copy (init writes the ontology: ~0.4 s)."""
-    return init_template(tmp_path_factory)
 
 
 @pytest.fixture

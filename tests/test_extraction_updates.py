@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from memory_template import init_template, memory_copy
+from memory_template import memory_copy
 from pcm.cli_extract import history
 from pcm.conversations import Conversation, Utterance
 from pcm.extraction import extract_posts, fact_history
@@ -26,7 +26,7 @@ from pcm.layout import LEGACY_LAYOUT
 from pcm.llm import ScriptedClient
 from pcm.memory import Memory
 from pcm.namespaces import PCM, PROV, RDF, SCHEMA
-from pcm.ontology import Ontology, load_ontology
+from pcm.ontology import Ontology
 from pcm.settings import Settings
 
 T0 = datetime.fromisoformat("2025-09-01T19:30:00-07:00")
@@ -42,17 +42,6 @@ m:cascade-health a schema:Organization ; rdfs:label "Cascade Health" ."""
 BALLARD = """m:owner schema:homeLocation m:ballard .
 m:ballard a schema:Place ; rdfs:label "Ballard" ."""
 HOME_ONLY = 'm:owner schema:homeLocation m:{0} .\nm:{0} a schema:City ; rdfs:label "{1}" .'
-
-
-@pytest.fixture(scope="module")
-def onto() -> Ontology:
-    return load_ontology()
-
-
-@pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One freshly initialised memory per module; each test gets a copy (init writes the ontology: ~0.4 s)."""
-    return init_template(tmp_path_factory)
 
 
 @pytest.fixture

@@ -23,10 +23,10 @@ from pcm.memory import Memory
 from pcm.settings import Settings
 
 try:
-    from memory_template import init_template, memory_copy
+    from memory_template import memory_copy
     from test_endpoint_support import AUTH, POSTS, TOKEN, serving
 except ImportError:  # tests/ imported as a package
-    from tests.memory_template import init_template, memory_copy
+    from tests.memory_template import memory_copy
     from tests.test_endpoint_support import AUTH, POSTS, TOKEN, serving
 
 
@@ -35,11 +35,6 @@ def pcm(args: list[str | bytes], memory: Path, cwd: Path, **env: str) -> subproc
     environ.update({"PCM_MEMORY": str(memory), "PCM_LLM": "none", "PCM_INDEX": "off", **env})
     return subprocess.run([sys.executable, "-m", "pcm.cli", *args], capture_output=True, text=True, env=environ,
                           cwd=cwd, timeout=300)
-
-
-@pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return init_template(tmp_path_factory)
 
 
 @pytest.fixture

@@ -36,11 +36,6 @@ DECLARATION_TYPES = (OWL.Class, OWL.ObjectProperty, OWL.DatatypeProperty, OWL.An
 
 
 @pytest.fixture(scope="module")
-def onto() -> Ontology:
-    return load_ontology()
-
-
-@pytest.fixture(scope="module")
 def vocab_terms() -> frozenset[str]:
     """Every subject IRI of the published vocabularies, schema.org spelt https://schema.org/ as pcm spells it."""
     if not VOCAB.is_dir():

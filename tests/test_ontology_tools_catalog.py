@@ -13,11 +13,6 @@ from pcm.ontology import AREAS, COMPACT_LEGEND, Ontology, in_catalogue, load_ont
 from pcm.ontology_tools import catalog
 
 
-@pytest.fixture(scope="module")
-def onto() -> Ontology:
-    return load_ontology()
-
-
 def prompt(tmp_path: Path, body: str, name: str = "ask.v1.md") -> Path:
     path = tmp_path / "pkg" / "prompts" / name
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -50,11 +50,6 @@ class _Page(HTMLParser):
 
 
 @pytest.fixture(scope="module")
-def onto() -> Ontology:
-    return load_ontology()
-
-
-@pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory, onto: Ontology) -> Path:
     out = tmp_path_factory.mktemp("docs")
     write_docs(onto, out)

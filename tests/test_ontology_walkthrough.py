@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import shlex
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -50,8 +51,11 @@ def matches(expected: str, printed: str) -> bool:
 
 
 @pytest.fixture
-def checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A copy of the ontology author's files that pcm uses as its own, in a scratch working directory."""
+def checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A copy of the ontology author's files that pcm uses as its own, in a scratch working directory.
+
+    Afterwards the per-process caches are emptied: they hold what was read from the checkout (the shapes' value
+    limits, query texts, prompts), which the tests that run later must not see."""
     root = tmp_path / "checkout"
     shutil.copytree(REPO / "pcm_ontology", root / "pcm_ontology")
     shutil.copytree(REPO / "shapes", root / "shapes")
@@ -67,7 +71,11 @@ def checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(prompts, "PROMPTS_DIR", root / "src" / "prompts")
     monkeypatch.setattr(rename, "_default_queries", lambda: [root / "queries"])
     monkeypatch.chdir(root)
-    return root
+    yield root
+    _load.cache_clear()
+    value_limits.cache_clear()
+    resources.query_text.cache_clear()
+    prompts.load.cache_clear()
 
 
 def fresh_process(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -75,6 +83,7 @@ def fresh_process(monkeypatch: pytest.MonkeyPatch) -> None:
     _load.cache_clear()
     value_limits.cache_clear()
     resources.query_text.cache_clear()
+    prompts.load.cache_clear()
     monkeypatch.setattr(memory_module, "_VALIDATOR", None)
 
 

@@ -9,7 +9,7 @@ import rdflib
 
 from pcm.errors import UsageError
 from pcm.namespaces import turtle_prefixes
-from pcm.ontology import Ontology, load_ontology
+from pcm.ontology import Ontology
 from pcm.shapes import ValidationReport, Validator, Violation
 
 NS = "https://memory.example/alice/"
@@ -20,11 +20,6 @@ CONTEXT_TTL = """
 :me a schema:Person ; rdfs:label "Alice" .
 :car a schema:Car ; rdfs:label "my Golf" .
 """
-
-
-@pytest.fixture(scope="module")
-def onto() -> Ontology:
-    return load_ontology()
 
 
 @pytest.fixture(scope="module")
