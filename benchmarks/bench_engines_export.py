@@ -32,7 +32,6 @@ import pyoxigraph as ox  # noqa: E402
 
 from bench_engines import empty, engine_settings  # noqa: E402
 from pcm.memory import Memory  # noqa: E402
-from pcm.namespaces import GRAPH_CONVERSATION, GRAPH_PROVENANCE  # noqa: E402
 from pcm.naming import Naming  # noqa: E402
 
 #: Quads written per synthetic post (conversation 7, extraction 13, provenance 3).
@@ -61,7 +60,7 @@ def synthetic_nquads(naming: Naming, posts: int, path: Path) -> int:
         text = json.dumps(value, ensure_ascii=False)
         return f"{text}^^<{datatype}>" if datatype else text
 
-    conv, prov = iri(GRAPH_CONVERSATION), iri(GRAPH_PROVENANCE)
+    conv, prov = iri(naming.layout.conversation), iri(naming.layout.provenance)  # the memory's own graph names
     owner = iri(naming.owner)
     with path.open("w", encoding="utf-8") as out:
         previous = None
