@@ -159,7 +159,7 @@ def test_extraction_context_matches_entities_with_the_posts_stored_vector() -> N
         settings=SimpleNamespace(index_enabled=True),
         index=index,
     )
-    builder = ContextBuilder(memory.context, use_index=True)  # type: ignore[arg-type]
+    builder = ContextBuilder(memory, use_index=True)  # type: ignore[arg-type]
     assert builder._index_matches(CHAT[4]) == ["urn:m:biscuit"]
     assert builder._index_matches(CHAT[0]) == ["urn:m:biscuit"]
     (text, _, given), (_, _, missing) = index.calls
