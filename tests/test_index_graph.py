@@ -10,6 +10,7 @@ Biscuit to the second.
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,12 @@ def _records(turns: list[tuple[str, str, str]]) -> list[PostRecord]:
 
 def _top(index: SideIndex, query: str, k: int, **filters: str) -> list[str]:
     return [h.source_id for h in index.recall(query, k, **filters)]
+
+
+@pytest.fixture(autouse=True)
+def graph_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The leg is off by default (see ``GRAPH_WEIGHT``); these tests are about it switched on."""
+    monkeypatch.setattr(ranking, "GRAPH_WEIGHT", 1.0)
 
 
 @pytest.fixture
@@ -127,3 +134,24 @@ def test_the_graph_is_read_from_its_file_and_a_stale_line_is_recomputed(tmp_path
     recomputed = SideIndex.open(directory, embedder=HashEmbedder())
     assert SECOND_HOP in _top(recomputed, QUESTION, 3)
     assert "n:biscuit" in read_log(path)["urn:t:s1:0"][1]
+
+
+def test_purge_leaves_no_forgotten_terms_in_the_graph_file(tmp_path: Path) -> None:
+    directory = tmp_path / "index"
+    idx = SideIndex.open(directory, embedder=HashEmbedder())
+    idx.upsert_posts(_records(TURNS))
+    idx.delete_posts(["urn:t:s2:3"])
+    assert "retriev" in (directory / GRAPH_FILE).read_text(encoding="utf-8")  # forget appends a tombstone
+    idx.optimize(timedelta(0))  # what `pcm purge` runs
+    text = (directory / GRAPH_FILE).read_text(encoding="utf-8")
+    assert "retriev" not in text and "urn:t:s2:3" not in text
+    assert set(read_log(directory / GRAPH_FILE)) == {r.iri for r in _records(TURNS)} - {"urn:t:s2:3"}
+
+
+def test_with_the_leg_off_no_graph_file_is_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ranking, "GRAPH_WEIGHT", 0.0)
+    directory = tmp_path / "index"
+    idx = SideIndex.open(directory, embedder=HashEmbedder())
+    idx.upsert_posts(_records(TURNS))
+    assert _top(idx, "Biscuit", 3)
+    assert not (directory / GRAPH_FILE).exists()

@@ -33,9 +33,13 @@ _FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself)\b|\bi['’](?:m|ve|d|ll)\
 _SECOND_PERSON = re.compile(r"\b(?:you|your|yours|yourself)\b|\byou['’](?:re|ve|d|ll)\b", re.IGNORECASE)
 DEPTH = 100
 """Candidates taken from each leg before fusion (at least 4k)."""
-GRAPH_WEIGHT = 1.0
+GRAPH_WEIGHT = 0.0
 """Weight in the fusion of the term-graph leg (personalised PageRank from the question's terms and the best fused
-posts, :mod:`pcm.index.graph`); 0 switches the leg off."""
+posts, :mod:`pcm.index.graph`); 0 switches the leg off, and then no graph file is kept. Off by default: at 1.0 it
+raised R@10 on LoCoMo conv-26 (0.727 -> 0.740) and the LongMemEval dev slice (0.870 -> 0.891) but lowered the S-like
+haystack (0.783 -> 0.739, preference questions 0.750 -> 0.500) and single-hop R@5 (0.814 -> 0.757), and its first
+recall after an open loads the graph (3.7 s at 100k posts). ``bench_recall_memories.py --set GRAPH_WEIGHT=1``
+measures it."""
 GRAPH_SEEDS = 10
 """Best fused posts the graph walk restarts from."""
 """Candidates taken from each leg before fusion (at least 4k)."""

@@ -163,6 +163,15 @@ class SideIndex:
         with self._lock:
             self._open_tables().optimize(self.version_retention if retain is None else retain)
             self._writes = 0
+            if retain is not None and not retain:
+                self._compact_graph_file()
+
+    def _compact_graph_file(self) -> None:
+        """Rewrite the graph file with the live posts' lines only: a forgotten post's terms leave the disk."""
+        path = self.directory / GRAPH_FILE
+        if path.exists():
+            live = self._posts.slot_of
+            write_log(path, {iri: entry for iri, entry in read_log(path).items() if iri in live})
 
     # -- the record of the last full reconcile ----------------------------------------------------------------------
     def sync_record(self) -> dict[str, Any] | None:
@@ -645,6 +654,8 @@ class SideIndex:
     ) -> None:
         """Carry a write of the posts mirror into the term graph (when loaded) and, with ``persist``, append
         the posts whose digest changed, and those that went, to the graph file."""
+        if ranking.GRAPH_WEIGHT <= 0:
+            return
         graph = self._term_graph
         posts = self._posts
         lines: list[list[Any]] = []
