@@ -5,7 +5,6 @@ tolerated. Stand-ins pin the calls; the last tests use the real event chains and
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from types import SimpleNamespace
@@ -155,12 +154,6 @@ def test_a_factual_question_does_not_walk_events(memory: Memory, monkeypatch: py
     monkeypatch.setattr(events, "event_context", stand_in)
     result = ask(memory.context, "What colour is my car?", client=ScriptedClient([context_model("zzz", "x")] * 4), as_of=AS_OF)
     assert not stand_in.calls and result.path == "none"
-
-
-def test_missing_event_module_is_tolerated(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "pcm.retrieval.traversal.events", None)  # import raises ImportError
-    result = ask(memory.context, "Why was my car blocked?", client=ScriptedClient([context_model("zzz", "x")] * 4), as_of=AS_OF)
-    assert result.path == "none"
 
 
 def test_a_conversation_question_routes_through_summary_context(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:

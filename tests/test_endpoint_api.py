@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from tests.test_endpoint_support import AUTH, PET_TEXT, TOKEN, ask, build_memory, serving
 
 from pcm.endpoint import SERVE_FILE, discover
 from pcm.endpoint.config import ServeConfig
@@ -16,11 +17,6 @@ from pcm.endpoint.server import PcmServer
 from pcm.errors import MemoryLockedError, UsageError
 from pcm.memory import Memory
 from pcm.settings import Settings
-
-try:
-    from test_endpoint_support import AUTH, PET_TEXT, TOKEN, ask, build_memory, serving
-except ImportError:  # tests/ imported as a package
-    from tests.test_endpoint_support import AUTH, PET_TEXT, TOKEN, ask, build_memory, serving
 
 
 @pytest.fixture(scope="module")

@@ -9,23 +9,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-
-try:
-    from test_endpoint_support import build_memory, serving
-except ImportError:  # tests/ imported as a package
-    from tests.test_endpoint_support import build_memory, serving
-
-
-def _index_available() -> bool:
-    try:
-        from pcm.index import SideIndex, get_embedder  # noqa: F401
-    except ImportError:
-        return False
-    return True
+from tests.test_endpoint_support import build_memory, serving
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not _index_available(), reason="pcm.index (the side index) is not available yet")
 def test_ask_and_recall_through_the_server_with_the_side_index(tmp_path: Path) -> None:
     settings = build_memory(tmp_path / "indexed", facts=False).with_(index_enabled=True)
     with serving(settings) as server:

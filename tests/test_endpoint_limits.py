@@ -10,14 +10,9 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from tests.test_endpoint_support import AUTH, EX, ask, build_memory, serving
 
 from pcm.endpoint.server import PcmServer
-
-try:
-    from test_endpoint_support import AUTH, EX, ask, build_memory, serving
-except ImportError:  # tests/ imported as a package
-    from tests.test_endpoint_support import AUTH, EX, ask, build_memory, serving
-
 
 LIMIT = 2.0
 

@@ -20,16 +20,11 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as examples
 from hypothesis import strategies as st
 from openapi_spec_validator import validate as validate_spec
+from tests.test_endpoint_reindex import _follow, _patch
+from tests.test_endpoint_support import AUTH, POSTS, build_memory, serving
 
 from pcm.endpoint.server import PcmServer
 from pcm.settings import Settings
-
-try:
-    from test_endpoint_reindex import _follow, _patch
-    from test_endpoint_support import AUTH, POSTS, build_memory, serving
-except ImportError:  # tests/ imported as a package
-    from tests.test_endpoint_reindex import _follow, _patch
-    from tests.test_endpoint_support import AUTH, POSTS, build_memory, serving
 
 MAX_BODY = 64 * 1024
 

@@ -16,18 +16,13 @@ from typing import Any
 import httpx
 import pytest
 from click.testing import CliRunner
+from tests.test_endpoint_support import AUTH, TOKEN, build_memory, serving
+from tests.test_traversal import WordEmbedder
 
 from pcm.cli import main as cli
 from pcm.endpoint.jobs import AlreadyRunning, BackgroundJob
 from pcm.endpoint.server import PcmServer
 from pcm.settings import Settings
-
-try:
-    from test_endpoint_support import AUTH, TOKEN, build_memory, serving
-    from test_traversal import WordEmbedder
-except ImportError:  # tests/ imported as a package
-    from tests.test_endpoint_support import AUTH, TOKEN, build_memory, serving
-    from tests.test_traversal import WordEmbedder
 
 EMBEDDER = WordEmbedder()
 

@@ -17,17 +17,13 @@ import pyoxigraph as ox
 import pytest
 import rdflib
 from rdflib.compare import isomorphic
+from tests.test_endpoint_support import AUTH, EX, POSTS, TOKEN, ask, build_memory, serving
 
 from pcm.backend import Solutions
 from pcm.backend_remote import RemoteBackend
 from pcm.endpoint.server import PcmServer
 from pcm.errors import PcmError
 from pcm.settings import Settings
-
-try:
-    from test_endpoint_support import AUTH, EX, POSTS, TOKEN, ask, build_memory, serving
-except ImportError:  # tests/ imported as a package
-    from tests.test_endpoint_support import AUTH, EX, POSTS, TOKEN, ask, build_memory, serving
 
 
 @pytest.fixture(scope="module")

@@ -15,13 +15,9 @@ from pathlib import Path
 import httpx
 import pytest
 import rdflib
+from tests.test_endpoint_support import AUTH, EX, POSTS, TOKEN, build_memory, serving
 
 from pcm.backend_remote import RemoteBackend
-
-try:
-    from test_endpoint_support import AUTH, EX, POSTS, TOKEN, build_memory, serving
-except ImportError:  # tests/ imported as a package
-    from tests.test_endpoint_support import AUTH, EX, POSTS, TOKEN, build_memory, serving
 
 #: The query time limit, which is also the engine's idle timeout for keep-alive connections (whole seconds).
 ENGINE_IDLE_S = 1.0

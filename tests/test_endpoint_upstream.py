@@ -19,13 +19,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from tests.test_endpoint_support import POSTS, build_memory, serving
 
 from pcm.endpoint.upstream import EngineUnavailable, TimeLimit, TooLarge, Upstream, WriteUnconfirmed
-
-try:
-    from test_endpoint_support import POSTS, build_memory, serving
-except ImportError:  # tests/ imported as a package
-    from tests.test_endpoint_support import POSTS, build_memory, serving
 
 Reply = Callable[[socket.socket, bytes], bool]  # (connection, request head) -> keep the connection open?
 

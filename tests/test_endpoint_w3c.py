@@ -22,13 +22,9 @@ import pyoxigraph as ox
 import pytest
 import rdflib
 from rdflib.collection import Collection
+from tests.test_endpoint_support import TOKEN, build_memory, serving
 
 from pcm.endpoint.server import PcmServer
-
-try:
-    from test_endpoint_support import TOKEN, build_memory, serving
-except ImportError:  # tests/ imported as a package
-    from tests.test_endpoint_support import TOKEN, build_memory, serving
 
 SUITE = Path(__file__).resolve().parents[1].parent / "shared" / "conformance" / "w3c-rdf-tests" / "sparql" / "sparql11" / "protocol"
 MF = rdflib.Namespace("http://www.w3.org/2001/sw/DataAccess/tests/test-manifest#")

@@ -8,16 +8,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from tests.test_endpoint_support import AUTH, build_memory, serving
+from tests.test_traversal import WordEmbedder
 
 from pcm.endpoint.server import PcmServer
 from pcm.memory import Memory
-
-try:
-    from test_endpoint_support import AUTH, build_memory, serving
-    from test_traversal import WordEmbedder
-except ImportError:  # tests/ imported as a package
-    from tests.test_endpoint_support import AUTH, build_memory, serving
-    from tests.test_traversal import WordEmbedder
 
 CONVERSATION = "urn:pcm:graph:conversation"
 PREFIXES = (

@@ -7,15 +7,11 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from tests.test_endpoint_support import BREED_POST, PET_POST, VET_POST, build_memory, serving
 
 from pcm.endpoint.app import STATIC
 from pcm.endpoint.server import PcmServer
 from pcm.namespaces import PREFIXES
-
-try:
-    from test_endpoint_support import BREED_POST, PET_POST, VET_POST, build_memory, serving
-except ImportError:  # tests/ imported as a package
-    from tests.test_endpoint_support import BREED_POST, PET_POST, VET_POST, build_memory, serving
 
 PCM = "https://w3id.org/pcm/ontology#"
 

@@ -15,13 +15,9 @@ from typing import Any
 
 import httpx
 import pytest
+from tests.test_endpoint_support import build_memory, serving
 
 from pcm.namespaces import PREFIXES
-
-try:
-    from test_endpoint_support import build_memory, serving
-except ImportError:  # tests/ imported as a package
-    from tests.test_endpoint_support import build_memory, serving
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "explorer"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

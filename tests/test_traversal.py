@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pyoxigraph as ox
 import pytest
+from tests.oxigraph_server import start_oxigraph
 
 from pcm.backend import Backend
 from pcm.backend_local import LocalBackend
@@ -37,11 +38,6 @@ from pcm.retrieval.traversal import (
 )
 from pcm.retrieval.traversal.graph import predicate_words
 from pcm.retrieval.traversal.vectors import TextVectors
-
-try:
-    from oxigraph_server import start_oxigraph
-except ImportError:  # tests/ imported as a package
-    from tests.oxigraph_server import start_oxigraph
 
 NS = "https://pcm.invalid/m/traversal-test/"
 NAMING = Naming(NS)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pyoxigraph as ox
 import pytest
 from click.testing import CliRunner
+from tests.test_traversal import WordEmbedder
 
 from pcm.cli_retrieve import retrieve as retrieve_command
 from pcm.conversations import Conversation, Utterance
@@ -23,11 +24,6 @@ from pcm.namespaces import PCM, PROV, RDF, RDFS, SCHEMA
 from pcm.provenance import Activity, activity_quads
 from pcm.retrieval.traversal import Kind, retrieve
 from pcm.settings import Settings
-
-try:
-    from test_traversal import WordEmbedder
-except ImportError:  # tests/ imported as a package
-    from tests.test_traversal import WordEmbedder
 
 N = ox.NamedNode
 A = N(RDF + "type")

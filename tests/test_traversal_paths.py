@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pyoxigraph as ox
 import pytest
+from tests.test_traversal import WordEmbedder
 
 from pcm.backend_local import LocalBackend
 from pcm.layout import LEGACY_LAYOUT
@@ -23,11 +24,6 @@ from pcm.naming import Naming
 from pcm.resources import render_query
 from pcm.retrieval.traversal import AStarConfig, Restrictions, TraversalConfig, TraversalEngine
 from pcm.retrieval.traversal.graph import DENIED_PREDICATES, hop_path, hop_sequence
-
-try:
-    from test_traversal import WordEmbedder
-except ImportError:  # tests/ imported as a package
-    from tests.test_traversal import WordEmbedder
 
 NS = "https://pcm.invalid/m/traversal-paths/"
 NAMING = Naming(NS)

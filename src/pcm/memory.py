@@ -178,6 +178,8 @@ class Memory:
     """One person's memory: manifest, store and side index, opened together and refused together."""
 
     def __init__(self, settings: Settings, manifest: Manifest, backend: Backend, *, read_only: bool) -> None:
+        self.held_by_server = False
+        """Opened through a running ``pcm serve`` (its engine holds the store's files, so no purge now)."""
         naming = Naming(manifest.namespace, DatasetLayout.of(manifest.layout, manifest.memory_id))
         self.context = MemoryContext(
             settings, manifest, naming, backend, MemoryStore(backend, naming), read_only, open_index=lambda: self.index
@@ -283,10 +285,14 @@ class Memory:
         if not isinstance(settings, Settings):
             settings = Settings.from_env(memory=Path(settings).expanduser())
         manifest = Manifest.load(settings.memory)
+        held = False
         if not settings.store_url:
+            direct = settings
             settings = _through_running_server(settings, read_only=read_only)
+            held = settings is not direct
         backend = _open_backend(settings, read_only=read_only)
         memory = cls(settings, manifest, backend, read_only=read_only)
+        memory.held_by_server = held
         if not migrating:
             try:
                 memory._check_ontology()
@@ -805,7 +811,7 @@ class Memory:
         from pcm.ontology_tools.migrate import purge_backups
 
         scope = self.backend.capabilities.purge
-        if scope is PurgeScope.HELD:
+        if scope is PurgeScope.HELD or self.held_by_server:
             raise MemoryLockedError("a served memory is not purged while the server runs: stop `pcm serve`, then `pcm purge`")
         self.context.stop_runner()  # the query worker reads the store's files: stop it before they are replaced
         kept = self.backend.compact() if scope is PurgeScope.FILES else None  # first: a failure touches nothing else

@@ -264,7 +264,7 @@ class _Run:
 
         try:
             found = retrieve(memory.context, question).triples
-        except (PcmError, ImportError, OSError, ValueError):
+        except (PcmError, OSError, ValueError):
             return []
         posts = [s.post for item in found for s in item.sources if s.post]
         if posts and self._source_ids is None:

@@ -134,7 +134,7 @@ class ContextBuilder:
             with self._index_lock:
                 index = self.memory.index
                 matches = index.match_entities(post.text, k, vector=index.post_vector(post.iri))
-        except (ImportError, AttributeError, PcmError) as error:
+        except PcmError as error:
             log.info("entity matching through the side index is unavailable: %s", error)
             self._use_index = False
             return []

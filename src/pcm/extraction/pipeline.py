@@ -353,7 +353,7 @@ class _Run:
         """Open (and catch up) the side index here, once, before the workers share it."""
         try:
             _ = self.memory.index
-        except (ImportError, PcmError) as error:
+        except PcmError as error:
             log.info("side index unavailable during extraction: %s", error)
 
     def _tick(self, n: int) -> None:

@@ -152,6 +152,6 @@ def update_index(memory: MemoryContext, iris: Sequence[str]) -> None:
         ]
         if records:
             memory.index.upsert_entities(records)
-    except (ImportError, AttributeError, PcmError) as error:
+    except PcmError as error:
         log.warning("side index not updated after extraction (reconciled on the next open): %s", error)
         memory.store.mark_index_pending()  # sticky: a later index write must not clear it before a full reconcile

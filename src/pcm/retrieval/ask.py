@@ -495,13 +495,11 @@ def closest_said(hit: Any) -> str:
 
 def _summary_context(memory: MemoryContext, question: str, k: int) -> list[tuple[str, list[EvidencePost]]]:
     """Session summaries matching the question (:mod:`pcm.summaries.context`); empty when unavailable."""
-    try:
-        from pcm.summaries.context import summary_context
-    except ImportError:
-        return []
+    from pcm.summaries.context import summary_context
+
     try:
         return list(summary_context(memory, question, k=k))
-    except (PcmError, ImportError, OSError, ValueError) as error:
+    except (PcmError, OSError, ValueError) as error:
         log.info("session summaries unavailable: %s", error)
         return []
 
@@ -512,10 +510,8 @@ def _event_context(
     """Event chains (:mod:`pcm.retrieval.traversal.events`) walked each way in ``directions`` from the matched
     entities, else from the events the question's words name (the matched entities may be things rather than
     events: the car, not its breakdown); lines deduplicated, at most ``k``; empty when unavailable."""
-    try:
-        from pcm.retrieval.traversal.events import event_context
-    except ImportError:
-        return []
+    from pcm.retrieval.traversal.events import event_context
+
     lines: dict[str, list[EvidencePost]] = {}
     try:
         for direction in directions:
@@ -523,7 +519,7 @@ def _event_context(
             found = found or list(event_context(memory, question, [], direction=direction, k=k))
             for line, posts in found:
                 lines.setdefault(line, list(posts))
-    except (PcmError, ImportError, OSError, ValueError) as error:
+    except (PcmError, OSError, ValueError) as error:
         log.info("event chains unavailable: %s", error)
     return list(lines.items())[:k]
 
@@ -531,7 +527,7 @@ def _event_context(
 def _recall(memory: MemoryContext, question: str, k: int, *, session: str | None = None) -> list[Any]:
     try:
         return list(memory.recall(question, k, session=session))
-    except (ImportError, PcmError, OSError) as error:
+    except (PcmError, OSError) as error:
         log.info("episodic recall unavailable: %s", error)
         return []
 
@@ -541,7 +537,7 @@ def _said_by_others(memory: MemoryContext, question: str) -> bool:
     check); ``False`` when the index is unavailable, so recall's answer stands."""
     try:
         return memory.index.said_by_others(question)
-    except (ImportError, PcmError, OSError) as error:
+    except (PcmError, OSError) as error:
         log.info("attribution check unavailable: %s", error)
         return False
 
@@ -551,16 +547,14 @@ def _traversal_context(memory: MemoryContext, question: str, start: Sequence[str
     name another algorithm), each with the posts it came from; empty when traversal is unavailable."""
     if not start:
         return []
-    try:
-        from pcm.retrieval.traversal import TraversalEngine
-    except ImportError:
-        return []
+    from pcm.retrieval.traversal import TraversalEngine
+
     algorithm = str(getattr(memory.settings, "traversal_algorithm", "") or TRAVERSAL_ALGORITHM)
     try:
         with TraversalEngine.for_memory(memory) as engine:
             found = engine.retrieve(question, list(start), algorithm).triples[: 4 * k]
             lines = [item.text or engine.text_of(item.triple) for item in found]
-    except (PcmError, ImportError, OSError, ValueError, TypeError, AttributeError) as error:
+    except (PcmError, OSError, ValueError) as error:
         log.info("traversal fallback unavailable: %s", error)
         return []
     posts = {p.post: p for p in answers.posts_of(memory, [s.post for item in found for s in item.sources if s.post])}

@@ -300,7 +300,7 @@ def _index(memory: MemoryContext) -> SideIndex | None:
         return None
     try:
         return memory.index
-    except (ImportError, PcmError, OSError) as error:
+    except (PcmError, OSError) as error:
         log.info("side index unavailable for grounding: %s", error)
         return None
 

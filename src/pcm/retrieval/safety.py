@@ -207,11 +207,22 @@ def _worker_main() -> None:  # pragma: no cover - runs in the child process (exe
     for line in sys.stdin.buffer:
         request = json.loads(line)
         try:
-            if store is None or request["version"] != version:
-                store = None
-                store = ox.Store.read_only(path)
-                version = request["version"]
-            reply = result_message(store.query(request["q"], use_default_graph_as_union=True), int(request["limit"]))
+            for attempt in (1, 2):
+                if store is None or request["version"] != version:
+                    store = None
+                    store = ox.Store.read_only(path)
+                    version = request["version"]
+                try:
+                    reply = result_message(
+                        store.query(request["q"], use_default_graph_as_union=True), int(request["limit"])
+                    )
+                    break
+                except OSError as exc:
+                    # The writer compacted files away under this handle (the store's names and sizes changed
+                    # after the parent read them): a fresh handle sees the current files.
+                    if attempt == 2 or "No such file" not in str(exc):
+                        raise
+                    store = None
         except MemoryError:
             reply = {"error": "memory"}
         except SyntaxError as exc:
