@@ -12,41 +12,18 @@ from __future__ import annotations
 
 import json
 
-import pyoxigraph as ox
-
-from pcm.backend import QueryResult, Solutions, Term
+from pcm.backend import QueryResult, Solutions
+from pcm.sparql.results import boolean_json, graph_ntriples, solutions_json
 
 RESULTS_JSON = "application/sparql-results+json"
 N_TRIPLES = "application/n-triples"
 
 
-def term_json(term: Term) -> dict[str, object]:
-    """One term in the SPARQL 1.1 Query Results JSON Format."""
-    if isinstance(term, ox.NamedNode):
-        return {"type": "uri", "value": term.value}
-    if isinstance(term, ox.BlankNode):
-        return {"type": "bnode", "value": term.value}
-    if isinstance(term, ox.Literal):
-        out: dict[str, object] = {"type": "literal", "value": term.value}
-        if term.language:
-            out["xml:lang"] = term.language
-        elif term.datatype.value != "http://www.w3.org/2001/XMLSchema#string":
-            out["datatype"] = term.datatype.value
-        return out
-    return {  # an RDF-star quoted triple
-        "type": "triple",
-        "value": {"subject": term_json(term.subject), "predicate": term_json(term.predicate),
-                  "object": term_json(term.object)},
-    }
-
-
 def serialise(result: QueryResult) -> tuple[str, bytes]:
     """Content type and body for a query result: results JSON for SELECT and ASK, N-Triples for a graph."""
     if isinstance(result, bool):
-        return RESULTS_JSON, json.dumps({"head": {}, "boolean": result}).encode("utf-8")
+        return RESULTS_JSON, json.dumps(boolean_json(result)).encode("utf-8")
     if isinstance(result, Solutions):
-        bindings = [{k: term_json(v) for k, v in row.items()} for row in result.dicts()]
-        document = {"head": {"vars": list(result.variables)}, "results": {"bindings": bindings}}
+        document = solutions_json(result.variables, result.rows)
         return RESULTS_JSON, json.dumps(document, ensure_ascii=False).encode("utf-8")
-    lines = "".join(f"{t.subject} {t.predicate} {t.object} .\n" for t in result)
-    return N_TRIPLES, lines.encode("utf-8")
+    return N_TRIPLES, graph_ntriples(result).encode("utf-8")
