@@ -68,6 +68,9 @@ class QueryMemoryExceeded(QueryError):
 # ---------------------------------------------------------------------------------------------------- running
 
 
+_MISSING_FILE = "No such file or directory"
+
+
 class QueryRunner:
     """Runs queries under a hard time limit and a memory bound (see the module docstring for how).
 
@@ -103,11 +106,21 @@ class QueryRunner:
             return self.backend.query(text, timeout=seconds, limit=limit)
         deadline = time.monotonic() + seconds
         with self._lock:
-            if self._worker is None or not self._worker.alive:
-                self._worker = _Worker(self._path, self.memory_mb)
-            return self._worker.run(
-                text, limit=limit, timeout=seconds, deadline=deadline, version=self.backend.fingerprint()
-            )
+            for attempt in (1, 2):
+                if self._worker is None or not self._worker.alive:
+                    self._worker = _Worker(self._path, self.memory_mb)
+                try:
+                    return self._worker.run(
+                        text, limit=limit, timeout=seconds, deadline=deadline, version=self.backend.fingerprint()
+                    )
+                except QueryError as error:
+                    # The writer compacted a file away while the worker's read-only handle opened or read it
+                    # (RocksDB reads the manifest, then the files it names): a fresh worker reads the current one.
+                    if attempt == 2 or _MISSING_FILE not in str(error):
+                        raise
+                    self._worker.stop()
+                    self._worker = None
+            raise AssertionError("unreachable")
 
     def close(self) -> None:
         with self._lock:
@@ -207,22 +220,11 @@ def _worker_main() -> None:  # pragma: no cover - runs in the child process (exe
     for line in sys.stdin.buffer:
         request = json.loads(line)
         try:
-            for attempt in (1, 2):
-                if store is None or request["version"] != version:
-                    store = None
-                    store = ox.Store.read_only(path)
-                    version = request["version"]
-                try:
-                    reply = result_message(
-                        store.query(request["q"], use_default_graph_as_union=True), int(request["limit"])
-                    )
-                    break
-                except OSError as exc:
-                    # The writer compacted files away under this handle (the store's names and sizes changed
-                    # after the parent read them): a fresh handle sees the current files.
-                    if attempt == 2 or "No such file" not in str(exc):
-                        raise
-                    store = None
+            if store is None or request["version"] != version:
+                store = None
+                store = ox.Store.read_only(path)
+                version = request["version"]
+            reply = result_message(store.query(request["q"], use_default_graph_as_union=True), int(request["limit"]))
         except MemoryError:
             reply = {"error": "memory"}
         except SyntaxError as exc:
