@@ -14,9 +14,10 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from tests.test_index_attribution import _records
 from tests.test_index_side import HashEmbedder
 
-from pcm.index import PostRecord, SideIndex
+from pcm.index import SideIndex
 from pcm.index import recall as ranking
 from pcm.index.graph import GRAPH_FILE, read_log, terms
 
@@ -36,19 +37,6 @@ TURNS = [
 ]
 QUESTION = "What breed is the puppy Bob adopted?"
 SECOND_HOP = "s2:3"
-
-
-def _records(turns: list[tuple[str, str, str]]) -> list[PostRecord]:
-    positions: dict[str, int] = {}
-    out = []
-    for session, speaker, text in turns:
-        n = positions.get(session, 0)
-        positions[session] = n + 1
-        role = "user" if speaker == "Alice" else "assistant"
-        out.append(
-            PostRecord(f"urn:t:{session}:{n}", session, role, speaker, None, text, f"{session}:{n}", n)
-        )
-    return out
 
 
 def _top(index: SideIndex, query: str, k: int, **filters: str) -> list[str]:
