@@ -32,12 +32,8 @@ import pyoxigraph as ox
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
+from pcm.index.records import entity_record as _entity_record  # noqa: E402
 from pcm.memory import Memory  # noqa: E402
-
-try:  # renamed in session 2
-    from pcm.memory import entity_record as _entity_record  # noqa: E402
-except ImportError:  # pragma: no cover
-    from pcm.memory import _entity_record  # type: ignore[attr-defined,no-redef]  # noqa: E402
 from pcm.settings import Settings  # noqa: E402
 from test_ask_support import build_sample_memory, cited_ids, load_questions, sparql_reply  # noqa: E402
 
@@ -228,10 +224,14 @@ def run(directory: Path, runs: int, use_llm: bool) -> None:
     calls: list[int] = []
     planned = 0
     right = cited_right = 0
+    wall: list[float] = []
+    valid = repairs = 0
     for round_ in range(runs):
         for q in questions:
             requests_before = len(getattr(client, "requests", ()))
+            started = time.perf_counter()
             result = ask(memory.context, str(q["question"]), client=client, as_of=as_of)
+            wall.append(time.perf_counter() - started)
             totals.append(result.stats["non_llm_ms"])
             per_question.setdefault(str(q["question"]), []).append(result.stats["non_llm_ms"])
             for stage, values in stages.items():
@@ -244,10 +244,20 @@ def run(directory: Path, runs: int, use_llm: bool) -> None:
                 cites = cited_ids(result) == set(q["evidence"])  # type: ignore[arg-type]
                 right += ok
                 cited_right += cites
+                model_steps = [s for s in result.trace if s.source == "model"]
+                valid += any(s.outcome in ("ok", "empty") for s in model_steps)
+                repairs += max(0, len(model_steps) - 1)
+                if use_llm:
+                    print(f"  {wall[-1]:6.1f} s  {'right' if ok else 'wrong'}  {result.path:<10} "
+                          f"{len(model_steps)} model queries  {q['question']}", flush=True)
                 if not (ok and cites):
                     print(f"  MISS {q['question']} -> {result.answer} [{result.path}]")
     n = len(questions)
     print(f"questions: {n} x {runs} runs; answers right {right}/{n}, citations right {cited_right}/{n}")
+    print(f"questions with a valid model query (ran, rows or none): {valid}/{n}; repair rounds: {repairs} "
+          f"({repairs / n:.2f} per question)")
+    print(f"wall seconds per question: median {statistics.median(wall):.1f}, p95 {pct(wall, 0.95):.1f}, "
+          f"total {sum(wall):.0f}")
     print(f"non-LLM time per question: p50 {pct(totals, 0.5):.1f} ms, p95 {pct(totals, 0.95):.1f} ms, "
           f"max {max(totals):.1f} ms (target p95 <= 100 ms)")
     for stage, values in stages.items():
