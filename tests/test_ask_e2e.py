@@ -11,6 +11,7 @@ With a real model configured (``PCM_LLM=anthropic:...`` or ``openai:...``) the s
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 
 import pytest
@@ -70,6 +71,23 @@ def test_prompts_stay_within_the_token_budget(sample: Memory) -> None:
         user = user_message(grounding, load_ontology())
         sizes.append(prompt_tokens(system_prompt(grounding.catalogue), [Message.user(user)]))
     assert max(sizes) <= 4000, sizes
+
+
+def test_the_system_prompt_is_the_same_for_every_question(sample: Memory) -> None:
+    """What varies between questions (their further areas) is in the user turn, so a prompt cache keeps the rest."""
+    from pcm.ontology import load_ontology
+    from pcm.retrieval.grounding import build_grounding
+    from pcm.retrieval.nl2sparql import system_prompt, user_message
+
+    groundings = [build_grounding(sample.context, str(item["question"]), as_of=AS_OF) for item in QUESTIONS]
+    assert len({system_prompt(g.catalogue) for g in groundings}) == 1
+    assert len({g.areas for g in groundings}) > 1  # the questions did choose different areas
+    pets = next(g for g in groundings if g.areas is not None and "pets" in g.areas)
+    user = user_message(pets, load_ontology())
+    assert user.startswith("MORE VOCABULARY FOR THIS QUESTION:\n") and "pcm:Pet" in user
+    assert "pcm:Pet:" not in system_prompt(pets.catalogue)
+    plain = dataclasses.replace(pets, vocabulary="")  # the core covers the question: no such section
+    assert user_message(plain, load_ontology()).startswith("PREFIX m: <")
 
 
 def test_grounding_offers_the_entities_the_question_names(sample: Memory) -> None:

@@ -8,7 +8,7 @@ from pcm.retrieval.nl2sparql import PROMPTS_DIR, prompt_file, prompt_version, re
 
 def test_the_nl2sparql_prompt_has_its_parts_and_version() -> None:
     prompt = prompt_file()
-    assert prompt.version == "nl2sparql.v1" and prompt_version() == f"nl2sparql.v1@{prompt.digest}"
+    assert prompt.version == "nl2sparql.v2" and prompt_version() == f"nl2sparql.v2@{prompt.digest}"
     assert set(prompt.parts) == {"system", "user", "repair", "json"}
     assert "JSON query form" in system_prompt("", "json") and "JSON query form" not in system_prompt("")
     assert "type first" in prompt.parts["system"].lower() and "COUNT(DISTINCT" in prompt.parts["system"]
@@ -28,7 +28,7 @@ def test_the_committed_vocabulary_block_is_what_the_ontology_generates() -> None
     from pcm.ontology import load_ontology
     from pcm.ontology_tools.catalog import refreshed
 
-    path = PROMPTS_DIR / "nl2sparql.v1.md"
+    path = PROMPTS_DIR / "nl2sparql.v2.md"
     text = path.read_text(encoding="utf-8")
     assert refreshed(text, load_ontology(), str(path)) == text
 

@@ -122,7 +122,12 @@ class Grounding:
     areas: tuple[str, ...] | None
     """Catalogue areas sent, or None for the whole catalogue."""
     catalogue: str
+    """The catalogue of the system prompt: the core areas, the same for every question of a memory (or everything,
+    while the catalogue is small), so a model's prompt cache keeps it from one question to the next."""
     usage: Usage
+    vocabulary: str = ""
+    """The question's own areas beyond the core (their catalogue blocks, no second legend), sent in the user turn
+    after the fixed system prompt; empty when the core covers the question."""
     entities: list[GroundedEntity] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -171,7 +176,7 @@ def build_grounding(memory: MemoryContext, question: str, *, as_of: datetime, on
     ontology = ontology or load_ontology()
     entities = match_question_entities(memory, question)
     areas = catalogue_areas(question, entities, ontology)
-    catalogue = _catalogue(ontology, areas)
+    catalogue, vocabulary = split_catalogue(ontology, areas)
     return Grounding(
         question=question,
         as_of=as_of,
@@ -180,6 +185,7 @@ def build_grounding(memory: MemoryContext, question: str, *, as_of: datetime, on
         namespace=memory.naming.namespace,
         areas=areas,
         catalogue=catalogue,
+        vocabulary=vocabulary,
         usage=usage_stats(memory),
         entities=entities,
         seconds=time.perf_counter() - started,
@@ -206,6 +212,25 @@ def catalogue_areas(question: str, entities: Sequence[GroundedEntity], ontology:
     while optional and _approx_tokens(_catalogue(ontology, tuple(a for a in AREAS if a in chosen))) > CATALOGUE_TOKENS:
         chosen.discard(optional.pop(0))  # the biggest area only a keyword asked for goes first
     return tuple(a for a in AREAS if a in chosen)
+
+
+def split_catalogue(ontology: Ontology, areas: tuple[str, ...] | None) -> tuple[str, str]:
+    """``(system catalogue, user-turn vocabulary)`` for the chosen ``areas``.
+
+    Why split: a local model re-reads a prompt only from the first token that differs from its previous one, so
+    the part that changes from question to question (the areas beyond :data:`ASK_CORE`) goes in the user turn and
+    the system prompt stays byte-identical across questions. ``None`` (the whole, small catalogue) stays whole.
+    """
+    if areas is None:
+        return _catalogue(ontology, None), ""
+    from pcm.ontology import AREAS
+
+    core = tuple(a for a in AREAS if a in ASK_CORE)
+    extra = tuple(a for a in areas if a not in ASK_CORE)
+    if not extra:
+        return _catalogue(ontology, core), ""
+    blocks = _catalogue(ontology, extra).split("\n\n")[1:]  # without a second legend
+    return _catalogue(ontology, core), "\n\n".join(b.strip("\n") for b in blocks) + "\n"
 
 
 @lru_cache(maxsize=256)

@@ -1,11 +1,12 @@
 """The NL→SPARQL prompt and the model's reply.
 
-The prompt is a versioned file (``pcm/prompts/retrieval/nl2sparql.v1.md``) with three parts: ``system`` (the strategy after the
+The prompt is a versioned file (``pcm/prompts/retrieval/nl2sparql.v2.md``) with three parts: ``system`` (the strategy after the
 PCM paper: type first, subqueries for reference dates, COUNT(DISTINCT) for how-many, dates rather than durations,
 participant rather than agent for "with whom"; few-shot examples written for our ontology; the vocabulary),
-``user`` (the grounding and the question) and ``repair`` (what went wrong with the last query). The vocabulary
-block between the catalogue markers is generated (``pcm ontology catalog --write``); each call replaces it with
-the areas chosen for the question.
+``user`` (the question's further vocabulary, the grounding and the question) and ``repair`` (what went wrong with
+the last query). The vocabulary block between the catalogue markers is generated (``pcm ontology catalog
+--write``); each call replaces it with the core areas, the same for every question (so a local model's prompt
+cache keeps the whole system prompt), and the user turn adds the areas chosen for the question.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from pcm.retrieval.grounding import Grounding
 
 PROMPTS_DIR = _ALL_PROMPTS / "retrieval"
-PROMPT_FILE = "nl2sparql.v1.md"
+PROMPT_FILE = "nl2sparql.v2.md"
 #: Output budget of one NL→SPARQL call (a query is a few hundred tokens).
 MAX_OUTPUT_TOKENS = 1200
 OPERATION = "nl2sparql"
@@ -58,8 +59,10 @@ def system_prompt(catalogue: str, output: str = "sparql") -> str:
 
 
 def user_message(grounding: Grounding, ontology: Ontology) -> str:
+    vocabulary = grounding.vocabulary.strip("\n")
     return prompt_file().render(
         "user",
+        vocabulary=f"MORE VOCABULARY FOR THIS QUESTION:\n{vocabulary}\n\n" if vocabulary else "",
         namespace=grounding.namespace,
         date=f"{grounding.as_of.date().isoformat()} ({grounding.as_of:%A})",
         owner_name=grounding.owner_name,
