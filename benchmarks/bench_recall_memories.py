@@ -36,7 +36,7 @@ from pcm.evaluation.metrics import KS, hits_at, percentile, ranked_unique  # noq
 from pcm.index import SideIndex, get_embedder, relevance  # noqa: E402
 from pcm.index import recall as ranking  # noqa: E402
 
-CURVE = (-0.3, -0.2, -0.15, -0.1, -0.05, 0.0, 0.05)
+CURVE = (-0.3, -0.25, -0.2, -0.18, -0.15, -0.12, -0.1, -0.05, 0.0, 0.05)
 """Thresholds of the relevance score at which the trade-off curve is reported."""
 
 

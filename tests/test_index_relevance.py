@@ -87,8 +87,13 @@ def test_a_write_refreshes_the_decision(tmp_path: Path) -> None:
     idx = SideIndex.open(tmp_path / "index", embedder=HashEmbedder())
     idx.upsert_posts(_records(TURNS))
     assert idx.relevance("What did Bob make in his pottery class?").relevant is False
-    extra = _records([*TURNS, ("s9", "Bob", "I made a mug in my own pottery class, a lopsided one.")])[-1]
-    idx.upsert_posts([extra])
+    bob = [
+        ("s9", "Bob", "I made a mug in my own pottery class, a lopsided one."),
+        ("s9", "Alice", "Ha, mine were lopsided at first too."),
+        ("s9", "Bob", "My pottery class teacher made me make a second one."),
+        ("s9", "Bob", "Next pottery class we make plates."),
+    ]
+    idx.upsert_posts(_records([*TURNS, *bob])[len(TURNS):])
     assert idx.relevance("What did Bob make in his pottery class?").relevant is True
 
 
