@@ -8,6 +8,7 @@ the listener, so Bob asking "how is your pottery class going?" does not make pot
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from pcm.conversations import Conversation, Utterance
 from pcm.evaluation.metrics import says_not_in_memory
 from pcm.index import SideIndex
 from pcm.index import relevance as rules
-from pcm.index.relevance import content_terms, split_turn
+from pcm.index.relevance import TermStats, content_terms, split_turn
 from pcm.memory import Memory
 from pcm.retrieval.answer import NOT_IN_MEMORY
 from pcm.retrieval.ask import ask
@@ -126,3 +127,15 @@ def test_episodic_ask_declines_with_its_reason_and_answers_with_evidence(tmp_pat
         assert "s1:0" in {p.source_id for p in answered.posts}
     finally:
         memory.close()
+
+
+def test_a_rebuild_tokenises_only_the_posts_that_changed() -> None:
+    records = _records(TURNS)
+    at = {(r.session, r.position): i for i, r in enumerate(records)}
+    first = TermStats.build(((i, r, f"d{i}") for i, r in enumerate(records)), lambda s, p: at.get((s, p)))
+    changed = replace(records[0], text="I glazed a teapot today.")
+    again = [(0, changed, "new"), *((i, r, f"d{i}") for i, r in enumerate(records) if i)]
+    second = TermStats.build(again, lambda s, p: at.get((s, p)), first)
+    assert second.parts[records[1].iri] is first.parts[records[1].iri]  # reused, not re-tokenised
+    assert "teapot" in second.units[0] and "potteri" not in second.units[0]
+    assert second.df.get("teapot") == 1 and "teapot" not in first.df

@@ -121,8 +121,9 @@ def split_turn(text: str) -> tuple[str, str]:
 class TermStats:
     """Per post: the content terms of the unit about its speaker; over all posts: document frequencies.
 
-    Built from the posts mirror and rebuilt when the mirror changes (its ``generation``); one pass over the texts,
-    with stems cached.
+    Built from the posts mirror and rebuilt when the mirror changes (its ``generation``). A rebuild tokenises only
+    the posts whose digest changed since the previous build (the rest reuse their terms), then recomputes the units
+    and postings, which are cheap next to the tokenising.
     """
 
     units: dict[int, frozenset[str]] = field(default_factory=dict)
@@ -130,34 +131,46 @@ class TermStats:
     postings: dict[str, list[int]] = field(default_factory=dict)
     """term -> slots whose unit holds it."""
     df: dict[str, int] = field(default_factory=dict)
-    """term -> number of posts whose own text holds it (for IDF)."""
+    """term -> number of posts whose text holds it (for IDF)."""
     posts: int = 0
+    parts: dict[str, tuple[str, frozenset[str], frozenset[str]]] = field(default_factory=dict)
+    """post IRI -> (digest, terms of its own sentences, terms of its sentences addressed to the listener)."""
 
     @classmethod
-    def build(cls, records: Iterable[tuple[int, PostRecord]], at: Callable[[str, int], int | None]) -> TermStats:
-        """From ``(slot, record)`` pairs and ``at(session, position) -> slot`` (``None`` for no such post)."""
+    def build(
+        cls,
+        records: Iterable[tuple[int, PostRecord, str]],
+        at: Callable[[str, int], int | None],
+        previous: TermStats | None = None,
+    ) -> TermStats:
+        """From ``(slot, record, digest)`` triples and ``at(session, position) -> slot`` (``None`` for no such
+        post); ``previous`` lends the terms of posts whose digest it saw."""
         chosen = list(records)
-        by_slot = dict(chosen)
-        parts: dict[int, tuple[set[str], set[str]]] = {}
+        by_slot = {slot: record for slot, record, _ in chosen}
+        known = previous.parts if previous is not None else {}
+        parts: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {}
         df: dict[str, int] = {}
-        for slot, record in chosen:
-            own, addressed = split_turn(record.text)
-            own_terms, addressed_terms = content_terms(own), content_terms(addressed)
-            parts[slot] = (own_terms, addressed_terms)
-            for term in own_terms | addressed_terms:
+        for _, record, digest in chosen:
+            entry = known.get(record.iri)
+            if entry is None or entry[0] != digest:
+                own, addressed = split_turn(record.text)
+                entry = (digest, frozenset(content_terms(own)), frozenset(content_terms(addressed)))
+            parts[record.iri] = entry
+            for term in entry[1] | entry[2]:
                 df[term] = df.get(term, 0) + 1
         units: dict[int, frozenset[str]] = {}
         postings: dict[str, list[int]] = {}
-        for slot, record in chosen:
-            unit = set(parts[slot][0])
+        for slot, record, _ in chosen:
+            unit = set(parts[record.iri][1])
             for position in (record.position - 1, record.position + 1):
                 other = at(record.session, position)
-                if other is not None and other in parts and by_slot[other].speaker != record.speaker:
-                    unit |= parts[other][1]
+                neighbour = by_slot.get(other) if other is not None else None
+                if neighbour is not None and neighbour.speaker != record.speaker:
+                    unit |= parts[neighbour.iri][2]
             units[slot] = frozenset(unit)
             for term in unit:
                 postings.setdefault(term, []).append(slot)
-        return cls(units, postings, df, len(chosen))
+        return cls(units, postings, df, len(chosen), parts)
 
     def idf(self, term: str) -> float:
         """``log((N + 1) / (df + 0.5))``: a term no post holds gets the highest weight."""
@@ -192,7 +205,8 @@ class Relevance:
             return ""
         return (
             f"What the question asks about {self.speaker} matches what {self.other_speaker or 'someone else'} "
-            f"said ({self.others:.0%} of its words) more than anything {self.speaker} said ({self.coverage:.0%})."
+            f"said ({self.others:.0%} of its words, weighted by rarity) more than what {self.speaker} said "
+            f"({self.coverage:.0%})."
         )
 
 

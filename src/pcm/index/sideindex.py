@@ -407,8 +407,10 @@ class SideIndex:
                 iri = at.get((session, position))
                 return None if iri is None else posts.slot_of.get(iri)
 
-            pairs = ((posts.slot_of[r.iri], r) for r in posts.live_records())
-            self._term_stats = (*key, TermStats.build(pairs, slot_at))
+            slots = ((posts.slot_of[r.iri], r) for r in posts.live_records())
+            triples = ((slot, r, posts.digests[slot]) for slot, r in slots)
+            previous = self._term_stats[2] if self._term_stats is not None else None
+            self._term_stats = (*key, TermStats.build(triples, slot_at, previous))
         return self._term_stats[2]
 
     def post_vector(self, iri: str) -> np.ndarray | None:
