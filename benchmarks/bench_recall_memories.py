@@ -3,9 +3,11 @@
 ``pcm eval`` builds one memory per item under ``OUT/memories`` (a LoCoMo conversation, a LongMemEval question's
 haystack). This script reopens each item's side index and asks only the recall: evidence recall@5/@10/@20 per
 category (all evidence turns in the top k), session recall@10 (every answer session among the sessions of the top
-10), and, for questions the memory cannot answer (LoCoMo adversarial, LongMemEval ``_abs``), how often the
-attribution check of episodic answers (:meth:`SideIndex.said_by_others`) declines them, against how often it
-declines an answerable question.
+10), and, for questions the memory cannot answer (LoCoMo adversarial, LongMemEval ``_abs``), how often episodic
+answers decline them, against how often they decline an answerable question: the old rank-count attribution check
+(:meth:`SideIndex.said_by_others`) and the relevance decision that answers use (:meth:`SideIndex.relevance`), the
+latter also as a trade-off curve over its threshold (``ATTRIBUTION_MARGIN``) and per half of the questions (even-
+and odd-numbered), so a threshold chosen on one half can be checked on the other.
 
     pcm eval locomo ../shared/data/locomo/locomo-conv-26.json --llm none --out /tmp/run-locomo
     python benchmarks/bench_recall_memories.py locomo ../shared/data/locomo/locomo-conv-26.json /tmp/run-locomo
@@ -31,19 +33,24 @@ sys.path.insert(0, str(REPO / "src"))
 
 from pcm.evaluation.datasets import category_of, load_items  # noqa: E402
 from pcm.evaluation.metrics import KS, hits_at, percentile, ranked_unique  # noqa: E402
-from pcm.index import SideIndex, get_embedder  # noqa: E402
+from pcm.index import SideIndex, get_embedder, relevance  # noqa: E402
 from pcm.index import recall as ranking  # noqa: E402
+
+CURVE = (-0.3, -0.25, -0.2, -0.18, -0.15, -0.12, -0.1, -0.05, 0.0, 0.05)
+"""Thresholds of the relevance score at which the trade-off curve is reported."""
 
 
 def override(assignments: list[str]) -> dict[str, Any]:
-    """Apply ``NAME=VALUE`` to the ranking constants (the value parsed as JSON, so numbers and booleans work)."""
+    """Apply ``NAME=VALUE`` to the ranking or relevance constants (the value parsed as JSON, so numbers and booleans
+    work)."""
     applied = {}
     for assignment in assignments:
         name, _, raw = assignment.partition("=")
-        if not hasattr(ranking, name):
-            raise SystemExit(f"pcm.index.recall has no constant {name!r}")
+        module = ranking if hasattr(ranking, name) else relevance if hasattr(relevance, name) else None
+        if module is None:
+            raise SystemExit(f"neither pcm.index.recall nor pcm.index.relevance has a constant {name!r}")
         value = json.loads(raw)
-        setattr(ranking, name, value)
+        setattr(module, name, value)
         applied[name] = value
     return applied
 
@@ -54,8 +61,11 @@ def run(dataset: str, path: Path, out: Path, limit: int | None = None) -> dict[s
     hits: dict[str, dict[int, list[bool]]] = defaultdict(lambda: defaultdict(list))
     session_hits: dict[str, list[bool]] = defaultdict(list)
     declined: dict[str, list[bool]] = defaultdict(list)
+    decided: dict[str, list[bool]] = defaultdict(list)
+    scores: list[tuple[int, bool, float | None]] = []
     latencies: list[float] = []
     checks: list[float] = []
+    decisions: list[float] = []
     items = load_items(dataset, path)[:limit]
     for item in items:
         directory = out / "memories" / re.sub(r"[^\w.-]+", "_", item.id) / "index"
@@ -70,8 +80,14 @@ def run(dataset: str, path: Path, out: Path, limit: int | None = None) -> dict[s
                 found = index.recall(q.text, max(KS))
                 latencies.append(time.perf_counter() - start)
                 start = time.perf_counter()
-                declined["unanswerable" if q.abstention else "answerable"].append(index.said_by_others(q.text))
+                kind = "unanswerable" if q.abstention else "answerable"
+                declined[kind].append(index.said_by_others(q.text))
                 checks.append(time.perf_counter() - start)
+                start = time.perf_counter()
+                decision = index.relevance(q.text)
+                decisions.append(time.perf_counter() - start)
+                decided[kind].append(not decision.relevant)
+                scores.append((len(scores), q.abstention, decision.score if decision.speaker else None))
                 if not q.evidence or q.abstention:
                     continue
                 ranked = ranked_unique(h.source_id for h in found)
@@ -93,9 +109,27 @@ def run(dataset: str, path: Path, out: Path, limit: int | None = None) -> dict[s
             for c, v in sorted(hits.items(), key=lambda kv: (kv[0] == "overall", kv[0]))
         },
         "declined": {c: {"n": len(v), "rate": statistics.fmean(v)} for c, v in declined.items()},
+        "relevance": {c: {"n": len(v), "rate": statistics.fmean(v)} for c, v in decided.items()},
+        "curve": curve(scores),
+        "decision_ms": {"p50": percentile(decisions, 50) * 1000, "p95": percentile(decisions, 95) * 1000},
         "latency_ms": {"p50": percentile(latencies, 50) * 1000, "p95": percentile(latencies, 95) * 1000},
         "check_ms": {"p50": percentile(checks, 50) * 1000, "p95": percentile(checks, 95) * 1000},
     }
+
+
+def curve(scores: list[tuple[int, bool, float | None]]) -> list[dict[str, Any]]:
+    """Decline rates (unanswerable, answerable) at each threshold of :data:`CURVE`, over all questions and over
+    the even- and odd-numbered halves; a question the decision does not apply to is never declined."""
+    rows = []
+    for threshold in CURVE:
+        row: dict[str, Any] = {"threshold": threshold}
+        for half, keep in (("all", lambda i: True), ("even", lambda i: i % 2 == 0), ("odd", lambda i: i % 2 == 1)):
+            chosen = [(a, s) for i, a, s in scores if keep(i)]
+            for kind, want in (("unanswerable", True), ("answerable", False)):
+                flags = [s is not None and s < threshold for a, s in chosen if a is want]
+                row[f"{half}_{kind}"] = statistics.fmean(flags) if flags else float("nan")
+        rows.append(row)
+    return rows
 
 
 def report(result: dict[str, Any], applied: dict[str, Any]) -> str:
@@ -107,10 +141,19 @@ def report(result: dict[str, Any], applied: dict[str, Any]) -> str:
         )
     for kind, row in result["declined"].items():
         lines.append(f"  declined {kind:17s} {row['n']:4d} {row['rate']:6.3f}")
+    for kind, row in result["relevance"].items():
+        lines.append(f"  relevance declined {kind:7s} {row['n']:4d} {row['rate']:6.3f}"
+                     f"  (ATTRIBUTION_MARGIN {relevance.ATTRIBUTION_MARGIN})")
+    lines.append("  relevance curve: threshold   unanswerable/answerable declined: all | even half | odd half")
+    for row in result["curve"]:
+        lines.append(f"    {row['threshold']:+.2f}  " + " | ".join(
+            f"{row[f'{h}_unanswerable']:.3f}/{row[f'{h}_answerable']:.3f}" for h in ("all", "even", "odd")))
     lat = result["latency_ms"]
     check = result["check_ms"]
+    decision = result["decision_ms"]
     lines.append(f"  recall latency p50 {lat['p50']:.1f} ms p95 {lat['p95']:.1f} ms; "
-                 f"attribution check p50 {check['p50']:.1f} ms p95 {check['p95']:.1f} ms")
+                 f"attribution check p50 {check['p50']:.1f} ms p95 {check['p95']:.1f} ms; "
+                 f"relevance p50 {decision['p50']:.1f} ms p95 {decision['p95']:.1f} ms")
     return "\n".join(lines)
 
 

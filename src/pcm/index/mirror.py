@@ -43,6 +43,8 @@ class _Slots(Generic[R]):
         self.vectors = np.zeros((0, dim), dtype=np.float32)
         self.alive = np.zeros(0, dtype=bool)
         self._free: list[int] = []
+        self.generation = 0
+        """Counts changes (put, remove, load), so a structure derived from the records knows when it is stale."""
 
     def __len__(self) -> int:
         return len(self.slot_of)
@@ -104,6 +106,7 @@ class _Slots(Generic[R]):
         return (r for r in self.records if r is not None)
 
     def put(self, record: R, digest: str, search_hash: str, vector: np.ndarray) -> None:
+        self.generation += 1
         self.remove(record.iri)
         slot = self._claim(record.iri)
         if slot == len(self.records):
@@ -119,6 +122,7 @@ class _Slots(Generic[R]):
         slot = self.slot_of.get(iri)
         if slot is None:
             return None
+        self.generation += 1
         record = self.records[slot]
         self._release(iri)
         self.records[slot] = None
@@ -136,6 +140,7 @@ class _Slots(Generic[R]):
     ) -> None:
         """Fill an empty mirror in one go (opening an index): slot i holds row i."""
         size = len(iris)
+        self.generation += 1
         self.slot_of = dict(zip(iris, range(size), strict=True))
         self.digests, self.search_hashes = digests, hashes
         self.vectors = np.array(vectors, dtype=np.float32, copy=True).reshape(

@@ -26,6 +26,7 @@ from pcm.index.embedder import Embedder, get_embedder
 from pcm.index.graph import GRAPH_FILE, TermGraph, append_log, read_log, terms, write_log
 from pcm.index.mirror import EntityMirror, PostMirror
 from pcm.index.records import EntityMatch, EntityRecord, PostRecord, RecallHit
+from pcm.index.relevance import Relevance, TermStats, assess, name_words
 from pcm.index.tables import (
     KEY_SEPARATOR,
     SYNC_FILE,
@@ -98,6 +99,8 @@ class SideIndex:
         self._post_mirror: PostMirror | None = None
         self._entity_mirror: EntityMirror | None = None
         self._term_graph: TermGraph | None = None
+        self._term_stats: tuple[int, int, TermStats] | None = None
+        """The relevance decision's per-post terms, with the id and generation of the mirror they describe."""
         self._overlaid = False
         """Set once :meth:`overlay_posts` put posts in the mirror that the tables lack: the graph file is then
         left alone, since it describes the tables."""
@@ -363,6 +366,52 @@ class SideIndex:
             fused = ranking.rrf(legs)
             ranked = sorted(fused, key=lambda slot: (-fused[slot], slot))
             return ranking.first_rank(ranked, said) >= ranking.ATTRIBUTION_RANK
+
+    def relevance(self, query: str) -> Relevance:
+        """Whether the memory holds something about the one speaker a question names, or only what others said
+        (:mod:`pcm.index.relevance`); always relevant when the question names no speaker or several, or the
+        memory has a single speaker."""
+        with self._lock:
+            self._open_tables()
+            posts = self._posts
+            speakers = [n for n, c in posts.speaker_counts.items() if c > 0]
+            named = named_speakers(query, posts.speaker_counts)
+            if not query.strip() or len(speakers) < 2 or len(named) != 1:
+                return Relevance(True)
+            (name,) = named
+            content = without_speakers(query, named)
+            size = posts.capacity()
+            cosines = np.einsum(
+                "ij,j->i", posts.vectors[:size], self._query_vector(vector_query(content)), optimize=False
+            )
+            ignore = name_words(speakers)
+            return assess(
+                self._relevance_terms(),
+                content,
+                ignore,
+                lambda slot: posts.record_at(slot).speaker,
+                name,
+                cosines,
+                posts.speaker_mask(name),
+                posts.alive[:size],
+            )
+
+    def _relevance_terms(self) -> TermStats:
+        """The relevance decision's per-post terms, rebuilt when the posts mirror has changed since."""
+        posts = self._posts
+        key = (id(posts), posts.generation)
+        if self._term_stats is None or self._term_stats[:2] != key:
+            at = posts.at
+
+            def slot_at(session: str, position: int) -> int | None:
+                iri = at.get((session, position))
+                return None if iri is None else posts.slot_of.get(iri)
+
+            slots = ((posts.slot_of[r.iri], r) for r in posts.live_records())
+            triples = ((slot, r, posts.digests[slot]) for slot, r in slots)
+            previous = self._term_stats[2] if self._term_stats is not None else None
+            self._term_stats = (*key, TermStats.build(triples, slot_at, previous))
+        return self._term_stats[2]
 
     def post_vector(self, iri: str) -> np.ndarray | None:
         """The stored vector of an indexed post (a copy), or ``None`` when the post is not indexed.

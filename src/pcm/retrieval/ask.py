@@ -58,6 +58,7 @@ from pcm.retrieval.repair import RepairLoop, RepairResult, TraceStep, around_ent
 
 if TYPE_CHECKING:
     from pcm.context import MemoryContext
+    from pcm.index.relevance import Relevance
     from pcm.ontology import Ontology
 
 log = logging.getLogger(__name__)
@@ -454,10 +455,11 @@ def _episodic_without_llm(memory: MemoryContext, question: str, as_of: datetime,
     hits = _recall(memory, question, k)
     if not hits:
         return AskResult(question, answers.NOT_IN_MEMORY, "none", as_of, note=NO_LLM_NOTE)
-    if _said_by_others(memory, question):
+    decision = _relevance(memory, question)
+    if decision is not None and not decision.relevant:
         # the nearest turns stay as evidence: the asker sees who did say it, and a wrong decline still shows them
         note = NO_LLM_NOTE + " The question's words match what other people said, not the person it asks about."
-        text = answers.NOT_IN_MEMORY + " The nearest utterances are about someone else."
+        text = f"{answers.NOT_IN_MEMORY} {decision.reason}"
         return AskResult(question, text, "none", as_of, note=note, posts=answers.posts_from_hits(hits))
     best = hits[0]
     who = best.speaker or best.role
@@ -532,14 +534,14 @@ def _recall(memory: MemoryContext, question: str, k: int, *, session: str | None
         return []
 
 
-def _said_by_others(memory: MemoryContext, question: str) -> bool:
-    """Whether the question asks about one person and only others said its words (the index's attribution
-    check); ``False`` when the index is unavailable, so recall's answer stands."""
+def _relevance(memory: MemoryContext, question: str) -> Relevance | None:
+    """Whether the memory holds something about the one person the question asks about, or only what others said
+    (:mod:`pcm.index.relevance`); ``None`` when the index is unavailable, so recall's answer stands."""
     try:
-        return memory.index.said_by_others(question)
+        return memory.index.relevance(question)
     except (PcmError, OSError) as error:
-        log.info("attribution check unavailable: %s", error)
-        return False
+        log.info("relevance decision unavailable: %s", error)
+        return None
 
 
 def _traversal_context(memory: MemoryContext, question: str, start: Sequence[str], k: int) -> list[tuple[str, list[EvidencePost]]]:
