@@ -12,7 +12,8 @@ catalogue), safety checks, execution in the worker process, post-processing, evi
 lookups, cited posts), the answer. Prints p50/p95 overall and per stage, answer accuracy at scale, and the prompt
 tokens per question. ``--llm`` runs the same questions against the configured model (``PCM_LLM``) instead.
 
-Run: ``python benchmarks/bench_ask.py [--memory DIR] [--posts 100000] [--graphs 8000] [--runs 3] [--llm]``.
+Run: ``python benchmarks/bench_ask.py [--memory DIR] [--posts 100000] [--graphs 8000] [--runs 3] [--llm]
+[--questions N]``.
 The memory is built once into DIR (default: a temp dir) and reused when it exists.
 """
 
@@ -186,11 +187,11 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
-def run(directory: Path, runs: int, use_llm: bool) -> None:
+def run(directory: Path, runs: int, use_llm: bool, limit: int | None = None) -> None:
     from pcm.llm import ScriptedClient, make_client
     from pcm.retrieval.ask import ask
 
-    questions = load_questions()
+    questions = load_questions()[:limit]
     gold = {str(q["question"]): "\n".join(q["sparql"]) for q in questions}  # type: ignore[arg-type]
 
     def respond(system: str, messages: list, operation: str) -> str:
@@ -278,6 +279,7 @@ def main() -> None:
     parser.add_argument("--graphs", type=int, default=8_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--llm", action="store_true", help="use the configured model (PCM_LLM) instead of the gold SPARQL")
+    parser.add_argument("--questions", type=int, help="only the first N questions (a real model takes minutes each)")
     parser.add_argument("--reindex", action="store_true", help="rebuild the entity index of an existing memory first")
     args = parser.parse_args()
     directory = args.memory or Path(tempfile.mkdtemp(prefix="pcm-bench-ask-")) / "memory"
@@ -285,7 +287,7 @@ def main() -> None:
         build(directory, args.posts, args.graphs)
     elif args.reindex:
         index_entities(directory)
-    run(directory, args.runs, args.llm)
+    run(directory, args.runs, args.llm, args.questions)
 
 
 if __name__ == "__main__":
