@@ -76,9 +76,11 @@ def content_terms(text: str, ignore: frozenset[str] = frozenset()) -> set[str]:
     """Stemmed content words of ``text``: stop words, words of two letters and the ``ignore`` words dropped."""
     out = set()
     for word in _TOKEN.findall(text):
-        folded = word.casefold().replace("’", "'").split("'", 1)[0]
-        if len(folded) > 2 and folded not in _STOPWORDS and folded not in ignore:
-            out.add(_stem(folded))
+        term = _TERMS.get(word, _UNSEEN)
+        if term is _UNSEEN:
+            term = _TERMS[word] = _term(word)
+        if term is not None and term[0] not in ignore:
+            out.add(term[1])
     return out
 
 
@@ -87,14 +89,17 @@ def name_words(speakers: Iterable[str]) -> frozenset[str]:
     return frozenset(w.casefold() for name in speakers for w in _TOKEN.findall(name))
 
 
-_STEMS: dict[str, str] = {}
+_UNSEEN = ("", "")
+_TERMS: dict[str, tuple[str, str] | None] = {}
+"""Token as written -> (folded word, stem), or ``None`` for a stop word or a short one: tokenising every post of a
+large memory (the first decision after opening) meets the same words again and again."""
 
 
-def _stem(word: str) -> str:
-    stem = _STEMS.get(word)
-    if stem is None:
-        stem = _STEMS[word] = _stemmer.stemWord(word)
-    return stem
+def _term(word: str) -> tuple[str, str] | None:
+    folded = word.casefold().replace("’", "'").split("'", 1)[0]
+    if len(folded) <= 2 or folded in _STOPWORDS:
+        return None
+    return folded, _stemmer.stemWord(folded)
 
 
 def split_turn(text: str) -> tuple[str, str]:
