@@ -1,5 +1,8 @@
 """Side-index speed: batch indexing throughput, recall latency at 100k posts, entity matching at 100k entities.
 
+The relevance decision of episodic answers (:meth:`SideIndex.relevance`) is timed beside recall: its first call
+after opening builds the word tables of every post, later calls cost one query embedding and a postings walk.
+
     python benchmarks/bench_index.py [--posts 100000] [--entities 100000] [--queries 200]
 
 Targets (issue 4): batch indexing >= 300 utterances/s with embedding; recall p95 <= 50 ms at 100k posts; entity
@@ -269,6 +272,20 @@ def scale(tmp: Path, n_posts: int, n_entities: int, n_queries: int) -> None:
         )
     r = timed(lambda q: index.recall(q, k=10, session="s7", since=datetime(2020, 1, 2)), questions[:50])
     print(f"recall filtered @{n_posts}: p50 {r['p50']:.1f} ms  p95 {r['p95']:.1f} ms")
+
+    # the relevance decision of episodic answers: its first call tokenises every post into the word tables
+    index._query_cache.clear()
+    start, start_cpu = time.perf_counter(), time.process_time()
+    index.relevance(questions[0])
+    print(
+        f"relevance first decision @{n_posts} (builds the word tables): {time.perf_counter() - start:.2f} s"
+        f"  (CPU {time.process_time() - start_cpu:.2f} s)"
+    )
+    r = timed(index.relevance, questions[1:])
+    print(
+        f"relevance per question @{n_posts}: p50 {r['p50']:.1f} ms  p95 {r['p95']:.1f} ms  max {r['max']:.1f} ms"
+        f"  (CPU p50 {r['cpu50']:.1f} ms  p95 {r['cpu95']:.1f} ms)"
+    )
 
     picks = [rng.choice(entities) for _ in range(n_queries)]
     mentions = []

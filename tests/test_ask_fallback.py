@@ -75,11 +75,14 @@ def test_a_look_alike_is_shown_as_the_closest_thing_said_not_as_an_answer(indexe
     assert "[1] (" in client.requests[-1][1][0].content  # the model saw recalled utterances, and abstained
 
 
-def test_a_question_about_something_never_said_is_not_in_memory(indexed: Memory) -> None:
+def test_a_question_about_something_never_said_shows_the_closest_thing_said(indexed: Memory) -> None:
+    """Names no speaker, so there is nothing to attribute: the model's last resort shows what recall found, as
+    episodic mode does, and says it is not a stored fact."""
     client = ScriptedClient([lambda s, m, op: "NO QUERY: nothing fits" if op == "nl2sparql" else "NOT IN MEMORY"] * 6)
     result = ask(indexed.context, "Which submarine did I command?", client=client, as_of=AS_OF)
-    assert result.path == "none" and result.answer.startswith("Not in memory") and not result.posts
-    assert "nothing recalled matches the question" in result.note
+    assert result.path == "episodic" and result.answer.startswith("Not in memory as a stored fact.")
+    episodic = ask(indexed.context, "Which submarine did I command?", client=None, as_of=AS_OF)
+    assert cited_ids(result) == cited_ids(episodic) and cited_ids(result)
 
 
 def test_traversal_answers_from_facts_around_the_matched_entities(indexed: Memory) -> None:

@@ -21,9 +21,10 @@ from pcm.evaluation.metrics import says_not_in_memory
 from pcm.index import SideIndex
 from pcm.index import relevance as rules
 from pcm.index.relevance import TermStats, content_terms, split_turn
+from pcm.llm import ScriptedClient
 from pcm.memory import Memory
 from pcm.retrieval.answer import NOT_IN_MEMORY
-from pcm.retrieval.ask import ask
+from pcm.retrieval.ask import CachingClient, ask
 from pcm.settings import Settings
 
 ASKED = [
@@ -32,6 +33,7 @@ ASKED = [
     ("s3", "Bob", "My knee is better, I ran eight miles today."),
     ("s3", "Alice", "Glad your knee healed before the marathon."),
 ]
+WHEN = datetime(2024, 5, 1, 10, 0, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
@@ -104,29 +106,57 @@ def test_a_memory_with_one_speaker_never_declines(tmp_path: Path) -> None:
     assert idx.relevance("What did Bob make in his pottery class?").relevant is True
 
 
-def test_episodic_ask_declines_with_its_reason_and_answers_with_evidence(tmp_path: Path) -> None:
-    when = datetime(2024, 5, 1, 10, 0, tzinfo=UTC)
+@pytest.fixture(scope="module")
+def memory(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     records = _records(TURNS + ASKED)
     conversations = [
         Conversation(session, [
-            Utterance(session, n, r.role, r.text, r.speaker, when, r.source_id)
+            Utterance(session, n, r.role, r.text, r.speaker, WHEN, r.source_id)
             for n, r in enumerate(r for r in records if r.session == session)
         ])
         for session in ("s1", "s2", "s3")
     ]
-    memory = Memory.init(Settings(memory=tmp_path / "memory", index_enabled=True), owner="Alice")
-    try:
-        memory.ingest(conversations)
-        declined = ask(memory.context, "What did Bob make in his pottery class?", client=None, as_of=when)
-        assert declined.path == "none" and declined.answer.startswith(NOT_IN_MEMORY)
-        assert says_not_in_memory(declined.answer)
-        assert "what Alice said" in declined.answer  # the one-line reason
-        assert "s1:0" in {p.source_id for p in declined.posts}  # Alice's pottery turn, shown as the nearest
-        answered = ask(memory.context, "What did Alice make in her pottery class?", client=None, as_of=when)
-        assert answered.path == "episodic" and not says_not_in_memory(answered.answer)
-        assert "s1:0" in {p.source_id for p in answered.posts}
-    finally:
-        memory.close()
+    directory = Path(tmp_path_factory.mktemp("relevance-memory")) / "memory"
+    memory = Memory.init(Settings(memory=directory, index_enabled=True), owner="Alice")
+    memory.ingest(conversations)
+    yield memory
+    CachingClient.forget(memory.context)
+    memory.close()
+
+
+def test_episodic_ask_declines_with_its_reason_and_answers_with_evidence(memory: Memory) -> None:
+    declined = ask(memory.context, "What did Bob make in his pottery class?", client=None, as_of=WHEN)
+    assert declined.path == "none" and declined.answer.startswith(NOT_IN_MEMORY)
+    assert says_not_in_memory(declined.answer)
+    assert "what Alice said" in declined.answer  # the one-line reason
+    assert "s1:0" in {p.source_id for p in declined.posts}  # Alice's pottery turn, shown as the nearest
+    answered = ask(memory.context, "What did Alice make in her pottery class?", client=None, as_of=WHEN)
+    assert answered.path == "episodic" and not says_not_in_memory(answered.answer)
+    assert "s1:0" in {p.source_id for p in answered.posts}
+
+
+def _finds_nothing() -> ScriptedClient:
+    """A model that writes no graph query and finds no answer in any context it is shown."""
+    return ScriptedClient([lambda s, m, op: "NO QUERY: nothing fits" if op == "nl2sparql" else "NOT IN MEMORY"] * 6)
+
+
+def test_when_the_model_finds_nothing_an_answerable_question_still_cites_the_utterance(memory: Memory) -> None:
+    client = _finds_nothing()
+    result = ask(memory.context, "What did Alice make in her pottery class?", client=client, as_of=WHEN, plan=False)
+    assert result.path == "episodic" and "as in episodic mode" in result.note
+    assert result.answer.startswith("Not in memory as a stored fact. The closest thing said:")
+    assert "s1:0" in {p.source_id for p in result.posts}
+    assert client.requests[-1][2] == "answer"  # the model saw the recalled utterances, and found nothing
+
+
+def test_when_the_model_finds_nothing_someone_elses_words_are_declined_as_in_episodic_mode(memory: Memory) -> None:
+    question = "What did Bob make in his pottery class?"
+    result = ask(memory.context, question, client=_finds_nothing(), as_of=WHEN, plan=False)
+    episodic = ask(memory.context, question, client=None, as_of=WHEN)
+    assert result.path == "none" and says_not_in_memory(result.answer)
+    assert result.answer == episodic.answer  # one decision, one wording: "not in memory" and its reason
+    assert "what Alice said" in result.answer and "not the person it asks about" in result.note
+    assert "s1:0" in {p.source_id for p in result.posts}  # who did say it stays visible
 
 
 def test_a_rebuild_tokenises_only_the_posts_that_changed() -> None:

@@ -76,9 +76,11 @@ def content_terms(text: str, ignore: frozenset[str] = frozenset()) -> set[str]:
     """Stemmed content words of ``text``: stop words, words of two letters and the ``ignore`` words dropped."""
     out = set()
     for word in _TOKEN.findall(text):
-        folded = word.casefold().replace("’", "'").split("'", 1)[0]
-        if len(folded) > 2 and folded not in _STOPWORDS and folded not in ignore:
-            out.add(_stem(folded))
+        term = _TERMS.get(word, _UNSEEN)
+        if term is _UNSEEN:
+            term = _TERMS[word] = _term(word)
+        if term is not None and term[0] not in ignore:
+            out.add(term[1])
     return out
 
 
@@ -87,14 +89,17 @@ def name_words(speakers: Iterable[str]) -> frozenset[str]:
     return frozenset(w.casefold() for name in speakers for w in _TOKEN.findall(name))
 
 
-_STEMS: dict[str, str] = {}
+_UNSEEN = ("", "")
+_TERMS: dict[str, tuple[str, str] | None] = {}
+"""Token as written -> (folded word, stem), or ``None`` for a stop word or a short one: tokenising every post of a
+large memory (the first decision after opening) meets the same words again and again."""
 
 
-def _stem(word: str) -> str:
-    stem = _STEMS.get(word)
-    if stem is None:
-        stem = _STEMS[word] = _stemmer.stemWord(word)
-    return stem
+def _term(word: str) -> tuple[str, str] | None:
+    folded = word.casefold().replace("’", "'").split("'", 1)[0]
+    if len(folded) <= 2 or folded in _STOPWORDS:
+        return None
+    return folded, _stemmer.stemWord(folded)
 
 
 def split_turn(text: str) -> tuple[str, str]:
@@ -128,8 +133,9 @@ class TermStats:
 
     units: dict[int, frozenset[str]] = field(default_factory=dict)
     """slot -> the stemmed terms of the post's own sentences and of the neighbours' sentences addressed to it."""
-    postings: dict[str, list[int]] = field(default_factory=dict)
-    """term -> slots whose unit holds it."""
+    postings: dict[str, np.ndarray] = field(default_factory=dict)
+    """term -> slots whose unit holds it (ascending, each once): a question's scores are summed over them in
+    numpy, since a common word's postings run to a large share of the posts."""
     df: dict[str, int] = field(default_factory=dict)
     """term -> number of posts whose text holds it (for IDF)."""
     posts: int = 0
@@ -170,7 +176,8 @@ class TermStats:
             units[slot] = frozenset(unit)
             for term in unit:
                 postings.setdefault(term, []).append(slot)
-        return cls(units, postings, df, len(chosen), parts)
+        arrays = {term: np.array(sorted(slots), dtype=np.int64) for term, slots in postings.items()}
+        return cls(units, arrays, df, len(chosen), parts)
 
     def idf(self, term: str) -> float:
         """``log((N + 1) / (df + 0.5))``: a term no post holds gets the highest weight."""
@@ -231,16 +238,16 @@ def assess(
     coverage = others = 0.0
     other_speaker: str | None = None
     if total > 0:
-        scores: dict[int, float] = {}
+        scores = np.zeros(len(named_mask))
         for term, weight in weights.items():
-            for slot in stats.postings.get(term, ()):
-                scores[slot] = scores.get(slot, 0.0) + weight
-        ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
-        mine = [share / total for slot, share in ranked if named_mask[slot]][:UNITS_PER_SPEAKER]
-        theirs = [(share / total, slot) for slot, share in ranked if not named_mask[slot]][:UNITS_PER_SPEAKER]
-        coverage = sum(mine) / UNITS_PER_SPEAKER
-        others = sum(share for share, _ in theirs) / UNITS_PER_SPEAKER
-        other_speaker = speaker_of(theirs[0][1]) if theirs else None
+            slots = stats.postings.get(term)
+            if slots is not None:
+                scores[slots] += weight  # a term's postings hold each slot once
+        theirs = np.where(named_mask, 0.0, scores)
+        coverage = _best_sum(scores[named_mask]) / total / UNITS_PER_SPEAKER
+        others = _best_sum(theirs) / total / UNITS_PER_SPEAKER
+        best = int(np.argmax(theirs))  # the first of equal bests: the lowest slot
+        other_speaker = speaker_of(best) if theirs[best] > 0 else None
     own = alive & named_mask
     rest = alive & ~named_mask
     vector_margin = 0.0
@@ -250,3 +257,10 @@ def assess(
     if found.score < ATTRIBUTION_MARGIN:
         return Relevance(False, named, coverage, others, other_speaker, vector_margin)
     return found
+
+
+def _best_sum(scores: np.ndarray) -> float:
+    """The sum of the ``UNITS_PER_SPEAKER`` highest scores (all of them when there are fewer)."""
+    if len(scores) <= UNITS_PER_SPEAKER:
+        return float(scores.sum())
+    return float(np.partition(scores, len(scores) - UNITS_PER_SPEAKER)[-UNITS_PER_SPEAKER:].sum())

@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -38,7 +37,7 @@ from pcm.errors import LLMError, PcmError, UsageError
 from pcm.llm.base import Completion, JsonSchema, LLMClient, Message, Usage, output_format
 from pcm.retrieval import answer as answers
 from pcm.retrieval.answer import EvidenceFact, EvidencePost
-from pcm.retrieval.grounding import _STOPWORDS, Grounding, build_grounding, memory_version
+from pcm.retrieval.grounding import Grounding, build_grounding, memory_version
 from pcm.retrieval.nl2sparql import QueryForm, prompt_version, system_prompt, user_message
 from pcm.retrieval.plan import (
     DIRECTIONS,
@@ -58,7 +57,6 @@ from pcm.retrieval.repair import RepairLoop, RepairResult, TraceStep, around_ent
 
 if TYPE_CHECKING:
     from pcm.context import MemoryContext
-    from pcm.index.relevance import Relevance
     from pcm.ontology import Ontology
 
 log = logging.getLogger(__name__)
@@ -68,6 +66,7 @@ PATHS = ("sparql", "events", "summary", "traversal", "episodic", "plan", "none")
 TRAVERSAL_ALGORITHM = "wc"
 #: Session summaries added as supporting lines to the episodic fallback's context.
 SUMMARY_LINES = 2
+DECLINED_NOTE = "the question's words match what other people said, not the person it asks about"
 NO_LLM_NOTE = (
     "No LLM is configured (PCM_LLM=none): pcm runs in episodic mode and answers with the stored utterances that "
     "best match the question, not with a composed answer."
@@ -395,17 +394,22 @@ class _Pipeline:
             if found is not None:
                 return found
         # Never worse than episodic mode: what was said that matches the question is still shown, as pcm without
-        # a model would show it, unless nothing recalled shares a word with the question.
-        relevant = relevant_hits(hits, self.question, self.memory.manifest.owner)
-        if relevant:
-            return AskResult(
-                self.question, closest_said(relevant[0]), "episodic", self.as_of,
-                note=f"{why}, and the model found no answer in the recalled utterances: shown are the utterances "
-                     "that best match the question, as in episodic mode",
-                posts=answers.posts_from_hits(relevant),
-            )
-        return AskResult(self.question, answers.NOT_IN_MEMORY, "none", self.as_of,
-                         note=f"{why}, and nothing recalled matches the question")
+        # a model would show it, unless the relevance decision finds the question's words in what someone other
+        # than the person it asks about said (the same decision and wording as episodic mode).
+        if not hits:
+            return AskResult(self.question, answers.NOT_IN_MEMORY, "none", self.as_of,
+                             note=f"{why}, and nothing was recalled")
+        declined = _declined(self.memory, self.question)
+        if declined is not None:
+            return AskResult(self.question, declined, "none", self.as_of,
+                             note=f"{why}, and the model found no answer in the recalled utterances; {DECLINED_NOTE}",
+                             posts=posts)
+        return AskResult(
+            self.question, closest_said(hits[0]), "episodic", self.as_of,
+            note=f"{why}, and the model found no answer in the recalled utterances: shown are the utterances "
+                 "that best match the question, as in episodic mode",
+            posts=posts,
+        )
 
     def _from_summaries(self, started: float) -> AskResult | None:
         """A question about the conversations themselves: the best matching session summaries, before SPARQL."""
@@ -455,37 +459,16 @@ def _episodic_without_llm(memory: MemoryContext, question: str, as_of: datetime,
     hits = _recall(memory, question, k)
     if not hits:
         return AskResult(question, answers.NOT_IN_MEMORY, "none", as_of, note=NO_LLM_NOTE)
-    decision = _relevance(memory, question)
-    if decision is not None and not decision.relevant:
+    declined = _declined(memory, question)
+    if declined is not None:
         # the nearest turns stay as evidence: the asker sees who did say it, and a wrong decline still shows them
-        note = NO_LLM_NOTE + " The question's words match what other people said, not the person it asks about."
-        text = f"{answers.NOT_IN_MEMORY} {decision.reason}"
-        return AskResult(question, text, "none", as_of, note=note, posts=answers.posts_from_hits(hits))
+        note = f"{NO_LLM_NOTE} {DECLINED_NOTE[0].upper()}{DECLINED_NOTE[1:]}."
+        return AskResult(question, declined, "none", as_of, note=note, posts=answers.posts_from_hits(hits))
     best = hits[0]
     who = best.speaker or best.role
     when = best.time.date().isoformat() if best.time else "unknown time"
     text = f'{who} said ({when}, session {best.session}): "{best.text}"'
     return AskResult(question, text, "episodic", as_of, note=NO_LLM_NOTE, posts=answers.posts_from_hits(hits))
-
-
-#: First letters compared when matching a question word to a word of an utterance ("paid" ~ "pay" does not match,
-#: "machines" ~ "machine" does): a crude stem that needs no language model.
-_STEM = 5
-_WORDS = re.compile(r"[a-z0-9]+")
-
-
-def _stems(text: str, ignore: frozenset[str] = frozenset()) -> set[str]:
-    return {w[:_STEM] for w in _WORDS.findall(text.lower()) if len(w) > 2 and w not in _STOPWORDS | ignore}
-
-
-def relevant_hits(hits: Sequence[Any], question: str, owner: str = "") -> list[Any]:
-    """Recalled posts that share a content word with the question (the owner's own name does not count).
-
-    Recall always returns its nearest posts, however far; this is what separates "something said matches" from
-    "nothing stored is about this", deterministically.
-    """
-    wanted = _stems(question, frozenset(_WORDS.findall(owner.lower())))
-    return [h for h in hits if wanted & _stems(h.text)]
 
 
 def closest_said(hit: Any) -> str:
@@ -534,14 +517,19 @@ def _recall(memory: MemoryContext, question: str, k: int, *, session: str | None
         return []
 
 
-def _relevance(memory: MemoryContext, question: str) -> Relevance | None:
-    """Whether the memory holds something about the one person the question asks about, or only what others said
-    (:mod:`pcm.index.relevance`); ``None`` when the index is unavailable, so recall's answer stands."""
+def _declined(memory: MemoryContext, question: str) -> str | None:
+    """The answer when the relevance decision (:mod:`pcm.index.relevance`) finds that the one person the question
+    asks about never said what it asks, only others did: "not in memory" and the decision's one-line reason.
+    ``None`` when the question stands (or the index is unavailable, so recall's answer stands). Both the episodic
+    mode and the model's last resort answer through this, so they decline the same questions in the same words."""
     try:
-        return memory.index.relevance(question)
+        decision = memory.index.relevance(question)
     except (PcmError, OSError) as error:
         log.info("relevance decision unavailable: %s", error)
         return None
+    if decision.relevant:
+        return None
+    return f"{answers.NOT_IN_MEMORY} {decision.reason}"
 
 
 def _traversal_context(memory: MemoryContext, question: str, start: Sequence[str], k: int) -> list[tuple[str, list[EvidencePost]]]:
