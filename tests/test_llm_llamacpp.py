@@ -97,6 +97,32 @@ def test_the_schema_becomes_a_grammar_request_and_the_prompt_keeps_its_order(ggu
     assert client.usage.as_dict()["extract"]["input_tokens"] == 42
 
 
+class ResettingLlama(RecordingLlama):
+    """Records whether anything drops the model's kept tokens (llama-cpp-python's ``reset``)."""
+
+    resets = 0
+
+    def reset(self) -> None:
+        ResettingLlama.resets += 1
+
+
+def test_consecutive_calls_share_one_model_object_that_keeps_its_prompt_tokens(gguf: Path) -> None:
+    """llama-cpp-python re-reads only what follows the longest common token prefix of consecutive calls on one
+    ``Llama`` object: the client must keep that object and never reset it, and send the system prompt (the part
+    that is the same for every utterance) first, as every message of a repair round after it."""
+    made = len(RecordingLlama.made)
+    client = LlamaCppClient(model_path=str(gguf), threads=2, context=2048, factory=ResettingLlama)
+    first = [Message.user("U1")]
+    client.complete(system="SYSTEM", messages=first, operation="extract")
+    client.complete(system="SYSTEM", messages=[*first, Message.assistant("A"), Message.user("R")],
+                    operation="repair")
+    client.complete(system="SYSTEM", messages=[Message.user("U2")], operation="extract")
+    assert len(RecordingLlama.made) == made + 1 and ResettingLlama.resets == 0
+    calls = client._llama.calls
+    assert [c["messages"][0] for c in calls] == [{"role": "system", "content": "SYSTEM"}] * 3
+    assert calls[1]["messages"][:2] == calls[0]["messages"]  # the repair round extends the first call's prompt
+
+
 def test_auto_output_is_json_for_the_in_process_model(gguf: Path) -> None:
     client = LlamaCppClient(model_path=str(gguf), threads=1, context=512, factory=RecordingLlama)
     assert output_format("auto", client) == "json" and output_format("turtle", client) == "turtle"
