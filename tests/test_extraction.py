@@ -726,8 +726,10 @@ def test_a_local_server_gets_the_ontology_schema_natively_and_json_ld_is_stored(
     body = fake_llm.requests[0].body
     assert body["response_format"]["type"] == "json_schema"
     schema = body["response_format"]["json_schema"]["schema"]
-    node = schema["properties"]["@graph"]["items"]
+    node = schema["$defs"]["node"]
     assert "pcm:Pet" in node["properties"]["@type"]["items"]["enum"] and "pcm:petBreed" in node["properties"]
+    assert node["required"] == ["@id", "@type", "rdfs:label"]
+    assert "m:owner" in schema["$defs"]["known_node"]["properties"]["@id"]["enum"]  # the prompt's known entities
     assert "Write the JSON answer" in body["messages"][-1]["content"]
     facts = graph_triples(memory, memory.naming.extraction_graph(post))
     assert (ns + "biscuit", PCM + "petBreed", "beagle") in facts

@@ -203,6 +203,28 @@ def test_the_extraction_schema_carries_its_bounded_grammar() -> None:
     schema = extraction_schema(ontology)
     assert schema.grammar is not None
     assert schema.grammar(500) == extraction_grammar(ontology, grammar_budget(500))
+    offered = extraction_schema(ontology, known=("m:owner", "m:biscuit"))
+    assert offered.grammar is not None
+    assert offered.grammar(500).endswith('known ::= "\\"m:biscuit\\"" | "\\"m:owner\\""\n')
+
+
+def test_grammars_made_per_call_are_kept_only_for_the_last_few_calls(gguf: Path) -> None:
+    """The extraction schema names the prompt's known entities, so its grammar (about a megabyte of text) differs
+    from one utterance to the next: the client keeps the last few, built once each, not all of them."""
+    from pcm.llm.llamacpp_client import GRAMMARS_KEPT
+
+    built: list[str] = []
+
+    def gbnf(text: str) -> str:
+        built.append(text)
+        return "built " + text
+
+    client = LlamaCppClient(model_path=str(gguf), threads=2, context=2048, factory=RecordingLlama, gbnf=gbnf)
+    for n in [*range(GRAMMARS_KEPT + 5), GRAMMARS_KEPT + 4, GRAMMARS_KEPT + 4]:
+        schema = JsonSchema("answer", {"type": "object"}, grammar=lambda max_tokens, n=n: f"root ::= \"{n}\"")
+        client.complete(system="S", messages=[Message.user("U")], operation="extract", schema=schema)
+        assert client._llama.calls[-1]["grammar"] == f"built root ::= \"{n}\""
+    assert len(built) == GRAMMARS_KEPT + 5 and len(client._grammars) == GRAMMARS_KEPT
 
 
 @pytest.mark.skipif(not HAVE_LLAMA, reason="llama-cpp-python is not installed (pip install 'pcm[local]')")

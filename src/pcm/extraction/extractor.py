@@ -24,8 +24,15 @@ import pyoxigraph as ox
 
 from pcm.errors import LLMError
 from pcm.extraction.areas import EXTRACTION_CORE, select_areas
-from pcm.extraction.context import ContextBuilder, TurnContext, node_context, render_user_message, speaker_iri
-from pcm.extraction.jsonld import extraction_schema
+from pcm.extraction.context import (
+    ContextBuilder,
+    TurnContext,
+    node_context,
+    render_user_message,
+    show_iri,
+    speaker_iri,
+)
+from pcm.extraction.jsonld import complete_references, dangling_references, extraction_schema
 from pcm.extraction.normalise import Normalised, OutputProblem, normalise_json, normalise_output
 from pcm.extraction.prompts import repair_prompt, system_prompt, topic_vocabulary
 from pcm.extraction.supersede import single_valued_properties
@@ -127,7 +134,7 @@ class Extractor:
         result = Extraction(post, FAILED, context.speaker, offered=frozenset(e.iri for e in context.entities))
         system, first = self.prompt(context)
         messages = [Message.user(first)]
-        extra = {"schema": extraction_schema(self.ontology)} if self.output == "json" else {}
+        extra = {"schema": extraction_schema(self.ontology, known=self._known(context))} if self.output == "json" else {}
         for round_ in range(self.repair_rounds + 1):
             try:
                 completion = self.client.complete(
@@ -173,6 +180,12 @@ class Extractor:
         )
         return _system(self.ontology, self.output), user
 
+    def _known(self, context: TurnContext) -> tuple[str, ...]:
+        """The names of the known entities the prompt offers, as it writes them (``m:biscuit``): the nodes a JSON
+        answer may write without a type and a label."""
+        ns = self.memory.naming.namespace
+        return tuple(show_iri(e.iri, ns, self.ontology) for e in context.entities if e.iri.startswith(ns))
+
     def _areas(self, context: TurnContext) -> tuple[str, ...]:
         """Areas of the utterance's own words and of the entities it (or its session so far) mentions.
 
@@ -205,6 +218,8 @@ class Extractor:
         if normalised.problems:
             lines = [f"[refused] {p}" for p in normalised.problems]
             return Verdict([], _report(lines, truncated), normalised.unknown_terms)
+        if self.output == "json":
+            normalised.triples = self._complete(normalised.triples)
         if not normalised.triples:
             if self.output == "json" or _says_nothing(text):
                 return Verdict([], _report([], truncated))
@@ -214,6 +229,15 @@ class Extractor:
         return Verdict(normalised.triples, _report(lines, truncated), normalised.unknown_terms)
 
     # ------------------------------------------------------------------------------------------------ checks
+
+    def _complete(self, triples: list[ox.Triple]) -> list[ox.Triple]:
+        """A JSON answer's bare references to new names get the node they lack, where the range says its type."""
+        ns = self.memory.naming.namespace
+        dangling = dangling_references(triples, ns)
+        if not dangling:
+            return triples
+        existing = {str(s) for s in node_context(self.memory, dangling).subjects()}
+        return complete_references(triples, dangling - existing, namespace=ns, ontology=self.ontology)
 
     def _violations(self, triples: list[ox.Triple]) -> list[str]:
         ns = self.memory.naming.namespace
