@@ -775,10 +775,9 @@ def test_the_system_prompt_is_the_same_for_every_utterance_and_the_topics_go_int
     memory: Memory, output: str
 ) -> None:
     """A prompt cache (llama.cpp's common token prefix, a server's prefix cache) keeps what does not change: the
-    system prompt byte for byte whatever the utterance's areas, and the user message's fixed opening; what the
-    utterance adds (its topics' vocabulary, its context) comes after, the utterance itself last."""
-    from pcm.extraction.prompts import extract_prompt
-
+    system prompt byte for byte whatever the utterance's areas, and the user message's opening (the dates around
+    the day the session is on); what the utterance adds (its topics' vocabulary, its context) comes after, the
+    utterance itself last."""
     posts = ingest(memory, "My bike broke down on the way to work.", "I adopted a beagle called Biscuit.",
                    "Thanks, bye!")
     nothing = '{"@graph": []}' if output == "json" else "# nothing to extract"
@@ -786,8 +785,9 @@ def test_the_system_prompt_is_the_same_for_every_utterance_and_the_topics_go_int
     systems = {system for system, _, _ in client.requests}
     assert len(systems) == 1
     firsts = [user_message(client, i) for i in range(3)]
-    fixed = extract_prompt().parts["user"].split("{{")[0]
-    assert fixed and all(m.startswith(fixed) for m in firsts)
+    header = "MORE VOCABULARY (this utterance's topics):\n"
+    fixed = firsts[0][: firsts[0].index(header) + len(header)]
+    assert fixed.startswith("Dates relative to the message: today") and all(m.startswith(fixed) for m in firsts)
     topics = [m[len(fixed):].split("\n\nMessage time:")[0] for m in firsts]
     assert "## vehicles" in topics[0] and "## pets" in topics[1] and "## pets" not in topics[0]
     assert "Pets are pcm:Pet" in topics[1]  # the topic notes travel with their area

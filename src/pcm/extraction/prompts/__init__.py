@@ -10,8 +10,9 @@ tokens) and the topic notes (``part: hints``) of the selected areas only.
 
 The layout is for prompt caches (a server's, or llama.cpp's reuse of the longest common token prefix): the system
 prompt is the same for every utterance of a memory (rules, example, the core areas' catalogue, see
-:func:`system_prompt`), and everything that depends on the utterance is in the user message, its topic vocabulary
-first (consecutive utterances often share it), the utterance itself last (see :func:`topic_vocabulary`).
+:func:`system_prompt`), and everything that depends on the utterance is in the user message, ordered by how often
+consecutive utterances share it: the dates around the message's day, the topic vocabulary (see
+:func:`topic_vocabulary`), the message time, speaker, known entities and previous turns, the utterance last.
 """
 
 from __future__ import annotations
