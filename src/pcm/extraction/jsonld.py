@@ -6,17 +6,20 @@ and the hosted APIs can hold a model to a JSON Schema, so the schema here is gen
 prompt's catalogue (the ontology, cut to the areas selected for the utterance) and never written by hand:
 
 * the answer is ``{"@graph": [node, ...]}``, a JSON-LD document without its context;
-* a node has an ``@id`` (an ``m:`` name, as in the Turtle prompt), an optional ``@type`` list drawn from the
-  catalogue's classes, and properties keyed by the catalogue's predicates (compact IRIs such as ``schema:price``);
+* a node has an ``@id`` (an ``m:`` name starting with a letter, as in the Turtle prompt), an ``@type`` list drawn
+  from the catalogue's classes and a non-empty ``rdfs:label`` (only the known entities the prompt offers go without
+  them), and properties keyed by the catalogue's predicates (compact IRIs such as ``schema:price``);
 * a value is shaped by the property's range: an object property takes an ``m:`` name (or one of the ontology's
-  named values, such as ``schema:CompletedActionStatus``); a datatype property takes a literal in its lexical form
-  (dates as ``YYYY-MM-DD``, numbers as JSON numbers, booleans as JSON booleans);
+  named values, such as ``schema:CompletedActionStatus``) or a node written in place (JSON-LD's embedded node); a
+  datatype property takes a literal in its lexical form (dates as ``YYYY-MM-DD``, numbers as JSON numbers,
+  booleans as JSON booleans);
 * sizes are bounded (nodes, values per property, string lengths) so that a model that loops ends with a complete,
   valid document instead of JSON cut at the token limit.
 
 The answer becomes RDF through pyoxigraph's JSON-LD parser, with a ``@context`` generated here (prefixes, and for
 each predicate whether its values are node references or typed literals); the triples then go through the same
-normalise → SHACL → repair path as Turtle (see :func:`pcm.extraction.normalise.normalise_triples`).
+normalise → SHACL → repair path as Turtle (see :func:`pcm.extraction.normalise.normalise_triples`), after a bare
+reference to a new name gets the node its property's range decides (:func:`complete_references`).
 """
 
 from __future__ import annotations
