@@ -325,7 +325,7 @@ def _grammar(ontology: Ontology, budget: int, known: bool) -> str:
         label_short=_cost(label_head + GRAMMAR_SHORT_TEXT),
         label_long=_cost(label_head + GRAMMAR_TEXT),
         object_key=_cost(object_head),
-        object_list=_cost(object_head + 2 + _WS),  # "[" and "]", and the space before "]"
+        object_list=_cost(object_head + 2 + 2 * _WS),  # "[" and "]", with the spaces after "[" and before "]"
     )
     first = costs.id if known else costs.opening
     lines = [
