@@ -17,11 +17,17 @@ import pytest
 
 from pcm.extraction.areas import CORE_AREAS, RESERVED_AREAS
 from pcm.extraction.extractor import Extractor
-from pcm.extraction.jsonld import MAX_NODES, MAX_TEXT, extraction_schema
+from pcm.extraction.jsonld import (
+    MAX_NODES,
+    MAX_TEXT,
+    complete_references,
+    dangling_references,
+    extraction_schema,
+)
 from pcm.extraction.normalise import OutputProblem, normalise_json
 from pcm.llm import ScriptedClient
 from pcm.memory import Memory
-from pcm.namespaces import PCM, RDF, RDFS, SCHEMA, XSD
+from pcm.namespaces import FOAF, PCM, RDF, RDFS, SCHEMA, XSD
 from pcm.ontology import AREAS, CLASS, DATATYPE_PROPERTY, OBJECT_PROPERTY, load_ontology
 from pcm.settings import Settings
 
@@ -195,24 +201,29 @@ def test_embedded_nodes_become_typed_labelled_individuals_through_normalise_and_
                 (ns + person, RDFS + "label", label)} <= facts
 
 
-def test_a_bare_new_name_gets_the_node_its_single_class_range_decides(memory: Memory) -> None:
-    """A reference to a new name without a node of its own: typed by the property's range and labelled from the
-    name when the range is one class; left for SHACL (and the model) when it is several (a person or an
-    organisation)."""
+def test_a_bare_new_name_gets_the_node_the_ranges_entail(memory: Memory) -> None:
+    """A reference to a new name without a node of its own: typed with what the property's range entails (the most
+    specific classes above every class of the range) and labelled from the name; nothing is guessed."""
     ns = memory.naming.namespace
     extractor = Extractor(memory.context, ScriptedClient(), output="json")
     repair = node("m:repair", "pcm:RepairAction", "repairing the car", schema__agent="m:owner",
-                  schema__object="m:honda-civic")
+                  schema__object="m:honda-civic", schema__provider="m:rosewood-auto-repair")
     verdict = extractor.check(json.dumps({"@graph": [repair]}))
     assert verdict.accepted, verdict.report
     facts = {(t.subject.value, t.predicate.value, t.object.value) for t in verdict.triples}
     assert {(ns + "honda-civic", RDF + "type", SCHEMA + "Thing"),
             (ns + "honda-civic", RDFS + "label", "honda civic")} <= facts
+    shop = {(p, o) for s, p, o in facts if s == ns + "rosewood-auto-repair"}
+    assert shop == {(RDF + "type", FOAF + "Agent"), (RDF + "type", SCHEMA + "Thing"),
+                    (RDFS + "label", "rosewood auto repair")}  # a person or an organisation: an agent, a thing
 
-    with_shop = {**repair, "schema:provider": "m:rosewood-auto-repair"}  # Organization | Person
-    verdict = extractor.check(json.dumps({"@graph": [with_shop]}))
-    assert not verdict.accepted and "rosewood-auto-repair" in verdict.report
-    assert not [t for t in verdict.triples if t.subject.value == ns + "rosewood-auto-repair"]
+
+def test_a_name_pointed_to_by_a_property_without_range_is_left_for_shacl() -> None:
+    name, unranged = NS + "x", "https://example.org/unranged"
+    triples = [ox.Triple(ox.NamedNode(NS + "a"), ox.NamedNode(SCHEMA + "object"), ox.NamedNode(name)),
+               ox.Triple(ox.NamedNode(NS + "a"), ox.NamedNode(unranged), ox.NamedNode(name))]
+    assert dangling_references(triples, NS) == {name}
+    assert complete_references(triples, {name}, namespace=NS, ontology=ONTOLOGY) == triples
 
 
 def test_a_known_entity_referred_to_gets_no_new_type_or_label(memory: Memory) -> None:

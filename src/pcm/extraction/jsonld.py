@@ -30,6 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import cache, lru_cache, partial
+from itertools import product
 from typing import Any
 
 import pyoxigraph as ox
@@ -221,6 +222,10 @@ GRAMMAR_SHORT_TEXT = 32
 GRAMMAR_NAME = 40
 #: Longest list of values of one property in the grammar.
 GRAMMAR_VALUES = 4
+#: How deep nodes embed in the grammar (a purchase, its product, the product's brand: 2).
+GRAMMAR_DEPTH = 2
+#: The families of node states (see :func:`_node_states`): every path of ``q`` and ``r`` up to that depth.
+_FAMILIES = tuple("".join(path) for depth in range(GRAMMAR_DEPTH + 1) for path in product("qr", repeat=depth))
 #: Characters outside the budget: the document's opening and the closing brackets a full budget still needs.
 #: Optional whitespace where a model habitually writes it (a space after ":" and ",", a newline and indent before
 #: a node or member): forbidding it made a model used to pretty JSON close the document at once. Paid for too.
@@ -359,17 +364,22 @@ def _grammar(ontology: Ontology, budget: int, known: bool) -> str:
     for cost, bodies in sorted(by_cost.items()):
         lines.append(f"m{cost} ::= " + " | ".join(bodies))
     for k in range(slots + 1):
-        for family in ("", "q", "r"):
-            lines += _node_states(family, k, costs, known and family == "", sorted(c for c in by_cost if c <= k))
+        member_costs = sorted(c for c in by_cost if c <= k)
+        for family in _FAMILIES:
+            lines += _node_states(family, k, costs, known and family == "", member_costs)
+            if len(family) < GRAMMAR_DEPTH:  # after an embedded node in one of this family's lists
+                embed = f' | "," w "{{" w n{family}r{k}' if k >= costs.opening else ""
+                lines.append(f'l{family}{k} ::= w "]" p{family}{k}{embed}')
         lines.append(f'g{k} ::= w "]" w "}}"' + (f' | "," w "{{" w n{k}' if k >= first else ""))
-        lines.append(f'l{k} ::= w "]" p{k}' + (f' | "," w "{{" w nr{k}' if k >= costs.opening else ""))
     return "\n".join(lines) + "\n"
 
 
 def _node_states(family: str, k: int, costs: _Costs, known: bool, member_costs: list[int]) -> list[str]:
-    """The rules of one budget ``k`` of one family of node states (``""`` a top-level node, ``q`` a node embedded
-    as a value, ``r`` one in a list): ``n`` after the node's ``{``, ``t`` in its ``@type`` list, ``p`` after a
-    member. Only top-level nodes embed others, and only they may be a known entity without type and label."""
+    """The rules of one budget ``k`` of one family of node states: ``n`` after the node's ``{``, ``t`` in its
+    ``@type`` list, ``p`` after a member. A family is the path from the top-level node (``""``): ``q`` a node
+    embedded as a value, ``r`` one in a list, ``qr`` one in a list inside a node embedded as a value... Closing a
+    node returns to where it was embedded, with the slots left. Nodes embed others down to :data:`GRAMMAR_DEPTH`;
+    only top-level nodes may be a known entity without type and label."""
     lines = []
     opening = []
     if known and k >= costs.id:
@@ -386,13 +396,14 @@ def _node_states(family: str, k: int, costs: _Costs, known: bool, member_costs: 
         if k - costs.type >= costs.label_short:
             types.append(f'"," w cls t{family}{k - costs.type}')
         lines.append(f"t{family}{k} ::= " + " | ".join(types))
-    close = {"": f'"}}" g{k}', "q": f'"}}" p{k}', "r": f'"}}" l{k}'}[family]
+    parent = family[:-1]
+    close = f'"}}" g{k}' if not family else f'"}}" p{parent}{k}' if family[-1] == "q" else f'"}}" l{parent}{k}'
     members = [close] + [f'"," w m{cost} p{family}{k - cost}' for cost in member_costs]
-    if family == "":
+    if len(family) < GRAMMAR_DEPTH:
         if k - costs.object_key >= costs.opening:
-            members.append(f'"," w o-key ":" w "{{" w nq{k - costs.object_key}')
+            members.append(f'"," w o-key ":" w "{{" w n{family}q{k - costs.object_key}')
         if k - costs.object_list >= costs.opening:
-            members.append(f'"," w o-list ":" w "[" w "{{" w nr{k - costs.object_list}')
+            members.append(f'"," w o-list ":" w "[" w "{{" w n{family}r{k - costs.object_list}')
     lines.append(f"p{family}{k} ::= " + " | ".join(members))
     return lines
 
@@ -569,35 +580,50 @@ def dangling_references(triples: Iterable[ox.Triple], namespace: str) -> set[str
 def complete_references(
     triples: list[ox.Triple], names: Iterable[str], *, namespace: str, ontology: Ontology
 ) -> list[ox.Triple]:
-    """``triples`` with a node for each of ``names`` (new things referred to but not described): typed by the range
-    of the properties that point to it, labelled with its name's words (``m:rosewood-auto-repair`` → "rosewood auto
-    repair").
+    """``triples`` with a node for each of ``names`` (new things referred to but not described): typed with what the
+    ranges of the properties pointing to it entail, labelled with its name's words (``m:rosewood-auto-repair`` →
+    "rosewood auto repair").
 
-    Deterministic, and only where the vocabulary decides: each property pointing to the name has one class as its
-    range (``owl:Thing`` read as ``schema:Thing``), and they agree. A name an ``agent`` points to (a person or an
-    organisation) stays as it is, and SHACL asks the model to describe it.
+    Deterministic, and nothing but what the vocabulary says: a value of ``schema:object`` (range ``schema:Thing``)
+    is a ``schema:Thing``; a value of ``schema:agent`` (a person or an organisation) is, whichever it is, a
+    ``foaf:Agent`` and a ``schema:Thing`` (the most specific classes above every class of the range; ``owl:Thing``
+    read as ``schema:Thing``). A name pointed to by a property without a range stays as it is, for SHACL's report.
     """
     wanted = set(names)
-    ranges: dict[str, set[str]] = {}
+    entailed: dict[str, set[str]] = {}
     undecided: set[str] = set()
     for t in triples:
         if isinstance(t.object, ox.NamedNode) and t.object.value in wanted:
-            term = ontology.terms.get(t.predicate.value)
-            classes = {SCHEMA + "Thing" if r == OWL + "Thing" else r for r in (term.range if term else ())}
-            if len(classes) == 1:
-                ranges.setdefault(t.object.value, set()).update(classes)
+            classes = _entailed_types(ontology, t.predicate.value)
+            if classes:
+                entailed.setdefault(t.object.value, set()).update(classes)
             else:
                 undecided.add(t.object.value)
     added = []
-    for name, classes in sorted(ranges.items()):
-        if name in undecided or len(classes) != 1:
+    for name, classes in sorted(entailed.items()):
+        if name in undecided:
             continue
-        label = " ".join(re.split(r"[-_.]+", name[len(namespace):])).strip()
-        added += [
-            ox.Triple(ox.NamedNode(name), ox.NamedNode(RDF + "type"), ox.NamedNode(classes.pop())),
-            ox.Triple(ox.NamedNode(name), ox.NamedNode(_LABEL), ox.Literal(label or name[len(namespace):])),
-        ]
+        local = name[len(namespace):]
+        label = " ".join(w for w in re.split(r"[-_.]+", local) if w) or local
+        specific = sorted(c for c in classes if not any(c != o and c in ontology.superclasses(o) for o in classes))
+        added += [ox.Triple(ox.NamedNode(name), ox.NamedNode(RDF + "type"), ox.NamedNode(c)) for c in specific]
+        added.append(ox.Triple(ox.NamedNode(name), ox.NamedNode(_LABEL), ox.Literal(label)))
     return triples + added
+
+
+@cache
+def _entailed_types(ontology: Ontology, predicate: str) -> frozenset[str]:
+    """The most specific catalogue classes every value of ``predicate`` belongs to, whichever class of its range
+    it is (empty when the property has no range, or its range classes share none)."""
+    term = ontology.terms.get(predicate)
+    if term is None or not term.range:
+        return frozenset()
+    ranges = [SCHEMA + "Thing" if r == OWL + "Thing" else r for r in term.range]
+    if not all(ontology.is_class(r) for r in ranges):
+        return frozenset()
+    common = frozenset.intersection(*(ontology.superclasses(r) for r in ranges))
+    common = frozenset(c for c in common if ontology.terms.get(c) is not None and ontology.terms[c].kind == CLASS)
+    return frozenset(c for c in common if not any(c != o and c in ontology.superclasses(o) for o in common))
 
 
 def as_answer(triples: Iterable[ox.Triple], *, namespace: str, ontology: Ontology) -> dict[str, Any]:
