@@ -7,10 +7,13 @@ so the known-entities block grows as it would with a model. Printed:
 * prompt tokens per extraction call (system + first user message), estimated as characters / 4 (what the run
   report's ``estimated_prompt_tokens`` uses) and as characters / 3.2 (closer to a BPE tokenizer on the catalogue's
   CURIEs and symbols): median, p90, max (issue target: median <= 3k);
-* the prefix shared by consecutive prompts (what a server's or llama.cpp's prompt cache re-uses);
+* the prefix shared by consecutive prompts (what a server's or llama.cpp's prompt cache re-uses), and how many
+  distinct system prompts the run sent (one: the system prompt is the same for every utterance, the utterance's
+  own topic vocabulary travels in the user message);
 * gold coverage: gold triples whose predicate or class lies outside the catalogue areas listed in their
   utterance's prompt (the model must find them without the catalogue's help), and gold answers (the fixture
-  converted to the JSON answer shape) that the extraction JSON Schema refuses;
+  converted to the JSON answer shape) that the extraction JSON Schema of that prompt refuses (it lets only the
+  prompt's known entities go without a type and a label);
 * the extraction outcome with the scripted model (every gold utterance must be extracted, none failed).
 
 Run: ``python benchmarks/bench_prompt_size.py``.
@@ -44,6 +47,8 @@ from pcm.settings import Settings  # noqa: E402
 from test_ask_support import EXTRACTION, NOTHING, utterance_ids  # noqa: E402
 
 _AREA = re.compile(r"^## (\w+)$", re.MULTILINE)
+#: A known entity's line in the user message (``- m:biscuit "Biscuit" (pcm:Pet)``).
+_KNOWN = re.compile(r'^- (m:\S+) "', re.MULTILINE)
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -89,18 +94,20 @@ def main() -> None:
             tokens = [n / divisor for n in sizes]
             print(f"prompt tokens ({label}): median {statistics.median(tokens):.0f}   p90 {percentile(tokens, 0.9):.0f}"
                   f"   max {max(tokens):.0f}   (system part median {statistics.median(systems) / divisor:.0f})")
-        listed = Counter(a for _, system, _ in prompts for a in _AREA.findall(system))
-        print(f"catalogue areas per prompt: median {statistics.median(len(_AREA.findall(s)) for _, s, _ in prompts)}; "
+        listed = Counter(a for _, system, user in prompts for a in _AREA.findall(system + user))
+        per_prompt = statistics.median(len(_AREA.findall(s + u)) for _, s, u in prompts)
+        print(f"catalogue areas per prompt: median {per_prompt}; "
               "listed in: " + ", ".join(f"{a} {n}" for a, n in listed.most_common()))
+        print(f"distinct system prompts: {len({s for _, s, _ in prompts})} in {len(prompts)} calls")
         print(f"prefix shared with the previous prompt (chars/4): median {statistics.median(prefixes) / 4:.0f} "
               f"tokens, i.e. {100 * statistics.median(p / n for p, n in zip(prefixes, sizes[1:], strict=False)):.0f}%"
               " of the prompt")
 
         outside = refused = gold_triples = 0
-        for message_id, system, _ in prompts:
+        for message_id, system, user in prompts:
             if message_id not in gold:
                 continue
-            areas = tuple(_AREA.findall(system))
+            areas = tuple(_AREA.findall(system + user))
             offered = {t.iri for t in ontology.terms.values() if t.area in areas}
             triples = normalise_output(gold[message_id], namespace=ns, ontology=ontology).triples
             gold_triples += len(triples)
@@ -109,7 +116,7 @@ def main() -> None:
                 if term not in offered and term not in (RDFS + "label",):
                     outside += 1
                     print(f"  {message_id}: {ontology.curie(term)} is outside the offered areas {','.join(areas)}")
-            schema = extraction_schema(ontology).schema
+            schema = extraction_schema(ontology, known=_KNOWN.findall(user.split("PREVIOUS TURNS")[0])).schema
             answer = as_answer(triples, namespace=ns, ontology=ontology)
             errors = list(jsonschema.Draft202012Validator(schema).iter_errors(answer))
             if errors:

@@ -525,7 +525,7 @@ def test_entities_mentioned_by_label_are_offered_from_other_sessions(memory: Mem
     [later] = ingest(memory, "Took biscuit to the vet today.", session="s9")
     _, client = run(memory, [later], "# nothing to extract")
     assert 'm:biscuit "Biscuit" (pcm:Pet)' in user_message(client)
-    catalogue = client.requests[0][0].split("# Vocabulary")[1]
+    catalogue = user_message(client).split("MORE VOCABULARY")[1].split("Message time:")[0]
     assert "\n## pets\nclasses: pcm:Pet" in catalogue  # the pets area of the catalogue came along
     assert "## health" not in catalogue and "## provenance" not in catalogue
 
@@ -726,8 +726,10 @@ def test_a_local_server_gets_the_ontology_schema_natively_and_json_ld_is_stored(
     body = fake_llm.requests[0].body
     assert body["response_format"]["type"] == "json_schema"
     schema = body["response_format"]["json_schema"]["schema"]
-    node = schema["properties"]["@graph"]["items"]
+    node = schema["$defs"]["node"]
     assert "pcm:Pet" in node["properties"]["@type"]["items"]["enum"] and "pcm:petBreed" in node["properties"]
+    assert node["required"] == ["@id", "@type", "rdfs:label"]
+    assert "m:owner" in schema["$defs"]["known_node"]["properties"]["@id"]["enum"]  # the prompt's known entities
     assert "Write the JSON answer" in body["messages"][-1]["content"]
     facts = graph_triples(memory, memory.naming.extraction_graph(post))
     assert (ns + "biscuit", PCM + "petBreed", "beagle") in facts
@@ -758,9 +760,46 @@ def test_a_server_rejecting_the_schema_gets_free_form_output_with_one_warning(
 def test_the_prompt_holds_the_areas_of_the_utterance_not_of_the_previous_turns(memory: Memory) -> None:
     posts = ingest(memory, "My bike broke down on the way to work.", "Thanks a lot, talk soon!", "Can you fix it?")
     _, client = run(memory, posts, "# nothing to extract", "# nothing to extract", "# nothing to extract")
-    catalogues = [system.split("# Vocabulary")[1] for system, _, _ in client.requests]
-    assert "## vehicles" in catalogues[0] and "## work" in catalogues[0]
-    assert "## vehicles" not in catalogues[1] and "## work" not in catalogues[1]  # nothing of it said or referred to
-    for catalogue in catalogues:  # the core, in the same order, first: the prefix a prompt cache reuses
+    topics = [messages[0].content.split("Message time:")[0] for _, messages, _ in client.requests]
+    assert "## vehicles" in topics[0] and "## work" in topics[0]
+    assert "## vehicles" not in topics[1] and "## work" not in topics[1]  # nothing of it said or referred to
+    for system, _, _ in client.requests:  # the core, in the same order, in the system prompt
+        catalogue = system.split("# Vocabulary")[1]
         assert catalogue.index("## people") < catalogue.index("## activities") < catalogue.index("## general")
+        assert "## vehicles" not in catalogue
     assert len(client.requests[1][0]) // 4 < 2500  # rules, example and the core catalogue (chars / 4)
+
+
+@pytest.mark.parametrize("output", ["turtle", "json"])
+def test_the_system_prompt_is_the_same_for_every_utterance_and_the_topics_go_into_the_user_message(
+    memory: Memory, output: str
+) -> None:
+    """A prompt cache (llama.cpp's common token prefix, a server's prefix cache) keeps what does not change: the
+    system prompt byte for byte whatever the utterance's areas, and the user message's opening (the dates around
+    the day the session is on); what the utterance adds (its topics' vocabulary, its context) comes after, the
+    utterance itself last."""
+    posts = ingest(memory, "My bike broke down on the way to work.", "I adopted a beagle called Biscuit.",
+                   "Thanks, bye!")
+    nothing = '{"@graph": []}' if output == "json" else "# nothing to extract"
+    _, client = run(memory, posts, nothing, nothing, nothing, output=output)
+    systems = {system for system, _, _ in client.requests}
+    assert len(systems) == 1
+    firsts = [user_message(client, i) for i in range(3)]
+    header = "MORE VOCABULARY (this utterance's topics):\n"
+    fixed = firsts[0][: firsts[0].index(header) + len(header)]
+    assert fixed.startswith("Dates relative to the message: today") and all(m.startswith(fixed) for m in firsts)
+    topics = [m[len(fixed):].split("\n\nMessage time:")[0] for m in firsts]
+    assert "## vehicles" in topics[0] and "## pets" in topics[1] and "## pets" not in topics[0]
+    assert "Pets are pcm:Pet" in topics[1]  # the topic notes travel with their area
+    assert topics[2] == "(none)"
+    assert all(t not in next(iter(systems)) for t in ("## vehicles", "## pets", "Pets are pcm:Pet"))
+    for message, post_text in zip(firsts, ("My bike broke", "I adopted a beagle", "Thanks, bye!"), strict=True):
+        assert message.index("Message time:") < message.index("<utterance>") < message.index(post_text)
+
+
+def test_a_repair_round_keeps_the_system_prompt_and_the_first_user_message(memory: Memory) -> None:
+    [post] = ingest(memory, "I adopted a beagle called Biscuit yesterday.")
+    report, client = run(memory, [post], "m:biscuit a pcm:Pet .", BISCUIT)
+    assert report.repairs == 1
+    (system0, first0, _), (system1, messages1, _) = client.requests
+    assert system1 == system0 and messages1[0].content == first0[0].content

@@ -17,11 +17,17 @@ import pytest
 
 from pcm.extraction.areas import CORE_AREAS, RESERVED_AREAS
 from pcm.extraction.extractor import Extractor
-from pcm.extraction.jsonld import MAX_NODES, MAX_TEXT, extraction_schema
+from pcm.extraction.jsonld import (
+    MAX_NODES,
+    MAX_TEXT,
+    complete_references,
+    dangling_references,
+    extraction_schema,
+)
 from pcm.extraction.normalise import OutputProblem, normalise_json
 from pcm.llm import ScriptedClient
 from pcm.memory import Memory
-from pcm.namespaces import PCM, RDF, SCHEMA, XSD
+from pcm.namespaces import FOAF, PCM, RDF, RDFS, SCHEMA, XSD
 from pcm.ontology import AREAS, CLASS, DATATYPE_PROPERTY, OBJECT_PROPERTY, load_ontology
 from pcm.settings import Settings
 
@@ -30,14 +36,19 @@ ONTOLOGY = load_ontology()
 ALL = tuple(a for a in AREAS if a not in RESERVED_AREAS)
 
 
-def validator(areas: tuple[str, ...]) -> jsonschema.Draft202012Validator:
-    schema = extraction_schema(ONTOLOGY, areas).schema
+def validator(areas: tuple[str, ...], known: tuple[str, ...] = ()) -> jsonschema.Draft202012Validator:
+    schema = extraction_schema(ONTOLOGY, areas, known).schema
     jsonschema.Draft202012Validator.check_schema(schema)
     return jsonschema.Draft202012Validator(schema)
 
 
-def valid(areas: tuple[str, ...], answer: object) -> bool:
-    return validator(areas).is_valid(answer)
+def valid(areas: tuple[str, ...], answer: object, known: tuple[str, ...] = ()) -> bool:
+    return validator(areas, known).is_valid(answer)
+
+
+def node(name: str, cls: str, label: str, **members: object) -> dict[str, object]:
+    """A new node as the schema wants it: ``@id``, ``@type`` and ``rdfs:label`` first."""
+    return {"@id": name, "@type": [cls], "rdfs:label": label, **{k.replace("__", ":"): v for k, v in members.items()}}
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +63,7 @@ def memory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
 
 
 def test_every_catalogue_term_of_the_areas_is_reachable_and_nothing_else() -> None:
-    node = extraction_schema(ONTOLOGY, ALL).schema["properties"]["@graph"]["items"]
+    node = extraction_schema(ONTOLOGY, ALL).schema["$defs"]["node"]
     types = set(node["properties"]["@type"]["items"]["enum"])
     keys = set(node["properties"]) - {"@id", "@type", "rdfs:label"}
     for term in ONTOLOGY.terms.values():
@@ -72,22 +83,24 @@ def test_extraction_uses_the_whole_catalogue_so_a_missed_area_costs_no_fact() ->
 
 def test_the_schema_follows_the_selected_areas() -> None:
     pets = ("pets",) + CORE_AREAS
-    assert valid(pets, {"@graph": [{"@id": "m:biscuit", "@type": ["pcm:Pet"], "pcm:petBreed": "beagle"}]})
-    assert not valid(CORE_AREAS, {"@graph": [{"@id": "m:biscuit", "@type": ["pcm:Pet"]}]})
-    assert not valid(CORE_AREAS, {"@graph": [{"@id": "m:biscuit", "pcm:petBreed": "beagle"}]})
+    assert valid(pets, {"@graph": [node("m:biscuit", "pcm:Pet", "Biscuit", pcm__petBreed="beagle")]})
+    assert not valid(CORE_AREAS, {"@graph": [node("m:biscuit", "pcm:Pet", "Biscuit")]})
+    assert not valid(CORE_AREAS, {"@graph": [node("m:biscuit", "schema:Thing", "Biscuit", pcm__petBreed="beagle")]})
+
+
+A = {"@id": "m:a", "@type": ["schema:Thing"], "rdfs:label": "a"}
 
 
 @pytest.mark.parametrize(
     "answer",
     [
-        {"@graph": [{"@id": "m:a", "schema:inventedProperty": "x"}]},  # not a catalogue predicate
-        {"@graph": [{"@id": "m:a", "@type": ["schema:Superhero"]}]},  # not a catalogue class
-        {"@graph": [{"@id": "ex:a"}]},  # not an m: name
-        {"@graph": [{"@id": "m:a", "schema:startDate": "last Tuesday"}]},  # not a date's lexical form
-        {"@graph": [{"@id": "m:a", "schema:agent": "Dana"}]},  # a node reference must be a name
-        {"@graph": [{"@id": "m:a", "schema:agent": {"@id": "m:owner"}}]},  # nested objects are not the shape
-        {"@graph": [{"@id": "m:a", "rdfs:label": "x" * (MAX_TEXT + 1)}]},  # bounded strings
-        {"@graph": [{"@id": f"m:n{i}"} for i in range(MAX_NODES + 1)]},  # bounded nodes
+        {"@graph": [{**A, "schema:inventedProperty": "x"}]},  # not a catalogue predicate
+        {"@graph": [{**A, "@type": ["schema:Superhero"]}]},  # not a catalogue class
+        {"@graph": [{**A, "@id": "ex:a"}]},  # not an m: name
+        {"@graph": [{**A, "schema:startDate": "last Tuesday"}]},  # not a date's lexical form
+        {"@graph": [{**A, "schema:agent": "Dana"}]},  # a node reference must be a name
+        {"@graph": [{**A, "rdfs:label": "x" * (MAX_TEXT + 1)}]},  # bounded strings
+        {"@graph": [{**A, "@id": f"m:n{i}"} for i in range(MAX_NODES + 1)]},  # bounded nodes
         {"nodes": []},
     ],
 )
@@ -96,8 +109,43 @@ def test_the_schema_refuses_what_is_not_the_catalogue_or_too_large(answer: objec
 
 
 def test_named_values_are_offered_where_their_class_is_the_range() -> None:
-    assert valid(ALL, {"@graph": [{"@id": "m:a", "schema:actionStatus": "schema:CompletedActionStatus"}]})
-    assert not valid(ALL, {"@graph": [{"@id": "m:a", "schema:actionStatus": "schema:Monday"}]})
+    assert valid(ALL, {"@graph": [{**A, "schema:actionStatus": "schema:CompletedActionStatus"}]})
+    assert not valid(ALL, {"@graph": [{**A, "schema:actionStatus": "schema:Monday"}]})
+
+
+# The three shapes SHACL refused in real small models' answers, each unsayable in the schema.
+UNTYPED = {"@graph": [{"@id": "m:a", "rdfs:label": "a", "schema:about": "m:owner"}]}
+UNLABELLED = {"@graph": [{"@id": "m:a", "@type": ["schema:Thing"], "schema:about": "m:owner"}]}
+EMPTY_LABEL = {"@graph": [{**A, "rdfs:label": ""}]}
+NUMBER_NODE = {"@graph": [{**A, "@id": "m:712"}]}
+NUMBER_REFERENCE = {"@graph": [{**A, "schema:object": "m:712"}]}
+NESTED_UNLABELLED = {"@graph": [{**A, "schema:object": {"@id": "m:car", "@type": ["schema:Car"]}}]}
+NODE_AS_LITERAL = {"@graph": [{**A, "schema:description": node("m:b", "schema:Thing", "b")}]}
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [UNTYPED, UNLABELLED, EMPTY_LABEL, NUMBER_NODE, NUMBER_REFERENCE, NESTED_UNLABELLED, NODE_AS_LITERAL],
+    ids=["untyped", "unlabelled", "empty-label", "number-node", "number-reference", "nested-unlabelled",
+         "node-as-literal"],
+)
+def test_what_shacl_refuses_is_not_in_the_schema(answer: object) -> None:
+    assert not valid(ALL, answer, known=("m:owner",))
+
+
+def test_only_the_known_entities_of_the_prompt_go_without_type_and_label() -> None:
+    owner = {"@graph": [{"@id": "m:owner", "pcm:hasPet": "m:biscuit"}]}
+    assert valid(ALL, owner, known=("m:owner", "m:biscuit"))
+    assert not valid(ALL, owner, known=("m:biscuit",))
+    assert not valid(ALL, owner)
+
+
+def test_a_thing_can_be_described_where_it_is_referred_to() -> None:
+    """A property whose range is a class takes an embedded node (typed and labelled), alone or in a list."""
+    buy = node("m:buy", "schema:BuyAction", "buying a car", schema__agent="m:owner",
+               schema__object=node("m:car", "schema:Car", "car", schema__color="red"),
+               schema__participant=[node("m:anna", "schema:Person", "Anna"), "m:bob"])
+    assert valid(ALL, {"@graph": [buy]})
 
 
 # ---------------------------------------------------------------------------------------------------- answers
@@ -117,7 +165,7 @@ VALUE_SHAPES = {"@graph": [
 
 def test_an_answer_of_every_value_shape_is_valid_and_passes_normalise_and_shacl(memory: Memory) -> None:
     areas = ALL
-    assert valid(areas, VALUE_SHAPES)
+    assert valid(areas, VALUE_SHAPES, known=("m:owner",))
     extractor = Extractor(memory.context, ScriptedClient(), output="json")
     verdict = extractor.check(json.dumps(VALUE_SHAPES))
     assert verdict.accepted, verdict.report
@@ -132,6 +180,58 @@ def test_an_answer_of_every_value_shape_is_valid_and_passes_normalise_and_shacl(
     assert literal[(ns + "owner", SCHEMA + "birthDate")].datatype.value == XSD + "date"
     assert literal[(ns + "leash", SCHEMA + "url")].datatype.value == XSD + "anyURI"
     assert literal[(ns + "leash", PCM + "quantity")].value == "2"
+
+
+def test_embedded_nodes_become_typed_labelled_individuals_through_normalise_and_shacl(memory: Memory) -> None:
+    ns = memory.naming.namespace
+    buy = node("m:buy-bike", "schema:BuyAction", "buying a bike", schema__agent="m:owner",
+               schema__actionStatus="schema:CompletedActionStatus",
+               schema__object=node("m:bike", "pcm:Bicycle", "Trek bike", schema__color="blue"),
+               schema__participant=[node("m:anna", "schema:Person", "Anna"), node("m:bob", "schema:Person", "Bob")])
+    answer = {"@graph": [buy]}
+    assert valid(ALL, answer)
+    verdict = Extractor(memory.context, ScriptedClient(), output="json").check(json.dumps(answer))
+    assert verdict.accepted, verdict.report
+    facts = {(t.subject.value, t.predicate.value, t.object.value) for t in verdict.triples}
+    assert (ns + "buy-bike", SCHEMA + "object", ns + "bike") in facts
+    assert {(ns + "bike", RDF + "type", PCM + "Bicycle"), (ns + "bike", RDFS + "label", "Trek bike"),
+            (ns + "bike", SCHEMA + "color", "blue")} <= facts
+    for person, label in (("anna", "Anna"), ("bob", "Bob")):
+        assert {(ns + "buy-bike", SCHEMA + "participant", ns + person), (ns + person, RDF + "type", SCHEMA + "Person"),
+                (ns + person, RDFS + "label", label)} <= facts
+
+
+def test_a_bare_new_name_gets_the_node_the_ranges_entail(memory: Memory) -> None:
+    """A reference to a new name without a node of its own: typed with what the property's range entails (the most
+    specific classes above every class of the range) and labelled from the name; nothing is guessed."""
+    ns = memory.naming.namespace
+    extractor = Extractor(memory.context, ScriptedClient(), output="json")
+    repair = node("m:repair", "pcm:RepairAction", "repairing the car", schema__agent="m:owner",
+                  schema__object="m:honda-civic", schema__provider="m:rosewood-auto-repair")
+    verdict = extractor.check(json.dumps({"@graph": [repair]}))
+    assert verdict.accepted, verdict.report
+    facts = {(t.subject.value, t.predicate.value, t.object.value) for t in verdict.triples}
+    assert {(ns + "honda-civic", RDF + "type", SCHEMA + "Thing"),
+            (ns + "honda-civic", RDFS + "label", "honda civic")} <= facts
+    shop = {(p, o) for s, p, o in facts if s == ns + "rosewood-auto-repair"}
+    assert shop == {(RDF + "type", FOAF + "Agent"), (RDF + "type", SCHEMA + "Thing"),
+                    (RDFS + "label", "rosewood auto repair")}  # a person or an organisation: an agent, a thing
+
+
+def test_a_name_pointed_to_by_a_property_without_range_is_left_for_shacl() -> None:
+    name, unranged = NS + "x", "https://example.org/unranged"
+    triples = [ox.Triple(ox.NamedNode(NS + "a"), ox.NamedNode(SCHEMA + "object"), ox.NamedNode(name)),
+               ox.Triple(ox.NamedNode(NS + "a"), ox.NamedNode(unranged), ox.NamedNode(name))]
+    assert dangling_references(triples, NS) == {name}
+    assert complete_references(triples, {name}, namespace=NS, ontology=ONTOLOGY) == triples
+
+
+def test_a_known_entity_referred_to_gets_no_new_type_or_label(memory: Memory) -> None:
+    ns = memory.naming.namespace
+    verdict = Extractor(memory.context, ScriptedClient(), output="json").check(json.dumps({"@graph": [
+        node("m:walk", "schema:ExerciseAction", "a walk", schema__agent="m:owner")]}))
+    assert verdict.accepted, verdict.report
+    assert not [t for t in verdict.triples if t.subject.value == ns + "owner"]
 
 
 def test_shacl_violations_of_a_json_answer_go_back_as_a_report(memory: Memory) -> None:
@@ -183,7 +283,8 @@ def test_every_gold_fact_of_the_samples_can_be_said_in_the_schema_and_reads_back
 
     turtle = normalise_output(path.read_text(encoding="utf-8"), namespace=NS, ontology=ONTOLOGY).triples
     answer = as_answer(turtle, namespace=NS, ontology=ONTOLOGY)
-    errors = [e.message[:200] for e in validator(ALL).iter_errors(answer)]
+    known = tuple(n["@id"] for n in answer["@graph"] if "@type" not in n)  # entities of earlier utterances
+    errors = [e.message[:200] for e in validator(ALL, known).iter_errors(answer)]
     assert errors == []
     back = normalise_json(json.dumps(answer), namespace=NS, ontology=ONTOLOGY).triples
     assert set(back) == set(turtle)

@@ -9,6 +9,7 @@ from pathlib import Path
 from pcm.extraction.prompts import (
     CATALOGUE_BEGIN,
     CATALOGUE_END,
+    NO_TOPIC_VOCABULARY,
     PROMPTS_DIR,
     committed_catalogue,
     extract_prompt,
@@ -18,6 +19,7 @@ from pcm.extraction.prompts import (
     refresh_catalogue,
     repair_prompt,
     system_prompt,
+    topic_vocabulary,
 )
 from pcm.namespaces import PREFIXES
 from pcm.ontology import load_ontology
@@ -29,10 +31,10 @@ def test_committed_catalogue_equals_the_generated_one() -> None:
 
 
 def test_prompt_files_carry_their_version_in_name_and_header() -> None:
-    assert extract_prompt().version == "extract.v2" and repair_prompt().version == "repair.v1"
+    assert extract_prompt().version == "extract.v3" and repair_prompt().version == "repair.v1"
     extract, repair = prompt_version().split("+")
-    assert extract.startswith("extract.v2@") and repair.startswith("repair.v1@")
-    for name in ("extract.v2.md", "repair.v1.md"):
+    assert extract.startswith("extract.v3@") and repair.startswith("repair.v1@")
+    for name in ("extract.v3.md", "repair.v1.md"):
         assert (PROMPTS_DIR / name).read_text(encoding="utf-8").startswith(f"<!-- prompt: {name[:-3]} -->\n")
 
 
@@ -57,8 +59,8 @@ def test_the_rules_carry_the_papers_extraction_rules() -> None:
 
 
 def test_refresh_rewrites_only_the_catalogue_block(tmp_path: Path) -> None:
-    copy = tmp_path / "extract.v2.md"
-    shutil.copy(PROMPTS_DIR / "extract.v2.md", copy)
+    copy = tmp_path / "extract.v3.md"
+    shutil.copy(PROMPTS_DIR / "extract.v3.md", copy)
     text = copy.read_text(encoding="utf-8")
     start, end = text.index(CATALOGUE_BEGIN), text.index(CATALOGUE_END)
     copy.write_text(text[: start + len(CATALOGUE_BEGIN)] + "\nstale\n" + text[end:], encoding="utf-8")
@@ -66,7 +68,7 @@ def test_refresh_rewrites_only_the_catalogue_block(tmp_path: Path) -> None:
     assert refresh_catalogue(copy) is True
     assert copy.read_text(encoding="utf-8") == text.replace(committed_catalogue(), generated_catalogue())
     assert refresh_catalogue(copy) is False
-    assert read_prompt(copy).version == "extract.v2"
+    assert read_prompt(copy).version == "extract.v3"
 
 
 def test_system_prompt_holds_the_selected_catalogue_without_markers() -> None:
@@ -77,7 +79,7 @@ def test_system_prompt_holds_the_selected_catalogue_without_markers() -> None:
 
 
 def test_user_part_has_every_section_the_extractor_fills() -> None:
-    keys = ("message_time", "date_hints", "speaker", "entities", "previous", "role", "utterance", "task")
+    keys = ("vocabulary", "message_time", "date_hints", "speaker", "entities", "previous", "role", "utterance", "task")
     text = extract_prompt().render("user", **dict.fromkeys(keys, "X"))
     assert "{{" not in text and "<utterance>\nX\n</utterance>" in text
     assert "{{" not in repair_prompt().render("user", report="R")
@@ -96,8 +98,8 @@ def test_the_json_system_prompt_swaps_only_the_output_and_example_sections() -> 
 
 def test_the_recorded_version_changes_when_the_prompt_text_changes(tmp_path: Path) -> None:
     """A regenerated catalogue keeps the file name: the digest is what tells a resumed run the prompt changed."""
-    original = (PROMPTS_DIR / "extract.v2.md").read_text(encoding="utf-8")
-    copy = tmp_path / "extract.v2.md"
+    original = (PROMPTS_DIR / "extract.v3.md").read_text(encoding="utf-8")
+    copy = tmp_path / "extract.v3.md"
     copy.write_text(original, encoding="utf-8")
     same = read_prompt(copy)
     copy.write_text(original.replace("<!-- catalogue:end -->", "- pcm:Example a new term\n<!-- catalogue:end -->"),
@@ -108,9 +110,11 @@ def test_the_recorded_version_changes_when_the_prompt_text_changes(tmp_path: Pat
     assert f"{extract_prompt().version}@{extract_prompt().digest}" in prompt_version()
 
 
-def test_topic_notes_come_only_for_the_selected_areas_and_last() -> None:
-    catalogue = load_ontology().catalogue(["pets"], compact=True)
-    system = system_prompt(catalogue, "turtle", ("pets",))
-    assert system.rstrip().endswith("Pets are pcm:Pet (pcm:hasPet, pcm:petSpecies, pcm:petBreed).")
-    assert "rel:friendOf" not in system
-    assert "# Notes on these topics" not in system_prompt(catalogue, "turtle", ())
+def test_topic_notes_come_only_for_the_selected_areas_after_their_catalogue() -> None:
+    blocks = "\n\n".join(load_ontology().catalogue(["pets"], compact=True).split("\n\n")[1:])
+    vocabulary = topic_vocabulary(blocks, ("pets",))
+    assert vocabulary.startswith("## pets\nclasses: pcm:Pet") and "Notation:" not in vocabulary
+    assert vocabulary.endswith("Pets are pcm:Pet (pcm:hasPet, pcm:petSpecies, pcm:petBreed).")
+    assert "rel:friendOf" not in vocabulary
+    assert topic_vocabulary("", ()) == NO_TOPIC_VOCABULARY
+    assert "Notes on these topics" not in system_prompt(load_ontology().catalogue(["people"], compact=True))

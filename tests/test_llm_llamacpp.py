@@ -97,6 +97,32 @@ def test_the_schema_becomes_a_grammar_request_and_the_prompt_keeps_its_order(ggu
     assert client.usage.as_dict()["extract"]["input_tokens"] == 42
 
 
+class ResettingLlama(RecordingLlama):
+    """Records whether anything drops the model's kept tokens (llama-cpp-python's ``reset``)."""
+
+    resets = 0
+
+    def reset(self) -> None:
+        ResettingLlama.resets += 1
+
+
+def test_consecutive_calls_share_one_model_object_that_keeps_its_prompt_tokens(gguf: Path) -> None:
+    """llama-cpp-python re-reads only what follows the longest common token prefix of consecutive calls on one
+    ``Llama`` object: the client must keep that object and never reset it, and send the system prompt (the part
+    that is the same for every utterance) first, as every message of a repair round after it."""
+    made = len(RecordingLlama.made)
+    client = LlamaCppClient(model_path=str(gguf), threads=2, context=2048, factory=ResettingLlama)
+    first = [Message.user("U1")]
+    client.complete(system="SYSTEM", messages=first, operation="extract")
+    client.complete(system="SYSTEM", messages=[*first, Message.assistant("A"), Message.user("R")],
+                    operation="repair")
+    client.complete(system="SYSTEM", messages=[Message.user("U2")], operation="extract")
+    assert len(RecordingLlama.made) == made + 1 and ResettingLlama.resets == 0
+    calls = client._llama.calls
+    assert [c["messages"][0] for c in calls] == [{"role": "system", "content": "SYSTEM"}] * 3
+    assert calls[1]["messages"][:2] == calls[0]["messages"]  # the repair round extends the first call's prompt
+
+
 def test_auto_output_is_json_for_the_in_process_model(gguf: Path) -> None:
     client = LlamaCppClient(model_path=str(gguf), threads=1, context=512, factory=RecordingLlama)
     assert output_format("auto", client) == "json" and output_format("turtle", client) == "turtle"
@@ -177,6 +203,28 @@ def test_the_extraction_schema_carries_its_bounded_grammar() -> None:
     schema = extraction_schema(ontology)
     assert schema.grammar is not None
     assert schema.grammar(500) == extraction_grammar(ontology, grammar_budget(500))
+    offered = extraction_schema(ontology, known=("m:owner", "m:biscuit"))
+    assert offered.grammar is not None
+    assert offered.grammar(500).endswith('known ::= "\\"m:biscuit\\"" | "\\"m:owner\\""\n')
+
+
+def test_grammars_made_per_call_are_kept_only_for_the_last_few_calls(gguf: Path) -> None:
+    """The extraction schema names the prompt's known entities, so its grammar (about a megabyte of text) differs
+    from one utterance to the next: the client keeps the last few, built once each, not all of them."""
+    from pcm.llm.llamacpp_client import GRAMMARS_KEPT
+
+    built: list[str] = []
+
+    def gbnf(text: str) -> str:
+        built.append(text)
+        return "built " + text
+
+    client = LlamaCppClient(model_path=str(gguf), threads=2, context=2048, factory=RecordingLlama, gbnf=gbnf)
+    for n in [*range(GRAMMARS_KEPT + 5), GRAMMARS_KEPT + 4, GRAMMARS_KEPT + 4]:
+        schema = JsonSchema("answer", {"type": "object"}, grammar=lambda max_tokens, n=n: f"root ::= \"{n}\"")
+        client.complete(system="S", messages=[Message.user("U")], operation="extract", schema=schema)
+        assert client._llama.calls[-1]["grammar"] == f"built root ::= \"{n}\""
+    assert len(built) == GRAMMARS_KEPT + 5 and len(client._grammars) == GRAMMARS_KEPT
 
 
 @pytest.mark.skipif(not HAVE_LLAMA, reason="llama-cpp-python is not installed (pip install 'pcm[local]')")

@@ -236,14 +236,18 @@ def show_iri(iri: str, namespace: str, ontology: Ontology) -> str:
     return ontology.curie(iri)
 
 
-def render_user_message(context: TurnContext, *, memory: MemoryContext, ontology: Ontology, output: str = "turtle") -> str:
-    """The user message of the extraction prompt (``part: user`` of ``extract.v1.md``)."""
-    from pcm.extraction.prompts import extract_prompt, task_line
+def render_user_message(
+    context: TurnContext, *, memory: MemoryContext, ontology: Ontology, output: str = "turtle", vocabulary: str = ""
+) -> str:
+    """The user message of the extraction prompt (``part: user`` of ``extract.v3.md``); ``vocabulary`` is the
+    catalogue of the utterance's own topics (see :func:`pcm.extraction.prompts.topic_vocabulary`)."""
+    from pcm.extraction.prompts import NO_TOPIC_VOCABULARY, extract_prompt, task_line
 
     ns = memory.naming.namespace
     when, hints = message_time(context.post.time)
     return extract_prompt().render(
         "user",
+        vocabulary=vocabulary or NO_TOPIC_VOCABULARY,
         message_time=when,
         date_hints=hints,
         speaker=_speaker_line(context, memory, ontology),

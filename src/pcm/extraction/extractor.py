@@ -24,10 +24,17 @@ import pyoxigraph as ox
 
 from pcm.errors import LLMError
 from pcm.extraction.areas import EXTRACTION_CORE, select_areas
-from pcm.extraction.context import ContextBuilder, TurnContext, node_context, render_user_message, speaker_iri
-from pcm.extraction.jsonld import extraction_schema
+from pcm.extraction.context import (
+    ContextBuilder,
+    TurnContext,
+    node_context,
+    render_user_message,
+    show_iri,
+    speaker_iri,
+)
+from pcm.extraction.jsonld import complete_references, dangling_references, extraction_schema
 from pcm.extraction.normalise import Normalised, OutputProblem, normalise_json, normalise_output
-from pcm.extraction.prompts import repair_prompt, system_prompt
+from pcm.extraction.prompts import repair_prompt, system_prompt, topic_vocabulary
 from pcm.extraction.supersede import single_valued_properties
 from pcm.extraction.terms import graph_of
 from pcm.llm.base import LLMClient, Message, output_format
@@ -127,7 +134,7 @@ class Extractor:
         result = Extraction(post, FAILED, context.speaker, offered=frozenset(e.iri for e in context.entities))
         system, first = self.prompt(context)
         messages = [Message.user(first)]
-        extra = {"schema": extraction_schema(self.ontology)} if self.output == "json" else {}
+        extra = {"schema": extraction_schema(self.ontology, known=self._known(context))} if self.output == "json" else {}
         for round_ in range(self.repair_rounds + 1):
             try:
                 completion = self.client.complete(
@@ -160,9 +167,24 @@ class Extractor:
         return result
 
     def prompt(self, context: TurnContext) -> tuple[str, str]:
-        """``(system prompt, first user message)`` for one post; the catalogue is cut to the relevant areas."""
-        system = _system(self.ontology, self._areas(context), self.output)
-        return system, render_user_message(context, memory=self.memory, ontology=self.ontology, output=self.output)
+        """``(system prompt, first user message)`` for one post; the catalogue is cut to the relevant areas.
+
+        The system prompt is the same for every post (rules and the core areas' catalogue); the areas the post
+        adds go into the user message, before its context and the utterance, so a prompt cache keeps the whole
+        system prompt from one utterance to the next (and both it and the first user message in a repair round).
+        """
+        extra = tuple(a for a in self._areas(context) if a not in EXTRACTION_CORE)
+        user = render_user_message(
+            context, memory=self.memory, ontology=self.ontology, output=self.output,
+            vocabulary=_topic_vocabulary(self.ontology, extra),
+        )
+        return _system(self.ontology, self.output), user
+
+    def _known(self, context: TurnContext) -> tuple[str, ...]:
+        """The names of the known entities the prompt offers, as it writes them (``m:biscuit``): the nodes a JSON
+        answer may write without a type and a label."""
+        ns = self.memory.naming.namespace
+        return tuple(show_iri(e.iri, ns, self.ontology) for e in context.entities if e.iri.startswith(ns))
 
     def _areas(self, context: TurnContext) -> tuple[str, ...]:
         """Areas of the utterance's own words and of the entities it (or its session so far) mentions.
@@ -196,6 +218,8 @@ class Extractor:
         if normalised.problems:
             lines = [f"[refused] {p}" for p in normalised.problems]
             return Verdict([], _report(lines, truncated), normalised.unknown_terms)
+        if self.output == "json":
+            normalised.triples = self._complete(normalised.triples)
         if not normalised.triples:
             if self.output == "json" or _says_nothing(text):
                 return Verdict([], _report([], truncated))
@@ -205,6 +229,15 @@ class Extractor:
         return Verdict(normalised.triples, _report(lines, truncated), normalised.unknown_terms)
 
     # ------------------------------------------------------------------------------------------------ checks
+
+    def _complete(self, triples: list[ox.Triple]) -> list[ox.Triple]:
+        """A JSON answer's bare references to new names get the node they lack, where the range says its type."""
+        ns = self.memory.naming.namespace
+        dangling = dangling_references(triples, ns)
+        if not dangling:
+            return triples
+        existing = {str(s) for s in node_context(self.memory, dangling).subjects()}
+        return complete_references(triples, dangling - existing, namespace=ns, ontology=self.ontology)
 
     def _violations(self, triples: list[ox.Triple]) -> list[str]:
         ns = self.memory.naming.namespace
@@ -266,16 +299,19 @@ def _validator(ontology: Ontology) -> Validator:
 
 
 @cache
-def _system(ontology: Ontology, areas: tuple[str, ...], output: str) -> str:
-    """The system prompt for ``areas``: the compact catalogue, core areas first (the same for every utterance, so a
-    prompt cache reuses it), then the utterance's own areas, then their topic notes."""
-    core = tuple(a for a in areas if a in EXTRACTION_CORE)
-    extra = tuple(a for a in areas if a not in EXTRACTION_CORE)
-    catalogue = _without_annotations(ontology.catalogue(core, compact=True))
-    if extra:
-        blocks = ontology.catalogue(extra, compact=True).split("\n\n")[1:]  # without a second legend
-        catalogue = catalogue.rstrip("\n") + "\n\n" + _without_annotations("\n\n".join(blocks))
-    return system_prompt(catalogue, output, extra)
+def _system(ontology: Ontology, output: str) -> str:
+    """The system prompt: rules, example and the compact catalogue of the core areas, the same for every utterance
+    (so a prompt cache reuses all of it)."""
+    core = tuple(a for a in ontology.areas if a in EXTRACTION_CORE)
+    return system_prompt(_without_annotations(ontology.catalogue(core, compact=True)), output)
+
+
+@cache
+def _topic_vocabulary(ontology: Ontology, areas: tuple[str, ...]) -> str:
+    """The user message's catalogue blocks of the utterance's own areas (beyond the core), with their topic notes;
+    the legend is left out (the system prompt's catalogue carries it)."""
+    blocks = ontology.catalogue(areas, compact=True).split("\n\n")[1:] if areas else []
+    return topic_vocabulary(_without_annotations("\n\n".join(blocks)), areas)
 
 
 def _without_annotations(catalogue: str) -> str:

@@ -6,17 +6,20 @@ and the hosted APIs can hold a model to a JSON Schema, so the schema here is gen
 prompt's catalogue (the ontology, cut to the areas selected for the utterance) and never written by hand:
 
 * the answer is ``{"@graph": [node, ...]}``, a JSON-LD document without its context;
-* a node has an ``@id`` (an ``m:`` name, as in the Turtle prompt), an optional ``@type`` list drawn from the
-  catalogue's classes, and properties keyed by the catalogue's predicates (compact IRIs such as ``schema:price``);
+* a node has an ``@id`` (an ``m:`` name starting with a letter, as in the Turtle prompt), an ``@type`` list drawn
+  from the catalogue's classes and a non-empty ``rdfs:label`` (only the known entities the prompt offers go without
+  them), and properties keyed by the catalogue's predicates (compact IRIs such as ``schema:price``);
 * a value is shaped by the property's range: an object property takes an ``m:`` name (or one of the ontology's
-  named values, such as ``schema:CompletedActionStatus``); a datatype property takes a literal in its lexical form
-  (dates as ``YYYY-MM-DD``, numbers as JSON numbers, booleans as JSON booleans);
+  named values, such as ``schema:CompletedActionStatus``) or a node written in place (JSON-LD's embedded node); a
+  datatype property takes a literal in its lexical form (dates as ``YYYY-MM-DD``, numbers as JSON numbers,
+  booleans as JSON booleans);
 * sizes are bounded (nodes, values per property, string lengths) so that a model that loops ends with a complete,
   valid document instead of JSON cut at the token limit.
 
 The answer becomes RDF through pyoxigraph's JSON-LD parser, with a ``@context`` generated here (prefixes, and for
 each predicate whether its values are node references or typed literals); the triples then go through the same
-normalise → SHACL → repair path as Turtle (see :func:`pcm.extraction.normalise.normalise_triples`).
+normalise → SHACL → repair path as Turtle (see :func:`pcm.extraction.normalise.normalise_triples`), after a bare
+reference to a new name gets the node its property's range decides (:func:`complete_references`).
 """
 
 from __future__ import annotations
@@ -26,14 +29,15 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
-from functools import cache, partial
+from functools import cache, lru_cache, partial
+from itertools import product
 from typing import Any
 
 import pyoxigraph as ox
 
 from pcm.extraction.areas import RESERVED_AREAS
 from pcm.llm.base import JsonSchema
-from pcm.namespaces import PREFIXES, RDF, RDFS, SCHEMA, XSD
+from pcm.namespaces import OWL, PREFIXES, RDF, RDFS, SCHEMA, XSD
 from pcm.ontology import AREAS, CLASS, DATATYPE_PROPERTY, INDIVIDUAL, OBJECT_PROPERTY, Ontology
 
 #: Most nodes one answer may hold (a long utterance needs ~10).
@@ -48,7 +52,7 @@ MAX_NAME = 80
 SCHEMA_NAME = "extraction"
 
 #: An individual of the memory, as the prompt writes it (``m:biscuit``, ``m:owner``).
-NAME_PATTERN = r"^m:[A-Za-z0-9][A-Za-z0-9._-]*$"
+NAME_PATTERN = r"^m:[A-Za-z][A-Za-z0-9._-]*$"
 _LABEL = RDFS + "label"
 _DATE = r"^[0-9]{4}(-[0-9]{2}(-[0-9]{2})?)?$"
 _DATETIME = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9]{2}:[0-9]{2}(:[0-9]{2})?)?$"
@@ -80,45 +84,71 @@ class AnswerProblem(ValueError):
     """The answer is not a JSON document of the expected shape; the message is one line for the repair report."""
 
 
-@cache
-def extraction_schema(ontology: Ontology, areas: tuple[str, ...] | None = None) -> JsonSchema:
-    """The JSON Schema of an extraction answer (cached per ontology and areas).
+def extraction_schema(
+    ontology: Ontology, areas: tuple[str, ...] | None = None, known: Iterable[str] = ()
+) -> JsonSchema:
+    """The JSON Schema of an extraction answer; ``known`` are the known entities' names the prompt offers
+    (``m:owner``, ``m:biscuit``), the only nodes that may go without a type and a label.
 
     ``areas=None`` (what extraction uses) accepts the whole catalogue but pcm's own bookkeeping areas, as Turtle
     extraction does: the prompt lists the areas selected for the utterance, and the schema must not refuse a right
     term the keyword selection missed (on the sample conversations, a schema cut to the selected areas refused 21
     of the 53 gold answers; see ``benchmarks/bench_prompt_size.py``). Value shapes are shared through ``$defs``.
+
+    What SHACL would refuse is made unsayable where a schema can say it: a new node has ``@type`` and a non-empty
+    ``rdfs:label`` (``required``); a name starts with a letter (``m:712`` is a number, not an individual); a property
+    whose range is a datatype takes literals only; a property whose range is a class takes a name or a whole node
+    (``{"@id": ..., "@type": [...], "rdfs:label": ..., ...}``, JSON-LD's embedded node), so a new thing can be
+    described where it is referred to. A bare name that has no node of its own is completed in code
+    (:func:`complete_references`).
     """
+    return _schema(ontology, areas, tuple(sorted(set(known))))
+
+
+@lru_cache(maxsize=64)
+def _schema(ontology: Ontology, areas: tuple[str, ...] | None, known: tuple[str, ...]) -> JsonSchema:
     classes, properties, values = _vocabulary(ontology, areas)
     defs: dict[str, Any] = {}
-    node_properties: dict[str, Any] = {
-        "@id": {"type": "string", "pattern": NAME_PATTERN, "maxLength": MAX_NAME},
-        "@type": {
-            "type": "array",
-            "items": {"type": "string", "enum": [ontology.curie(c) for c in classes]},
-            "minItems": 1,
-            "maxItems": MAX_TYPES,
-        },
-        "rdfs:label": {"type": "string", "maxLength": MAX_TEXT},
-    }
+    members: dict[str, Any] = {}
     for iri in properties:
         name, value = _value_schema(ontology, iri, values)
+        if ontology.terms[iri].kind == OBJECT_PROPERTY:
+            name, value = name + "_or_node", {"anyOf": [value, {"$ref": "#/$defs/node"}]}
         if iri in ontology.functional_properties:
             defs.setdefault(name, value)
-            node_properties[ontology.curie(iri)] = {"$ref": f"#/$defs/{name}"}
+            members[ontology.curie(iri)] = {"$ref": f"#/$defs/{name}"}
         else:
             many = {"type": "array", "items": value, "minItems": 1, "maxItems": MAX_VALUES}
             defs.setdefault(name + "s", {"anyOf": [value, many]})
-            node_properties[ontology.curie(iri)] = {"$ref": f"#/$defs/{name}s"}
-    node = {
+            members[ontology.curie(iri)] = {"$ref": f"#/$defs/{name}s"}
+    defs["node"] = {
         "type": "object",
-        "properties": node_properties,
-        "required": ["@id"],
+        "properties": {
+            "@id": {"type": "string", "pattern": NAME_PATTERN, "maxLength": MAX_NAME},
+            "@type": {
+                "type": "array",
+                "items": {"type": "string", "enum": [ontology.curie(c) for c in classes]},
+                "minItems": 1,
+                "maxItems": MAX_TYPES,
+            },
+            "rdfs:label": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT},
+            **members,
+        },
+        "required": ["@id", "@type", "rdfs:label"],
         "additionalProperties": False,
     }
+    item: dict[str, Any] = {"$ref": "#/$defs/node"}
+    if known:
+        defs["known_node"] = {
+            "type": "object",
+            "properties": {"@id": {"type": "string", "enum": list(known)}, **members},
+            "required": ["@id"],
+            "additionalProperties": False,
+        }
+        item = {"anyOf": [item, {"$ref": "#/$defs/known_node"}]}
     schema = {
         "type": "object",
-        "properties": {"@graph": {"type": "array", "items": node, "maxItems": MAX_NODES}},
+        "properties": {"@graph": {"type": "array", "items": item, "maxItems": MAX_NODES}},
         "required": ["@graph"],
         "additionalProperties": False,
         "$defs": dict(sorted(defs.items())),
@@ -127,12 +157,12 @@ def extraction_schema(ontology: Ontology, areas: tuple[str, ...] | None = None) 
         SCHEMA_NAME, schema,
         "Record the facts the current utterance states, as nodes of a JSON-LD graph (an empty @graph when there "
         "are none).",
-        grammar=partial(_bounded_grammar, ontology) if areas is None else None,
+        grammar=partial(_bounded_grammar, ontology, known) if areas is None else None,
     )
 
 
-def _bounded_grammar(ontology: Ontology, max_tokens: int) -> str:
-    return extraction_grammar(ontology, grammar_budget(max_tokens))
+def _bounded_grammar(ontology: Ontology, known: tuple[str, ...], max_tokens: int) -> str:
+    return extraction_grammar(ontology, grammar_budget(max_tokens), known)
 
 
 def _vocabulary(
@@ -192,6 +222,10 @@ GRAMMAR_SHORT_TEXT = 32
 GRAMMAR_NAME = 40
 #: Longest list of values of one property in the grammar.
 GRAMMAR_VALUES = 4
+#: How deep nodes embed in the grammar (a purchase, its product, the product's brand: 2).
+GRAMMAR_DEPTH = 2
+#: The families of node states (see :func:`_node_states`): every path of ``q`` and ``r`` up to that depth.
+_FAMILIES = tuple("".join(path) for depth in range(GRAMMAR_DEPTH + 1) for path in product("qr", repeat=depth))
 #: Characters outside the budget: the document's opening and the closing brackets a full budget still needs.
 #: Optional whitespace where a model habitually writes it (a space after ":" and ",", a newline and indent before
 #: a node or member): forbidding it made a model used to pretty JSON close the document at once. Paid for too.
@@ -209,24 +243,33 @@ class _Shape:
     longest: int
 
 
-def extraction_grammar(ontology: Ontology, budget: int) -> str:
+def extraction_grammar(ontology: Ontology, budget: int, known: Iterable[str] = ()) -> str:
     """A llama.cpp GBNF grammar for the extraction answer whose every sentence is at most ``budget`` characters.
 
     Why a grammar beside the JSON Schema: a JSON Schema bounds each part (nodes, values per property, string
     lengths) but not their product, so a model that loops (listing schema terms as nodes, repeating a value) runs
     to the token limit and its JSON is cut mid-document. The grammar carries a *total* budget instead: every piece
-    of the answer (a node's ``@id``, a type, a property with its value, a further value in a list) costs its
-    longest form in :data:`SLOT`-character slots, and the grammar's nonterminals count the slots left
+    of the answer (a node's opening, a further type, a property with its value, a further value in a list) costs
+    its longest form in :data:`SLOT`-character slots, and the grammar's nonterminals count the slots left
     (``p37`` is "inside a node, 37 slots left"). When too few remain for another piece, the only continuation is
-    closing the document, so a looping model ends with complete, valid JSON. The answer is written compact (no
-    whitespace between tokens): whitespace would be paid for too.
+    closing the document, so a looping model ends with complete, valid JSON.
+
+    What SHACL would refuse is unsayable: a node opens with ``"@id"`` (a name that starts with a letter, never
+    ``m:712``), ``"@type"`` (catalogue classes) and a non-empty ``"rdfs:label"``, in that order, unless its ``@id``
+    is one of ``known`` (the entities the prompt offers, which keep their types and labels); a datatype property
+    takes literals only; a property whose range is a class takes a name or an embedded node of the same shape
+    (one level deep, alone or in a list), so a new thing can be described where it is referred to. Nested nodes
+    share the budget: their nonterminals form families (``q``: a node embedded as a value, which returns to its
+    parent's ``p``; ``r``: one in a list, which returns to ``l``), each counting the same slots.
 
     The language is the schema's (same vocabulary, same value shapes, from :func:`extraction_schema`'s sources)
-    with tighter strings (:data:`GRAMMAR_TEXT`, :data:`GRAMMAR_NAME`, no escapes) and no nested arrays. A token is
-    at least one character, so ``budget`` characters is also a bound on tokens for ASCII text: pass the call's
-    ``max_tokens`` (see :func:`grammar_budget`).
+    with tighter strings (:data:`GRAMMAR_TEXT`, :data:`GRAMMAR_NAME`, no escapes) and at most one level of
+    embedding. A token is at least one character, so ``budget`` characters is also a bound on tokens for ASCII
+    text: pass the call's ``max_tokens`` (see :func:`grammar_budget`).
     """
-    return _grammar(ontology, budget)
+    names = sorted({k for k in known if re.fullmatch(NAME_PATTERN, k) and len(k) <= GRAMMAR_NAME})
+    body = _grammar(ontology, budget, bool(names))
+    return body + ("known ::= " + " | ".join(_quoted(k) for k in names) + "\n" if names else "")
 
 
 def grammar_budget(max_tokens: int) -> int:
@@ -239,12 +282,32 @@ def grammar_longest(ontology: Ontology, budget: int) -> int:
     return (budget // SLOT) * SLOT + _FRAME
 
 
+@dataclass(frozen=True)
+class _Costs:
+    """Slots of the pieces of a node: its opening (``@id`` with the braces around the node), its first and every
+    further type, its label (short or long), and the key of an object property that opens an embedded node."""
+
+    id: int
+    type: int
+    label_short: int
+    label_long: int
+    object_key: int
+    object_list: int
+
+    @property
+    def opening(self) -> int:
+        """The cheapest new node: ``@id``, one type and a short label."""
+        return self.id + self.type + self.label_short
+
+
 @cache
-def _grammar(ontology: Ontology, budget: int) -> str:
+def _grammar(ontology: Ontology, budget: int, known: bool) -> str:
     classes, properties, values = _vocabulary(ontology, None)
     slots = budget // SLOT
     shapes: dict[str, _Shape] = {}
     keys: dict[tuple[str, bool], list[str]] = {}
+    object_keys: list[str] = []
+    object_lists: list[str] = []
     for iri in properties:
         name, value = _value_schema(ontology, iri, values)
         if name not in shapes:
@@ -253,17 +316,33 @@ def _grammar(ontology: Ontology, budget: int) -> str:
             short = _Shape(rule + "-short", *_gbnf(value, GRAMMAR_SHORT_TEXT))
             if short.body != shapes[name].body:
                 shapes[name + "-short"] = short
-        keys.setdefault((name, iri not in ontology.functional_properties), []).append(ontology.curie(iri))
-    keys.setdefault(("string", False), []).append("rdfs:label")
-    shapes.setdefault("string", _Shape("v-string", *_gbnf(_STRING)))
-    shapes.setdefault("string-short", _Shape("v-string-short", *_gbnf(_STRING, GRAMMAR_SHORT_TEXT)))
+        many = iri not in ontology.functional_properties
+        keys.setdefault((name, many), []).append(ontology.curie(iri))
+        if ontology.terms[iri].kind == OBJECT_PROPERTY:
+            object_keys.append(ontology.curie(iri))
+            if many:
+                object_lists.append(ontology.curie(iri))
+    label_head = len(',"rdfs:label":') + 2 + 2 * _WS
+    object_head = max(len(c) for c in object_keys) + 2 + 2 + 2 * _WS  # the key, quoted, with "," and ":" and spaces
+    costs = _Costs(
+        id=_cost(_id_len()),
+        type=_cost(max(len(ontology.curie(c)) for c in classes) + 2 + len(',"@type":[]') + 2 * _WS),
+        label_short=_cost(label_head + GRAMMAR_SHORT_TEXT),
+        label_long=_cost(label_head + GRAMMAR_TEXT),
+        object_key=_cost(object_head),
+        object_list=_cost(object_head + 2 + 2 * _WS),  # "[" and "]", with the spaces after "[" and before "]"
+    )
+    first = costs.id if known else costs.opening
     lines = [
-        'root ::= "{\\"@graph\\":" w "[" w ( "]" w "}" ' + (f'| "{{" w n{slots} ' if slots >= _cost(_id_len()) else "")
-        + ")",
+        'root ::= "{\\"@graph\\":" w "[" w ( "]" w "}" ' + (f'| "{{" w n{slots} ' if slots >= first else "") + ")",
         'w ::= ( " " | "\\n" " "{0,3} )?',
-        f'name ::= "\\"m:" [A-Za-z0-9] {_ASCII_NAME_CHARS}{{0,{GRAMMAR_NAME - 3}}} "\\""',
+        f'name ::= "\\"m:" [A-Za-z] {_ASCII_NAME_CHARS}{{0,{GRAMMAR_NAME - 3}}} "\\""',
         'text-char ::= [^"\\\\\\x00-\\x1f]',
+        f'label ::= "\\"" text-char{{1,{GRAMMAR_TEXT}}} "\\""',
+        f'label-short ::= "\\"" text-char{{1,{GRAMMAR_SHORT_TEXT}}} "\\""',
         "cls ::= " + " | ".join(_quoted(ontology.curie(c)) for c in classes),
+        "o-key ::= " + " | ".join(_quoted(c) for c in sorted(object_keys)),
+        "o-list ::= " + " | ".join(_quoted(c) for c in sorted(object_lists)),
     ]
     for shape in shapes.values():
         lines.append(f"{shape.rule} ::= {shape.body}")
@@ -284,20 +363,49 @@ def _grammar(ontology: Ontology, budget: int) -> str:
                 by_cost.setdefault(_cost(head + 2 + n * (longest + 1 + _WS)), []).append(listed)
     for cost, bodies in sorted(by_cost.items()):
         lines.append(f"m{cost} ::= " + " | ".join(bodies))
-    id_cost = _cost(_id_len())
-    type_cost = _cost(max(len(ontology.curie(c)) for c in classes) + 2 + len(',"@type":[]') + 2 * _WS)
     for k in range(slots + 1):
-        # n: a node's body after "{"; t: inside its @type list; p: after a member; g: after a node
-        if k >= id_cost:
-            rest = k - id_cost
-            first_type = f' | "," w "\\"@type\\":" w "[" cls t{rest - type_cost}' if rest >= type_cost else ""
-            lines.append(f'n{k} ::= "\\"@id\\":" w name ( p{rest}{first_type} )')
-        more_type = f' | "," w cls t{k - type_cost}' if k >= type_cost else ""
-        lines.append(f't{k} ::= "]" p{k}{more_type}')
-        alternatives = [f'"}}" g{k}'] + [f'"," w m{cost} p{k - cost}' for cost in sorted(by_cost) if cost <= k]
-        lines.append(f"p{k} ::= " + " | ".join(alternatives))
-        lines.append(f'g{k} ::= w "]" w "}}"' + (f' | "," w "{{" w n{k}' if k >= id_cost else ""))
+        member_costs = sorted(c for c in by_cost if c <= k)
+        for family in _FAMILIES:
+            lines += _node_states(family, k, costs, known and family == "", member_costs)
+            if len(family) < GRAMMAR_DEPTH:  # after an embedded node in one of this family's lists
+                embed = f' | "," w "{{" w n{family}r{k}' if k >= costs.opening else ""
+                lines.append(f'l{family}{k} ::= w "]" p{family}{k}{embed}')
+        lines.append(f'g{k} ::= w "]" w "}}"' + (f' | "," w "{{" w n{k}' if k >= first else ""))
     return "\n".join(lines) + "\n"
+
+
+def _node_states(family: str, k: int, costs: _Costs, known: bool, member_costs: list[int]) -> list[str]:
+    """The rules of one budget ``k`` of one family of node states: ``n`` after the node's ``{``, ``t`` in its
+    ``@type`` list, ``p`` after a member. A family is the path from the top-level node (``""``): ``q`` a node
+    embedded as a value, ``r`` one in a list, ``qr`` one in a list inside a node embedded as a value... Closing a
+    node returns to where it was embedded, with the slots left. Nodes embed others down to :data:`GRAMMAR_DEPTH`;
+    only top-level nodes may be a known entity without type and label."""
+    lines = []
+    opening = []
+    if known and k >= costs.id:
+        opening.append(f'"\\"@id\\":" w known p{k - costs.id}')
+    if k >= costs.opening:
+        opening.append(f'"\\"@id\\":" w name "," w "\\"@type\\":" w "[" cls t{family}{k - costs.id - costs.type}')
+    if opening:
+        lines.append(f"n{family}{k} ::= " + " | ".join(opening))
+    if k >= costs.label_short:
+        label = '"]" "," w "\\"rdfs:label\\":" w '
+        types = [f"{label}label-short p{family}{k - costs.label_short}"]
+        if k >= costs.label_long:
+            types.append(f"{label}label p{family}{k - costs.label_long}")
+        if k - costs.type >= costs.label_short:
+            types.append(f'"," w cls t{family}{k - costs.type}')
+        lines.append(f"t{family}{k} ::= " + " | ".join(types))
+    parent = family[:-1]
+    close = f'"}}" g{k}' if not family else f'"}}" p{parent}{k}' if family[-1] == "q" else f'"}}" l{parent}{k}'
+    members = [close] + [f'"," w m{cost} p{family}{k - cost}' for cost in member_costs]
+    if len(family) < GRAMMAR_DEPTH:
+        if k - costs.object_key >= costs.opening:
+            members.append(f'"," w o-key ":" w "{{" w n{family}q{k - costs.object_key}')
+        if k - costs.object_list >= costs.opening:
+            members.append(f'"," w o-list ":" w "[" w "{{" w n{family}r{k - costs.object_list}')
+    lines.append(f"p{family}{k} ::= " + " | ".join(members))
+    return lines
 
 
 def _cost(characters: int) -> int:
@@ -313,7 +421,7 @@ def _quoted(text: str) -> str:
 
 
 _PATTERNS = {
-    NAME_PATTERN: f'"\\"m:" [A-Za-z0-9] {_ASCII_NAME_CHARS}{{0,{GRAMMAR_NAME - 3}}} "\\""',
+    NAME_PATTERN: f'"\\"m:" [A-Za-z] {_ASCII_NAME_CHARS}{{0,{GRAMMAR_NAME - 3}}} "\\""',
     _DATE: '"\\"" [0-9]{4} ( "-" [0-9]{2} ( "-" [0-9]{2} )? )? "\\""',
     _DATETIME: '"\\"" [0-9]{4} "-" [0-9]{2} "-" [0-9]{2} ( "T" [0-9]{2} ":" [0-9]{2} ( ":" [0-9]{2} )? )? "\\""',
     r"^[0-9]{4}$": '"\\"" [0-9]{4} "\\""',
@@ -458,6 +566,66 @@ def _decimal(triple: ox.Triple, ontology: Ontology) -> ox.Triple:
     return ox.Triple(triple.subject, triple.predicate, ox.Literal(text, datatype=ox.NamedNode(datatype)))
 
 
+def dangling_references(triples: Iterable[ox.Triple], namespace: str) -> set[str]:
+    """The memory's names an answer refers to (as objects) without saying anything about them: no type, no label,
+    no property of their own. Either known entities (already in the memory) or new things left undescribed."""
+    described = {t.subject.value for t in triples if isinstance(t.subject, ox.NamedNode)}
+    return {
+        t.object.value for t in triples
+        if isinstance(t.object, ox.NamedNode) and t.object.value.startswith(namespace)
+        and t.object.value not in described and t.predicate.value != RDF + "type"
+    }
+
+
+def complete_references(
+    triples: list[ox.Triple], names: Iterable[str], *, namespace: str, ontology: Ontology
+) -> list[ox.Triple]:
+    """``triples`` with a node for each of ``names`` (new things referred to but not described): typed with what the
+    ranges of the properties pointing to it entail, labelled with its name's words (``m:rosewood-auto-repair`` →
+    "rosewood auto repair").
+
+    Deterministic, and nothing but what the vocabulary says: a value of ``schema:object`` (range ``schema:Thing``)
+    is a ``schema:Thing``; a value of ``schema:agent`` (a person or an organisation) is, whichever it is, a
+    ``foaf:Agent`` and a ``schema:Thing`` (the most specific classes above every class of the range; ``owl:Thing``
+    read as ``schema:Thing``). A name pointed to by a property without a range stays as it is, for SHACL's report.
+    """
+    wanted = set(names)
+    entailed: dict[str, set[str]] = {}
+    undecided: set[str] = set()
+    for t in triples:
+        if isinstance(t.object, ox.NamedNode) and t.object.value in wanted:
+            classes = _entailed_types(ontology, t.predicate.value)
+            if classes:
+                entailed.setdefault(t.object.value, set()).update(classes)
+            else:
+                undecided.add(t.object.value)
+    added = []
+    for name, classes in sorted(entailed.items()):
+        if name in undecided:
+            continue
+        local = name[len(namespace):]
+        label = " ".join(w for w in re.split(r"[-_.]+", local) if w) or local
+        specific = sorted(c for c in classes if not any(c != o and c in ontology.superclasses(o) for o in classes))
+        added += [ox.Triple(ox.NamedNode(name), ox.NamedNode(RDF + "type"), ox.NamedNode(c)) for c in specific]
+        added.append(ox.Triple(ox.NamedNode(name), ox.NamedNode(_LABEL), ox.Literal(label)))
+    return triples + added
+
+
+@cache
+def _entailed_types(ontology: Ontology, predicate: str) -> frozenset[str]:
+    """The most specific catalogue classes every value of ``predicate`` belongs to, whichever class of its range
+    it is (empty when the property has no range, or its range classes share none)."""
+    term = ontology.terms.get(predicate)
+    if term is None or not term.range:
+        return frozenset()
+    ranges = [SCHEMA + "Thing" if r == OWL + "Thing" else r for r in term.range]
+    if not all(ontology.is_class(r) for r in ranges):
+        return frozenset()
+    common = frozenset.intersection(*(ontology.superclasses(r) for r in ranges))
+    common = frozenset(c for c in common if ontology.terms.get(c) is not None and ontology.terms[c].kind == CLASS)
+    return frozenset(c for c in common if not any(c != o and c in ontology.superclasses(o) for o in common))
+
+
 def as_answer(triples: Iterable[ox.Triple], *, namespace: str, ontology: Ontology) -> dict[str, Any]:
     """Triples in the answer shape (``{"@graph": [...]}``), as a constrained model would write them.
 
@@ -495,4 +663,13 @@ def as_answer(triples: Iterable[ox.Triple], *, namespace: str, ontology: Ontolog
     return {"@graph": list(nodes.values())}
 
 
-__all__ = ["AnswerProblem", "answer_triples", "as_answer", "extraction_grammar", "extraction_schema", "grammar_budget"]
+__all__ = [
+    "AnswerProblem",
+    "answer_triples",
+    "as_answer",
+    "complete_references",
+    "dangling_references",
+    "extraction_grammar",
+    "extraction_schema",
+    "grammar_budget",
+]

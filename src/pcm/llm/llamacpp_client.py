@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,8 @@ INSTALL_HINT = (
 )
 
 LlamaFactory = Callable[..., Any]
+#: Built grammars kept per client: the utterance's and its repair rounds', and the other pipelines' few schemas.
+GRAMMARS_KEPT = 8
 #: JSON Schema text (or GBNF text) -> the decoding constraint ``create_chat_completion`` takes as ``grammar``.
 GrammarBuilder = Callable[[str], Any]
 
@@ -98,7 +101,8 @@ class LlamaCppClient:
         self._progress = progress
         self._progress_after = progress_after
         self._lock = threading.Lock()
-        self._grammars: dict[str, Any] = {}
+        #: Built grammars by their text, the most recently used last (see :meth:`_cached`).
+        self._grammars: OrderedDict[str, Any] = OrderedDict()
         self._build_grammar = grammar
         self._build_gbnf = gbnf
         make = factory or _default_factory()
@@ -141,21 +145,35 @@ class LlamaCppClient:
             if self._build_gbnf is None:
                 self._build_gbnf = _default_gbnf()
             text = schema.grammar(max_tokens)
-            if text not in self._grammars:
-                self._grammars[text] = self._build_gbnf(text)
-            return {"grammar": self._grammars[text]}
+            build = self._build_gbnf
+            return {"grammar": self._cached(text, lambda: build(text))}
         if self._build_grammar is None:
             self._build_grammar = _default_grammar()
-        key = json.dumps(schema.schema, sort_keys=True)
-        if key not in self._grammars:
-            try:
-                self._grammars[key] = self._build_grammar(key)
-            except (AssertionError, ValueError, RuntimeError) as exc:  # the converter's ways of saying no
-                log.warning("%s: the JSON Schema %r does not convert to a grammar (%s); the model writes plain "
-                            "JSON instead", self.name, schema.name, one_line(exc))
-                self._grammars[key] = None
-        grammar = self._grammars[key]
+        key, convert = json.dumps(schema.schema, sort_keys=True), self._build_grammar
+        grammar = self._cached(key, lambda: self._from_schema(convert, schema, key))
         return {"grammar": grammar} if grammar is not None else {"response_format": {"type": "json_object"}}
+
+    def _from_schema(self, convert: GrammarBuilder, schema: JsonSchema, key: str) -> Any:
+        try:
+            return convert(key)
+        except (AssertionError, ValueError, RuntimeError) as exc:  # the converter's ways of saying no
+            log.warning("%s: the JSON Schema %r does not convert to a grammar (%s); the model writes plain "
+                        "JSON instead", self.name, schema.name, one_line(exc))
+            return None
+
+    def _cached(self, key: str, build: Callable[[], Any]) -> Any:
+        """The grammar built for ``key``, built once while it stays among the :data:`GRAMMARS_KEPT` last used.
+
+        Bounded because a schema may be made per call (the extraction schema names the entities its prompt
+        offers), and each grammar of the bounded extraction answer is about a megabyte of text.
+        """
+        if key in self._grammars:
+            self._grammars.move_to_end(key)
+            return self._grammars[key]
+        grammar = self._grammars[key] = build()
+        while len(self._grammars) > GRAMMARS_KEPT:
+            self._grammars.popitem(last=False)
+        return grammar
 
     def close(self) -> None:
         close = getattr(self._llama, "close", None)

@@ -3,11 +3,16 @@
 The files are loaded like every prompt (:mod:`pcm.prompts`); this module knows how an extraction uses them. Both
 prompts are part of what an extraction *was* (their versions and digests are recorded on every extraction activity,
 and a re-run skips posts extracted with the same prompt and ontology versions). The vocabulary catalogue inside
-``extract.v2.md`` is generated from ``pcm_ontology/`` by :func:`refresh_catalogue` and never typed by hand; a test
+``extract.v3.md`` is generated from ``pcm_ontology/`` by :func:`refresh_catalogue` and never typed by hand; a test
 keeps the committed copy equal to the generated one. Each call sends only what the utterance needs: the compact
 catalogue of the areas relevant to it (see :func:`pcm.extraction.areas.select_areas`; the full catalogue is ~10k
-tokens), core areas first so that consecutive prompts share the longest prefix a prompt cache can reuse, and the
-topic notes (``part: hints``) of the selected areas only.
+tokens) and the topic notes (``part: hints``) of the selected areas only.
+
+The layout is for prompt caches (a server's, or llama.cpp's reuse of the longest common token prefix): the system
+prompt is the same for every utterance of a memory (rules, example, the core areas' catalogue, see
+:func:`system_prompt`), and everything that depends on the utterance is in the user message, ordered by how often
+consecutive utterances share it: the dates around the message's day, the topic vocabulary (see
+:func:`topic_vocabulary`), the message time, speaker, known entities and previous turns, the utterance last.
 """
 
 from __future__ import annotations
@@ -18,9 +23,9 @@ from pcm.prompts import PROMPTS_DIR as _ALL_PROMPTS
 from pcm.prompts import PromptFile, around_catalogue, catalogue_span, load, read_prompt, refs
 
 PROMPTS_DIR = _ALL_PROMPTS / "extraction"
-EXTRACT_FILE = "extract.v2.md"
+EXTRACT_FILE = "extract.v3.md"
 REPAIR_FILE = "repair.v1.md"
-#: The catalogue marker lines as ``extract.v2.md`` writes them (the full compact catalogue, every area).
+#: The catalogue marker lines as ``extract.v3.md`` writes them (the full compact catalogue, every area).
 CATALOGUE_BEGIN = "<!-- catalogue:begin compact -->"
 CATALOGUE_END = "<!-- catalogue:end -->"
 
@@ -57,7 +62,7 @@ def committed_catalogue(path: Path | None = None) -> str:
 
 
 def refresh_catalogue(path: Path | None = None) -> bool:
-    """Rewrite the catalogue block of ``extract.v2.md`` from the ontology; True when the file changed."""
+    """Rewrite the catalogue block of ``extract.v3.md`` from the ontology; True when the file changed."""
     path = path or PROMPTS_DIR / EXTRACT_FILE
     text = path.read_text(encoding="utf-8")
     _, start, end, _ = catalogue_span(text, path.name)
@@ -74,22 +79,34 @@ OUTPUTS = ("turtle", "json")
 _SECTION = "\n# {name}\n"
 
 
-def system_prompt(catalogue: str, output: str = "turtle", areas: tuple[str, ...] = ()) -> str:
-    """The extraction system prompt with the catalogue block replaced by the given (selected) catalogue.
+def system_prompt(catalogue: str, output: str = "turtle") -> str:
+    """The extraction system prompt with the catalogue block replaced by the given (core) catalogue.
 
     For ``output="json"`` the Turtle-specific sections (``# Output`` and ``# Example``) are replaced by the prompt
-    file's ``json_output`` and ``json_example`` parts; the rules and the catalogue are the same text. The topic
-    notes of ``areas`` come last (they vary with the utterance).
+    file's ``json_output`` and ``json_example`` parts; the rules and the catalogue are the same text. Nothing here
+    depends on the utterance: the extractor passes the core areas' catalogue, so every call of a memory sends the
+    same system prompt and a prompt cache keeps it.
     """
     prompt = extract_prompt()
     head, tail = around_catalogue(prompt.parts["system"], EXTRACT_FILE)
     if output == "json":
         head = _replace_section(head, "Output", "What to extract", prompt.parts["json_output"])
         head = _replace_section(head, "Example", "Vocabulary", prompt.parts["json_example"])
-    notes = topic_hints(areas)
-    if notes:
-        tail = tail.rstrip("\n") + "\n\n# Notes on these topics\n" + notes
     return head + catalogue + tail
+
+
+#: What the user message's topic vocabulary says when the utterance needs no area beyond the core.
+NO_TOPIC_VOCABULARY = "(none)"
+
+
+def topic_vocabulary(blocks: str, areas: tuple[str, ...]) -> str:
+    """The user message's topic vocabulary: the catalogue blocks of the utterance's own areas (``## area`` blocks
+    without the legend, which the system prompt's catalogue carries), then the topic notes of those areas."""
+    notes = topic_hints(areas)
+    text = blocks.strip("\n")
+    if notes:
+        text = (text + "\n\n" if text else "") + "Notes on these topics:\n" + notes.rstrip("\n")
+    return text or NO_TOPIC_VOCABULARY
 
 
 def topic_hints(areas: tuple[str, ...]) -> str:
@@ -119,6 +136,7 @@ __all__ = [
     "CATALOGUE_BEGIN",
     "CATALOGUE_END",
     "EXTRACT_FILE",
+    "NO_TOPIC_VOCABULARY",
     "OUTPUTS",
     "PROMPTS_DIR",
     "REPAIR_FILE",
@@ -133,4 +151,5 @@ __all__ = [
     "system_prompt",
     "task_line",
     "topic_hints",
+    "topic_vocabulary",
 ]
