@@ -8,7 +8,7 @@ not fitted to that conversation's questions.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,7 +42,26 @@ recall after an open loads the graph (3.7 s at 100k posts). ``bench_recall_memor
 measures it."""
 GRAPH_SEEDS = 10
 """Best fused posts the graph walk restarts from."""
-"""Candidates taken from each leg before fusion (at least 4k)."""
+SESSION_TURNS = 0
+"""Two-stage retrieval: after the ``SESSION_HEAD`` best posts overall come the ``SESSION_TURNS`` best posts of each
+of the ``SESSIONS`` best sessions (a session scored by the sum of its ``SESSION_POOL`` best posts' fused scores),
+then the rest in fused order, so a question whose evidence spans sessions gets turns from each. 0 switches it
+off. Off because it did not help: on LoCoMo conv-26 (R@10 0.733, multi-hop 0.219) one turn each of 5 sessions after
+a head of 2 gave 0.727 (multi-hop 0.219) and cut single-hop R@5 0.814 -> 0.629; 2 turns each 0.600; a head of 5
+0.727, with 8 sessions 0.687 (multi-hop 0.250); the LongMemEval dev slice stayed at 0.870 (multi-session 0.429)
+in every setting, and the S-like haystack fell 0.783 -> 0.761 (multi-session 0.429 -> 0.571). The evidence a
+multi-hop question misses is mostly not the best turn of its session, nor in the best sessions by fused score."""
+SESSIONS = 5
+"""Sessions the two-stage order takes turns from."""
+SESSION_POOL = 3
+"""Best posts of a session whose fused scores add up to the session's score."""
+SESSION_HEAD = 2
+"""Best posts overall kept at the top before the per-session turns."""
+NEIGHBOUR_SHARE = 0.0
+"""Fraction of a post's fused score its previous and next turns in the session inherit (the answer often sits in
+the reply to the turn the question's words match). 0 switches it off. Off because it lowered recall: LoCoMo
+conv-26 R@10 0.733 -> 0.720 / 0.713 / 0.693 at 0.05 / 0.1 / 0.3, the LongMemEval dev slice 0.870 -> 0.826 /
+0.804 / 0.804 (multi-session 0.429 -> 0.286). The full-text leg already reads each turn with the one before it."""
 
 
 @dataclass(frozen=True)
@@ -123,3 +142,66 @@ rank declines more adversarial questions and about one answerable question in fi
 def first_rank(ranked: Sequence[int], chosen: np.ndarray) -> int:
     """The 0-based rank of the first slot in ``ranked`` for which ``chosen`` is true (``len(ranked)`` if none)."""
     return next((i for i, slot in enumerate(ranked) if chosen[slot]), len(ranked))
+
+
+def two_stage(
+    slots: Sequence[int] | np.ndarray,
+    scores: Sequence[float] | np.ndarray,
+    session_of: np.ndarray,
+    *,
+    sessions: int,
+    turns: int,
+    head: int,
+    pool: int,
+) -> list[int]:
+    """Re-order ranked posts (``slots`` best first, ``scores`` falling, ``session_of`` a session code per slot) so
+    the best ``turns`` posts of each of the ``sessions`` best sessions follow the ``head`` best posts overall,
+    sessions in their score order and one turn of each per round, then everything else in its order.
+
+    A session's score is the sum of its ``pool`` best posts' scores: a session where several posts match beats one
+    lucky post. Posts already placed (in the head or by an earlier round) count towards their session's turns.
+    The order is the same whatever prefix the caller keeps, so ``k`` only cuts it.
+    """
+    order = [int(slot) for slot in slots]
+    by_session: dict[int, list[int]] = {}
+    totals: dict[int, float] = {}
+    for slot, score in zip(order, scores, strict=True):
+        session = int(session_of[slot])
+        posts = by_session.setdefault(session, [])
+        if len(posts) < pool:
+            totals[session] = totals.get(session, 0.0) + float(score)
+        posts.append(slot)
+    chosen = sorted(totals, key=lambda s: -totals[s])[:sessions]  # stable: ties keep first appearance
+    out = order[:head]
+    placed = set(out)
+    count = dict.fromkeys(chosen, 0)
+    for slot in out:
+        session = int(session_of[slot])
+        if session in count:
+            count[session] += 1
+    for round_ in range(1, turns + 1):
+        for session in chosen:
+            if count[session] >= round_:
+                continue
+            nxt = next((slot for slot in by_session[session] if slot not in placed), None)
+            if nxt is not None:
+                out.append(nxt)
+                placed.add(nxt)
+                count[session] += 1
+    out.extend(slot for slot in order if slot not in placed)
+    return out
+
+
+def spread_to_neighbours(
+    fused: dict[int, float], neighbours: Callable[[int], Sequence[int]], share: float
+) -> dict[int, float]:
+    """Fused scores where each post also adds ``share`` of each neighbour's fused score (``neighbours(slot)``:
+    the previous and next turn of its session that the filters allow); a neighbour no leg found joins the
+    candidates with its inherited score alone."""
+    if share <= 0:
+        return fused
+    out = dict(fused)
+    for slot, score in fused.items():
+        for other in neighbours(slot):
+            out[other] = out.get(other, 0.0) + share * score
+    return out

@@ -326,9 +326,12 @@ class SideIndex:
                 if ranking.GRAPH_WEIGHT > 0 and fused:
                     legs.append(self._graph_leg(query, fused, mask, factors))
                     fused = ranking.rrf(legs)
+                fused = ranking.spread_to_neighbours(
+                    fused, lambda slot: self._neighbours(slot, mask), ranking.NEIGHBOUR_SHARE
+                )
             else:
                 fused = dict(zip(legs[0].slots.tolist(), legs[0].scores.tolist(), strict=True))
-            return self._hits(fused, k, recency)
+            return self._hits(fused, k, recency, by_session=mode == "hybrid")
 
     def said_by_others(self, query: str) -> bool:
         """Whether a question about one named speaker matches words that only other people said.
@@ -579,16 +582,33 @@ class SideIndex:
             self._entity_mirror = mirror
         return self._entity_mirror
 
-    def _hits(self, fused: dict[int, float], k: int, recency: float | None) -> list[RecallHit]:
+    def _hits(
+        self, fused: dict[int, float], k: int, recency: float | None, *, by_session: bool = False
+    ) -> list[RecallHit]:
+        """The ``k`` best posts as hits, each with its own (recency-weighted) score. With ``by_session`` and
+        ``SESSION_TURNS`` on, the order is the two-stage one (:func:`~pcm.index.recall.two_stage`), so a hit's
+        score may exceed the one before it."""
         if not fused:
             return []
         slots = np.fromiter(fused.keys(), dtype=np.int64, count=len(fused))
         scores = np.fromiter(fused.values(), dtype=np.float64, count=len(fused))
         if recency is not None:
             scores = scores * ranking.recency_weights(self._posts.ts[slots], recency)
-        order = np.lexsort((slots, -scores))[:k]
+        order = np.lexsort((slots, -scores))
+        if by_session and ranking.SESSION_TURNS > 0:
+            position = {int(slot): i for i, slot in enumerate(slots.tolist())}
+            staged = ranking.two_stage(
+                slots[order],
+                scores[order],
+                self._posts.session_code,
+                sessions=ranking.SESSIONS,
+                turns=ranking.SESSION_TURNS,
+                head=ranking.SESSION_HEAD,
+                pool=ranking.SESSION_POOL,
+            )
+            order = np.array([position[slot] for slot in staged[:k]], dtype=np.int64)
         hits = []
-        for i in order.tolist():
+        for i in order[:k].tolist():
             record = self._posts.record_at(int(slots[i]))
             hits.append(
                 RecallHit(
@@ -603,6 +623,19 @@ class SideIndex:
                 )
             )
         return hits
+
+    def _neighbours(self, slot: int, mask: np.ndarray | None) -> list[int]:
+        """The slots of the turns just before and after ``slot`` in its session that ``mask`` allows."""
+        posts = self._posts
+        record = posts.record_at(slot)
+        out = []
+        for position in (record.position - 1, record.position + 1):
+            iri = posts.at.get((record.session, position))
+            if iri is not None:
+                other = posts.slot_of[iri]
+                if mask is None or mask[other]:
+                    out.append(other)
+        return out
 
     def _fts_leg(self, hits: list[tuple[str, float]], factors: np.ndarray | None) -> ranking.Leg:
         known = [(self._posts.slot_of[iri], score) for iri, score in hits if iri in self._posts]
