@@ -114,3 +114,21 @@ def test_neighbours_respect_the_filters(index: SideIndex, monkeypatch: pytest.Mo
     monkeypatch.setattr(ranking, "NEIGHBOUR_SHARE", 0.5)
     assert {h.session for h in index.recall(QUESTION, 7, session="s2")} == {"s2"}
     assert {h.speaker for h in index.recall(QUESTION, 7, speaker="Bob")} == {"Bob"}
+
+
+@pytest.mark.parametrize(
+    ("query", "named", "expected"),
+    [
+        ("What did Alice paint?", {"Alice"}, "What did paint?"),
+        ("What did Alice and Bob paint?", {"Alice", "Bob"}, "What did Alice and Bob paint?"),
+        ("What did I paint?", set(), "What did I paint?"),
+        ("Who is Alice?", {"Alice"}, "Who is Alice?"),  # nothing left to embed: the name stays
+    ],
+)
+def test_the_vector_leg_drops_the_one_named_speaker(query: str, named: set[str], expected: str) -> None:
+    assert SideIndex._vector_text(query, named) == expected
+
+
+def test_the_name_stays_in_the_vector_query_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ranking, "NAMED_SPEAKER_IN_VECTOR", True)
+    assert SideIndex._vector_text("What did Alice paint?", {"Alice"}) == "What did Alice paint?"

@@ -52,6 +52,7 @@ from pcm.index.text import (
     named_speakers,
     normalise_label,
     post_digest,
+    query_content,
     search_hash,
     search_text,
     sql_string,
@@ -318,7 +319,7 @@ class SideIndex:
                 hits = tables.fts(tables.posts, without_speakers(query, named), fts_depth, where)
                 legs.append(self._fts_leg(hits, factors))
             if mode != "fts":
-                vector = self._query_vector(vector_query(query))
+                vector = self._query_vector(vector_query(self._vector_text(query, named)))
                 slots, scores = self._posts.top_by_vector(vector, depth, mask, factors)
                 legs.append(ranking.rank_leg(slots, scores, ranking.VECTOR_WEIGHT))
             if mode == "hybrid":
@@ -623,6 +624,15 @@ class SideIndex:
                 )
             )
         return hits
+
+    @staticmethod
+    def _vector_text(query: str, named: set[str]) -> str:
+        """The query the vector leg embeds: without the name of the one speaker it names, unless
+        ``NAMED_SPEAKER_IN_VECTOR`` keeps it (the speaker prior already favours that speaker's posts)."""
+        if ranking.NAMED_SPEAKER_IN_VECTOR or len(named) != 1:
+            return query
+        content = without_speakers(query, named)
+        return content if query_content(content) else query
 
     def _neighbours(self, slot: int, mask: np.ndarray | None) -> list[int]:
         """The slots of the turns just before and after ``slot`` in its session that ``mask`` allows."""
