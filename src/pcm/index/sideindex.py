@@ -362,7 +362,7 @@ class SideIndex:
                 return False
             legs = [
                 self._fts_leg(tables.fts(tables.posts, content, depth), None),
-                ranking.rank_leg(slots, scores, ranking.VECTOR_WEIGHT),
+                ranking.rank_leg(slots, scores, ranking.ATTRIBUTION_VECTOR_WEIGHT),
             ]
             fused = ranking.rrf(legs)
             ranked = sorted(fused, key=lambda slot: (-fused[slot], slot))
