@@ -7,12 +7,16 @@ Prints evidence recall@5/@10/@20 per question type (all ``has_answer`` turns in 
 
     python benchmarks/bench_recall_haystack.py ../shared/data/longmemeval/longmemeval-oracle-dev48.json
     python benchmarks/bench_recall_haystack.py ORACLE --types multi-session --set VECTOR_WEIGHT=0.5
+
+``--indexes DIR`` keeps each question's side index under ``DIR`` and reopens it on the next run (same oracle,
+distractors and seed), so an ablation of the ranking constants costs seconds instead of an ingest.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 import tempfile
@@ -53,7 +57,9 @@ class CachedEmbedder(Embedder):
         return np.stack([self.cache[t] for t in texts]) if texts else np.zeros((0, self.dim), dtype=np.float32)
 
 
-def run(path: Path, distractors: int, seed: int, types: set[str] | None) -> dict[str, Any]:
+def run(
+    path: Path, distractors: int, seed: int, types: set[str] | None, keep: Path | None = None
+) -> dict[str, Any]:
     records = build(json.loads(path.read_text(encoding="utf-8")), distractors, seed)
     with tempfile.TemporaryDirectory() as tmp:
         haystack = Path(tmp) / path.name
@@ -77,9 +83,14 @@ def run(path: Path, distractors: int, seed: int, types: set[str] | None) -> dict
         posts_per_question.append(len(posts))
         sessions = {p.source_id: p.session for p in posts}
         with tempfile.TemporaryDirectory() as tmp:
-            index = SideIndex.open(Path(tmp) / "index", embedder=embedder)
-            index.upsert_posts(posts)
-            index.optimize()
+            name = re.sub(r"[^\w.-]+", "_", q.id)
+            directory = (keep / f"{distractors}-{seed}" / name) if keep is not None else Path(tmp) / "index"
+            built = directory.with_name(directory.name + ".built")  # only a finished index is reused
+            index = SideIndex.open(directory, embedder=embedder, rebuild=not built.exists())
+            if not built.exists():
+                index.upsert_posts(posts)
+                index.optimize()
+                built.touch()
             start = time.perf_counter()
             found = index.recall(q.text, max(KS))
             latencies.append(time.perf_counter() - start)
@@ -126,11 +137,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--types", default="", help="only these question types, comma-separated")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override a ranking constant")
+    parser.add_argument("--indexes", type=Path, default=None, help="keep (and reuse) the side indexes here")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     applied = override(args.set)
     types = {t.strip() for t in args.types.split(",") if t.strip()} or None
-    result = run(args.oracle, args.distractors, args.seed, types)
+    result = run(args.oracle, args.distractors, args.seed, types, args.indexes)
     print(json.dumps({**result, "set": applied}) if args.json else report(result, applied))
 
 

@@ -45,8 +45,10 @@ def _top(index: SideIndex, query: str, k: int, **filters: str) -> list[str]:
 
 @pytest.fixture(autouse=True)
 def graph_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The leg is off by default (see ``GRAPH_WEIGHT``); these tests are about it switched on."""
+    """The leg is off by default (see ``GRAPH_WEIGHT``); these tests are about it switched on, beside a vector leg
+    weighted as when the leg was measured (the hash embedder's vectors are bags of words, not meanings)."""
     monkeypatch.setattr(ranking, "GRAPH_WEIGHT", 1.0)
+    monkeypatch.setattr(ranking, "VECTOR_WEIGHT", 0.35)
 
 
 @pytest.fixture

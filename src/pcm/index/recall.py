@@ -1,14 +1,14 @@
 """Ranking for episodic recall: reciprocal rank fusion, the named-speaker prior and Memoria-style recency.
 
 The constants were chosen on LoCoMo conv-26 as broad plateaus, not peaks: R@10 stays within 0.01 for
-``RRF_C`` 5-20, ``VECTOR_WEIGHT`` 0.35-0.5 and ``OTHER_SPEAKER_FACTOR`` 0.5-0.7 (see the benchmark), so they are
+``RRF_C`` 5-20, ``VECTOR_WEIGHT`` 0.35-0.8 and ``OTHER_SPEAKER_FACTOR`` 0.5-0.7 (see the benchmark), so they are
 not fitted to that conversation's questions.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,8 +18,12 @@ RRF_C = 10
 """Rank offset of reciprocal rank fusion; smaller than the usual 60 because the lists are short and their heads
 carry most of the signal."""
 FTS_WEIGHT = 1.0
-VECTOR_WEIGHT = 0.35
-"""The full-text leg carries neighbour context and dates, and finds more; vectors rescue paraphrases."""
+VECTOR_WEIGHT = 0.5
+"""The full-text leg carries neighbour context and dates, and finds more; vectors rescue paraphrases. Raised from
+0.35 once the vector query lost the named speaker (``NAMED_SPEAKER_IN_VECTOR``): LoCoMo conv-26 R@10 stays 0.740
+for 0.5-0.8 (R@5 0.653 -> 0.667 at 0.5), the LongMemEval dev slice rises 0.870 -> 0.891 (multi-session 0.429 ->
+0.571; 0.935 at 0.65-0.8) and the S-like haystack 0.783 -> 0.848 (multi-session 0.429 -> 0.714; 0.826 at 0.65),
+no category lower; 0.5 keeps single-hop R@5 (0.843, 0.771 at 0.8)."""
 OTHER_SPEAKER_FACTOR = 0.5
 """When the question names exactly one speaker, posts by anyone else have their leg scores multiplied by this:
 "what did Caroline research?" is answered by Caroline's own words far more often than by her friend's."""
@@ -29,6 +33,12 @@ OTHER_ROLE_FACTOR = 0.3
 """When a question speaks in the first person and names no one ("how many weddings have I attended?"), posts not
 by the owner have their leg scores multiplied by this: the asker is the owner, and what they did is in their own
 words. Chosen on LongMemEval dev48 (0.3-0.5 help, 0.7 barely); neutral on LoCoMo, whose questions name people."""
+NAMED_SPEAKER_IN_VECTOR = False
+"""Whether the vector leg embeds the name of the one speaker a question names. Not by default: every post of that
+speaker is embedded as ``NAME said: ...`` and many posts by others address them by name, so the name pulls short
+chatter ("Wow, NAME, that's great!") above the posts that carry the question's content; the speaker prior does
+the name's job. Dropping it raised LoCoMo conv-26 R@10 0.733 -> 0.740 (R@5 0.633 -> 0.653, multi-hop 0.219 ->
+0.250, open-domain R@20 0.364 -> 0.455, no category lower); LongMemEval questions name no speaker."""
 _FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself)\b|\bi['’](?:m|ve|d|ll)\b", re.IGNORECASE)
 _SECOND_PERSON = re.compile(r"\b(?:you|your|yours|yourself)\b|\byou['’](?:re|ve|d|ll)\b", re.IGNORECASE)
 DEPTH = 100
@@ -42,7 +52,29 @@ recall after an open loads the graph (3.7 s at 100k posts). ``bench_recall_memor
 measures it."""
 GRAPH_SEEDS = 10
 """Best fused posts the graph walk restarts from."""
-"""Candidates taken from each leg before fusion (at least 4k)."""
+SESSION_TURNS = 0
+"""Two-stage retrieval: after the ``SESSION_HEAD`` best posts overall come the ``SESSION_TURNS`` best posts of each
+of the ``SESSIONS`` best sessions (a session scored by the sum of its ``SESSION_POOL`` best posts' fused scores),
+then the rest in fused order, so a question whose evidence spans sessions gets turns from each. 0 switches it
+off. Off because it did not help: on LoCoMo conv-26 (R@10 0.733, multi-hop 0.219) one turn each of 5 sessions after
+a head of 2 gave 0.727 (multi-hop 0.219) and cut single-hop R@5 0.814 -> 0.629; 2 turns each 0.600; a head of 5
+0.727, with 8 sessions 0.687 (multi-hop 0.250); the LongMemEval dev slice stayed at 0.870 (multi-session 0.429)
+in every setting, and the S-like haystack fell 0.783 -> 0.761 (multi-session 0.429 -> 0.571). The evidence a
+multi-hop question misses is mostly not the best turn of its session, nor in the best sessions by fused score.
+Figures before the vector leg lost the named speaker; after it (weight 0.5), a head of 5 changes nothing: conv-26
+0.740, dev slice 0.891."""
+SESSIONS = 5
+"""Sessions the two-stage order takes turns from."""
+SESSION_POOL = 3
+"""Best posts of a session whose fused scores add up to the session's score."""
+SESSION_HEAD = 2
+"""Best posts overall kept at the top before the per-session turns."""
+NEIGHBOUR_SHARE = 0.0
+"""Fraction of a post's fused score its previous and next turns in the session inherit (the answer often sits in
+the reply to the turn the question's words match). 0 switches it off. Off because it lowered recall: LoCoMo
+conv-26 R@10 0.733 -> 0.720 / 0.713 / 0.693 at 0.05 / 0.1 / 0.3, the LongMemEval dev slice 0.870 -> 0.826 /
+0.804 / 0.804 (multi-session 0.429 -> 0.286); with the vector weight at 0.5, 0.05 keeps conv-26 at 0.740 and
+lowers the dev slice 0.891 -> 0.870. The full-text leg already reads each turn with the one before it."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +143,8 @@ def role_factors(owner: np.ndarray) -> np.ndarray:
     return factors
 
 
+ATTRIBUTION_VECTOR_WEIGHT = 0.35
+"""Weight of the vector leg in the attribution check's fusion: the value ``ATTRIBUTION_RANK`` was chosen with."""
 ATTRIBUTION_DEPTH = DEPTH
 """Candidates of each leg the attribution check (:meth:`SideIndex.said_by_others`) ranks."""
 ATTRIBUTION_RANK = 2
@@ -123,3 +157,66 @@ rank declines more adversarial questions and about one answerable question in fi
 def first_rank(ranked: Sequence[int], chosen: np.ndarray) -> int:
     """The 0-based rank of the first slot in ``ranked`` for which ``chosen`` is true (``len(ranked)`` if none)."""
     return next((i for i, slot in enumerate(ranked) if chosen[slot]), len(ranked))
+
+
+def two_stage(
+    slots: Sequence[int] | np.ndarray,
+    scores: Sequence[float] | np.ndarray,
+    session_of: np.ndarray,
+    *,
+    sessions: int,
+    turns: int,
+    head: int,
+    pool: int,
+) -> list[int]:
+    """Re-order ranked posts (``slots`` best first, ``scores`` falling, ``session_of`` a session code per slot) so
+    the best ``turns`` posts of each of the ``sessions`` best sessions follow the ``head`` best posts overall,
+    sessions in their score order and one turn of each per round, then everything else in its order.
+
+    A session's score is the sum of its ``pool`` best posts' scores: a session where several posts match beats one
+    lucky post. Posts already placed (in the head or by an earlier round) count towards their session's turns.
+    The order is the same whatever prefix the caller keeps, so ``k`` only cuts it.
+    """
+    order = [int(slot) for slot in slots]
+    by_session: dict[int, list[int]] = {}
+    totals: dict[int, float] = {}
+    for slot, score in zip(order, scores, strict=True):
+        session = int(session_of[slot])
+        posts = by_session.setdefault(session, [])
+        if len(posts) < pool:
+            totals[session] = totals.get(session, 0.0) + float(score)
+        posts.append(slot)
+    chosen = sorted(totals, key=lambda s: -totals[s])[:sessions]  # stable: ties keep first appearance
+    out = order[:head]
+    placed = set(out)
+    count = dict.fromkeys(chosen, 0)
+    for slot in out:
+        session = int(session_of[slot])
+        if session in count:
+            count[session] += 1
+    for round_ in range(1, turns + 1):
+        for session in chosen:
+            if count[session] >= round_:
+                continue
+            nxt = next((slot for slot in by_session[session] if slot not in placed), None)
+            if nxt is not None:
+                out.append(nxt)
+                placed.add(nxt)
+                count[session] += 1
+    out.extend(slot for slot in order if slot not in placed)
+    return out
+
+
+def spread_to_neighbours(
+    fused: dict[int, float], neighbours: Callable[[int], Sequence[int]], share: float
+) -> dict[int, float]:
+    """Fused scores where each post also adds ``share`` of each neighbour's fused score (``neighbours(slot)``:
+    the previous and next turn of its session that the filters allow); a neighbour no leg found joins the
+    candidates with its inherited score alone."""
+    if share <= 0:
+        return fused
+    out = dict(fused)
+    for slot, score in fused.items():
+        for other in neighbours(slot):
+            out[other] = out.get(other, 0.0) + share * score
+    return out

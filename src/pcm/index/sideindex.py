@@ -53,6 +53,7 @@ from pcm.index.text import (
     named_speakers,
     normalise_label,
     post_digest,
+    query_content,
     search_hash,
     search_text,
     sql_string,
@@ -321,7 +322,7 @@ class SideIndex:
                 hits = tables.fts(tables.posts, without_speakers(query, named), fts_depth, where)
                 legs.append(self._fts_leg(hits, factors))
             if mode != "fts":
-                vector = self._query_vector(vector_query(query))
+                vector = self._query_vector(vector_query(self._vector_text(query, named)))
                 slots, scores = self._posts.top_by_vector(vector, depth, mask, factors)
                 legs.append(ranking.rank_leg(slots, scores, ranking.VECTOR_WEIGHT))
             if mode == "hybrid":
@@ -329,9 +330,12 @@ class SideIndex:
                 if ranking.GRAPH_WEIGHT > 0 and fused:
                     legs.append(self._graph_leg(query, fused, mask, factors))
                     fused = ranking.rrf(legs)
+                fused = ranking.spread_to_neighbours(
+                    fused, lambda slot: self._neighbours(slot, mask), ranking.NEIGHBOUR_SHARE
+                )
             else:
                 fused = dict(zip(legs[0].slots.tolist(), legs[0].scores.tolist(), strict=True))
-            return self._hits(fused, k, recency)
+            return self._hits(fused, k, recency, by_session=mode == "hybrid")
 
     def said_by_others(self, query: str) -> bool:
         """Whether a question about one named speaker matches words that only other people said.
@@ -361,7 +365,7 @@ class SideIndex:
                 return False
             legs = [
                 self._fts_leg(tables.fts(tables.posts, content, depth), None),
-                ranking.rank_leg(slots, scores, ranking.VECTOR_WEIGHT),
+                ranking.rank_leg(slots, scores, ranking.ATTRIBUTION_VECTOR_WEIGHT),
             ]
             fused = ranking.rrf(legs)
             ranked = sorted(fused, key=lambda slot: (-fused[slot], slot))
@@ -628,16 +632,33 @@ class SideIndex:
             self._entity_mirror = mirror
         return self._entity_mirror
 
-    def _hits(self, fused: dict[int, float], k: int, recency: float | None) -> list[RecallHit]:
+    def _hits(
+        self, fused: dict[int, float], k: int, recency: float | None, *, by_session: bool = False
+    ) -> list[RecallHit]:
+        """The ``k`` best posts as hits, each with its own (recency-weighted) score. With ``by_session`` and
+        ``SESSION_TURNS`` on, the order is the two-stage one (:func:`~pcm.index.recall.two_stage`), so a hit's
+        score may exceed the one before it."""
         if not fused:
             return []
         slots = np.fromiter(fused.keys(), dtype=np.int64, count=len(fused))
         scores = np.fromiter(fused.values(), dtype=np.float64, count=len(fused))
         if recency is not None:
             scores = scores * ranking.recency_weights(self._posts.ts[slots], recency)
-        order = np.lexsort((slots, -scores))[:k]
+        order = np.lexsort((slots, -scores))
+        if by_session and ranking.SESSION_TURNS > 0:
+            position = {int(slot): i for i, slot in enumerate(slots.tolist())}
+            staged = ranking.two_stage(
+                slots[order],
+                scores[order],
+                self._posts.session_code,
+                sessions=ranking.SESSIONS,
+                turns=ranking.SESSION_TURNS,
+                head=ranking.SESSION_HEAD,
+                pool=ranking.SESSION_POOL,
+            )
+            order = np.array([position[slot] for slot in staged[:k]], dtype=np.int64)
         hits = []
-        for i in order.tolist():
+        for i in order[:k].tolist():
             record = self._posts.record_at(int(slots[i]))
             hits.append(
                 RecallHit(
@@ -652,6 +673,28 @@ class SideIndex:
                 )
             )
         return hits
+
+    @staticmethod
+    def _vector_text(query: str, named: set[str]) -> str:
+        """The query the vector leg embeds: without the name of the one speaker it names, unless
+        ``NAMED_SPEAKER_IN_VECTOR`` keeps it (the speaker prior already favours that speaker's posts)."""
+        if ranking.NAMED_SPEAKER_IN_VECTOR or len(named) != 1:
+            return query
+        content = without_speakers(query, named)
+        return content if query_content(content) else query
+
+    def _neighbours(self, slot: int, mask: np.ndarray | None) -> list[int]:
+        """The slots of the turns just before and after ``slot`` in its session that ``mask`` allows."""
+        posts = self._posts
+        record = posts.record_at(slot)
+        out = []
+        for position in (record.position - 1, record.position + 1):
+            iri = posts.at.get((record.session, position))
+            if iri is not None:
+                other = posts.slot_of[iri]
+                if mask is None or mask[other]:
+                    out.append(other)
+        return out
 
     def _fts_leg(self, hits: list[tuple[str, float]], factors: np.ndarray | None) -> ranking.Leg:
         known = [(self._posts.slot_of[iri], score) for iri, score in hits if iri in self._posts]

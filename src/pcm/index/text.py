@@ -94,12 +94,16 @@ def entity_embed_text(record: EntityRecord) -> str:
 
 def vector_query(query: str) -> str:
     """The query as the encoder should see it: no leading question word or auxiliary, no possessive ``'s``."""
+    return query_content(query) or query.strip().rstrip("?!. ").strip()
+
+
+def query_content(query: str) -> str:
+    """What :func:`vector_query` keeps of a query, empty when nothing but a question word and auxiliary is left."""
     text = query.strip().rstrip("?!. ").strip()
     stripped = _WH_AUX.sub("", text, count=1)
     if stripped == text:
         stripped = _AUX_ONLY.sub("", _WH_ONLY.sub("", text, count=1), count=1)
-    stripped = _POSSESSIVE.sub("", stripped).strip()
-    return stripped or text
+    return _POSSESSIVE.sub("", stripped).strip()
 
 
 def named_speakers(query: str, speakers: Iterable[str]) -> set[str]:
