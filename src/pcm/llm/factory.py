@@ -34,7 +34,8 @@ def make_client(settings: Settings) -> LLMClient | None:
     if spec.provider == "llamacpp":
         from pcm.llm.llamacpp_client import LlamaCppClient
 
-        return LlamaCppClient(model_path=spec.model, threads=settings.llm_threads, context=settings.llm_context)
+        return LlamaCppClient(model_path=spec.model, threads=settings.llm_threads, context=settings.llm_context,
+                              fast_grammar=settings.llm_fast_grammar)
     if spec.provider == "scripted":
         if not spec.model:
             raise LLMError("PCM_LLM=scripted needs a file of replies: scripted:PATH (a JSON list of strings)")

@@ -9,6 +9,9 @@ extra (``pip install 'pcm[local]'``); without it this provider says how to insta
   converter, built once per schema) that holds decoding to the schema. llama-cpp-python's own ``response_format``
   path falls back to plain JSON without a word when a schema does not convert; here that fallback is taken with
   one warning, so a schema the converter cannot read is seen.
+* Greedy decoding under a grammar checks the grammar on the best token first and matches the whole vocabulary only
+  when that token is refused (:mod:`pcm.llm.grammar_first`): the same answer, about twice as fast on two cores.
+  ``PCM_LLM_FAST_GRAMMAR=0`` goes back to llama-cpp-python's own sampler.
 * Threads and context size come from settings (``PCM_LLM_THREADS``, ``PCM_LLM_CONTEXT``).
 * The model keeps the tokens of its previous prompt and re-reads only what changed after their common prefix, so
   the prompts are laid out stable part first (instructions and catalogue in the system prompt, the utterance
@@ -45,12 +48,16 @@ GRAMMARS_KEPT = 8
 GrammarBuilder = Callable[[str], Any]
 
 
-def _default_factory() -> LlamaFactory:
+def _default_factory(fast_grammar: bool) -> LlamaFactory:
     try:
         import llama_cpp
     except ImportError as exc:
         raise LLMError(f"PCM_LLM=llamacpp needs llama-cpp-python: {INSTALL_HINT}") from exc
-    return llama_cpp.Llama  # type: ignore[no-any-return]
+    if fast_grammar:
+        from pcm.llm.grammar_first import fast_llama_class
+
+        return fast_llama_class()
+    return llama_cpp.Llama
 
 
 def _default_grammar() -> GrammarBuilder:
@@ -88,6 +95,7 @@ class LlamaCppClient:
         gbnf: GrammarBuilder | None = None,
         progress: Callable[[str], None] | None = None,
         progress_after: float = PROGRESS_AFTER,
+        fast_grammar: bool = True,
     ) -> None:
         path = Path(model_path).expanduser()
         if not path.is_file():
@@ -105,7 +113,7 @@ class LlamaCppClient:
         self._grammars: OrderedDict[str, Any] = OrderedDict()
         self._build_grammar = grammar
         self._build_gbnf = gbnf
-        make = factory or _default_factory()
+        make = factory or _default_factory(fast_grammar)
         try:
             self._llama = make(
                 model_path=str(path), n_ctx=context, n_threads=threads, n_threads_batch=threads, seed=0,
