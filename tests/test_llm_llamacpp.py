@@ -241,3 +241,194 @@ def test_the_bounded_grammar_loads_in_llama_cpp() -> None:
     assert grammar is not None
     vocabulary = Llama(model_path=GGUF, vocab_only=True, verbose=False)
     LlamaSampler().add_grammar(vocabulary._model, LlamaGrammar.from_string(grammar(3000), verbose=False))
+
+
+needs_llama = pytest.mark.skipif(not HAVE_LLAMA, reason="llama-cpp-python is not installed (pip install 'pcm[local]')")
+needs_gguf = pytest.mark.skipif(not GGUF or not Path(GGUF).is_file(),
+                                reason="PCM_TEST_GGUF does not name a GGUF model file")
+
+
+class AllowedTokens:
+    """A stand-in for llama.cpp's grammar sampler: refuses (logit -inf) every token outside ``allowed``."""
+
+    def __init__(self, allowed: set[int]) -> None:
+        self.allowed = allowed
+        self.sizes: list[int] = []
+        self.accepted: list[int] = []
+        self.resets = 0
+
+    def apply(self, candidates: Any) -> None:
+        array = candidates.contents
+        self.sizes.append(array.size)
+        for i in range(array.size):
+            if array.data[i].id not in self.allowed:
+                array.data[i].logit = float("-inf")
+
+    def accept(self, token: int) -> None:
+        self.accepted.append(token)
+
+    def reset(self) -> None:
+        self.resets += 1
+
+
+def candidates(logits: list[float]) -> Any:
+    """A ``llama_token_data_array *`` over ``logits`` (token i has logit i), as llama.cpp hands it to samplers;
+    the backing array is kept on the returned pointer."""
+    import ctypes
+
+    import llama_cpp
+
+    data = (llama_cpp.llama_token_data * len(logits))(
+        *(llama_cpp.llama_token_data(i, logit, 0.0) for i, logit in enumerate(logits)))
+    pointer = ctypes.pointer(llama_cpp.llama_token_data_array(
+        data=ctypes.cast(data, llama_cpp.llama_token_data_p), size=len(logits), selected=-1, sorted=False))
+    pointer._keep = data  # type: ignore[attr-defined]
+    return pointer
+
+
+def greedy(candidates: Any) -> int:
+    """What llama.cpp's greedy sampler picks: the first candidate with the highest logit."""
+    array = candidates.contents
+    best = 0
+    for i in range(1, array.size):
+        if array.data[i].logit > array.data[best].logit:
+            best = i
+    return int(array.data[best].id)
+
+
+@needs_llama
+def test_a_grammatical_best_token_is_checked_alone() -> None:
+    from pcm.llm.grammar_first import GrammarFirst
+
+    grammar = AllowedTokens({1, 3})
+    step = GrammarFirst(grammar)
+    cur = candidates([0.5, 2.0, 1.0, 1.5])
+    step.apply(cur)
+    assert grammar.sizes == [1]  # the grammar never saw the whole vocabulary
+    assert (cur.contents.size, greedy(cur)) == (1, 1)
+    step.accept(1)
+    assert grammar.accepted == [1] and (step.checked, step.full) == (1, 0)
+
+
+@needs_llama
+def test_a_refused_best_token_falls_back_to_the_grammar_over_every_token() -> None:
+    from pcm.llm.grammar_first import GrammarFirst
+
+    grammar = AllowedTokens({0, 2})
+    step = GrammarFirst(grammar)
+    cur = candidates([0.5, 2.0, 1.0, 1.5])
+    step.apply(cur)
+    assert grammar.sizes == [1, 4]
+    assert (cur.contents.size, greedy(cur)) == (4, 2) and (step.checked, step.full) == (0, 1)
+
+
+@needs_llama
+def test_the_fast_step_picks_what_full_grammar_sampling_picks() -> None:
+    """Random logits with many ties and random grammars: greedy after the fast step equals greedy after the
+    grammar over every token (ties to the lowest index on both paths)."""
+    import random
+
+    from pcm.llm.grammar_first import GrammarFirst
+
+    rng = random.Random(7)
+    paths = set()
+    for _ in range(300):
+        logits = [float(rng.randint(-3, 3)) for _ in range(rng.randint(1, 12))]
+        allowed = {i for i in range(len(logits)) if rng.random() < 0.4} or {rng.randrange(len(logits))}
+        reference = candidates(logits)
+        AllowedTokens(allowed).apply(reference)
+        step = GrammarFirst(AllowedTokens(allowed))
+        fast = candidates(logits)
+        step.apply(fast)
+        assert greedy(fast) == greedy(reference), (logits, allowed)
+        paths.add((step.checked, step.full))
+    assert paths == {(1, 0), (0, 1)}
+
+
+@needs_llama
+def test_in_a_llama_cpp_chain_the_grammar_accepts_each_chosen_token_once() -> None:
+    """The step sits in a real llama.cpp sampler chain: the chain's accept reaches the grammar exactly once, and
+    freeing the chain leaves the Python-owned step alone."""
+    import llama_cpp
+    from llama_cpp._internals import LlamaSampler
+
+    from pcm.llm.grammar_first import ChainStep, GrammarFirst
+
+    grammar = AllowedTokens({0, 2})
+    chain = LlamaSampler()
+    ChainStep(GrammarFirst(grammar)).add_to(chain)
+    chain.add_greedy()
+    cur = candidates([0.5, 2.0, 1.0, 1.5])
+    llama_cpp.llama_sampler_apply(chain.sampler, cur)
+    token = cur.contents.data[cur.contents.selected].id
+    llama_cpp.llama_sampler_accept(chain.sampler, token)
+    llama_cpp.llama_sampler_reset(chain.sampler)
+    assert (token, grammar.accepted, grammar.resets) == (2, [2], 1)
+    chain.close()
+
+
+@needs_llama
+def test_a_llama_cpp_python_without_the_pieces_used_is_one_line_naming_its_version(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import llama_cpp
+
+    from pcm.llm.grammar_first import check_support
+
+    check_support()
+    monkeypatch.delattr(llama_cpp, "llama_sampler_accept")
+    monkeypatch.setattr(llama_cpp, "__version__", "9.9.9")
+    with pytest.raises(LLMError, match=r"^llama-cpp-python 9\.9\.9 lacks llama_sampler_accept .*"
+                                       r"PCM_LLM_FAST_GRAMMAR=0$"):
+        check_support()
+
+
+@needs_llama
+def test_the_fast_path_is_on_unless_the_setting_turns_it_off() -> None:
+    import llama_cpp
+
+    from pcm.llm.grammar_first import GrammarFirstLlama
+    from pcm.llm.llamacpp_client import _default_factory
+
+    assert Settings.from_env({}).llm_fast_grammar is True
+    assert Settings.from_env({"PCM_LLM_FAST_GRAMMAR": "0"}).llm_fast_grammar is False
+    assert _default_factory(True) is GrammarFirstLlama and _default_factory(False) is llama_cpp.Llama
+
+
+def both_paths(schema: JsonSchema, system: str, utterance: str, max_tokens: int) -> list[tuple[str, Any]]:
+    """The answer of the model under ``schema`` with llama-cpp-python's sampler chain, then with the fast path."""
+    answers = []
+    for fast in (False, True):
+        client = LlamaCppClient(model_path=GGUF, threads=os.cpu_count() or 2, context=2048, fast_grammar=fast)
+        completion = client.complete(system=system, messages=[Message.user(utterance)], operation="extract",
+                                     schema=schema, max_tokens=max_tokens)
+        answers.append((completion.text, getattr(client._llama, "last_step", None)))
+        client.close()
+    return answers
+
+
+@needs_llama
+@needs_gguf
+def test_a_real_model_writes_the_same_answer_on_both_paths_under_a_small_grammar() -> None:
+    """A grammar whose opening the model would not write unprompted, so both the one-token check and the fallback
+    to the whole vocabulary are taken."""
+    grammar = ('root ::= "ANSWER: {\\"colour\\": \\"" ("red" | "green" | "blue") "\\", \\"n\\": " [0-9]{1,3} '
+               '", \\"note\\": \\"" [a-z ]{0,20} "\\"}"')
+    schema = JsonSchema("answer", {"type": "object"}, grammar=lambda max_tokens: grammar)
+    (old, _), (new, step) = both_paths(schema, "Answer in JSON.",
+                                       "The sky is clear and I counted 17 birds. Give the colour and n.", 40)
+    assert old == new and old.startswith('ANSWER: {"colour": "')
+    assert step is not None and step.checked > 0 and step.full > 0
+
+
+@needs_llama
+@needs_gguf
+def test_a_real_model_writes_the_same_extraction_on_both_paths() -> None:
+    from pcm.extraction.jsonld import extraction_schema
+    from pcm.ontology import load_ontology
+
+    schema = extraction_schema(load_ontology())
+    (old, _), (new, step) = both_paths(schema, "Extract what the user says as a JSON-LD graph.",
+                                       "I bought a silver Honda Civic from Rosewood Auto; my dog Biscuit rode along.",
+                                       48)
+    assert old == new and old.startswith("{")
+    assert step is not None and step.checked > 0
