@@ -432,3 +432,28 @@ def test_a_real_model_writes_the_same_extraction_on_both_paths() -> None:
                                        48)
     assert old == new and old.startswith("{")
     assert step is not None and step.checked > 0
+
+
+@needs_llama
+def test_a_failing_fast_step_still_leaves_only_grammatical_tokens_to_greedy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An exception inside a ctypes callback is reported (``sys.unraisablehook``), not raised, so the chain would go
+    on to greedy; the whole-vocabulary grammar is applied first, so the chosen token is one the grammar allows."""
+    import llama_cpp
+    from llama_cpp._internals import LlamaSampler
+
+    from pcm.llm.grammar_first import ChainStep, GrammarFirst
+
+    class Broken(GrammarFirst):
+        def apply(self, candidates: Any) -> None:
+            raise RuntimeError("broken step")
+
+    reported: list[BaseException | None] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda report: reported.append(report.exc_value))
+    chain = LlamaSampler()
+    ChainStep(Broken(AllowedTokens({0, 2}))).add_to(chain)
+    chain.add_greedy()
+    cur = candidates([0.5, 2.0, 1.0, 1.5])
+    llama_cpp.llama_sampler_apply(chain.sampler, cur)
+    assert cur.contents.data[cur.contents.selected].id == 2
+    assert [str(error) for error in reported] == ["broken step"]
+    chain.close()

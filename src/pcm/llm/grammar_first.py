@@ -155,7 +155,7 @@ class ChainStep:
     def __init__(self, step: GrammarFirst) -> None:
         self.step = step
         # The callbacks are kept on the object: llama.cpp holds only their addresses.
-        self._apply = llama_cpp.llama_sampler_i_apply(lambda _smpl, candidates: step.apply(candidates))
+        self._apply = llama_cpp.llama_sampler_i_apply(lambda _smpl, candidates: self.apply(candidates))
         self._accept = llama_cpp.llama_sampler_i_accept(lambda _smpl, token: step.accept(token))
         self._reset = llama_cpp.llama_sampler_i_reset(lambda _smpl: step.reset())
         self.iface = llama_cpp.llama_sampler_i()
@@ -166,6 +166,16 @@ class ChainStep:
         self.sampler = llama_cpp.llama_sampler()
         self.sampler.iface = ctypes.pointer(self.iface)
         self.sampler.ctx = None
+
+    def apply(self, candidates: Any) -> None:
+        """The fast step; should it raise (a bug, or Ctrl-C inside the callback), the grammar is applied to every
+        token before the error goes on: ctypes only prints an exception raised in a callback, and greedy would then
+        pick a token the grammar refuses, which llama.cpp's grammar aborts the process on when it accepts it."""
+        try:
+            self.step.apply(candidates)
+        except BaseException:
+            self.step.grammar.apply(candidates)
+            raise
 
     def add_to(self, chain: Any) -> None:
         """Append to ``chain`` (a ``LlamaSampler``), registered as llama-cpp-python registers its custom samplers:
