@@ -186,7 +186,7 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="copy each format's memory into KEEP/<format> (for questions)")
     parser.add_argument("--max-tokens", type=int, default=800, help="output budget per call")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 2)
-    parser.add_argument("--context", type=int, default=8192)
+    parser.add_argument("--context", type=int, default=Settings().llm_context)
     args = parser.parse_args()
     extractor_module.MAX_OUTPUT_TOKENS = args.max_tokens  # a looping small model otherwise runs for minutes
     started = time.perf_counter()

@@ -79,7 +79,7 @@ def test_system_prompt_holds_the_selected_catalogue_without_markers() -> None:
 
 
 def test_user_part_has_every_section_the_extractor_fills() -> None:
-    keys = ("vocabulary", "message_time", "date_hints", "speaker", "entities", "previous", "role", "utterance", "task")
+    keys = ("topics", "message_time", "date_hints", "speaker", "entities", "previous", "role", "utterance", "task")
     text = extract_prompt().render("user", **dict.fromkeys(keys, "X"))
     assert "{{" not in text and "<utterance>\nX\n</utterance>" in text
     assert "{{" not in repair_prompt().render("user", report="R")

@@ -69,6 +69,8 @@ class LLMSpec:
 
 
 DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-5"
+#: Values of ``PCM_LLM_CATALOGUE`` (see :attr:`Settings.llm_catalogue`).
+CATALOGUE_LAYOUTS = ("auto", "areas", "whole")
 
 
 @dataclass(frozen=True)
@@ -86,9 +88,17 @@ class Settings:
     #: Extraction answer format: ``turtle`` (free-form), ``json`` (held to a JSON Schema generated from the
     #: ontology, sent natively to the provider), or ``auto`` (json for a model on this machine, turtle otherwise).
     llm_output: str = "auto"
-    #: CPU threads and context window (tokens) of an in-process model (``PCM_LLM=llamacpp:...``).
+    #: Where the vocabulary catalogue goes in extraction and NL->SPARQL prompts: ``areas`` (the core areas in the
+    #: system prompt, each call's further areas in its user turn: the smallest prompt, best where every call is
+    #: paid in full), ``whole`` (every area in the fixed system prompt: a model that keeps its previous prompt's
+    #: tokens then re-reads only the call's own few hundred), or ``auto`` (whole for a client with such a prefix
+    #: cache, i.e. an in-process model; areas otherwise).
+    llm_catalogue: str = "auto"
+    #: CPU threads and context window (tokens) of an in-process model (``PCM_LLM=llamacpp:...``). The window holds
+    #: the whole-catalogue prompt (~6-7k tokens), the call's own text, an echoed answer in a repair round and the
+    #: answer (KV memory at 16k tokens: ~200 MB for a 0.5B Qwen model, ~450 MB for 1.5B).
     llm_threads: int = field(default_factory=lambda: os.cpu_count() or 2)
-    llm_context: int = 8192
+    llm_context: int = 16384
     #: Greedy grammar-held decoding of an in-process model checks the grammar on the best token first (the same
     #: answer, about twice as fast); off (``PCM_LLM_FAST_GRAMMAR=0``) uses llama-cpp-python's own sampler chain.
     llm_fast_grammar: bool = True
@@ -163,6 +173,11 @@ class Settings:
             if output not in ("auto", "turtle", "json"):
                 raise UsageError(f"PCM_LLM_OUTPUT={env['PCM_LLM_OUTPUT']!r}: expected auto, turtle or json")
             kwargs["llm_output"] = output
+        if env.get("PCM_LLM_CATALOGUE"):
+            layout = env["PCM_LLM_CATALOGUE"].strip().lower()
+            if layout not in CATALOGUE_LAYOUTS:
+                raise UsageError(f"PCM_LLM_CATALOGUE={env['PCM_LLM_CATALOGUE']!r}: expected auto, areas or whole")
+            kwargs["llm_catalogue"] = layout
         if env.get("PCM_STORE_URL"):
             kwargs["store_url"] = env["PCM_STORE_URL"]
         for name in ("store_update_url", "store_gsp_url", "store_user", "store_password"):

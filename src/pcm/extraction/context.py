@@ -237,17 +237,19 @@ def show_iri(iri: str, namespace: str, ontology: Ontology) -> str:
 
 
 def render_user_message(
-    context: TurnContext, *, memory: MemoryContext, ontology: Ontology, output: str = "turtle", vocabulary: str = ""
+    context: TurnContext, *, memory: MemoryContext, ontology: Ontology, output: str = "turtle", topics: str | None = None
 ) -> str:
-    """The user message of the extraction prompt (``part: user`` of ``extract.v3.md``); ``vocabulary`` is the
-    catalogue of the utterance's own topics (see :func:`pcm.extraction.prompts.topic_vocabulary`)."""
-    from pcm.extraction.prompts import NO_TOPIC_VOCABULARY, extract_prompt, task_line
+    """The user message of the extraction prompt (``part: user`` of ``extract.v3.md``); ``topics`` is its section
+    on the utterance's own topics: their catalogue (:func:`pcm.extraction.prompts.topic_section`, the default an
+    empty one) or, when the system prompt holds the whole catalogue, their notes alone
+    (:func:`pcm.extraction.prompts.notes_section`)."""
+    from pcm.extraction.prompts import extract_prompt, task_line, topic_section
 
     ns = memory.naming.namespace
     when, hints = message_time(context.post.time)
     return extract_prompt().render(
         "user",
-        vocabulary=vocabulary or NO_TOPIC_VOCABULARY,
+        topics=topic_section("") if topics is None else topics,
         message_time=when,
         date_hints=hints,
         speaker=_speaker_line(context, memory, ontology),

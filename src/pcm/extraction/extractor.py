@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import pyoxigraph as ox
 
 from pcm.errors import LLMError
-from pcm.extraction.areas import EXTRACTION_CORE, select_areas
+from pcm.extraction.areas import EXTRACTION_CORE, RESERVED_AREAS, select_areas
 from pcm.extraction.context import (
     ContextBuilder,
     TurnContext,
@@ -34,10 +34,16 @@ from pcm.extraction.context import (
 )
 from pcm.extraction.jsonld import complete_references, dangling_references, extraction_schema
 from pcm.extraction.normalise import Normalised, OutputProblem, normalise_json, normalise_output
-from pcm.extraction.prompts import repair_prompt, system_prompt, topic_vocabulary
+from pcm.extraction.prompts import (
+    notes_section,
+    repair_prompt,
+    system_prompt,
+    topic_section,
+    topic_vocabulary,
+)
 from pcm.extraction.supersede import single_valued_properties
 from pcm.extraction.terms import graph_of
-from pcm.llm.base import LLMClient, Message, output_format
+from pcm.llm.base import AREAS, WHOLE, LLMClient, Message, catalogue_layout, estimate_tokens, output_format
 from pcm.store import PostInfo
 
 if TYPE_CHECKING:
@@ -51,6 +57,10 @@ log = logging.getLogger(__name__)
 MAX_OUTPUT_TOKENS = 3000
 #: Characters of the previous output echoed back in a repair round.
 ECHO_CHARS = 12_000
+#: Room for one call's own user message (dates, topic notes, known entities, previous turns, the utterance) that the
+#: whole-catalogue layout keeps in the model's context window beside the system prompt; the answer and its echo in a
+#: repair round get :data:`MAX_OUTPUT_TOKENS` each.
+USER_TOKENS = 2000
 #: Lines of a repair report.
 REPORT_LINES = 20
 _TRUNCATED = frozenset({"max_tokens", "length"})
@@ -111,6 +121,7 @@ class Extractor:
         repair_rounds: int | None = None,
         use_index: bool | None = None,
         output: str | None = None,
+        catalogue: str | None = None,
     ) -> None:
         from pcm.ontology import load_ontology
 
@@ -123,6 +134,12 @@ class Extractor:
         self.single_valued = single_valued_properties(self.ontology)
         #: ``turtle`` or ``json``: what the model is asked to write (see :func:`output_format`).
         self.output = output_format(output or memory.settings.llm_output, client)
+        #: ``areas`` or ``whole``: where the catalogue goes (see :func:`catalogue_layout` and :meth:`prompt`).
+        self.catalogue = catalogue_layout(
+            catalogue or memory.settings.llm_catalogue, client, what="an extraction call",
+            whole_tokens=lambda: estimate_tokens(_system(self.ontology, self.output, WHOLE)) + USER_TOKENS
+            + 2 * MAX_OUTPUT_TOKENS,
+        )
 
     # ------------------------------------------------------------------------------------------------ public
 
@@ -167,18 +184,19 @@ class Extractor:
         return result
 
     def prompt(self, context: TurnContext) -> tuple[str, str]:
-        """``(system prompt, first user message)`` for one post; the catalogue is cut to the relevant areas.
+        """``(system prompt, first user message)`` for one post.
 
-        The system prompt is the same for every post (rules and the core areas' catalogue); the areas the post
-        adds go into the user message, before its context and the utterance, so a prompt cache keeps the whole
-        system prompt from one utterance to the next (and both it and the first user message in a repair round).
+        The system prompt is the same for every post (rules and a catalogue), so a prompt cache keeps all of it from
+        one utterance to the next (and both it and the first user message in a repair round). In the ``areas``
+        layout it holds the core areas' catalogue and the areas the post adds go into the user message, before its
+        context and the utterance: the smallest prompt. In the ``whole`` layout it holds every area a post may use,
+        and the user message only the topic notes of the post's areas: a model that keeps its previous prompt's
+        tokens then re-reads just the post's own.
         """
         extra = tuple(a for a in self._areas(context) if a not in EXTRACTION_CORE)
-        user = render_user_message(
-            context, memory=self.memory, ontology=self.ontology, output=self.output,
-            vocabulary=_topic_vocabulary(self.ontology, extra),
-        )
-        return _system(self.ontology, self.output), user
+        topics = notes_section(extra) if self.catalogue == WHOLE else topic_section(_topic_vocabulary(self.ontology, extra))
+        user = render_user_message(context, memory=self.memory, ontology=self.ontology, output=self.output, topics=topics)
+        return _system(self.ontology, self.output, self.catalogue), user
 
     def _known(self, context: TurnContext) -> tuple[str, ...]:
         """The names of the known entities the prompt offers, as it writes them (``m:biscuit``): the nodes a JSON
@@ -299,11 +317,12 @@ def _validator(ontology: Ontology) -> Validator:
 
 
 @cache
-def _system(ontology: Ontology, output: str) -> str:
-    """The system prompt: rules, example and the compact catalogue of the core areas, the same for every utterance
-    (so a prompt cache reuses all of it)."""
-    core = tuple(a for a in ontology.areas if a in EXTRACTION_CORE)
-    return system_prompt(_without_annotations(ontology.catalogue(core, compact=True)), output)
+def _system(ontology: Ontology, output: str, layout: str = AREAS) -> str:
+    """The system prompt: rules, example and the compact catalogue, the same for every utterance (so a prompt cache
+    reuses all of it): of the core areas, or (``whole``) of every area but pcm's bookkeeping, which is also what
+    the extraction JSON Schema accepts."""
+    areas = tuple(a for a in ontology.areas if (a not in RESERVED_AREAS if layout == WHOLE else a in EXTRACTION_CORE))
+    return system_prompt(_without_annotations(ontology.catalogue(areas, compact=True)), output)
 
 
 @cache

@@ -8,10 +8,15 @@ pipeline stage, not per provider.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
+
+from pcm.errors import UsageError
+
+log = logging.getLogger(__name__)
 
 MESSAGE_ROLES = ("user", "assistant")
 
@@ -123,5 +128,67 @@ def output_format(setting: str, client: object) -> str:
     """
     if setting in ("turtle", "json"):
         return setting
-    inner = getattr(client, "inner", None) or getattr(client, "client", None) or client
-    return "json" if getattr(inner, "local", False) or getattr(client, "local", False) else "turtle"
+    return "json" if _declares(client, "local") else "turtle"
+
+
+#: Layouts of the vocabulary catalogue in a prompt (``PCM_LLM_CATALOGUE`` without ``auto``).
+AREAS, WHOLE = "areas", "whole"
+_warned: set[tuple[str, str, int]] = set()
+_warned_lock = threading.Lock()
+
+
+def catalogue_layout(
+    setting: str, client: object, *, whole_tokens: Callable[[], int] = lambda: 0, what: str = "the prompt"
+) -> str:
+    """``areas`` or ``whole`` for ``PCM_LLM_CATALOGUE`` (``auto``: whole for a client with a prefix cache).
+
+    Why auto splits that way: a model that keeps its previous prompt's tokens (``prefix_cache``, an in-process
+    llama.cpp) re-reads only what follows the first token that differs, so a fixed system prompt holding the whole
+    catalogue costs it once, and each call pays for its own few hundred tokens; a hosted API or a server bills or
+    re-reads every prompt token (or caches only briefly), where the areas layout's smaller prompt is cheaper.
+
+    ``whole_tokens()`` is what a call of the whole layout needs in the client's context window (prompt, room for the
+    call's own text and the answer). When the client names its window (``context``) and that does not fit: an
+    explicit ``whole`` is a :class:`UsageError` naming ``PCM_LLM_CONTEXT``; ``auto`` falls back to the areas
+    layout with one warning per process, because every call would otherwise fail on the window.
+    A wrapper (a cache, a recorder) is looked through to the client it wraps.
+    """
+    if setting == AREAS or (setting != WHOLE and not _declares(client, "prefix_cache")):
+        return AREAS
+    window = getattr(_inner(client), "context", None)
+    if not isinstance(window, int) or isinstance(window, bool):
+        return WHOLE
+    needed = whole_tokens()
+    if needed <= window:
+        return WHOLE
+    problem = (f"{what} with the whole vocabulary catalogue needs about {needed} tokens, more than the "
+               f"model's context window of {window} (PCM_LLM_CONTEXT)")
+    if setting == WHOLE:
+        raise UsageError(f"{problem}: raise PCM_LLM_CONTEXT or set PCM_LLM_CATALOGUE=areas")
+    key = (what, getattr(client, "name", ""), window)
+    with _warned_lock:
+        first = key not in _warned
+        _warned.add(key)
+    if first:
+        log.warning("%s; each call gets its own areas instead (slower: the cached prefix is shorter); raise "
+                    "PCM_LLM_CONTEXT to keep the whole catalogue", problem)
+    return AREAS
+
+
+#: Characters per token assumed when checking that a prompt fits a context window: on the catalogue-heavy prompts
+#: Qwen2.5's tokenizer gives 3.4-3.6, so this errs towards more tokens.
+CHARS_PER_TOKEN = 3.2
+
+
+def estimate_tokens(text: str) -> int:
+    """Tokens of ``text``, estimated from its length on the generous side (see :data:`CHARS_PER_TOKEN`)."""
+    return -(-len(text) * 10 // round(CHARS_PER_TOKEN * 10))
+
+
+def _inner(client: object) -> object:
+    return getattr(client, "inner", None) or getattr(client, "client", None) or client
+
+
+def _declares(client: object, attribute: str) -> bool:
+    """The client, or the client a wrapper wraps, declares ``attribute`` true."""
+    return bool(getattr(_inner(client), attribute, False) or getattr(client, attribute, False))

@@ -83,6 +83,9 @@ class LlamaCppClient:
     local = True
     #: Constrained decoding through a grammar is always available in-process.
     constrained = True
+    #: The model keeps its previous prompt's tokens: ``PCM_LLM_CATALOGUE=auto`` puts the whole catalogue in the
+    #: fixed system prompt for it.
+    prefix_cache = True
 
     def __init__(
         self,

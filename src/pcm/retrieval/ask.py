@@ -34,11 +34,21 @@ from typing import TYPE_CHECKING, Any
 from pcm.backend import Solutions
 from pcm.context import CACHE_DIR
 from pcm.errors import LLMError, PcmError, UsageError
-from pcm.llm.base import Completion, JsonSchema, LLMClient, Message, Usage, output_format
+from pcm.llm.base import (
+    WHOLE,
+    Completion,
+    JsonSchema,
+    LLMClient,
+    Message,
+    Usage,
+    catalogue_layout,
+    estimate_tokens,
+    output_format,
+)
 from pcm.retrieval import answer as answers
 from pcm.retrieval.answer import EvidenceFact, EvidencePost
-from pcm.retrieval.grounding import Grounding, build_grounding, memory_version
-from pcm.retrieval.nl2sparql import QueryForm, prompt_version, system_prompt, user_message
+from pcm.retrieval.grounding import Grounding, build_grounding, memory_version, whole_catalogue
+from pcm.retrieval.nl2sparql import MAX_OUTPUT_TOKENS, QueryForm, prompt_version, system_prompt, user_message
 from pcm.retrieval.plan import (
     DIRECTIONS,
     Bounds,
@@ -66,6 +76,10 @@ PATHS = ("sparql", "events", "summary", "traversal", "episodic", "plan", "none")
 TRAVERSAL_ALGORITHM = "wc"
 #: Session summaries added as supporting lines to the episodic fallback's context.
 SUMMARY_LINES = 2
+#: Room for one NL->SPARQL call's own user turn (terms in use, matched entities, the question) that the
+#: whole-catalogue layout keeps in the model's context window beside the system prompt; the query and its echo in a
+#: repair round get the call's output budget each.
+QUESTION_TOKENS = 2000
 DECLINED_NOTE = "the question's words match what other people said, not the person it asks about"
 NO_LLM_NOTE = (
     "No LLM is configured (PCM_LLM=none): pcm runs in episodic mode and answers with the stored utterances that "
@@ -289,9 +303,15 @@ class _Pipeline:
             found = self._from_summaries(started)
             if found is not None:
                 return found
-        grounding = build_grounding(self.memory, self.question, as_of=self.as_of, ontology=self.ontology)
         json_form = output_format(self.memory.settings.llm_output, self.cache) == "json"
-        system = system_prompt(grounding.catalogue, "json" if json_form else "sparql")
+        form = "json" if json_form else "sparql"
+        whole = catalogue_layout(
+            self.memory.settings.llm_catalogue, self.cache, what="an NL->SPARQL call",
+            whole_tokens=lambda: estimate_tokens(system_prompt(whole_catalogue(self.ontology), form))
+            + QUESTION_TOKENS + 2 * MAX_OUTPUT_TOKENS,
+        ) == WHOLE
+        grounding = build_grounding(self.memory, self.question, as_of=self.as_of, ontology=self.ontology, whole=whole)
+        system = system_prompt(grounding.catalogue, form)
         user = user_message(grounding, self.ontology)
         loop = RepairLoop(
             memory=self.memory,

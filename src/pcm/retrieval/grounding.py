@@ -3,7 +3,9 @@
 Four things, each because a query cannot be right without it:
 
 * **The vocabulary** (the ontology catalogue): all of it while it is small, otherwise the areas the question, its
-  entities and their types point to (the full compact catalogue is ~6k tokens; the prompt's budget is ~4k).
+  entities and their types point to (the full compact catalogue is ~6k tokens; the prompt's budget is ~4k); or all
+  of it in the fixed system prompt for a model that keeps its previous prompt (``whole``, see
+  :func:`pcm.llm.base.catalogue_layout`), which then re-reads only the question's own tokens.
 * **What this memory actually uses**, classes and properties with counts: a query over a term nobody used returns
   nothing, and the counts steer the model to the terms extraction really wrote. Computed with two aggregate
   queries, cached per memory version (in the process and on disk beside the memory), so it is refreshed after a
@@ -123,7 +125,8 @@ class Grounding:
     """Catalogue areas sent, or None for the whole catalogue."""
     catalogue: str
     """The catalogue of the system prompt: the core areas, the same for every question of a memory (or everything,
-    while the catalogue is small), so a model's prompt cache keeps it from one question to the next."""
+    while the catalogue is small or in the whole layout), so a model's prompt cache keeps it from one question to
+    the next."""
     usage: Usage
     vocabulary: str = ""
     """The question's own areas beyond the core (their catalogue blocks, no second legend), sent in the user turn
@@ -168,14 +171,16 @@ class Grounding:
 # ------------------------------------------------------------------------------------------------ building
 
 
-def build_grounding(memory: MemoryContext, question: str, *, as_of: datetime, ontology: Ontology | None = None) -> Grounding:
-    """Ground one question (see the module docstring)."""
+def build_grounding(
+    memory: MemoryContext, question: str, *, as_of: datetime, ontology: Ontology | None = None, whole: bool = False
+) -> Grounding:
+    """Ground one question (see the module docstring); ``whole``: the whole catalogue, whatever the question."""
     from pcm.ontology import load_ontology
 
     started = time.perf_counter()
     ontology = ontology or load_ontology()
     entities = match_question_entities(memory, question)
-    areas = catalogue_areas(question, entities, ontology)
+    areas = None if whole else catalogue_areas(question, entities, ontology)
     catalogue, vocabulary = split_catalogue(ontology, areas)
     return Grounding(
         question=question,
@@ -231,6 +236,11 @@ def split_catalogue(ontology: Ontology, areas: tuple[str, ...] | None) -> tuple[
         return _catalogue(ontology, core), ""
     blocks = _catalogue(ontology, extra).split("\n\n")[1:]  # without a second legend
     return _catalogue(ontology, core), "\n\n".join(b.strip("\n") for b in blocks) + "\n"
+
+
+def whole_catalogue(ontology: Ontology) -> str:
+    """The compact catalogue of every area an ask prompt may show (all but pcm's bookkeeping)."""
+    return _catalogue(ontology, None)
 
 
 @lru_cache(maxsize=256)
@@ -465,4 +475,5 @@ __all__ = [
     "memory_version",
     "mentions",
     "usage_stats",
+    "whole_catalogue",
 ]

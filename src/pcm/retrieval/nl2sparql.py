@@ -6,7 +6,8 @@ participant rather than agent for "with whom"; few-shot examples written for our
 ``user`` (the question's further vocabulary, the grounding and the question) and ``repair`` (what went wrong with
 the last query). The vocabulary block between the catalogue markers is generated (``pcm ontology catalog
 --write``); each call replaces it with the core areas, the same for every question (so a local model's prompt
-cache keeps the whole system prompt), and the user turn adds the areas chosen for the question.
+cache keeps the whole system prompt), and the user turn adds the areas chosen for the question; or, in the whole
+layout (``PCM_LLM_CATALOGUE``), with every area, and the user turn adds none.
 """
 
 from __future__ import annotations

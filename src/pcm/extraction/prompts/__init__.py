@@ -97,6 +97,22 @@ def system_prompt(catalogue: str, output: str = "turtle") -> str:
 
 #: What the user message's topic vocabulary says when the utterance needs no area beyond the core.
 NO_TOPIC_VOCABULARY = "(none)"
+#: Headings of the user message's topic section: the areas layout's further vocabulary, or the whole layout's
+#: topic notes (its system prompt holds every area's vocabulary).
+VOCABULARY_HEADING = "MORE VOCABULARY (this utterance's topics):\n"
+NOTES_HEADING = "NOTES ON THIS UTTERANCE'S TOPICS:\n"
+
+
+def topic_section(vocabulary: str) -> str:
+    """The user message's topic section in the areas layout: the heading and :func:`topic_vocabulary`'s text."""
+    return f"{VOCABULARY_HEADING}{vocabulary or NO_TOPIC_VOCABULARY}\n\n"
+
+
+def notes_section(areas: tuple[str, ...]) -> str:
+    """The user message's topic section in the whole layout: the topic notes of the utterance's own areas (a line
+    or two; they vary with the utterance, so they stay out of the fixed system prompt), or nothing."""
+    notes = topic_hints(areas)
+    return f"{NOTES_HEADING}{notes}\n" if notes else ""
 
 
 def topic_vocabulary(blocks: str, areas: tuple[str, ...]) -> str:
@@ -136,6 +152,7 @@ __all__ = [
     "CATALOGUE_BEGIN",
     "CATALOGUE_END",
     "EXTRACT_FILE",
+    "NOTES_HEADING",
     "NO_TOPIC_VOCABULARY",
     "OUTPUTS",
     "PROMPTS_DIR",
@@ -147,9 +164,12 @@ __all__ = [
     "prompt_version",
     "read_prompt",
     "refresh_catalogue",
+    "notes_section",
     "repair_prompt",
     "system_prompt",
     "task_line",
     "topic_hints",
+    "topic_section",
     "topic_vocabulary",
+    "VOCABULARY_HEADING",
 ]
