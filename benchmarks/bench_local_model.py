@@ -119,10 +119,11 @@ def facts_right(memory: Memory, questions: list[dict[str, Any]]) -> tuple[int, l
 
 
 def run(client: LlamaCppClient, output: str, samples: list[str], repair_rounds: int, limit: int | None,
-        per_session: int | None = None, keep: Path | None = None, questions: int | None = None) -> None:
+        per_session: int | None = None, keep: Path | None = None, questions: int | None = None,
+        catalogue: str = "auto") -> None:
     root = Path(tempfile.mkdtemp(prefix=f"pcm-bench-local-{output}-"))
     try:
-        settings = Settings(memory=root / "memory", index_enabled=False, repair_rounds=repair_rounds,
+        settings = Settings(memory=root / "memory", index_enabled=False, repair_rounds=repair_rounds, llm_catalogue=catalogue,
                             summaries_enabled=False)
         memory = Memory.init(settings, owner="Dana Whitfield")
         paths = [p for p in sample_paths() if any(p.stem.startswith(s) for s in samples)]
@@ -187,6 +188,8 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=800, help="output budget per call")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--context", type=int, default=Settings().llm_context)
+    parser.add_argument("--catalogue", choices=["auto", "areas", "whole"], default="auto",
+                        help="PCM_LLM_CATALOGUE for the run (auto: whole, the model keeps its prompt prefix)")
     args = parser.parse_args()
     extractor_module.MAX_OUTPUT_TOKENS = args.max_tokens  # a looping small model otherwise runs for minutes
     started = time.perf_counter()
@@ -195,7 +198,8 @@ def main() -> None:
           f"context {args.context}, max tokens {args.max_tokens}")
     samples = [p.stem for p in sample_paths()] if args.all or args.questions else args.samples
     for output in args.formats:
-        run(client, output, samples, args.repair_rounds, args.limit, args.per_session, args.keep, args.questions)
+        run(client, output, samples, args.repair_rounds, args.limit, args.per_session, args.keep, args.questions,
+            args.catalogue)
     client.close()
 
 
