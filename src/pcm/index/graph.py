@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 import snowballstemmer
 
+from pcm.index.text import CONVERSATION_STOPWORDS, WORD_TOKEN
+
 MAX_DF_SHARE = 0.02
 """A term in more than this share of the posts (and more than ``MIN_HUB_DF`` posts) is not walked through."""
 MIN_HUB_DF = 20
@@ -36,23 +38,11 @@ DAMPING = 0.5
 QUERY_TERM_MASS = 0.5
 """Share of the restart mass on the question's own terms; the rest goes to the seed posts."""
 
-_TOKEN = re.compile(r"[^\W\d_][^\W_]*(?:['’][^\W\d_]+)?", re.UNICODE)
+_TOKEN = WORD_TOKEN
 _SENTENCE_END = re.compile(r"[.!?:;\"“”()\n-]\s*$")
-_STOPWORD_TEXT = """
-    a about above after again against all almost also am an and any are aren as at be because been before being
-    below between both but by can cannot could couldn did didn do does doesn doing don down during each either else
-    ever every few for from further get gets getting got had hadn has hasn have haven having he her here hers herself
-    him himself his how i if in into is isn it its itself just let lets like ll made make makes me might mine more
-    most much must my myself no nor not now of off oh ok okay on once one only or other our ours ourselves out over
-    own quite rather re really said same say says shall she should shouldn so some such than that the their theirs
-    them themselves then there these they thing things this those though through to too under until up upon us
-    ve very was wasn way we well were weren what whatever when where whether which while who whom whose why will
-    with won would wouldn yeah yes yet you your yours yourself yourselves s t d m hey hi hello thanks thank wow
-    great good nice sure lot lots still even back going go gonna wanna know think feel felt want really always
-    something anything everything someone anyone everyone kind sort tell told see seen look looks looking time
-    times day days new much many last next first ago yesterday today tomorrow week weeks month months year years
-"""
-_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+_STOPWORDS = CONVERSATION_STOPWORDS | frozenset(
+    ["ago", "always", "d", "day", "days", "feel", "felt", "first", "go", "last", "m", "many", "month", "months", "new", "next", "s", "t", "time", "times", "today", "tomorrow", "week", "weeks", "year", "years", "yesterday"]
+)
 _stemmer = snowballstemmer.stemmer("english")
 
 

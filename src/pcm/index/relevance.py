@@ -30,6 +30,7 @@ import numpy as np
 import snowballstemmer
 
 from pcm.index.records import PostRecord
+from pcm.index.text import CONVERSATION_STOPWORDS, WORD_TOKEN
 
 ATTRIBUTION_MARGIN = -0.15
 """Decline when ``coverage - others + VECTOR_MARGIN_WEIGHT * vector margin`` (coverages are IDF-weighted shares
@@ -51,24 +52,10 @@ beside the word attribution margin: it separates two sides whose units share the
 threshold on conv-26, 0 gives 0.66/0.05 (adversarial/answerable declined), 0.5 0.79/0.05, 1.0 0.81/0.06."""
 
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
-_TOKEN = re.compile(r"[^\W\d_][^\W_]*(?:['’][^\W\d_]+)?", re.UNICODE)
+_TOKEN = WORD_TOKEN
 _SECOND_PERSON = re.compile(r"\b(?:you|your|yours|yourself|yourselves|ya|u)\b|\byou['’]", re.IGNORECASE)
 _FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself|we|our|us)\b|\bi['’]", re.IGNORECASE)
-_STOPWORD_TEXT = """
-    a about above after again against all almost also am an and any are aren as at be because been before being
-    below between both but by can cannot could couldn did didn do does doesn doing don down during each either else
-    ever every few for from further get gets getting got had hadn has hasn have haven having he her here hers herself
-    him himself his how i if in into is isn it its itself just let lets like ll made make makes me might mine more
-    most much must my myself no nor not now of off oh ok okay on once one only or other our ours ourselves out over
-    own quite rather re really said same say says shall she should shouldn so some such than that the their theirs
-    them themselves then there these they thing things this those though through to too under until up upon us
-    ve very was wasn way we well were weren what whatever when where whether which while who whom whose why will
-    with won would wouldn yeah yes yet you your yours yourself yourselves hey hi hello thanks thank wow
-    great good nice sure lot lots still even back going gonna wanna know think want
-    something anything everything someone anyone everyone kind sort tell told see seen look looks looking
-    likely recently recent ever type kinds types
-"""
-_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+_STOPWORDS = CONVERSATION_STOPWORDS | frozenset(["kinds", "likely", "recent", "recently", "type", "types"])
 _stemmer = snowballstemmer.stemmer("english")
 
 
