@@ -211,7 +211,12 @@ class Ontology:
         return f"<{iri}>"
 
     def catalogue(
-        self, areas: Iterable[str] | None = None, *, compact: bool = False, shapes_dir: Path | None = None
+        self,
+        areas: Iterable[str] | None = None,
+        *,
+        compact: bool = False,
+        shapes_dir: Path | None = None,
+        legend: bool = True,
     ) -> str:
         """Text listing of the terms for a prompt, grouped under ``## area`` headers.
 
@@ -226,6 +231,9 @@ class Ontology:
         ``[functional]`` (the ontology), and from the shapes in ``shapes_dir`` (default: the bundled ones)
         ``[single-valued]`` / ``[single-valued for C]`` (``sh:maxCount 1``) and ``[later values replace]`` /
         ``[later values replace for C]`` (``pcmsh:laterValuesReplace``).
+
+        ``legend=False`` leaves the compact legend out: for blocks that follow, in a later message, a catalogue that
+        already gave it.
         """
         # lazily: pcm.shapes needs pyshacl, and imports this module's types
         from pcm.shapes import value_limits
@@ -244,7 +252,7 @@ class Ontology:
             terms = sorted(by_area[area], key=lambda t: (_KIND_ORDER.index(t.kind), self.curie(t.iri)))
             lines = self._compact_lines(terms) if compact else [self._catalogue_line(t, limits.get(t.iri)) for t in terms]
             blocks.append("\n".join([f"## {area}", *lines]))
-        if compact and blocks:
+        if compact and legend and blocks:
             blocks.insert(0, COMPACT_LEGEND)
         return "\n\n".join(blocks) + ("\n" if blocks else "")
 

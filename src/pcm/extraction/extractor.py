@@ -329,8 +329,8 @@ def _system(ontology: Ontology, output: str, layout: str = AREAS) -> str:
 def _topic_vocabulary(ontology: Ontology, areas: tuple[str, ...]) -> str:
     """The user message's catalogue blocks of the utterance's own areas (beyond the core), with their topic notes;
     the legend is left out (the system prompt's catalogue carries it)."""
-    blocks = ontology.catalogue(areas, compact=True).split("\n\n")[1:] if areas else []
-    return topic_vocabulary(_without_annotations("\n\n".join(blocks)), areas)
+    blocks = ontology.catalogue(areas, compact=True, legend=False) if areas else ""
+    return topic_vocabulary(_without_annotations(blocks), areas)
 
 
 def _without_annotations(catalogue: str) -> str:

@@ -234,8 +234,7 @@ def split_catalogue(ontology: Ontology, areas: tuple[str, ...] | None) -> tuple[
     extra = tuple(a for a in areas if a not in ASK_CORE)
     if not extra:
         return _catalogue(ontology, core), ""
-    blocks = _catalogue(ontology, extra).split("\n\n")[1:]  # without a second legend
-    return _catalogue(ontology, core), "\n\n".join(b.strip("\n") for b in blocks) + "\n"
+    return _catalogue(ontology, core), ontology.catalogue(extra, compact=True, legend=False)
 
 
 def whole_catalogue(ontology: Ontology) -> str:
