@@ -44,7 +44,7 @@ def test_when_the_graph_has_no_answer_recalled_utterances_answer_it(indexed: Mem
             return "NOT IN MEMORY"
         return f"ANSWER: Keep laundry behind closed doors, give him his own chew toys, trade him a treat. [cites: {numbers[0]}]"
 
-    client = ScriptedClient([model] * 3)
+    client = ScriptedClient([model] * 4)
     result = ask(indexed.context, "What did the assistant suggest to stop Biscuit stealing socks?", client=client, as_of=AS_OF)
     assert result.path == "episodic" and "recalled utterances" in result.note
     assert result.answer.startswith("Keep laundry behind closed doors")
@@ -90,10 +90,12 @@ def test_traversal_answers_from_facts_around_the_matched_entities(indexed: Memor
         if operation == "nl2sparql":
             return "NO QUERY: the question asks for a description, not a value"
         lines = re.findall(r"^\[(\d+)\] (.*)$", messages[0].content, re.MULTILINE)
-        cite = next(n for n, line in lines if "home location Denver" in line)
-        return f"ANSWER: Dana's sister, who lives in Denver. [cites: {cite}]"
+        # the stored facts come first, one line per node ("Joanna (Person): ..."); this model reads only the
+        # traversal's one-fact sentences
+        cite = next((n for n, line in lines if line.startswith("Joanna home location Denver")), None)
+        return f"ANSWER: Dana's sister, who lives in Denver. [cites: {cite}]" if cite else "NOT IN MEMORY"
 
-    client = ScriptedClient([model] * 2)
+    client = ScriptedClient([model] * 3)
     result = ask(indexed.context, "Who is Joanna?", client=client, as_of=AS_OF)
     assert result.path == "traversal" and "facts around the matched entities" in result.note
     assert result.answer == "Dana's sister, who lives in Denver."

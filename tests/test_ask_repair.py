@@ -173,6 +173,7 @@ def test_a_preference_where_dates_are_compared_is_suspicious(small: Memory) -> N
     client = ScriptedClient([
         reply("SELECT ?p ?what WHERE { m:owner pcm:hasPreference ?p . ?p rdfs:label ?what }"),
         "NO QUERY: the memory records no date for when a preference began",
+        "NOT IN MEMORY",  # the stored facts about risotto say nothing of when
     ])
     result = ask(small.context, "When did I start liking risotto?", client=client, as_of=AS_OF)
     assert outcomes(result) == ["suspicious", "no_query"]

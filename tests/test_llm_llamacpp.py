@@ -38,6 +38,9 @@ class RecordingLlama:
         self.calls: list[dict[str, Any]] = []
         RecordingLlama.made.append(kwargs)
 
+    def set_cache(self, cache: Any) -> None:
+        self.cache = cache
+
     def create_chat_completion(self, **kwargs: Any) -> dict[str, Any]:
         self.calls.append(kwargs)
         return {
@@ -68,6 +71,19 @@ def test_threads_and_context_come_from_settings(gguf: Path) -> None:
     made = RecordingLlama.made[-1]
     assert (made["n_threads"], made["n_ctx"], made["model_path"]) == (3, 4096, str(gguf))
     assert client.name == "llamacpp:tiny.gguf"
+
+
+def test_the_prompt_state_cache_gets_its_size_from_settings(gguf: Path) -> None:
+    """Ask alternates a long NL->SPARQL prompt with short answer prompts: the model keeps several prompts' states."""
+    settings = Settings.from_env({"PCM_LLM": f"llamacpp:{gguf}", "PCM_LLM_PROMPT_CACHE_MB": "512"})
+    made: list[int] = []
+    client = LlamaCppClient(model_path=str(gguf), threads=1, context=512, factory=RecordingLlama,
+                            prompt_cache_mb=settings.llm_prompt_cache_mb, prompt_cache=lambda n: made.append(n) or n)
+    assert made == [512 << 20] and client._llama.cache == 512 << 20
+    LlamaCppClient(model_path=str(gguf), threads=1, context=512, factory=RecordingLlama, prompt_cache_mb=0,
+                   prompt_cache=lambda n: made.append(n))
+    assert made == [512 << 20]  # 0: no cache beyond llama.cpp's reuse of the previous prompt
+    assert Settings.from_env({}).llm_prompt_cache_mb == 2048
 
 
 def test_a_missing_file_is_one_clear_line(tmp_path: Path) -> None:

@@ -71,7 +71,7 @@ class Remembered(BaseModel):
 
 class Answer(BaseModel):
     answer: str
-    path: str = Field(description="How it was answered: sparql, events, summary, traversal, episodic, plan or none.")
+    path: str = Field(description="How it was answered: sparql, events, summary, facts, traversal, episodic, plan or none.")
     note: str = ""
     citations: list[Message] = Field(description="The stored messages the answer rests on, best first.")
     sparql: str | None = Field(default=None, description="The query that produced the answer, on the sparql path.")

@@ -99,6 +99,10 @@ class Settings:
     #: answer (KV memory at 16k tokens: ~200 MB for a 0.5B Qwen model, ~450 MB for 1.5B).
     llm_threads: int = field(default_factory=lambda: os.cpu_count() or 2)
     llm_context: int = 16384
+    #: Memory (MiB) an in-process model may spend keeping the state of its recent prompts, so a prompt that shares
+    #: a long beginning with any of them (not only the last one) skips re-reading it: ask alternates the NL→SPARQL
+    #: prompt (~7k tokens) with short answer prompts. 0 keeps only the last prompt (llama.cpp's own reuse).
+    llm_prompt_cache_mb: int = 2048
     #: Greedy grammar-held decoding of an in-process model checks the grammar on the best token first (the same
     #: answer, about twice as fast); off (``PCM_LLM_FAST_GRAMMAR=0``) uses llama-cpp-python's own sampler chain.
     llm_fast_grammar: bool = True
@@ -154,6 +158,7 @@ class Settings:
             ("llm_max_retries", int),
             ("llm_threads", int),
             ("llm_context", int),
+            ("llm_prompt_cache_mb", int),
             ("llm_concurrency", int),
             ("repair_rounds", int),
             ("query_timeout", float),

@@ -242,7 +242,7 @@ class TraceStep(BaseModel):
 class Answer(BaseModel):
     question: str
     answer: str
-    path: str = Field(description="How it was answered: sparql, events, summary, traversal, episodic, plan or none.")
+    path: str = Field(description="How it was answered: sparql, events, summary, facts, traversal, episodic, plan or none.")
     as_of: str
     note: str
     sparql: str | None

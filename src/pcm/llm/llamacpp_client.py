@@ -60,6 +60,17 @@ def _default_factory(fast_grammar: bool) -> LlamaFactory:
     return llama_cpp.Llama
 
 
+def _default_prompt_cache(capacity: int) -> Any:
+    """llama-cpp-python's prompt-state cache: after each call the model's state is kept under its tokens, and a
+    later prompt resumes from the kept state that shares the longest beginning with it (least recently used states
+    go first when ``capacity`` bytes are exceeded)."""
+    try:
+        from llama_cpp import LlamaRAMCache
+    except ImportError as exc:
+        raise LLMError(f"PCM_LLM=llamacpp needs llama-cpp-python: {INSTALL_HINT}") from exc
+    return LlamaRAMCache(capacity_bytes=capacity)
+
+
 def _default_grammar() -> GrammarBuilder:
     try:
         from llama_cpp import LlamaGrammar
@@ -99,6 +110,8 @@ class LlamaCppClient:
         progress: Callable[[str], None] | None = None,
         progress_after: float = PROGRESS_AFTER,
         fast_grammar: bool = True,
+        prompt_cache_mb: int = 0,
+        prompt_cache: Callable[[int], Any] | None = None,
     ) -> None:
         path = Path(model_path).expanduser()
         if not path.is_file():
@@ -124,6 +137,10 @@ class LlamaCppClient:
             )
         except ValueError as exc:  # llama-cpp-python's word for a file it cannot load
             raise LLMError(f"{self.name}: cannot load the model: {one_line(exc)}") from exc
+        if prompt_cache_mb > 0:
+            # Without it llama.cpp reuses only the previous prompt's beginning, so ask, which alternates its ~7k-token
+            # NL->SPARQL prompt with short answer prompts, would re-read the catalogue for every question.
+            self._llama.set_cache((prompt_cache or _default_prompt_cache)(prompt_cache_mb << 20))
 
     def complete(
         self,

@@ -3,8 +3,9 @@
 The pipeline (docs/DESIGN.md §7)::
 
     question ─ grounding ─ NL→SPARQL ─ safety ─ run ─ repair loop ─┬─ post-processing ─ answer + evidence
-                                                                   └─ (nothing) ─ [event chains] ─ traversal ─
-                                                                      episodic recall (+ summaries) ─ "not in memory"
+                                                                   └─ (nothing) ─ [event chains] ─ stored facts ─
+                                                                      traversal ─ episodic recall (+ summaries) ─
+                                                                      "not in memory"
 
 Before it, :mod:`pcm.retrieval.plan` reads the question: a keyword router picks its kind (``why`` and ``after``
 questions try event chains before traversal; ``conversation`` questions try session summaries first), and a
@@ -71,7 +72,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-PATHS = ("sparql", "events", "summary", "traversal", "episodic", "plan", "none")
+PATHS = ("sparql", "events", "summary", "facts", "traversal", "episodic", "plan", "none")
 #: Traversal algorithm of the first fallback (``pcm.retrieval.traversal``): WaterCircles needs no embedding.
 TRAVERSAL_ALGORITHM = "wc"
 #: Session summaries added as supporting lines to the episodic fallback's context.
@@ -400,6 +401,11 @@ class _Pipeline:
                 found = self._from_context(chain, "events", f"{why}; answered from the event chain ({', '.join(walks)})")
                 if found is not None:
                     return found
+        stored = _fact_context(self.memory, self.question, starts)
+        if stored:
+            found = self._from_context(stored, "facts", f"{why}; answered from the stored facts nearest the question")
+            if found is not None:
+                return found
         facts = _traversal_context(self.memory, self.question, starts, self.k)
         if facts:
             found = self._from_context(facts, "traversal", f"{why}; answered from facts around the matched entities")
@@ -550,6 +556,18 @@ def _declined(memory: MemoryContext, question: str) -> str | None:
     if decision.relevant:
         return None
     return f"{answers.NOT_IN_MEMORY} {decision.reason}"
+
+
+def _fact_context(memory: MemoryContext, question: str, named: Sequence[str]) -> list[tuple[str, list[EvidencePost]]]:
+    """Stored facts nearest the question (:mod:`pcm.retrieval.facts`), each with its posts; empty when the
+    memory holds none or the graph cannot be read."""
+    from pcm.retrieval.facts import fact_context
+
+    try:
+        return fact_context(memory, question, named)
+    except (PcmError, OSError) as error:
+        log.info("fact context unavailable: %s", error)
+        return []
 
 
 def _traversal_context(memory: MemoryContext, question: str, start: Sequence[str], k: int) -> list[tuple[str, list[EvidencePost]]]:

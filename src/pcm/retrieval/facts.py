@@ -1,0 +1,264 @@
+"""Stored facts that match a question, as lines a model reads: the first fallback when no graph query answered.
+
+Why: a small local model seldom writes the query a two-join question needs, yet it reads a fact well when the fact
+is in front of it. This context is built without the model, from the graph:
+
+* the nodes the question is about: the entities grounding matched, the nodes whose label and types lie nearest the
+  question in the side index (an event such as "buying a Breville espresso machine" for "How much did I pay for
+  the espresso machine?"), and the owner;
+* their neighbours one hop away (the purchase that points at the machine, the clinic the vet works for), except
+  around the owner, who is next to almost everything;
+* each node's facts from the extraction and import graphs, labels in place of IRIs, values as answers print them
+  (dates as "Tuesday 4 February 2025"), so the model copies a value rather than reformatting it.
+
+A node with few facts becomes one line (``Biscuit (Pet): pet breed beagle; age 4; treated by Dr. Alvarez``); a
+node with many (the owner) gives one line per fact. Lines are ranked by the similarity of their text to the
+question (a named node's own line first among equals) and the best :data:`LINES` are kept, each with the
+utterances its facts came from, which the answer then cites.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyoxigraph as ox
+
+from pcm.errors import PcmError
+from pcm.namespaces import RDF
+from pcm.retrieval.answer import EvidencePost, posts_of
+from pcm.retrieval.postprocess import format_term, readable_iri
+from pcm.retrieval.traversal.graph import predicate_words
+
+if TYPE_CHECKING:
+    from pcm.context import MemoryContext
+    from pcm.retrieval.traversal.vectors import TextVectors
+
+log = logging.getLogger(__name__)
+
+LINES = 14
+"""Lines kept for the model: enough for a question with three parts, short enough for a 1.5B model to read."""
+SEEDS = 6
+"""Nodes taken from grounding's matches and from the side index's nearest entities, each."""
+NEIGHBOURS = 12
+"""Neighbours added per seed (deterministically, in IRI order): a hub seed must not flood the context."""
+CARD_FACTS = 10
+"""A node with at most this many facts is one line; above it, one line per fact."""
+FOLLOW = 6
+"""The best lines whose other ends are read in a following round."""
+FOLLOW_ROUNDS = 2
+"""Rounds of following: the habit behind "Thursday: by day of every Thursday evening" is two hops away."""
+GROUPED = 12
+"""Values shown on a gathered line (``friend of A, B, ... and 40 more (52)``)."""
+NAMED_BONUS = 0.08
+"""Added to the similarity of lines about a node the question names (grounding's matches)."""
+ROWS = 4000
+"""Cap on the fact rows read for one question."""
+LINE_CHARS = 400
+_TYPE = RDF + "type"
+
+
+@dataclass(frozen=True)
+class _Fact:
+    phrase: str
+    value: str
+    outgoing: bool
+    text: str
+    """``pet breed beagle``; a fact pointing at the node: ``agent of buying the rain jacket`` (``X has pet (this)``
+    when the predicate reads as a possession, where "of" would not)."""
+    graph: str
+    other: str | None
+    """The IRI at the fact's other end, when it is a node."""
+
+
+@dataclass
+class _Node:
+    iri: str
+    label: str = ""
+    types: list[str] = field(default_factory=list)
+    facts: list[_Fact] = field(default_factory=list)
+    neighbours: list[str] = field(default_factory=list)
+    """The node-valued other ends of its facts (for the one-hop expansion)."""
+
+
+def fact_context(
+    memory: MemoryContext, question: str, named: Sequence[str], *, lines: int = LINES
+) -> list[tuple[str, list[EvidencePost]]]:
+    """Lines of stored facts about what ``question`` asks, best first, each with the posts it came from.
+
+    ``named``: the entities grounding matched, best first. Empty when the memory holds no facts near the question.
+    Two rounds: the seeds (and their neighbours), ranked; then the nodes at the other end of the best lines (the
+    purchase behind "Dana: agent of buying the Breville Barista Express"), so the line that holds the answer's
+    details can rank too.
+    """
+    from pcm.index.text import vector_query, without_speakers
+    from pcm.retrieval.traversal import TraversalEngine
+
+    owner = memory.naming.owner
+    seeds = list(dict.fromkeys([*named[:SEEDS], *_nearest(memory, question)]))
+    nodes = _facts(memory, [*seeds, owner])
+    neighbours: list[str] = []
+    for seed in seeds:
+        if seed in nodes and seed != owner:
+            neighbours += sorted({i for i in nodes[seed].neighbours if i not in nodes and i != owner})[:NEIGHBOURS]
+    nodes.update(_facts(memory, list(dict.fromkeys(neighbours))))
+    # the owner's name is in most questions and most lines: ranked without it, a line's content decides
+    asked = vector_query(without_speakers(question, [memory.manifest.owner]))
+    lifted = set(named)
+    try:
+        with TraversalEngine.for_memory(memory) as engine:
+            candidates = _candidates(nodes, owner)
+            scores = _scores(engine.vectors, asked, candidates, lifted)
+            for _ in range(FOLLOW_ROUNDS):
+                best = sorted(range(len(candidates)), key=lambda i: (-scores[i], candidates[i].text))[:FOLLOW]
+                parent = {o: scores[i] for i in reversed(best) for o in candidates[i].others if o not in nodes and o != owner}
+                if not parent:
+                    break
+                nodes.update(_facts(memory, list(parent)))
+                candidates = _candidates(nodes, owner)
+                scores = _scores(engine.vectors, asked, candidates, lifted)
+                # a node read because a line pointed at it holds that line's details: it ranks at least as high
+                scores = [max(sc, parent.get(c.node, sc)) for sc, c in zip(scores, candidates, strict=True)]
+    except (PcmError, OSError) as error:
+        log.info("fact context unavailable: %s", error)
+        return []
+    ranked = sorted(range(len(candidates)), key=lambda i: (-scores[i], candidates[i].text))
+    chosen = [candidates[i] for i in ranked[:lines]]
+    graphs = sorted({g for c in chosen for g in c.graphs})
+    by_graph = _graph_posts(memory, graphs)
+    posts = {p.post: p for p in posts_of(memory, sorted({p for g in graphs for p in by_graph.get(g, ())}))}
+    return [
+        (c.text, [posts[p] for p in sorted({p for g in c.graphs for p in by_graph.get(g, ())}) if p in posts])
+        for c in chosen
+    ]
+
+
+@dataclass(frozen=True)
+class _Line:
+    text: str
+    body: str
+    """What is ranked: the text without its head when the node is the owner (whose name is everywhere)."""
+    graphs: frozenset[str]
+    node: str
+    others: tuple[str, ...]
+    """Nodes at the other end of the line's facts."""
+
+
+def _candidates(nodes: dict[str, _Node], owner: str) -> list[_Line]:
+    """A line per node with few facts; for a node with many, a line per fact, with a predicate's values gathered
+    into one line where it has several (``Dana: has pet Biscuit, Mochi``)."""
+    out: list[_Line] = []
+    for node in nodes.values():
+        if not node.facts:
+            continue
+        head = node.label or readable_iri(node.iri)
+        if node.types:
+            head += f" ({', '.join(dict.fromkeys(node.types))})"
+
+        def line(facts: Sequence[_Fact], text: str, node: _Node = node, head: str = head) -> _Line:
+            others = tuple(dict.fromkeys(f.other for f in facts if f.other))
+            return _Line(_cut(f"{head}: {text}"), _cut(text) if node.iri == owner else _cut(f"{head}: {text}"),
+                         frozenset(f.graph for f in facts), node.iri, others)
+
+        if len(node.facts) <= CARD_FACTS:
+            out.append(line(node.facts, "; ".join(f.text for f in node.facts)))
+            continue
+        groups: dict[tuple[str, bool], list[_Fact]] = {}
+        for fact in node.facts:
+            groups.setdefault((fact.phrase, fact.outgoing), []).append(fact)
+        for (phrase, outgoing), facts in groups.items():
+            if not outgoing or len(facts) == 1:
+                out += [line([f], f.text) for f in facts]
+                continue
+            values = [f.value for f in facts]
+            shown = ", ".join(values[:GROUPED]) + (f" and {len(values) - GROUPED} more" if len(values) > GROUPED else "")
+            out.append(line(facts[:GROUPED], f"{phrase} {shown} ({len(values)})"))
+    return out
+
+
+def _facts(memory: MemoryContext, iris: Sequence[str]) -> dict[str, _Node]:
+    from pcm.resources import render_query
+    from pcm.sparql import values_clause
+
+    found: dict[str, _Node] = {iri: _Node(iri) for iri in iris}
+    if not iris:
+        return found
+    query = render_query("ask/node_facts", nodes=values_clause("n", list(iris)), limit=str(ROWS))
+    words: dict[str, str] = {}
+    rows: list[dict[str, Any]] = memory.store.select(query).dicts()
+    for row in rows:
+        node = found[row["n"].value]
+        p, o = row["p"].value, row["o"]
+        graph = row["graph"].value
+        outgoing = row["dir"].value == "out"
+        if p == _TYPE:
+            if outgoing and isinstance(o, ox.NamedNode):
+                node.types.append(readable_iri(o.value))
+            continue
+        label = row["label"].value if "label" in row else None
+        other = o.value if isinstance(o, ox.NamedNode) else None
+        if other is not None:
+            node.neighbours.append(other)
+        value = label if label is not None else format_term(o)
+        phrase = words.get(p) or words.setdefault(p, predicate_words(p))
+        if outgoing:
+            text = f"{phrase} {value}"
+        elif phrase.startswith(("has ", "is ")):
+            text = f"{value} {phrase} (this)"
+        else:
+            text = f"{phrase} of {value}"
+        node.facts.append(_Fact(phrase, value, outgoing, text, graph, other))
+    labels = _labels(memory, list(found))
+    for iri, node in found.items():
+        node.label = labels.get(iri, "")
+    return found
+
+
+def _labels(memory: MemoryContext, iris: Sequence[str]) -> dict[str, str]:
+    from pcm.retrieval.answer import labels_for
+
+    return labels_for(memory, iris)
+
+
+def _nearest(memory: MemoryContext, question: str) -> list[str]:
+    """The side index's entities nearest the whole question (labels, label words, vectors); none without an index."""
+    if not memory.settings.index_enabled:
+        return []
+    try:
+        return [m.iri for m in memory.index.match_entities(question, SEEDS)]
+    except (PcmError, OSError) as error:
+        log.info("side index unavailable for the fact context: %s", error)
+        return []
+
+
+def _scores(vectors: TextVectors, asked: str, candidates: Sequence[_Line], named: set[str]) -> list[float]:
+    """Each line's similarity to the question (lines about a named node lifted by :data:`NAMED_BONUS`)."""
+    if not candidates:
+        return []
+    scores = vectors.get([c.body for c in candidates]) @ vectors.query(asked)
+    return [float(sc) + (NAMED_BONUS if c.node in named else 0.0) for sc, c in zip(scores.tolist(), candidates, strict=True)]
+
+
+def _graph_posts(memory: MemoryContext, graphs: Sequence[str]) -> dict[str, list[str]]:
+    from pcm.resources import render_query
+    from pcm.sparql import values_clause
+
+    out: dict[str, list[str]] = {}
+    if not graphs:
+        return out
+    rows: list[dict[str, Any]] = memory.store.select(
+        render_query("ask/graph_posts", graphs=values_clause("g", list(graphs)))
+    ).dicts()
+    for row in rows:
+        out.setdefault(row["g"].value, []).append(row["post"].value)
+    return out
+
+
+def _cut(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= LINE_CHARS else text[: LINE_CHARS - 1] + "…"
+
+
+__all__ = ["LINES", "fact_context"]
