@@ -29,8 +29,8 @@ def indexed(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untype
 
 
 def _lines(memory: Memory, question: str) -> list[tuple[str, list[str]]]:
-    named = [e.iri for e in match_question_entities(memory.context, question)]
-    return [(text, [p.source_id or p.post for p in posts]) for text, posts in fact_context(memory.context, question, named)]
+    entities = match_question_entities(memory.context, question)
+    return [(text, [p.source_id or p.post for p in posts]) for text, posts in fact_context(memory.context, question, entities)]
 
 
 def test_the_purchase_behind_a_question_is_read_with_its_price_seller_and_date(indexed: Memory) -> None:

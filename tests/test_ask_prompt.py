@@ -35,5 +35,30 @@ def test_the_committed_vocabulary_block_is_what_the_ontology_generates() -> None
 
 def test_the_answer_prompt_asks_for_an_answer_or_an_abstention() -> None:
     prompt = answer_prompt()
-    assert prompt.version == "answer.v1" and set(prompt.parts) == {"system", "user"}
+    assert prompt.version == "answer.v2" and set(prompt.parts) == {"system", "user"}
     assert "NOT IN MEMORY" in prompt.parts["system"] and "[cites:" in prompt.parts["system"]
+
+
+def test_a_small_models_citation_style_is_read() -> None:
+    from pcm.retrieval.answer import parse_context_answer
+
+    assert parse_context_answer("ANSWER: Seattle [cites: [10], [11]]", 12).cited == (10, 11)
+    assert parse_context_answer("ANSWER: Seattle [cites: 3, 40]", 12).cited == (3,)
+    assert parse_context_answer("ANSWER: Seattle [cites: [10], [11]]", 12).text == "Seattle"
+
+
+def test_a_model_answer_is_tidied_as_pcm_writes_answers() -> None:
+    from pcm.retrieval.answer import tidy_answer
+
+    assert tidy_answer("When did Dana buy it?", "On 2025-02-04, at Williams Sonoma") == (
+        "On Tuesday 4 February 2025, at Williams Sonoma")
+    assert tidy_answer("When?", "on 2025-02-31") == "on 2025-02-31"  # not a date: left as written
+    # the days between two events are counted in code, whichever way round and however the dates are written
+    asked = "How many days after buying the espresso machine did the car break down?"
+    assert tidy_answer(asked, "from 2 March 2025 to Tuesday 4 February 2025") == (
+        "26 days (from Tuesday 4 February 2025 to Sunday 2 March 2025).")
+    assert tidy_answer(asked, "from 2025-02-04 to 2025-03-02").startswith("26 days")
+    assert tidy_answer("How many weeks between them?", "from 2025-02-04 to 2025-03-04").startswith("4 weeks")
+    # one date, or a question that counts something else: nothing is computed
+    assert tidy_answer(asked, "on 2 March 2025") == "on 2 March 2025"
+    assert tidy_answer("How many pets does Dana have?", "2, from 2025-02-04 to 2025-03-02").startswith("2, from")

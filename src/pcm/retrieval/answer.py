@@ -9,7 +9,10 @@ utterance where the fact was said, and a fact said twice cites both.
 
 The sentence is composed in code from the bindings (labels for IRIs, dates written out, exact numbers), so the same
 result always reads the same. The model is only asked to write prose on the fallback paths (traversal facts or
-recalled utterances, ``pcm/prompts/retrieval/answer.v1.md``), where it must also say when the context does not answer the question.
+recalled utterances, ``pcm/prompts/retrieval/answer.v2.md``), where it must also say when the context does not answer the question;
+what it writes is then tidied in code (:func:`tidy_answer`): ISO dates written out as everywhere else, and the days
+between two dates counted for a "how many days after/before" question, which the prompt tells the model not to
+compute.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
 import pyoxigraph as ox
@@ -28,7 +31,7 @@ from pcm.layout import HISTORY
 from pcm.llm.base import LLMClient, Message
 from pcm.namespaces import PROV
 from pcm.prompts import PromptFile, load
-from pcm.retrieval.postprocess import Computed, format_term
+from pcm.retrieval.postprocess import MONTHS, Computed, difference, format_date, format_duration, format_term
 from pcm.retrieval.safety import QueryRunner
 from pcm.sparql.check import SafeQuery, check_query
 from pcm.sparql.query import parse, query_shape
@@ -392,7 +395,7 @@ def _sentence(text: str) -> str:
 
 
 def answer_prompt() -> PromptFile:
-    return load("retrieval/answer.v1.md")
+    return load("retrieval/answer.v2.md")
 
 
 @dataclass(frozen=True)
@@ -403,7 +406,8 @@ class ContextAnswer:
     cited: tuple[int, ...]
 
 
-_ANSWER = re.compile(r"ANSWER:\s*(?P<text>.*?)\s*(?:\[\s*cites?\s*:?\s*(?P<cites>[\d,\s]*)\])?\s*$", re.IGNORECASE | re.DOTALL)
+# ``[cites: 2, 3]``; small models also write ``[cites: [2], [3]]``
+_ANSWER = re.compile(r"ANSWER:\s*(?P<text>.*?)\s*(?:\[\s*cites?\s*:?\s*(?P<cites>[\d,\s\[\]]*)\])?\s*$", re.IGNORECASE | re.DOTALL)
 
 
 def answer_from_context(
@@ -415,7 +419,45 @@ def answer_from_context(
     user = prompt.render("user", date=f"{as_of.date().isoformat()} ({as_of:%A})", owner_name=owner_name,
                          context=numbered or "(nothing)", question=" ".join(question.split()))
     reply = client.complete(system=prompt.parts["system"], messages=[Message.user(user)], operation=OPERATION, max_tokens=400)
-    return parse_context_answer(reply.text, len(context))
+    found = parse_context_answer(reply.text, len(context))
+    return ContextAnswer(tidy_answer(question, found.text), found.cited) if found.text is not None else found
+
+
+_ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+_WRITTEN_DATE = re.compile(
+    r"\b(?:(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday),?\s+)?(\d{1,2})\s+(" + "|".join(MONTHS)
+    + r")\s+(\d{4})\b|\b(\d{4})-(\d{2})-(\d{2})\b"
+)
+_HOW_MANY = re.compile(r"\bhow\s+many\s+(days|weeks|months|years)\b", re.IGNORECASE)
+
+
+def tidy_answer(question: str, text: str) -> str:
+    """A model's answer as pcm writes answers: ISO dates written out (``Tuesday 4 February 2025``); for a question
+    asking how many days (weeks, months, years) lie between two things, when the answer gives exactly two dates,
+    the difference counted in code and put first (the prompt asks the model for the dates, not the arithmetic)."""
+    dates = []
+    for match in _WRITTEN_DATE.finditer(text):
+        try:
+            if match.group(1):
+                dates.append(date(int(match.group(3)), MONTHS.index(match.group(2)) + 1, int(match.group(1))))
+            else:
+                dates.append(date(int(match.group(4)), int(match.group(5)), int(match.group(6))))
+        except ValueError:
+            continue
+    text = _ISO_DATE.sub(lambda m: _written(m) or m.group(0), text)
+    unit = _HOW_MANY.search(question)
+    if unit is not None and len(set(dates)) == 2:
+        start, end = sorted(set(dates))
+        count = difference(start, end, unit.group(1).lower())
+        return f"{format_duration(count, unit.group(1).lower())} (from {format_date(start)} to {format_date(end)})."
+    return text
+
+
+def _written(match: re.Match[str]) -> str | None:
+    try:
+        return format_date(date(int(match.group(1)), int(match.group(2)), int(match.group(3))))
+    except ValueError:
+        return None
 
 
 def parse_context_answer(text: str, size: int) -> ContextAnswer:
@@ -443,6 +485,7 @@ __all__ = [
     "compose",
     "labels_for",
     "parse_context_answer",
+    "tidy_answer",
     "posts_from_hits",
     "posts_of",
     "result_iris",

@@ -48,7 +48,13 @@ from pcm.llm.base import (
 )
 from pcm.retrieval import answer as answers
 from pcm.retrieval.answer import EvidenceFact, EvidencePost
-from pcm.retrieval.grounding import Grounding, build_grounding, memory_version, whole_catalogue
+from pcm.retrieval.grounding import (
+    GroundedEntity,
+    Grounding,
+    build_grounding,
+    memory_version,
+    whole_catalogue,
+)
 from pcm.retrieval.nl2sparql import MAX_OUTPUT_TOKENS, QueryForm, prompt_version, system_prompt, user_message
 from pcm.retrieval.plan import (
     DIRECTIONS,
@@ -401,7 +407,7 @@ class _Pipeline:
                 found = self._from_context(chain, "events", f"{why}; answered from the event chain ({', '.join(walks)})")
                 if found is not None:
                     return found
-        stored = _fact_context(self.memory, self.question, starts)
+        stored = _fact_context(self.memory, self.question, grounding.entities)
         if stored:
             found = self._from_context(stored, "facts", f"{why}; answered from the stored facts nearest the question")
             if found is not None:
@@ -558,13 +564,15 @@ def _declined(memory: MemoryContext, question: str) -> str | None:
     return f"{answers.NOT_IN_MEMORY} {decision.reason}"
 
 
-def _fact_context(memory: MemoryContext, question: str, named: Sequence[str]) -> list[tuple[str, list[EvidencePost]]]:
+def _fact_context(
+    memory: MemoryContext, question: str, entities: Sequence[GroundedEntity]
+) -> list[tuple[str, list[EvidencePost]]]:
     """Stored facts nearest the question (:mod:`pcm.retrieval.facts`), each with its posts; empty when the
     memory holds none or the graph cannot be read."""
     from pcm.retrieval.facts import fact_context
 
     try:
-        return fact_context(memory, question, named)
+        return fact_context(memory, question, entities)
     except (PcmError, OSError) as error:
         log.info("fact context unavailable: %s", error)
         return []

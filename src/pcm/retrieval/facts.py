@@ -34,6 +34,7 @@ from pcm.retrieval.traversal.graph import predicate_words
 
 if TYPE_CHECKING:
     from pcm.context import MemoryContext
+    from pcm.retrieval.grounding import GroundedEntity
     from pcm.retrieval.traversal.vectors import TextVectors
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,9 @@ FOLLOW_ROUNDS = 2
 """Rounds of following: the habit behind "Thursday: by day of every Thursday evening" is two hops away."""
 GROUPED = 12
 """Values shown on a gathered line (``friend of A, B, ... and 40 more (52)``)."""
+NAMED_SCORE = 0.8
+"""Grounding's score from which a match counts as named in the question (exact and normalised labels); below it
+("Shop 132" for "shop") a match is only a place to start from."""
 NAMED_BONUS = 0.08
 """Added to the similarity of lines about a node the question names (grounding's matches)."""
 ROWS = 4000
@@ -84,11 +88,13 @@ class _Node:
 
 
 def fact_context(
-    memory: MemoryContext, question: str, named: Sequence[str], *, lines: int = LINES
+    memory: MemoryContext, question: str, entities: Sequence[GroundedEntity], *, lines: int = LINES
 ) -> list[tuple[str, list[EvidencePost]]]:
     """Lines of stored facts about what ``question`` asks, best first, each with the posts it came from.
 
-    ``named``: the entities grounding matched, best first. Empty when the memory holds no facts near the question.
+    ``entities``: what grounding matched, best first; those matched by name (score at least :data:`NAMED_SCORE`)
+    are lifted in the ranking, the looser matches only seed it. Empty when the memory holds no facts near the
+    question.
     Two rounds: the seeds (and their neighbours), ranked; then the nodes at the other end of the best lines (the
     purchase behind "Dana: agent of buying the Breville Barista Express"), so the line that holds the answer's
     details can rank too.
@@ -97,7 +103,8 @@ def fact_context(
     from pcm.retrieval.traversal import TraversalEngine
 
     owner = memory.naming.owner
-    seeds = list(dict.fromkeys([*named[:SEEDS], *_nearest(memory, question)]))
+    named = [e.iri for e in entities if e.score >= NAMED_SCORE]
+    seeds = list(dict.fromkeys([*[e.iri for e in entities][:SEEDS], *_nearest(memory, question)]))
     nodes = _facts(memory, [*seeds, owner])
     neighbours: list[str] = []
     for seed in seeds:

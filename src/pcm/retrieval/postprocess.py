@@ -30,7 +30,7 @@ UNITS = ("days", "weeks", "months", "years")
 _DIRECTIVE = re.compile(r"#\s*pcm:compute\s+(?P<op>[a-z_]+)\s*\((?P<args>[^)]*)\)", re.IGNORECASE)
 _NUMERIC = {XSD + t for t in ("integer", "decimal", "double", "float", "int", "long", "short", "nonNegativeInteger",
                              "positiveInteger", "negativeInteger", "nonPositiveInteger", "unsignedInt", "byte")}
-_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
            "November", "December")
 _WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 
@@ -121,7 +121,7 @@ def _between(compute: Compute, rows: Sequence[Row], as_of: datetime) -> Computed
         raise ComputeError(f"no row binds both ?{start_var} and ?{end_var}")
     start, end = to_date(row[start_var]), to_date(row[end_var])
     amount = difference(start, end, unit)
-    return Computed(compute, amount, f"{_amount(amount, unit)} (from {format_date(start)} to {format_date(end)})")
+    return Computed(compute, amount, f"{format_duration(amount, unit)} (from {format_date(start)} to {format_date(end)})")
 
 
 def _since(compute: Compute, rows: Sequence[Row], as_of: datetime) -> Computed:
@@ -129,7 +129,7 @@ def _since(compute: Compute, rows: Sequence[Row], as_of: datetime) -> Computed:
     unit = _unit(compute, 1)
     start = to_date(next(r[var] for r in rows if var in r))
     amount = difference(start, as_of.date(), unit)
-    return Computed(compute, amount, f"{_amount(amount, unit)} (from {format_date(start)} to {format_date(as_of.date())})")
+    return Computed(compute, amount, f"{format_duration(amount, unit)} (from {format_date(start)} to {format_date(as_of.date())})")
 
 
 def _until(compute: Compute, rows: Sequence[Row], as_of: datetime) -> Computed:
@@ -137,7 +137,7 @@ def _until(compute: Compute, rows: Sequence[Row], as_of: datetime) -> Computed:
     unit = _unit(compute, 1)
     end = to_date(next(r[var] for r in rows if var in r))
     amount = difference(as_of.date(), end, unit)
-    return Computed(compute, amount, f"{_amount(amount, unit)} (from {format_date(as_of.date())} to {format_date(end)})")
+    return Computed(compute, amount, f"{format_duration(amount, unit)} (from {format_date(as_of.date())} to {format_date(end)})")
 
 
 def _count(compute: Compute, rows: Sequence[Row], as_of: datetime) -> Computed:
@@ -244,7 +244,8 @@ def sort_key(term: object) -> tuple[int, object]:
     return (2, str(term))
 
 
-def _amount(value: int | Decimal, unit: str) -> str:
+def format_duration(value: int | Decimal, unit: str) -> str:
+    """``26 days``, ``1 week``, ``2.5 weeks``: a counted difference as answers write it."""
     number = format_number(Decimal(value))
     singular = Decimal(value) in (Decimal(1), Decimal(-1))
     return f"{number} {unit[:-1] if singular else unit}"
@@ -258,7 +259,7 @@ def format_number(value: Decimal) -> str:
 
 
 def format_date(value: date) -> str:
-    return f"{_WEEKDAYS[value.weekday()]} {value.day} {_MONTHS[value.month - 1]} {value.year}"
+    return f"{_WEEKDAYS[value.weekday()]} {value.day} {MONTHS[value.month - 1]} {value.year}"
 
 
 def format_term(term: object, labels: Mapping[str, str] | None = None) -> str:
@@ -277,7 +278,7 @@ def format_term(term: object, labels: Mapping[str, str] | None = None) -> str:
         if datatype == XSD + "gYearMonth":
             try:
                 d = to_date(term)
-                return f"{_MONTHS[d.month - 1]} {d.year}"
+                return f"{MONTHS[d.month - 1]} {d.year}"
             except ComputeError:
                 return term.value
         if datatype == XSD + "dateTime":
@@ -315,7 +316,9 @@ __all__ = [
     "UNITS",
     "apply",
     "difference",
+    "MONTHS",
     "format_date",
+    "format_duration",
     "format_number",
     "format_term",
     "parse_compute",
