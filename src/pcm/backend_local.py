@@ -88,10 +88,18 @@ class LocalBackend:
             raise QueryError(f"query failed: {exc}") from exc
 
     def update(self, sparql: str) -> None:
+        """Apply a SPARQL Update in one transaction; one that does not parse or fails to run raises QueryError.
+
+        pyoxigraph reports a failed operation (CREATE of a graph that exists, DROP of one that does not) as a
+        RuntimeError and a failed LOAD or storage write as an OSError; the update then applied nothing.
+        """
+        store = self._store
         try:
-            self._store.update((self.layout or LEGACY_LAYOUT).render(sparql))
+            store.update((self.layout or LEGACY_LAYOUT).render(sparql))
         except SyntaxError as exc:
             raise QueryError(f"SPARQL Update syntax error: {exc}") from exc
+        except (RuntimeError, OSError) as exc:
+            raise QueryError(f"SPARQL Update failed: {exc}") from exc
         faults.reached("store")
 
     def extend(self, quads: Sequence[ox.Quad]) -> None:
