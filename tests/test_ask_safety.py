@@ -321,3 +321,10 @@ def test_hierarchy_paths_expanded_from_the_ontology_give_the_same_answers() -> N
         assert rows(fast.text) == rows(safe.text) != set(), query
     kept = check_query("SELECT ?x WHERE { ?x a/rdfs:subClassOf* schema:Event, schema:Action }")
     assert faster(kept, ontology, ns, 1000).text == kept.text  # an object list: left as written
+
+
+def test_the_syntax_check_passes_what_only_evaluation_refuses_and_not_a_bad_argument() -> None:
+    safe = check_query("SELECT ?x WHERE { BIND(<http://example.org/f>(1) AS ?x) }")  # an unknown extension function
+    assert safe.form == "SELECT"
+    with pytest.raises(ValueError, match="base IRI"):
+        check_query("SELECT * WHERE { ?s ?p ?o }", base_iri="not an iri")

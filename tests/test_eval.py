@@ -22,9 +22,9 @@ from pcm.evaluation.metrics import (
     token_f1,
 )
 from pcm.llm import ScriptedClient
-from pcm.llm.base import Message
+from pcm.llm.base import Message, catalogue_layout, output_format
 from pcm.llm.factory import make_client
-from pcm.llm.record import RecordingClient, ReplayClient, exchange_key
+from pcm.llm.record import METADATA, RecordingClient, ReplayClient, exchange_key
 from pcm.settings import LLMSpec, Settings
 
 LOCOMO = ("data", "locomo", "locomo-conv-26.json")
@@ -163,7 +163,7 @@ def test_replay_answers_what_was_recorded_with_its_token_counts(tmp_path: Path) 
     messages = [Message.user("hello")]
     assert recorder.complete(system="s", messages=messages, operation="answer").text == "first"
     recorder.complete(system="s", messages=[Message.user("other")], operation="judge")
-    assert len(list((tmp_path / "rec").glob("*.json"))) == 2
+    assert len([p for p in (tmp_path / "rec").glob("*.json") if p.name != METADATA]) == 2
     replay = ReplayClient(tmp_path / "rec")
     again = replay.complete(system="s", messages=messages, operation="answer")
     assert again.text == "first" and replay.usage.as_dict() == {"answer": {"calls": 1, "input_tokens": 0, "output_tokens": 0}}
@@ -172,6 +172,31 @@ def test_replay_answers_what_was_recorded_with_its_token_counts(tmp_path: Path) 
         replay.complete(system="s", messages=[Message.user("never asked")], operation="answer")
     assert replay.misses == [missing]
     assert exchange_key("answer", "s", messages) != exchange_key("judge", "s", messages)
+
+
+def test_a_replay_declares_what_the_recorded_client_declared(tmp_path: Path) -> None:
+    """A run recorded from an in-process model (local, prefix cache, a context window) replays with its prompts."""
+    inner = ScriptedClient(["answer"])
+    inner.local, inner.prefix_cache, inner.context = True, True, 4096  # type: ignore[attr-defined]
+    RecordingClient(inner, tmp_path / "rec").complete(system="s", messages=[Message.user("q")], operation="answer")
+    RecordingClient(ScriptedClient([]), tmp_path / "rec", describe=False)  # a judge does not overwrite them
+    replay = ReplayClient(tmp_path / "rec")
+    assert (replay.local, replay.prefix_cache, replay.context) == (True, True, 4096)
+    assert output_format("auto", replay) == "json"
+    assert catalogue_layout("auto", replay, whole_tokens=lambda: 1000) == "whole"
+    assert catalogue_layout("auto", replay, whole_tokens=lambda: 5000) == "areas"  # past the recorded window
+    assert replay.complete(system="s", messages=[Message.user("q")], operation="answer").text == "answer"
+
+
+def test_a_recording_without_flags_replays_as_a_hosted_client(tmp_path: Path) -> None:
+    RecordingClient(ScriptedClient(["a"]), tmp_path / "rec").complete(system="s", messages=[], operation="answer")
+    (tmp_path / "rec" / METADATA).unlink()  # as an older recording has it
+    replay = ReplayClient(tmp_path / "rec")
+    assert (replay.local, replay.prefix_cache, replay.context) == (False, False, None)
+    assert output_format("auto", replay) == "turtle" and catalogue_layout("auto", replay) == "areas"
+    (tmp_path / "rec" / METADATA).write_text("[1]", encoding="utf-8")
+    with pytest.raises(LLMError, match="flags"):
+        ReplayClient(tmp_path / "rec")
 
 
 def test_pcm_llm_replay_spec(tmp_path: Path) -> None:

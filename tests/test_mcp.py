@@ -231,3 +231,14 @@ def test_pcm_serve_answers_mcp_at_slash_mcp(tmp_path: Path) -> None:
 
         asyncio.run(session())
         assert server.memory is not None and server.memory.post_count() == 1
+
+
+def test_mcp_and_the_http_api_give_a_stored_message_one_shape() -> None:
+    """A recall hit and a cited message are the same models on both faces, so their schemas cannot drift apart."""
+    from pcm import mcp_server
+    from pcm.endpoint import models
+
+    assert mcp_server.Message is models.Message and mcp_server.RecallHit is models.RecallHit
+    assert mcp_server.Answer.model_fields["citations"].annotation == list[models.Message]
+    assert list(models.RecallHit.model_fields) == ["post", "source_id", "session", "time", "speaker", "role", "text",
+                                                   "score"]

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from pcm.cli_ontology import ontology as ontology_cli
 from pcm.conversations import Conversation, Utterance
-from pcm.errors import UsageError, ValidationError
+from pcm.errors import QueryError, UsageError, ValidationError
 from pcm.layout import LEGACY_LAYOUT
 from pcm.manifest import Manifest
 from pcm.memory import Memory
@@ -155,10 +155,27 @@ def test_a_failing_script_rolls_everything_back(
     with pytest.raises(MigrationError, match="rolled back") as caught:
         migrate(memory.context, ontology=target, migrations=scripts)
     assert "\n" not in str(caught.value)
+    assert isinstance(caught.value.__cause__, QueryError)  # the store's refusal, in our words
     assert data_quads(memory) == before
     assert memory.store.ontology_version() == ontology_before == "0.1.0"
     assert Manifest.load(memory.settings.memory).ontology_version == "0.1.0"
     assert len(list((memory.settings.memory / "backups").iterdir())) == 1  # the backup is kept
+
+
+def test_a_failure_that_is_not_the_updates_is_rolled_back_and_goes_on_unchanged(
+    filled: tuple[Memory, list[str]], target: Ontology, scripts: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory, _ = filled
+    before = data_quads(memory)
+
+    def broken_save(directory: Path) -> None:
+        raise TypeError("a bug after the update")
+
+    monkeypatch.setattr(memory.manifest, "save", broken_save)
+    with pytest.raises(TypeError, match="a bug after the update"):
+        migrate(memory.context, ontology=target, migrations=scripts)
+    assert data_quads(memory) == before  # the update had run: this is the restored backup
+    assert memory.store.ontology_version() == "0.1.0"
 
 
 def test_a_migration_leaving_violations_is_rolled_back_listing_each_broken_fact(

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pcm.conversations import parse_messages
-from pcm.errors import InputError, UsageError
+from pcm.errors import InputError, MemoryClosedError, UsageError
 from pcm.memory import Memory
 from pcm.settings import Settings
 
@@ -180,3 +180,38 @@ def test_readme_example_runs_as_written(tmp_path: Path, quiet_env: None, monkeyp
     assert "Biscuit" in printed
     with Memory.open(tmp_path / "my-memory", read_only=True) as m:
         assert m.post_count() == 1
+
+
+def test_close_twice_is_a_no_op_and_a_closed_memory_says_so(tmp_path: Path) -> None:
+    m = Memory.init(Settings(memory=tmp_path / "m", index_enabled=False), owner="Dana")
+    m.remember("I adopted a beagle called Biscuit", at="2025-03-02T10:00")
+    assert m.sparql("ASK { ?s ?p ?o }") is True  # starts the query worker
+    m.close()
+    m.close()
+    assert not m.context.holds_state()
+    for use in (
+        lambda: m.post_count(),
+        lambda: m.sparql("ASK { ?s ?p ?o }"),
+        lambda: m.remember("and a cat", at="2025-03-03T10:00"),
+        lambda: m.recall("beagle"),
+    ):
+        with pytest.raises(MemoryClosedError, match="closed"):
+            use()
+    with Memory.open(tmp_path / "m") as again:  # the store's lock went with the first close
+        assert again.post_count() == 1
+
+
+def test_a_closed_store_closes_once_and_refuses_use(tmp_path: Path) -> None:
+    from pcm.backend_local import LocalBackend
+    from pcm.backend_remote import RemoteBackend
+
+    local = LocalBackend(tmp_path / "store")
+    local.close()
+    local.close()
+    with pytest.raises(MemoryClosedError):
+        local.query("ASK { ?s ?p ?o }")
+    remote = RemoteBackend("http://127.0.0.1:9/query", engine="oxigraph")  # no request is sent
+    remote.close()
+    remote.close()
+    with pytest.raises(MemoryClosedError):
+        remote.query("ASK { ?s ?p ?o }")

@@ -12,7 +12,7 @@ import pyoxigraph as ox
 
 from pcm import faults
 from pcm.backend import Capabilities, PurgeScope, QueryIsolation, QueryResult, materialise
-from pcm.errors import MemoryLockedError, QueryError
+from pcm.errors import MemoryClosedError, MemoryLockedError, QueryError
 from pcm.layout import LEGACY_LAYOUT, DatasetLayout
 
 
@@ -21,15 +21,17 @@ class LocalBackend:
 
     def __init__(self, path: Path | None, *, read_only: bool = False) -> None:
         self.path = path
+        self._handle: ox.Store | None = None
+        """The open store; None once closed (dropping the last reference releases RocksDB's lock)."""
         try:
             if path is None:
-                self._store = ox.Store()
+                self._handle = ox.Store()
             elif read_only:
                 path = self.path = completed_store(path)
-                self._store = ox.Store.read_only(str(path))
+                self._handle = ox.Store.read_only(str(path))
             else:
                 finish_compaction(path)
-                self._store = ox.Store(str(path))
+                self._handle = ox.Store(str(path))
         except OSError as exc:
             text = str(exc)
             if "lock" in text.lower() or "Resource temporarily unavailable" in text:
@@ -46,6 +48,12 @@ class LocalBackend:
     @property
     def store(self) -> ox.Store:
         return self._store
+
+    @property
+    def _store(self) -> ox.Store:
+        if self._handle is None:
+            raise MemoryClosedError(f"the memory store {self.path or '(in memory)'} is closed; open the memory again")
+        return self._handle
 
     @property
     def capabilities(self) -> Capabilities:
@@ -80,10 +88,18 @@ class LocalBackend:
             raise QueryError(f"query failed: {exc}") from exc
 
     def update(self, sparql: str) -> None:
+        """Apply a SPARQL Update in one transaction; one that does not parse or fails to run raises QueryError.
+
+        pyoxigraph reports a failed operation (CREATE of a graph that exists, DROP of one that does not) as a
+        RuntimeError and a failed LOAD or storage write as an OSError; the update then applied nothing.
+        """
+        store = self._store
         try:
-            self._store.update((self.layout or LEGACY_LAYOUT).render(sparql))
+            store.update((self.layout or LEGACY_LAYOUT).render(sparql))
         except SyntaxError as exc:
             raise QueryError(f"SPARQL Update syntax error: {exc}") from exc
+        except (RuntimeError, OSError) as exc:
+            raise QueryError(f"SPARQL Update failed: {exc}") from exc
         faults.reached("store")
 
     def extend(self, quads: Sequence[ox.Quad]) -> None:
@@ -168,15 +184,16 @@ class LocalBackend:
         faults.reached("compact")
         _durable_touch(ready)
         faults.reached("compact")
-        del self._store  # releases the RocksDB lock of the old files
+        self._handle = None  # releases the RocksDB lock of the old files
         finish_compaction(self.path)
-        self._store = ox.Store(str(self.path))
+        self._handle = ox.Store(str(self.path))
         return quads
 
     def close(self) -> None:
-        if not self.read_only:
-            self._store.flush()
-        del self._store
+        """Flush and release the store; a second call does nothing."""
+        handle, self._handle = self._handle, None
+        if handle is not None and not self.read_only:
+            handle.flush()
 
 
 def store_fingerprint(path: Path) -> str:

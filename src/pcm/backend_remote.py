@@ -58,7 +58,7 @@ from pcm.backend import (
     materialise,
     quads_to_insert_data,
 )
-from pcm.errors import InputError, MemoryLockedError, PcmError, QueryError, UsageError
+from pcm.errors import InputError, MemoryClosedError, MemoryLockedError, PcmError, QueryError, UsageError
 from pcm.layout import LEGACY_LAYOUT, DatasetLayout
 from pcm.scope import scope_query, strip_hidden
 from pcm.sparql.lexer import apply_edits, tokenize
@@ -382,6 +382,8 @@ class RemoteBackend:
 
         A query that sends nothing before the read timeout is reported as having run past the time limit.
         """
+        if self._client.is_closed:
+            raise MemoryClosedError(f"the connection to the SPARQL server at {url} is closed; open the memory again")
         read = read_timeout if read_timeout is not None else self._timeout
         timeout = httpx.Timeout(self._timeout, read=read)
         request = self._client.build_request(method, url, timeout=timeout, **kwargs)  # type: ignore[arg-type]
@@ -710,6 +712,7 @@ class RemoteBackend:
         raise UsageError(f"the store at {self.query_url} is a server's: load a dump instead of copying files")
 
     def close(self) -> None:
+        """Close the pooled connections; a second call does nothing (httpx's close is idempotent)."""
         self._client.close()
 
     def __enter__(self) -> RemoteBackend:

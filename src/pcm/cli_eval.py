@@ -105,7 +105,7 @@ def eval_command(ctx: click.Context, dataset: str, file: Path, limit: int | None
         from pcm.llm.record import RecordingClient
 
         client = RecordingClient(client, record) if client is not None else None
-        judge = RecordingClient(judge, record) if judge is not None else None
+        judge = RecordingClient(judge, record, describe=False) if judge is not None else None  # the flags are the answering model's
     config = EvalConfig(
         dataset=dataset,
         path=file,

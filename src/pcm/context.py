@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pcm.backend import Backend
+from pcm.errors import MemoryClosedError
 from pcm.manifest import Manifest
 from pcm.naming import Naming
 from pcm.settings import Settings
@@ -67,6 +68,8 @@ class MemoryContext:
     """Classes and properties in use by memory version (:func:`pcm.retrieval.grounding.usage_stats`)."""
     text_vectors: dict[str, Any] = field(default_factory=dict)
     """Sentence vectors by text (:func:`pcm.summaries.summarise.cached_vectors`)."""
+    closed: bool = False
+    """Set by :meth:`close`: the query worker is not started again for a closed memory."""
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     """Guards the slots above: the endpoint serves one memory from several threads."""
 
@@ -92,6 +95,8 @@ class MemoryContext:
         )
 
         with self.lock:
+            if self.closed:
+                raise MemoryClosedError(f"the memory {self.settings.memory} is closed; open it again")
             runner = self.runner
             if runner is None or runner.backend is not self.backend:
                 settings = self.settings
@@ -119,7 +124,10 @@ class MemoryContext:
             engine.discard()
 
     def close(self) -> None:
-        """Release every per-memory resource: stop the query worker, save the engine's vectors, empty the caches."""
+        """Release every per-memory resource: stop the query worker, save the engine's vectors, empty the caches.
+        A second call finds nothing left to release."""
+        with self.lock:
+            self.closed = True
         self.stop_runner()
         with self.lock:
             engine, self.engine = self.engine, None

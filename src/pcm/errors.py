@@ -15,6 +15,10 @@ class UsageError(PcmError):
     exit_code = 2
 
 
+class MemoryClosedError(UsageError):
+    """A memory, or its store, was used after ``close()``: open it again."""
+
+
 class InputError(PcmError):
     """An input file, utterance or request body is malformed, too long, or names what the memory lacks; nothing
     was written."""

@@ -27,6 +27,7 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from pcm import __version__
+from pcm.endpoint.models import Message, RecallHit
 from pcm.errors import PcmError
 
 if TYPE_CHECKING:
@@ -45,22 +46,7 @@ INSTRUCTIONS = (
 
 
 # -- typed results -------------------------------------------------------------------------------------------------
-
-
-class Message(BaseModel):
-    """A stored message (a ``sioc:Post``): what was said, by whom, when, in which session."""
-
-    post: str = Field(description="The post IRI; give it to `why` or `forget`.")
-    text: str
-    session: str
-    time: str | None = Field(default=None, description="When it was said (ISO 8601), if known.")
-    speaker: str | None = None
-    role: str
-    source_id: str | None = Field(default=None, description="The client's own message id (or idempotency key), if any.")
-
-
-class RecallHit(Message):
-    score: float
+# A stored message and a recall hit are the HTTP API's models (pcm.endpoint.models): one shape on both faces.
 
 
 class Remembered(BaseModel):

@@ -28,6 +28,7 @@ from pcm.conversations import (
 )
 from pcm.errors import (
     InputError,
+    MemoryClosedError,
     MemoryLockedError,
     MemoryVersionError,
     OntologyMigrationNeeded,
@@ -186,6 +187,7 @@ class Memory:
         )
         """What the pipelines are given instead of the facade; it holds every per-memory cache and resource."""
         self._index: SideIndex | None = None
+        self._closed = False
         self._client: LLMClient | None = None
         self.ontology_drift: OntologyDrift | None = None
         """Set on a read-only open of a memory whose ontology differs from this pcm's (writes are refused)."""
@@ -306,11 +308,18 @@ class Memory:
         return memory
 
     def close(self) -> None:
-        self.context.close()
-        if self._index is not None:
-            self._index.close()
-            self._index = None
-        self.backend.close()
+        """Stop the query worker, close the side index and the store; a second call does nothing. A closed memory
+        used again raises :class:`MemoryClosedError`, from here or from its store."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.context.close()
+            if self._index is not None:
+                self._index.close()
+                self._index = None
+        finally:
+            self.backend.close()
 
     def __enter__(self) -> Memory:
         return self
@@ -409,6 +418,8 @@ class Memory:
 
     def _open_index(self) -> SideIndex:
         """Open the side index without bringing it up to date (callers reconcile, or only read)."""
+        if self._closed:
+            raise MemoryClosedError(f"the memory {self.settings.memory} is closed; open it again")
         if self._index is None:
             if not self.settings.index_enabled:
                 raise PcmError("the side index is turned off (PCM_INDEX=off)")

@@ -142,6 +142,12 @@ class Settings:
     #: Longest utterance ingest accepts, in characters; a longer one is refused before anything is written.
     max_utterance_chars: int = 50_000
 
+    def __post_init__(self) -> None:
+        # Every way of making settings (the constructor, from_env's overrides, with_) passes here, so a caller that
+        # hands the memory's directory as a string still gives every later ``settings.memory / name`` a Path.
+        if not isinstance(self.memory, Path):
+            object.__setattr__(self, "memory", Path(self.memory).expanduser())
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
         env = os.environ if env is None else env

@@ -4,6 +4,12 @@ An evaluation made where a model is reachable (and paid for) can then be re-scor
 wraps the real client in :class:`RecordingClient`, ``--replay DIR`` (or ``PCM_LLM=replay:DIR``) answers from the
 files with :class:`ReplayClient`. An exchange is keyed by the sha256 of (operation, system prompt, messages), so a
 replay gives the same replies, and the same call and token counts, as long as the pipeline asks the same things.
+
+The prompts themselves depend on what the recorded client declared: ``local`` (schema-held JSON extraction under
+``PCM_LLM_OUTPUT=auto``), ``prefix_cache`` (the whole catalogue in the system prompt under ``PCM_LLM_CATALOGUE=auto``)
+and its ``context`` window. The recorder writes those to :data:`METADATA` in the directory and the replay declares
+them again, so a run recorded from an in-process model asks the same things on replay. A directory without the
+file (an older recording) replays as a hosted client: neither local nor cached, no window.
 """
 
 from __future__ import annotations
@@ -15,6 +21,10 @@ from pathlib import Path
 
 from pcm.errors import LLMError
 from pcm.llm.base import Completion, JsonSchema, LLMClient, Message, Usage
+
+#: In a recording directory: the recorded client's name and the flags that shape its prompts (see the docstring).
+#: Exchange files are named by a sha256, so this name never meets one.
+METADATA = "recording.json"
 
 
 def exchange_key(operation: str, system: str, messages: list[Message], schema: JsonSchema | None = None) -> str:
@@ -30,9 +40,14 @@ def exchange_key(operation: str, system: str, messages: list[Message], schema: J
 
 
 class RecordingClient:
-    """Forwards every call to ``inner`` and writes the exchange to ``directory/<key>.json`` (atomically)."""
+    """Forwards every call to ``inner`` and writes the exchange to ``directory/<key>.json`` (atomically).
 
-    def __init__(self, inner: LLMClient, directory: str | Path) -> None:
+    ``describe`` writes ``inner``'s flags to the directory's :data:`METADATA`; a second recorder sharing the
+    directory (the judge of an evaluation, whose prompts the flags do not shape) passes False so it does not
+    overwrite the answering model's.
+    """
+
+    def __init__(self, inner: LLMClient, directory: str | Path, *, describe: bool = True) -> None:
         self.inner = inner
         self.name = inner.name
         self.usage: Usage = inner.usage
@@ -40,6 +55,8 @@ class RecordingClient:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.recorded = 0
         self._lock = threading.Lock()
+        if describe:
+            _write_atomically(self.directory / METADATA, json.dumps(client_flags(inner), sort_keys=True))
 
     def complete(
         self,
@@ -65,9 +82,7 @@ class RecordingClient:
             "output_tokens": completion.output_tokens,
             "stop_reason": completion.stop_reason,
         }
-        tmp = self.directory / f"{key}.{threading.get_ident()}.tmp"
-        tmp.write_text(json.dumps(record, ensure_ascii=False), encoding="utf-8")
-        tmp.replace(self.directory / f"{key}.json")
+        _write_atomically(self.directory / f"{key}.json", json.dumps(record, ensure_ascii=False))
         with self._lock:
             self.recorded += 1
         return completion
@@ -87,6 +102,11 @@ class ReplayClient:
         self.usage = Usage()
         self.misses: list[str] = []
         self._lock = threading.Lock()
+        flags = _read_flags(self.directory / METADATA)
+        self.local: bool = flags["local"] is True
+        self.prefix_cache: bool = flags["prefix_cache"] is True
+        context = flags["context"]
+        self.context: int | None = context if isinstance(context, int) and not isinstance(context, bool) else None
 
     def complete(
         self,
@@ -118,4 +138,35 @@ class ReplayClient:
         return completion
 
 
-__all__ = ["RecordingClient", "ReplayClient", "exchange_key"]
+def client_flags(client: object) -> dict[str, object]:
+    """What ``client`` declares that shapes its prompts (absent attributes: a hosted client's defaults)."""
+    context = getattr(client, "context", None)
+    return {
+        "client": str(getattr(client, "name", "")),
+        "local": bool(getattr(client, "local", False)),
+        "prefix_cache": bool(getattr(client, "prefix_cache", False)),
+        "context": context if isinstance(context, int) and not isinstance(context, bool) else None,
+    }
+
+
+def _read_flags(path: Path) -> dict[str, object]:
+    """The recorded flags, or the defaults for a recording made before they were written."""
+    defaults: dict[str, object] = {"local": False, "prefix_cache": False, "context": None}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return defaults
+    except (OSError, ValueError) as exc:
+        raise LLMError(f"replay: {path} is not readable JSON ({exc})") from exc
+    if not isinstance(data, dict):
+        raise LLMError(f"replay: {path} is not a JSON object of the recorded client's flags")
+    return {key: data.get(key, value) for key, value in defaults.items()}
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(f"{path.name}.{threading.get_ident()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+__all__ = ["METADATA", "RecordingClient", "ReplayClient", "client_flags", "exchange_key"]

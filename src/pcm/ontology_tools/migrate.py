@@ -28,7 +28,7 @@ import rdflib
 
 from pcm import resources
 from pcm.backend import quads_to_insert_data
-from pcm.errors import MemoryVersionError, PcmError, UsageError, ValidationError
+from pcm.errors import MemoryVersionError, PcmError, QueryError, UsageError, ValidationError
 from pcm.layout import GRAPH_PREFIX, LEGACY_LAYOUT, ONTOLOGY, layout_of_graph
 from pcm.manifest import MANIFEST, Manifest
 from pcm.namespaces import (
@@ -529,12 +529,15 @@ def _apply(
                     "(and --reextract to redo the posts)",
                     "\n".join(["broken facts after the migration:", *after.fact_lines()]),
                 )
-    except Exception as error:
+    except (QueryError, ValidationError) as error:  # the store refused the update, or its result breaks a rule
         restore_backup(memory, backup, data=data_touched)
         message = " ".join(str(error).split()) or type(error).__name__
         if isinstance(error, ValidationError):
             raise ValidationError(f"{message}; rolled back from {backup.path}", error.report) from error
         raise MigrationError(f"migration to ontology {target.version} failed and was rolled back from {backup.path}: {message}") from error
+    except BaseException:
+        restore_backup(memory, backup, data=data_touched)  # anything else (a bug, an interrupt) still rolls back,
+        raise  # and goes on as it is
     report.applied = True
 
 

@@ -158,7 +158,7 @@ def _parse(text: str, base_iri: str | None) -> None:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else "invalid query"
         first = first if len(first) <= 160 else first[:159] + "…"
         raise QueryRefused("syntax", f"SPARQL syntax error: {first}") from exc
-    except Exception:  # noqa: S110 - evaluation-time errors (an unknown extension function) are not syntax errors
+    except (RuntimeError, OSError):  # evaluation-time errors (an unknown extension function) are not syntax errors
         pass
 
 

@@ -140,13 +140,18 @@ def _rdflib_parse(text: str) -> tuple[Any, list[str]] | None:
     """(algebra, variables projected by name) by rdflib, or None when rdflib cannot parse the text."""
     from rdflib.plugins.sparql import algebra, parser
 
+    # Only rdflib's own calls are caught (it raises pyparsing errors, ValueError, KeyError, even bare Exception for
+    # what it cannot read); our reading of its parse tree stays outside, so a mistake there is not "unreadable".
     try:
         tree = parser.parseQuery(text)
-        query = tree[1]
-        projection = query["projection"] if "projection" in query else []  # noqa: SIM401 - CompValue.get answers the key's name
-        projected = [str(item["var"]) for item in projection if "var" in item]
+    except Exception:  # noqa: BLE001
+        return None
+    query = tree[1]
+    projection = query["projection"] if "projection" in query else []  # noqa: SIM401 - CompValue.get answers the key's name
+    projected = [str(item["var"]) for item in projection if "var" in item]
+    try:
         return algebra.translateQuery(tree).algebra, projected
-    except Exception:  # noqa: BLE001 - rdflib raises pyparsing, ValueError, KeyError... for what it cannot read
+    except Exception:  # noqa: BLE001
         return None
 
 
