@@ -62,6 +62,8 @@ ROWS = 4000
 """Cap on the fact rows read for one question."""
 LINE_CHARS = 400
 _TYPE = RDF + "type"
+#: A predicate read "colleague of", "made by": pointing at the node it reads "X colleague of (this)", not "... of X".
+_PREPOSITIONS = frozenset({"of", "by", "to", "with", "from", "for", "in", "on", "at", "about"})
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,8 @@ def fact_context(
     from pcm.index.text import vector_query, without_speakers
     from pcm.retrieval.traversal import TraversalEngine
 
-    owner = memory.naming.owner
+    owner, namespace = memory.naming.owner, memory.naming.namespace
+    skip = frozenset({memory.naming.assistant})
     named = [e.iri for e in entities if e.score >= NAMED_SCORE]
     seeds = list(dict.fromkeys([*[e.iri for e in entities][:SEEDS], *_nearest(memory, question)]))
     nodes = _facts(memory, [*seeds, owner])
@@ -116,15 +119,16 @@ def fact_context(
     lifted = set(named)
     try:
         with TraversalEngine.for_memory(memory) as engine:
-            candidates = _candidates(nodes, owner)
+            candidates = _candidates(nodes, owner, namespace, skip)
             scores = _scores(engine.vectors, asked, candidates, lifted)
             for _ in range(FOLLOW_ROUNDS):
                 best = sorted(range(len(candidates)), key=lambda i: (-scores[i], candidates[i].text))[:FOLLOW]
-                parent = {o: scores[i] for i in reversed(best) for o in candidates[i].others if o not in nodes and o != owner}
+                parent = {o: scores[i] for i in reversed(best) for o in candidates[i].others
+                          if o not in nodes and o != owner and o.startswith(namespace) and o not in skip}
                 if not parent:
                     break
                 nodes.update(_facts(memory, list(parent)))
-                candidates = _candidates(nodes, owner)
+                candidates = _candidates(nodes, owner, namespace, skip)
                 scores = _scores(engine.vectors, asked, candidates, lifted)
                 # a node read because a line pointed at it holds that line's details: it ranks at least as high
                 scores = [max(sc, parent.get(c.node, sc)) for sc, c in zip(scores, candidates, strict=True)]
@@ -132,7 +136,7 @@ def fact_context(
         log.info("fact context unavailable: %s", error)
         return []
     ranked = sorted(range(len(candidates)), key=lambda i: (-scores[i], candidates[i].text))
-    chosen = [candidates[i] for i in ranked[:lines]]
+    chosen = _without_repeats([candidates[i] for i in ranked], owner, lines)
     graphs = sorted({g for c in chosen for g in c.graphs})
     by_graph = _graph_posts(memory, graphs)
     posts = {p.post: p for p in posts_of(memory, sorted({p for g in graphs for p in by_graph.get(g, ())}))}
@@ -140,6 +144,20 @@ def fact_context(
         (c.text, [posts[p] for p in sorted({p for g in c.graphs for p in by_graph.get(g, ())}) if p in posts])
         for c in chosen
     ]
+
+
+def _without_repeats(ranked: Sequence[_Line], owner: str, lines: int) -> list[_Line]:
+    """The best ``lines`` lines, less the owner's one-fact lines that point at a node whose own line is among
+    them ("Dana: agent of buying Rumours" beside the purchase's line, which names Dana as its agent)."""
+    chosen = list(ranked[:lines])
+    for _ in range(len(ranked)):
+        shown = {c.node for c in chosen}
+        kept = [c for c in chosen if not (c.node == owner and len(c.others) == 1 and c.others[0] in shown)]
+        if len(kept) == len(chosen):
+            break
+        extra = [c for c in ranked if c not in chosen][: lines - len(kept)]
+        chosen = [c for c in ranked if c in kept or c in extra]
+    return chosen
 
 
 @dataclass(frozen=True)
@@ -153,12 +171,14 @@ class _Line:
     """Nodes at the other end of the line's facts."""
 
 
-def _candidates(nodes: dict[str, _Node], owner: str) -> list[_Line]:
+def _candidates(nodes: dict[str, _Node], owner: str, namespace: str, skip: frozenset[str]) -> list[_Line]:
     """A line per node with few facts; for a node with many, a line per fact, with a predicate's values gathered
-    into one line where it has several (``Dana: has pet Biscuit, Mochi``)."""
+    into one line where it has several (``Dana: has pet Biscuit, Mochi``). Only the memory's own individuals get
+    lines (a vocabulary value such as ``CompletedActionStatus`` is read on the lines that use it), and not ``skip``
+    (the assistant, whose facts are what it said)."""
     out: list[_Line] = []
     for node in nodes.values():
-        if not node.facts:
+        if not node.facts or not node.iri.startswith(namespace) or node.iri in skip:
             continue
         head = node.label or readable_iri(node.iri)
         if node.types:
@@ -212,7 +232,7 @@ def _facts(memory: MemoryContext, iris: Sequence[str]) -> dict[str, _Node]:
         phrase = words.get(p) or words.setdefault(p, predicate_words(p))
         if outgoing:
             text = f"{phrase} {value}"
-        elif phrase.startswith(("has ", "is ")):
+        elif phrase.startswith(("has ", "is ")) or phrase.rsplit(" ", 1)[-1] in _PREPOSITIONS:
             text = f"{value} {phrase} (this)"
         else:
             text = f"{phrase} of {value}"
