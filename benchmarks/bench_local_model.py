@@ -120,7 +120,7 @@ def facts_right(memory: Memory, questions: list[dict[str, Any]]) -> tuple[int, l
 
 def run(client: LlamaCppClient, output: str, samples: list[str], repair_rounds: int, limit: int | None,
         per_session: int | None = None, keep: Path | None = None, questions: int | None = None,
-        catalogue: str = "auto") -> None:
+        catalogue: str = "auto", every: bool = False) -> None:
     root = Path(tempfile.mkdtemp(prefix=f"pcm-bench-local-{output}-"))
     try:
         settings = Settings(memory=root / "memory", index_enabled=False, repair_rounds=repair_rounds, llm_catalogue=catalogue,
@@ -129,7 +129,7 @@ def run(client: LlamaCppClient, output: str, samples: list[str], repair_rounds: 
         paths = [p for p in sample_paths() if any(p.stem.startswith(s) for s in samples)]
         memory.ingest([c for p in paths for c in parse_file(p)])
         asked = gold_questions(questions) if questions else []
-        if asked:
+        if asked and not every:
             sources = list(dict.fromkeys(e for q in asked for e in q["evidence"]))
             by_source = {p.source_id: p.iri for p in memory.store.posts()}
             posts = [by_source[s] for s in sources]
@@ -183,7 +183,9 @@ def main() -> None:
     parser.add_argument("--per-session", type=int, help="extract only the first N utterances of every conversation")
     parser.add_argument("--questions", type=int,
                         help="extract the evidence utterances of the first N gold questions, then check their facts")
-    parser.add_argument("--all", action="store_true", help="every sample conversation (overrides --samples)")
+    parser.add_argument("--all", action="store_true",
+                        help="every sample conversation (overrides --samples); with --questions, every utterance is "
+                             "extracted and the questions are checked against the graphs of their evidence")
     parser.add_argument("--keep", type=Path, help="copy each format's memory into KEEP/<format> (for questions)")
     parser.add_argument("--max-tokens", type=int, default=800, help="output budget per call")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 2)
@@ -199,7 +201,7 @@ def main() -> None:
     samples = [p.stem for p in sample_paths()] if args.all or args.questions else args.samples
     for output in args.formats:
         run(client, output, samples, args.repair_rounds, args.limit, args.per_session, args.keep, args.questions,
-            args.catalogue)
+            args.catalogue, every=args.all and bool(args.questions))
     client.close()
 
 

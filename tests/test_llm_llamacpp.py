@@ -104,13 +104,27 @@ def test_the_schema_becomes_a_grammar_request_and_the_prompt_keeps_its_order(ggu
                                  max_tokens=100)
     assert (completion.text, completion.input_tokens, completion.output_tokens) == ('{"n": 3}', 42, 5)
     call = client._llama.calls[-1]
-    assert call["grammar"] == ("grammar of", json.dumps(SCHEMA.schema, sort_keys=True))
+    assert call["grammar"] == ("grammar of", json.dumps(SCHEMA.schema))
     assert "response_format" not in call
     assert call["temperature"] == 0.0 and call["max_tokens"] == 100
     assert [m["role"] for m in call["messages"]] == ["system", "user"]  # stable part first
     client.complete(system="SYSTEM", messages=[Message.user("U")], operation="answer")
     assert "response_format" not in client._llama.calls[-1] and "grammar" not in client._llama.calls[-1]
     assert client.usage.as_dict()["extract"]["input_tokens"] == 42
+
+
+def test_the_grammar_keeps_the_schemas_property_order(gguf: Path) -> None:
+    """The converter writes properties in the order it reads them: a triple pattern must come out s, p, o."""
+    from pcm.ontology import load_ontology
+    from pcm.retrieval.query_form import query_schema
+
+    texts: list[str] = []
+    client = LlamaCppClient(model_path=str(gguf), threads=2, context=2048, factory=RecordingLlama,
+                            grammar=lambda text: texts.append(text) or text)
+    client.complete(system="S", messages=[Message.user("U")], operation="nl2sparql", schema=query_schema(load_ontology()))
+    sent = json.loads(texts[-1])
+    assert list(sent["properties"])[:4] == ["no_query", "select", "distinct", "where"]
+    assert list(sent["properties"]["where"]["items"]["properties"]) == ["s", "p", "o", "optional"]
 
 
 class ResettingLlama(RecordingLlama):

@@ -177,7 +177,9 @@ class LlamaCppClient:
             return {"grammar": self._cached(text, lambda: build(text))}
         if self._build_grammar is None:
             self._build_grammar = _default_grammar()
-        key, convert = json.dumps(schema.schema, sort_keys=True), self._build_grammar
+        # the schema's own key order, never sorted: llama.cpp's converter writes properties in that order, and a
+        # model asked for a triple pattern as "o", "p", "s" (sorted) wrote its patterns back to front
+        key, convert = json.dumps(schema.schema), self._build_grammar
         grammar = self._cached(key, lambda: self._from_schema(convert, schema, key))
         return {"grammar": grammar} if grammar is not None else {"response_format": {"type": "json_object"}}
 
