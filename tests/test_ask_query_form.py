@@ -71,6 +71,11 @@ def test_the_compiler_writes_plain_sparql_with_escaped_values() -> None:
     assert 'LCASE("a\\"} DROP ALL #")' in sparql and "SELECT ?x" in sparql
 
 
+def test_a_selected_variable_no_pattern_binds_is_dropped() -> None:
+    form = {"select": ["?x", "?where"], "where": [{"s": "?x", "p": "rdfs:label", "o": "?l"}]}
+    assert "SELECT ?x\nWHERE" in compile_form(form, namespace=NS, ontology=ONTOLOGY)
+
+
 def test_an_aggregate_groups_the_other_variables() -> None:
     form = {"select": ["?pet", "?n"], "where": [{"s": "m:owner", "p": "pcm:hasPet", "o": "?pet"},
                                                 {"s": "?pet", "p": "pcm:petBreed", "o": "?b"}],

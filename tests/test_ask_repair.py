@@ -169,6 +169,31 @@ def test_bare_iris_are_accepted_with_labels_when_rounds_run_out(small: Memory) -
     assert "may be incomplete" in result.note
 
 
+def test_many_rows_about_anyone_are_suspicious(small: Memory) -> None:
+    """A query tied to nothing the memory names answers for everyone: fed back, and never the answer."""
+    client = ScriptedClient([
+        reply("SELECT ?what WHERE { ?x rdfs:label ?what }"),
+        "NO QUERY: I cannot tie it to anything",
+        "NOT IN MEMORY",
+    ])
+    result = ask(small.context, "What did I buy?", client=client, as_of=AS_OF, plan=False)
+    assert outcomes(result)[:2] == ["suspicious", "no_query"]
+    assert "m:owner" in result.trace[0].detail and result.path != "sparql"
+    assert "tie it to m:owner" in repair_text(client, 1)
+
+
+def test_anchors_are_names_of_the_memory_or_tests_on_names() -> None:
+    from pcm.retrieval.repair import anchored
+
+    ns = "https://pcm.invalid/m/x/"
+    prologue = f"PREFIX m: <{ns}>\nPREFIX schema: <https://schema.org/>\n"
+    assert not anchored(prologue + "SELECT ?l WHERE { ?b a schema:BuyAction ; schema:object/rdfs:label ?l }", ns)
+    assert anchored(prologue + "SELECT ?l WHERE { ?b schema:agent m:owner ; schema:object/rdfs:label ?l }", ns)
+    assert anchored(f"SELECT ?l WHERE {{ ?b schema:agent <{ns}owner> }}", ns)
+    assert anchored(prologue + 'SELECT ?l WHERE { ?x rdfs:label ?l FILTER(CONTAINS(LCASE(?l), "espresso")) }', ns)
+    assert not anchored(prologue + "SELECT ?l WHERE { ?x schema:price ?l FILTER(?l > 5) }", ns)
+
+
 def test_a_preference_where_dates_are_compared_is_suspicious(small: Memory) -> None:
     client = ScriptedClient([
         reply("SELECT ?p ?what WHERE { m:owner pcm:hasPreference ?p . ?p rdfs:label ?what }"),

@@ -77,7 +77,7 @@ def read_prompt(path: Path) -> PromptFile:
 
 @cache
 def load(name: str) -> PromptFile:
-    """A shipped prompt by its path under this folder (``"retrieval/answer.v1.md"``), read once per process.
+    """A shipped prompt by its path under this folder (``"retrieval/answer.v2.md"``), read once per process.
 
     The files are part of the installed package and do not change while it runs; the one writer,
     :func:`pcm.extraction.prompts.refresh_catalogue`, clears this cache."""

@@ -253,9 +253,12 @@ def _head(form: dict[str, Any], used: set[str]) -> str:
     selected = [_variable(v, "select") for v in _list(form, "select")]
     aggregate = form.get("aggregate")
     alias_of = aggregate.get("as") if isinstance(aggregate, dict) else None
-    for variable in selected:
-        if variable not in used and variable != alias_of:
-            raise FormProblem(f"select: {variable} does not occur in the patterns")
+    # A small model lists what the question asks for, including a variable it then never binds: the query is still
+    # meaningful without it, so it is dropped rather than the whole answer refused; nothing bound at all is refused.
+    bound = [v for v in selected if v in used or v == alias_of]
+    if selected and not bound:
+        raise FormProblem(f"select: {', '.join(selected)} {'does' if len(selected) == 1 else 'do'} not occur in the patterns")
+    selected = bound
     distinct = "DISTINCT " if form.get("distinct") is True else ""
     if aggregate is None:
         return f"SELECT {distinct}{' '.join(selected) if selected else '*'}"

@@ -3,7 +3,7 @@
 Outcomes are told apart because each needs a different fix: a **parse error** or a **refusal** (the checker's
 reason), an **execution error** or a **timeout**, an **empty result**, and a **suspicious result** (bare IRIs where
 values were asked; ``pcm:Preference`` nodes where the question compares dates; a compute line naming a variable the
-query does not bind). Before the model is asked again about an empty result, cheap deterministic relaxations are
+query does not bind; many rows from a query tied to nothing the memory names, which answers for everyone). Before the model is asked again about an empty result, cheap deterministic relaxations are
 tried, cumulatively: exact strings become case-insensitive ``CONTAINS`` over labels, classes take their subclasses,
 and then one constraint at a time is dropped (a FILTER, or a constant-valued property). Every query tried and its
 outcome is kept in the trace (``pcm ask --explain``).
@@ -59,6 +59,11 @@ _LABELS = (RDFS + "label", SKOS + "prefLabel", SKOS + "altLabel", SCHEMA + "name
            "http://xmlns.com/foaf/0.1/name", "http://xmlns.com/foaf/0.1/nick")
 _LABEL_PATH = "(" + "|".join(f"<{p}>" for p in (RDFS + "label", SKOS + "altLabel", SCHEMA + "name",
                                                   "http://xmlns.com/foaf/0.1/name")) + ")"
+#: Rows from which a query tied to no individual of the memory and no name (see :meth:`RepairLoop.suspicious`)
+#: is suspicious: a personal memory's questions are about its owner or something named, and "which espresso
+#: machine did I buy" answered with every purchase anyone in the memory made is wrong, however well it ran.
+UNANCHORED_ROWS = 5
+_NAME_TEST = re.compile(r"\b(CONTAINS|STRSTARTS|STRENDS|REGEX|SAMETERM)\s*\(|=\s*\"|\bVALUES\b", re.IGNORECASE)
 _AGGREGATE = re.compile(r"\b(COUNT|SUM|AVG|MIN|MAX|SAMPLE|GROUP_CONCAT)\s*\(", re.IGNORECASE)
 _TEMPORAL = re.compile(
     r"\b(when|date|dates|day|before|after|first|last|earliest|latest|since|until|ago|how long|year|month|week)\b",
@@ -235,6 +240,12 @@ class RepairLoop:
         values = [t for row in result.rows for t in row if t is not None]
         if values and all(isinstance(t, ox.NamedNode | ox.BlankNode) for t in values):
             return "bare_iris", "the result holds only IRIs; select their rdfs:label or the literal values asked for"
+        if len(result.rows) > UNANCHORED_ROWS and not anchored(attempt.safe.text, self.memory.naming.namespace):
+            return (
+                "unanchored",
+                f"it returned {len(result.rows)} rows about anyone: no pattern names m:owner or a matched entity, and "
+                "no FILTER matches a name; tie it to m:owner (schema:agent m:owner) or to what the question names",
+            )
         if _TEMPORAL.search(self.question):
             iris = sorted({t.value for t in values if isinstance(t, ox.NamedNode)})[:50]
             if iris and self._preferences(iris):
@@ -278,6 +289,13 @@ class RepairLoop:
         if step.outcome == SUSPICIOUS:
             return f"Your query ran, but its result looks wrong: {step.detail}.", "Rewrite it so it selects what the question asks."
         return step.detail or "The reply could not be used.", ""
+
+
+def anchored(sparql: str, namespace: str) -> bool:
+    """Whether a query is tied to something: an individual of the memory (``m:owner``, a matched entity) outside
+    the prologue, or a test on a name or value (CONTAINS, REGEX, ``= "..."``, VALUES)."""
+    body = "\n".join(line for line in sparql.splitlines() if not line.lstrip().upper().startswith(("PREFIX", "BASE")))
+    return bool(re.search(r"(?<![\w:])m:[A-Za-z0-9_]", body) or f"<{namespace}" in body or _NAME_TEST.search(body))
 
 
 def faster(safe: SafeQuery, ontology: Ontology, namespace: str, max_limit: int) -> SafeQuery:
@@ -574,6 +592,7 @@ __all__ = [
     "RepairLoop",
     "RepairResult",
     "TraceStep",
+    "anchored",
     "around_entities",
     "contains_labels",
     "drop_one",
