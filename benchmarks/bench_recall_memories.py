@@ -12,8 +12,10 @@ and odd-numbered), so a threshold chosen on one half can be checked on the other
     pcm eval locomo ../shared/data/locomo/locomo-conv-26.json --llm none --out /tmp/run-locomo
     python benchmarks/bench_recall_memories.py locomo ../shared/data/locomo/locomo-conv-26.json /tmp/run-locomo
 
-``--set NAME=VALUE`` overrides a ranking constant of :mod:`pcm.index.recall` for one run (an ablation: e.g.
-``--set ATTRIBUTION_RANK=1``), so each lever's effect is measured alone.
+``--set NAME=VALUE`` overrides a ranking constant of :mod:`pcm.index.recall` (or :mod:`~pcm.index.relevance`,
+:mod:`~pcm.index.text`) for one run (an ablation: e.g. ``--set ATTRIBUTION_RANK=1``), so each lever's effect is
+measured alone; ``--reembed`` re-encodes the posts from the embedded text as ingest would write it now, for a
+change of that text (``--set EMBED_SPEAKER_MIN_WORDS=8 --reembed``).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from pcm.evaluation.datasets import category_of, load_items  # noqa: E402
 from pcm.evaluation.metrics import KS, hits_at, percentile, ranked_unique  # noqa: E402
 from pcm.index import SideIndex, get_embedder, relevance  # noqa: E402
 from pcm.index import recall as ranking  # noqa: E402
+from pcm.index import text as index_text  # noqa: E402
 
 CURVE = (-0.3, -0.25, -0.2, -0.18, -0.15, -0.12, -0.1, -0.05, 0.0, 0.05)
 """Thresholds of the relevance score at which the trade-off curve is reported."""
@@ -46,16 +49,28 @@ def override(assignments: list[str]) -> dict[str, Any]:
     applied = {}
     for assignment in assignments:
         name, _, raw = assignment.partition("=")
-        module = ranking if hasattr(ranking, name) else relevance if hasattr(relevance, name) else None
+        module = next((m for m in (ranking, relevance, index_text) if hasattr(m, name)), None)
         if module is None:
-            raise SystemExit(f"neither pcm.index.recall nor pcm.index.relevance has a constant {name!r}")
+            raise SystemExit(f"none of pcm.index.recall, .relevance, .text has a constant {name!r}")
         value = json.loads(raw)
         setattr(module, name, value)
         applied[name] = value
     return applied
 
 
-def run(dataset: str, path: Path, out: Path, limit: int | None = None) -> dict[str, Any]:
+def reembed(index: SideIndex) -> None:
+    """Re-encode every post's vector, in memory, from the embedded text as ingest writes it now
+    (:func:`pcm.index.text.embed_text`), so a change of that text is measured without re-ingesting."""
+    posts = index._posts
+    records = list(posts.live_records())
+    vectors = index.embedder.encode([index_text.embed_text(r) for r in records])
+    for record, vector in zip(records, vectors, strict=True):
+        posts.vectors[posts.slot_of[record.iri]] = vector
+
+
+def run(
+    dataset: str, path: Path, out: Path, limit: int | None = None, *, fresh_vectors: bool = False
+) -> dict[str, Any]:
     embedder = get_embedder()
     embedder.encode(["warm up the model"])
     hits: dict[str, dict[int, list[bool]]] = defaultdict(lambda: defaultdict(list))
@@ -72,6 +87,8 @@ def run(dataset: str, path: Path, out: Path, limit: int | None = None) -> dict[s
         if not directory.exists():
             raise SystemExit(f"{directory} is missing: run `pcm eval {dataset} {path} --llm none --out {out}` first")
         index = SideIndex.open(directory, embedder=embedder)
+        if fresh_vectors:
+            reembed(index)
         sessions = {u.source_id: c.id for c in item.conversations for u in c.utterances if u.source_id}
         try:
             for q in item.questions:
@@ -164,10 +181,12 @@ def main() -> None:
     parser.add_argument("run", type=Path, help="the --out directory of a `pcm eval ... --llm none` run")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override a ranking constant")
     parser.add_argument("--limit", type=int, default=None, help="only the first N items")
+    parser.add_argument("--reembed", action="store_true",
+                        help="re-encode the posts' vectors from the current embedded text (after --set)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     applied = override(args.set)
-    result = run(args.dataset, args.file, args.run, args.limit)
+    result = run(args.dataset, args.file, args.run, args.limit, fresh_vectors=args.reembed)
     print(json.dumps({**result, "set": applied}) if args.json else report(result, applied))
 
 

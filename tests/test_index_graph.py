@@ -46,9 +46,11 @@ def _top(index: SideIndex, query: str, k: int, **filters: str) -> list[str]:
 @pytest.fixture(autouse=True)
 def graph_on(monkeypatch: pytest.MonkeyPatch) -> None:
     """The leg is off by default (see ``GRAPH_WEIGHT``); these tests are about it switched on, beside a vector leg
-    weighted as when the leg was measured (the hash embedder's vectors are bags of words, not meanings)."""
+    weighted as when the leg was measured (the hash embedder's vectors are bags of words, not meanings), and
+    without the feedback round (its posts keep the first places, which the walk could not then reach)."""
     monkeypatch.setattr(ranking, "GRAPH_WEIGHT", 1.0)
     monkeypatch.setattr(ranking, "VECTOR_WEIGHT", 0.35)
+    monkeypatch.setattr(ranking, "PRF_DOCS", 0)
 
 
 @pytest.fixture

@@ -105,6 +105,7 @@ def test_two_stage_leaves_a_one_session_filter_alone(index: SideIndex, monkeypat
 def test_a_turn_between_two_matching_turns_rises_with_the_neighbour_share(
     index: SideIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(ranking, "PRF_DOCS", 0)  # the feedback posts would keep the first place
     assert [h.source_id for h in index.recall(QUESTION, 1)] == ["s1:0"]
     monkeypatch.setattr(ranking, "NEIGHBOUR_SHARE", 0.5)
     assert [h.source_id for h in index.recall(QUESTION, 1)] == ["s1:1"]

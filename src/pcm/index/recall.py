@@ -76,6 +76,50 @@ conv-26 R@10 0.733 -> 0.720 / 0.713 / 0.693 at 0.05 / 0.1 / 0.3, the LongMemEval
 0.804 / 0.804 (multi-session 0.429 -> 0.286); with the vector weight at 0.5, 0.05 keeps conv-26 at 0.740 and
 lowers the dev slice 0.891 -> 0.870. The full-text leg already reads each turn with the one before it."""
 
+UNIT_WEIGHT = 0.0
+"""Weight in the fusion of the unit leg: posts ranked by the IDF-weighted share of the question's stemmed content
+words in their unit (a post's own sentences plus the neighbours' sentences addressed to its speaker,
+:mod:`pcm.index.relevance`). 0 switches it off. Off because it lowered R@10: LoCoMo conv-26 0.740 -> 0.733 at 0.5
+(single-hop 0.929 -> 0.914; multi-hop R@20 0.344 -> 0.375) and 0.727 at 1.0 (single-hop 0.886)."""
+INFO_MASS = 0.0
+"""Information prior: a post whose own content words carry less IDF mass than this has its leg scores scaled
+by ``mass / INFO_MASS`` (at least ``INFO_FLOOR``), so short chatter ("Wow, that's great!") yields to posts that
+say something. 0 switches it off. Off because it lowered R@10: conv-26 0.740 -> 0.733 / 0.720 / 0.720 at 5 / 10 /
+20 (single-hop 0.929 -> 0.914 / 0.900 / 0.886, multi-hop unchanged at 0.250). The chatter in multi-hop's top 10
+is not there for lack of content: the full-text leg finds it through the question words it shares with the turn
+before it (see :data:`pcm.index.text.FTS_CONTENT_ONLY`)."""
+INFO_FLOOR = 0.3
+"""The smallest factor the information prior gives."""
+PRF_DOCS = 5
+"""Pseudo-relevance feedback: the best fused posts that a second round of retrieval starts from (0 switches it
+off). A question whose evidence is spread over several turns ("what activities does Melanie partake in?") finds
+one or two of them by its own words; the vector of those first finds brings up their siblings, which share the
+topic but not the question's words. On LoCoMo conv-26 (5 posts, vector leg at 0.5, beta 0.25, head kept) R@10
+0.740 -> 0.767 (multi-hop 0.250 -> 0.312, open-domain 0.364 -> 0.455, single-hop 0.929 -> 0.943, temporal 0.919;
+R@5 0.667 and R@20 0.793 -> 0.833), the LongMemEval dev slice 0.891 -> 0.913 (temporal 0.875 -> 1.0; multi-session
+0.571 unchanged) and the S-like haystack 0.848 unchanged in every type (R@20 0.870 -> 0.913). With beta 0.5 and the head
+not kept, 2, 3 or 5 posts give the same conv-26 and dev-slice R@10 (0.767, 0.913). Cost: one more pass over the
+post vectors; at 100k synthetic posts under load 4.6 on 2 CPUs (``bench_index.py``) hybrid recall took CPU p50 /
+p95 66.2 / 80.5 ms (a vector leg alone 27.8 / 35.2 ms; 37.3 / 50.3 ms without feedback on an earlier run)."""
+PRF_TERMS = 10
+"""Words of the feedback posts added to the full-text query (the rarest first, summed over the posts)."""
+PRF_FTS_WEIGHT = 0.0
+"""Weight in the fusion of a full-text leg run with the query expanded by the feedback posts' rarest words
+(RM3-style; 0: not run). Off: on its own (weight 0.5, no vector feedback) 3 posts left conv-26 at 0.733 (multi-hop
+0.250, temporal 0.919 -> 0.892) and the dev slice at 0.891; 5 posts gave 0.740 and 0.913. It also needs the word
+tables of the relevance decision (seconds to build at 100k posts)."""
+PRF_VECTOR_WEIGHT = 0.5
+"""Weight in the fusion of the vector leg run with the query vector moved towards the feedback posts' (0: not
+run). 0.3 gives conv-26 0.747 (open-domain 0.455, multi-hop 0.250); 0.8 (3 posts, beta 0.5) 0.753 with single-hop
+0.929 -> 0.886."""
+PRF_VECTOR_BETA = 0.25
+"""How far the feedback query vector moves: ``query + beta * mean(feedback posts)``, renormalised. At 0.5 (and 1.0)
+conv-26 and the dev slice stay as at 0.25 (0.767 / 0.913; 0.753 at 1.0) but the S-like haystack falls 0.848 ->
+0.826 (temporal 0.750 -> 0.625): the further the query moves, the more distractor sessions it reaches."""
+PRF_KEEP_HEAD = True
+"""The feedback posts keep the first places, in their first-round order, after the second round: the third leg
+otherwise pushes exact answers down (conv-26 single-hop R@5 0.843 -> 0.729-0.757, R@10 unchanged)."""
+
 
 @dataclass(frozen=True)
 class Leg:

@@ -26,7 +26,15 @@ from pcm.index.embedder import Embedder, get_embedder
 from pcm.index.graph import GRAPH_FILE, TermGraph, append_log, read_log, terms, write_log
 from pcm.index.mirror import EntityMirror, PostMirror
 from pcm.index.records import EntityMatch, EntityRecord, PostRecord, RecallHit
-from pcm.index.relevance import Relevance, TermStats, assess, name_words
+from pcm.index.relevance import (
+    Relevance,
+    TermStats,
+    assess,
+    content_mass,
+    feedback_words,
+    name_words,
+    unit_scores,
+)
 from pcm.index.tables import (
     KEY_SEPARATOR,
     SYNC_FILE,
@@ -45,11 +53,13 @@ from pcm.index.tables import (
     write_meta,
 )
 from pcm.index.text import (
+    WORD_TOKEN,
     embed_text,
     entity_digest,
     entity_embed_text,
     entity_search_text,
     exact_label,
+    fts_query,
     named_speakers,
     normalise_label,
     post_digest,
@@ -102,6 +112,8 @@ class SideIndex:
         self._term_graph: TermGraph | None = None
         self._term_stats: tuple[int, int, TermStats] | None = None
         """The relevance decision's per-post terms, with the id and generation of the mirror they describe."""
+        self._info: tuple[TermStats, np.ndarray] | None = None
+        """The information prior's per-slot IDF mass, with the term statistics it was computed from."""
         self._overlaid = False
         """Set once :meth:`overlay_posts` put posts in the mirror that the tables lack: the graph file is then
         left alone, since it describes the tables."""
@@ -314,18 +326,29 @@ class SideIndex:
             factors = self._speaker_prior(named) if speaker is None else None
             if speaker is None and role is None and not named and ranking.asks_about_owner(query):
                 factors = self._owner_prior()
+            if mode == "hybrid" and ranking.INFO_MASS > 0:
+                info = self._info_prior()
+                factors = info if factors is None else factors * info
             where = _post_filter(role, speaker, session, since_ts, until_ts)
             legs: list[ranking.Leg] = []
             if mode != "vector":
                 # the speaker prior re-orders the full-text hits after the cut, so cut deeper when it applies
                 fts_depth = depth if factors is None else 2 * depth
-                hits = tables.fts(tables.posts, without_speakers(query, named), fts_depth, where)
+                hits = tables.fts(tables.posts, fts_query(without_speakers(query, named)), fts_depth, where)
                 legs.append(self._fts_leg(hits, factors))
             if mode != "fts":
                 vector = self._query_vector(vector_query(self._vector_text(query, named)))
                 slots, scores = self._posts.top_by_vector(vector, depth, mask, factors)
                 legs.append(ranking.rank_leg(slots, scores, ranking.VECTOR_WEIGHT))
+            head: list[int] = []
+            if mode == "hybrid" and ranking.PRF_DOCS > 0:
+                head, feedback = self._feedback_legs(query, named, legs, vector, depth, mask, factors, where)
+                legs += feedback
+                if not ranking.PRF_KEEP_HEAD or recency is not None:
+                    head = []  # a recency order re-ranks everything
             if mode == "hybrid":
+                if ranking.UNIT_WEIGHT > 0:
+                    legs.append(self._unit_leg(without_speakers(query, named), depth, mask, factors))
                 fused = ranking.rrf(legs)
                 if ranking.GRAPH_WEIGHT > 0 and fused:
                     legs.append(self._graph_leg(query, fused, mask, factors))
@@ -335,7 +358,7 @@ class SideIndex:
                 )
             else:
                 fused = dict(zip(legs[0].slots.tolist(), legs[0].scores.tolist(), strict=True))
-            return self._hits(fused, k, recency, by_session=mode == "hybrid")
+            return self._hits(fused, k, recency, by_session=mode == "hybrid", head=head)
 
     def said_by_others(self, query: str) -> bool:
         """Whether a question about one named speaker matches words that only other people said.
@@ -633,7 +656,13 @@ class SideIndex:
         return self._entity_mirror
 
     def _hits(
-        self, fused: dict[int, float], k: int, recency: float | None, *, by_session: bool = False
+        self,
+        fused: dict[int, float],
+        k: int,
+        recency: float | None,
+        *,
+        by_session: bool = False,
+        head: Sequence[int] = (),
     ) -> list[RecallHit]:
         """The ``k`` best posts as hits, each with its own (recency-weighted) score. With ``by_session`` and
         ``SESSION_TURNS`` on, the order is the two-stage one (:func:`~pcm.index.recall.two_stage`), so a hit's
@@ -645,6 +674,10 @@ class SideIndex:
         if recency is not None:
             scores = scores * ranking.recency_weights(self._posts.ts[slots], recency)
         order = np.lexsort((slots, -scores))
+        if head:
+            first = {slot: i for i, slot in enumerate(head)}
+            rank = np.array([first.get(int(slot), len(first)) for slot in slots.tolist()])
+            order = order[np.argsort(rank[order], kind="stable")]
         if by_session and ranking.SESSION_TURNS > 0:
             position = {int(slot): i for i, slot in enumerate(slots.tolist())}
             staged = ranking.two_stage(
@@ -695,6 +728,74 @@ class SideIndex:
                 if mask is None or mask[other]:
                     out.append(other)
         return out
+
+    def _feedback_legs(
+        self,
+        query: str,
+        named: set[str],
+        legs: list[ranking.Leg],
+        vector: np.ndarray,
+        depth: int,
+        mask: np.ndarray | None,
+        factors: np.ndarray | None,
+        where: str | None,
+    ) -> tuple[list[int], list[ranking.Leg]]:
+        """Pseudo-relevance feedback: the ``PRF_DOCS`` best fused posts, and both legs again, the full-text query
+        expanded with the rarest words of those posts and the query vector moved towards theirs."""
+        fused = ranking.rrf(legs)
+        top = sorted(fused, key=lambda slot: (-fused[slot], slot))[: ranking.PRF_DOCS]
+        if not top:
+            return [], []
+        posts = self._posts
+        out: list[ranking.Leg] = []
+        if ranking.PRF_FTS_WEIGHT > 0:
+            content = without_speakers(query, named)
+            speakers = [n for n, c in posts.speaker_counts.items() if c > 0]
+            exclude = name_words(speakers) | {w.casefold() for w in WORD_TOKEN.findall(content)}
+            words = feedback_words(
+                self._relevance_terms(), (posts.record_at(s).text for s in top), exclude, ranking.PRF_TERMS
+            )
+            if words:
+                tables = self._open_tables()
+                depth_fts = depth if factors is None else 2 * depth
+                hits = tables.fts(tables.posts, content + " " + " ".join(words), depth_fts, where)
+                leg = self._fts_leg(hits, factors)
+                out.append(ranking.Leg(leg.slots, leg.scores, ranking.PRF_FTS_WEIGHT))
+        if ranking.PRF_VECTOR_WEIGHT > 0:
+            moved = vector + ranking.PRF_VECTOR_BETA * posts.vectors[top].mean(axis=0)
+            moved = (moved / max(float(np.linalg.norm(moved)), 1e-9)).astype(np.float32)
+            slots, scores = posts.top_by_vector(moved, depth, mask, factors)
+            out.append(ranking.rank_leg(slots, scores, ranking.PRF_VECTOR_WEIGHT))
+        return top, out
+
+    def _unit_leg(
+        self, content: str, depth: int, mask: np.ndarray | None, factors: np.ndarray | None
+    ) -> ranking.Leg:
+        """The unit leg: posts by the IDF-weighted share of the question's content words their unit holds."""
+        posts = self._posts
+        size = posts.capacity()
+        ignore = name_words(n for n, c in posts.speaker_counts.items() if c > 0)
+        scores = unit_scores(self._relevance_terms(), content, ignore, size)
+        if mask is not None:
+            scores = np.where(mask[:size], scores, 0.0)
+        if factors is not None:
+            scores = scores * factors[:size]
+        found = np.flatnonzero(scores > 0)
+        if len(found) > depth:
+            found = found[np.argpartition(-scores[found], depth - 1)[:depth]]
+        return ranking.rank_leg(found, scores[found], ranking.UNIT_WEIGHT)
+
+    def _info_prior(self) -> np.ndarray:
+        """Per-slot factors of the information prior (``INFO_MASS``), from the relevance decision's terms."""
+        posts = self._posts
+        stats = self._relevance_terms()
+        if self._info is None or self._info[0] is not stats:
+            size = posts.capacity()
+            ignore = name_words(n for n, c in posts.speaker_counts.items() if c > 0)
+            mass = content_mass(stats, ignore, size, lambda iri: posts.slot_of[iri])
+            self._info = (stats, mass)
+        mass = self._info[1]
+        return np.clip(mass / ranking.INFO_MASS, ranking.INFO_FLOOR, 1.0).astype(np.float32)
 
     def _fts_leg(self, hits: list[tuple[str, float]], factors: np.ndarray | None) -> ranking.Leg:
         known = [(self._posts.slot_of[iri], score) for iri, score in hits if iri in self._posts]

@@ -32,6 +32,7 @@ _AUX_ONLY = re.compile(rf"^\s*{_AUX}\b\s*", re.IGNORECASE)
 _POSSESSIVE = re.compile(r"(?<=\w)['’]s\b")
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _LEADING_ARTICLE = re.compile(r"^(?:the|a|an)\s+")
+_NUMBER = re.compile(r"\b\d\w*")
 _MONTHS = (
     "January",
     "February",
@@ -59,9 +60,18 @@ def who(record: PostRecord) -> str:
     return record.speaker or record.role
 
 
+EMBED_SPEAKER_MIN_WORDS = 0
+"""A post's embedded text starts with ``NAME said:`` only when the post has at least this many words (0: always).
+Measured by re-embedding the posts (``bench_recall_memories.py --reembed``): LoCoMo conv-26 R@10 stays 0.740 with
+no prefix at all, or from 8 or 15 words (multi-hop 0.250 in every case; no prefix: R@5 0.667 -> 0.660, open-domain
+R@20 0.545 -> 0.455). Since the vector query lost the named speaker, the prefix no longer pulls chatter up."""
+
+
 def embed_text(record: PostRecord) -> str:
     """The text whose vector represents a post: ``Caroline said: ...`` (a sentence, which the encoder reads
     better than a ``Caroline:`` chat prefix: LoCoMo conv-26 vector R@10 0.48 against 0.42)."""
+    if EMBED_SPEAKER_MIN_WORDS and len(record.text.split()) < EMBED_SPEAKER_MIN_WORDS:
+        return record.text
     return f"{who(record)} said: {record.text}"
 
 
@@ -131,6 +141,32 @@ def without_speakers(query: str, speakers: Iterable[str]) -> str:
         re.IGNORECASE,
     )
     return " ".join(pattern.sub(" ", query).split())
+
+
+FTS_CONTENT_ONLY = 0
+"""What :func:`fts_query` drops from the full-text query: 0 nothing, 1 the leading question word and auxiliary
+(as :func:`query_content`), 2 every conversation stop word. The full-text index drops only a short English stop
+list, so "what does" in a question matches every post that asks "what does it mean to you?". Off because that
+match is often right: the answer is the reply, and its full-text column holds the turn it answers. On LoCoMo
+conv-26 R@10 0.740 -> 0.733 at 1 and at 2 (multi-hop 0.250 -> 0.281, single-hop 0.929 -> 0.900 at 1 and 0.914 at
+2, open-domain 0.364 -> 0.273 at 2): "how long has Melanie been creating art?" loses its answer, whose previous
+turn asks "how long have you been creating art?"."""
+
+
+def fts_query(query: str) -> str:
+    """The words of a query the full-text leg searches for (:data:`FTS_CONTENT_ONLY`); the query unchanged when
+    nothing else is left."""
+    if FTS_CONTENT_ONLY == 1:
+        return query_content(query) or query
+    if FTS_CONTENT_ONLY == 2:
+        words = [w for w in WORD_TOKEN.findall(query) if _folded(w) not in CONVERSATION_STOPWORDS]
+        words += _NUMBER.findall(query)
+        return " ".join(words) if words else query
+    return query
+
+
+def _folded(word: str) -> str:
+    return word.casefold().replace("’", "'").split("'", 1)[0]
 
 
 def _speaker_words(query: str, speakers: Iterable[str]) -> dict[str, set[str]]:
