@@ -226,6 +226,18 @@ def test_no_plan_and_single_clause_questions_cost_no_extra_call(sample: Memory) 
     assert [op for _, _, op in simple.requests] == ["nl2sparql"] and result.plan.mode == "keywords"  # type: ignore[union-attr]
 
 
+def test_a_model_on_this_machine_plans_only_when_asked(sample: Memory) -> None:
+    """A two-part question is not shown to a local model for decomposition (each plan step costs it minutes)."""
+    client = ScriptedClient([sparql_reply(GOLD_MODEL_QUESTIONS[SHOP])])
+    client.local = True  # type: ignore[attr-defined]
+    result = ask(sample.context, SHOP, client=client, as_of=AS_OF)
+    assert [op for _, _, op in client.requests] == ["nl2sparql"] and result.path == "sparql"
+    assert result.plan is not None and "--plan" in result.plan.notes[-1]
+    forced = ScriptedClient([two_hop_model] * 12)
+    forced.local = True  # type: ignore[attr-defined]
+    assert ask(sample.context, TWO_HOP, client=forced, as_of=AS_OF, plan=True).path == "plan"
+
+
 def test_plan_forces_a_plan_even_when_the_model_says_single(sample: Memory) -> None:
     def model(system: str, messages: list[Message], operation: str) -> str:
         if operation == "decompose":

@@ -131,6 +131,11 @@ def output_format(setting: str, client: object) -> str:
     return "json" if _declares(client, "local") else "turtle"
 
 
+def runs_here(client: object) -> bool:
+    """Whether the client (or the one a wrapper wraps) is a model on this machine, where every call is slow."""
+    return _declares(client, "local")
+
+
 #: Layouts of the vocabulary catalogue in a prompt (``PCM_LLM_CATALOGUE`` without ``auto``).
 AREAS, WHOLE = "areas", "whole"
 _warned: set[tuple[str, str, int]] = set()
