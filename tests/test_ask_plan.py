@@ -228,14 +228,19 @@ def test_no_plan_and_single_clause_questions_cost_no_extra_call(sample: Memory) 
 
 def test_a_model_on_this_machine_plans_only_when_asked(sample: Memory) -> None:
     """A two-part question is not shown to a local model for decomposition (each plan step costs it minutes)."""
-    client = ScriptedClient([sparql_reply(GOLD_MODEL_QUESTIONS[SHOP])])
+    def model(system: str, messages: list[Message], operation: str) -> str:
+        return '{"no_query": "nothing fits"}' if operation == "nl2sparql" else "NOT IN MEMORY"
+
+    client = ScriptedClient([model] * 8)
     client.local = True  # type: ignore[attr-defined]
     result = ask(sample.context, SHOP, client=client, as_of=AS_OF)
-    assert [op for _, _, op in client.requests] == ["nl2sparql"] and result.path == "sparql"
+    operations = [op for _, _, op in client.requests]
+    assert operations[0] == "nl2sparql" and "decompose" not in operations
     assert result.plan is not None and "--plan" in result.plan.notes[-1]
     forced = ScriptedClient([two_hop_model] * 12)
     forced.local = True  # type: ignore[attr-defined]
-    assert ask(sample.context, TWO_HOP, client=forced, as_of=AS_OF, plan=True).path == "plan"
+    ask(sample.context, TWO_HOP, client=forced, as_of=AS_OF, plan=True)
+    assert forced.requests[0][2] == "decompose"
 
 
 def test_plan_forces_a_plan_even_when_the_model_says_single(sample: Memory) -> None:
