@@ -212,12 +212,16 @@ def nl2sparql_requests(client: ScriptedClient) -> list[tuple[str, str]]:
     return [(system, messages[0].content) for system, messages, operation in client.requests if operation == "nl2sparql"]
 
 
-def test_whole_ask_prompts_share_the_system_prompt_and_carry_no_further_vocabulary(memory: Memory) -> None:
-    client = PrefixCacheClient([nothing] * 20)
+def first_requests(memory: Memory, client: ScriptedClient) -> list[tuple[str, str]]:
+    """Ask each of :data:`QUESTIONS`; the (system, user) of each question's first NL->SPARQL call."""
     for question in QUESTIONS:
         ask(memory.context, question, client=CachingClient(client, memory.context), as_of=AS_OF)
     requests = nl2sparql_requests(client)
-    firsts = [next(r for r in requests if f"QUESTION: {q}" in r[1]) for q in QUESTIONS]
+    return [next(r for r in requests if f"QUESTION: {q}" in r[1]) for q in QUESTIONS]
+
+
+def test_whole_ask_prompts_share_the_system_prompt_and_carry_no_further_vocabulary(memory: Memory) -> None:
+    firsts = first_requests(memory, PrefixCacheClient([nothing] * 20))
     assert firsts[0][0] == firsts[1][0]
     assert set(_HEADING.findall(firsts[0][0])) == visible_areas()
     for _, user in firsts:
@@ -225,11 +229,7 @@ def test_whole_ask_prompts_share_the_system_prompt_and_carry_no_further_vocabula
 
 
 def test_areas_ask_is_unchanged_for_a_client_without_a_prefix_cache(memory: Memory) -> None:
-    client = ScriptedClient([nothing] * 20)
-    for question in QUESTIONS:
-        ask(memory.context, question, client=CachingClient(client, memory.context), as_of=AS_OF)
-    requests = nl2sparql_requests(client)
-    firsts = [next(r for r in requests if f"QUESTION: {q}" in r[1]) for q in QUESTIONS]
+    firsts = first_requests(memory, ScriptedClient([nothing] * 20))
     assert firsts[0][0] == firsts[1][0] and "## pets" not in firsts[0][0] and "## vehicles" not in firsts[0][0]
     assert firsts[0][1].startswith("MORE VOCABULARY FOR THIS QUESTION:\n") and "## pets" in firsts[0][1]
     assert "## vehicles" in firsts[1][1]

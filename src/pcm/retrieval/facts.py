@@ -28,7 +28,7 @@ import pyoxigraph as ox
 
 from pcm.errors import PcmError
 from pcm.namespaces import RDF
-from pcm.retrieval.answer import EvidencePost, posts_of
+from pcm.retrieval.answer import EvidencePost, labels_for, posts_of
 from pcm.retrieval.postprocess import format_term, readable_iri
 from pcm.retrieval.traversal.graph import predicate_words
 
@@ -237,16 +237,10 @@ def _facts(memory: MemoryContext, iris: Sequence[str]) -> dict[str, _Node]:
         else:
             text = f"{phrase} of {value}"
         node.facts.append(_Fact(phrase, value, outgoing, text, graph, other))
-    labels = _labels(memory, list(found))
+    labels = labels_for(memory, list(found))
     for iri, node in found.items():
         node.label = labels.get(iri, "")
     return found
-
-
-def _labels(memory: MemoryContext, iris: Sequence[str]) -> dict[str, str]:
-    from pcm.retrieval.answer import labels_for
-
-    return labels_for(memory, iris)
 
 
 def _nearest(memory: MemoryContext, question: str) -> list[str]:
