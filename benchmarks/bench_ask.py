@@ -20,6 +20,7 @@ The memory is built once into DIR (default: a temp dir) and reused when it exist
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import statistics
 import sys
@@ -182,12 +183,25 @@ def index_entities(directory: Path) -> None:
     print(f"indexed {len(records)} entities in {time.perf_counter() - t:.0f} s")
 
 
+def right_by_values(answer: str, question: dict[str, object]) -> bool:
+    """Whether ``answer`` holds every value of the question in some accepted form.
+
+    ``expect`` holds pcm's own composed wording (``age: 4``, ``Lily and Owen``), which a model's right answer in
+    other words misses; a question whose wording matters for that reason also lists ``values``, each a string or a
+    list of accepted forms of one value. Without ``values``, ``expect`` is the values.
+    """
+    text = answer.lower()
+    wanted = question.get("values", question["expect"])
+    assert isinstance(wanted, list)
+    return all(any(str(f).lower() in text for f in (v if isinstance(v, list) else [v])) for v in wanted)
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
-def run(directory: Path, runs: int, use_llm: bool, limit: int | None = None) -> None:
+def run(directory: Path, runs: int, use_llm: bool, limit: int | None = None, save: Path | None = None) -> None:
     from pcm.llm import ScriptedClient, make_client
     from pcm.retrieval.ask import ask
 
@@ -224,7 +238,8 @@ def run(directory: Path, runs: int, use_llm: bool, limit: int | None = None) -> 
     tokens: list[int] = []
     calls: list[int] = []
     planned = 0
-    right = cited_right = 0
+    right = cited_right = right_values = 0
+    answers: list[dict[str, object]] = []
     wall: list[float] = []
     valid = repairs = 0
     for round_ in range(runs):
@@ -243,18 +258,26 @@ def run(directory: Path, runs: int, use_llm: bool, limit: int | None = None) -> 
                 planned += result.plan is not None and result.plan.mode != "keywords"
                 ok = all(str(e).lower() in result.answer.lower() for e in q["expect"])  # type: ignore[union-attr]
                 cites = cited_ids(result) == set(q["evidence"])  # type: ignore[arg-type]
+                by_values = ok or right_by_values(result.answer, q)
                 right += ok
+                right_values += by_values
                 cited_right += cites
+                answers.append({"question": q["question"], "answer": result.answer, "path": result.path,
+                                "seconds": round(wall[-1], 1), "right": ok, "right_by_values": by_values})
                 model_steps = [s for s in result.trace if s.source == "model"]
                 valid += any(s.outcome in ("ok", "empty") for s in model_steps)
                 repairs += max(0, len(model_steps) - 1)
                 if use_llm:
-                    print(f"  {wall[-1]:6.1f} s  {'right' if ok else 'wrong'}  {result.path:<10} "
+                    verdict = "right" if ok else "values" if by_values else "wrong"
+                    print(f"  {wall[-1]:6.1f} s  {verdict}  {result.path:<10} "
                           f"{len(model_steps)} model queries  {q['question']}", flush=True)
                 if not (ok and cites):
                     print(f"  MISS {q['question']} -> {result.answer} [{result.path}]")
     n = len(questions)
-    print(f"questions: {n} x {runs} runs; answers right {right}/{n}, citations right {cited_right}/{n}")
+    print(f"questions: {n} x {runs} runs; answers right {right}/{n} (every value in any accepted form: "
+          f"{right_values}/{n}), citations right {cited_right}/{n}")
+    if save is not None:
+        save.write_text(json.dumps(answers, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"questions with a valid model query (ran, rows or none): {valid}/{n}; repair rounds: {repairs} "
           f"({repairs / n:.2f} per question)")
     print(f"wall seconds per question: median {statistics.median(wall):.1f}, p95 {pct(wall, 0.95):.1f}, "
@@ -280,6 +303,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--llm", action="store_true", help="use the configured model (PCM_LLM) instead of the gold SPARQL")
     parser.add_argument("--questions", type=int, help="only the first N questions (a real model takes minutes each)")
+    parser.add_argument("--save", type=Path, help="write each question's answer, path, seconds and verdicts (JSON)")
     parser.add_argument("--reindex", action="store_true", help="rebuild the entity index of an existing memory first")
     args = parser.parse_args()
     directory = args.memory or Path(tempfile.mkdtemp(prefix="pcm-bench-ask-")) / "memory"
@@ -287,7 +311,7 @@ def main() -> None:
         build(directory, args.posts, args.graphs)
     elif args.reindex:
         index_entities(directory)
-    run(directory, args.runs, args.llm, args.questions)
+    run(directory, args.runs, args.llm, args.questions, args.save)
 
 
 if __name__ == "__main__":
