@@ -9,12 +9,14 @@ from datetime import UTC, datetime
 
 import pytest
 
+from pcm.errors import UsageError
 from pcm.llm import ScriptedClient
 from pcm.llm.base import Message
 from pcm.memory import Memory
 from pcm.retrieval.ask import NO_LLM_NOTE, CachingClient, ask
 from pcm.retrieval.facts import fact_context
 from pcm.retrieval.grounding import build_grounding, match_question_entities
+from pcm.settings import Settings
 from test_ask_support import GOLD_MODEL_QUESTIONS, build_sample_memory, cited_ids, sparql_reply
 
 AS_OF = datetime(2025, 10, 1, 12, 0, tzinfo=UTC)
@@ -181,3 +183,68 @@ def test_when_the_facts_do_not_say_it_the_fallbacks_go_on(indexed: Memory) -> No
                  as_of=AS_OF, plan=False)
     assert result.path in ("episodic", "none")
     assert operations.count("answer") >= 2  # the facts, then what came after them
+
+
+def _local(model: object, n: int = 6) -> ScriptedClient:
+    """A scripted client that declares itself a model on this machine (as llama.cpp in process or on loopback)."""
+    client = ScriptedClient([model] * n)  # type: ignore[list-item]
+    client.local = True  # type: ignore[attr-defined]
+    return client
+
+
+def _price_from_facts(system: str, messages: list[Message], operation: str) -> str:
+    if operation == "nl2sparql":
+        return '{"no_query": "not reached when the facts answer"}'
+    numbers = [n for n, line in re.findall(r"^\[(\d+)\] (.*)$", messages[0].content, re.MULTILINE) if "price 549" in line]
+    return f"ANSWER: 549 USD, at Williams Sonoma. [cites: {numbers[0]}]" if numbers else "NOT IN MEMORY"
+
+
+def test_a_model_on_this_machine_answers_from_the_stored_facts_before_writing_a_query(indexed: Memory) -> None:
+    CachingClient.forget(indexed.context)
+    client = _local(_price_from_facts)
+    result = ask(indexed.context, "How much did Dana pay for the espresso machine?", client=client, as_of=AS_OF)
+    assert [op for _, _, op in client.requests] == ["answer"]  # one short call, no query-writing call
+    assert result.path == "facts" and result.note.startswith("stored facts first")
+    assert result.answer == "549 USD, at Williams Sonoma." and cited_ids(result) == {"d03-m01"}
+    assert result.stats["queries_ms"] == 0.0 and result.stats["llm_calls"] == 1
+
+
+def test_when_the_stored_facts_hold_no_answer_a_local_model_then_writes_the_query(
+        indexed: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    CachingClient.forget(indexed.context)
+    monkeypatch.setattr(indexed.context, "settings", indexed.context.settings.with_(llm_output="turtle"))  # SPARQL
+    question = "Which shop repaired Dana's car, and what did the repair cost?"
+    gold = sparql_reply(GOLD_MODEL_QUESTIONS[question])
+    client = _local(lambda s, m, op: gold if op == "nl2sparql" else "NOT IN MEMORY")
+    result = ask(indexed.context, question, client=client, as_of=AS_OF)
+    assert [op for _, _, op in client.requests] == ["answer", "nl2sparql"]
+    assert result.path == "sparql" and "Rosewood Auto Repair" in result.answer
+
+
+def test_the_stored_facts_are_read_once_when_neither_they_nor_the_query_answer(indexed: Memory) -> None:
+    CachingClient.forget(indexed.context)
+    client = _local(lambda s, m, op: '{"no_query": "nothing fits"}' if op == "nl2sparql" else "NOT IN MEMORY", 10)
+    result = ask(indexed.context, "How much did I pay for the espresso machine?", client=client, as_of=AS_OF)
+    facts_prompts = [m[0].content for _, m, op in client.requests if op == "answer" and "price 549" in m[0].content]
+    assert len(facts_prompts) == 1  # not shown again as a fallback after the query found nothing
+    assert result.path == "episodic" and "stored facts held no answer" in result.note
+    assert "d03-m01" in cited_ids(result)
+
+
+@pytest.mark.parametrize(("order", "local", "first"), [("graph", True, "nl2sparql"), ("facts", False, "answer"),
+                                                        ("auto", False, "nl2sparql")])
+def test_the_ask_order_setting_chooses_what_comes_first(indexed: Memory, monkeypatch: pytest.MonkeyPatch,
+                                                        order: str, local: bool, first: str) -> None:
+    CachingClient.forget(indexed.context)
+    monkeypatch.setattr(indexed.context, "settings", indexed.context.settings.with_(ask_order=order))
+    client = _local(_price_from_facts) if local else ScriptedClient([_price_from_facts] * 6)
+    ask(indexed.context, "How much did Dana pay for the espresso machine?", client=client, as_of=AS_OF, plan=False)
+    assert client.requests[0][2] == first
+
+
+def test_the_ask_order_setting_parses_and_rejects_a_bad_value_in_one_line() -> None:
+    assert Settings.from_env({}).ask_order == "auto"
+    assert Settings.from_env({"PCM_ASK_ORDER": " Facts "}).ask_order == "facts"
+    with pytest.raises(UsageError) as error:
+        Settings.from_env({"PCM_ASK_ORDER": "sparql"})
+    assert str(error.value) == "PCM_ASK_ORDER='sparql': expected auto, graph or facts"

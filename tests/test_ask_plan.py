@@ -235,7 +235,7 @@ def test_a_model_on_this_machine_plans_only_when_asked(sample: Memory) -> None:
     client.local = True  # type: ignore[attr-defined]
     result = ask(sample.context, SHOP, client=client, as_of=AS_OF)
     operations = [op for _, _, op in client.requests]
-    assert operations[0] == "nl2sparql" and "decompose" not in operations
+    assert operations[:2] == ["answer", "nl2sparql"] and "decompose" not in operations  # stored facts, then a query
     assert result.plan is not None and "--plan" in result.plan.notes[-1]
     forced = ScriptedClient([two_hop_model] * 12)
     forced.local = True  # type: ignore[attr-defined]

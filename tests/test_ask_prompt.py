@@ -53,6 +53,11 @@ def test_a_model_answer_is_tidied_as_pcm_writes_answers() -> None:
     assert tidy_answer("When did Dana buy it?", "On 2025-02-04, at Williams Sonoma") == (
         "On Tuesday 4 February 2025, at Williams Sonoma")
     assert tidy_answer("When?", "on 2025-02-31") == "on 2025-02-31"  # not a date: left as written
+    # a reply that looped until its token limit says each item once (and an unrepeated list is left alone)
+    looped = "Exercise-induced asthma, albuterol inhaler, exercise-induced asthma, albuterol inhaler, exercise-ind"
+    assert tidy_answer("What was she diagnosed with?", looped) == "Exercise-induced asthma, albuterol inhaler, exercise-ind"
+    assert tidy_answer("How often?", "every Thursday evening, every Thursday evening") == "every Thursday evening"
+    assert tidy_answer("Who?", "Lily, Owen, and Marcus") == "Lily, Owen, and Marcus"
     # the days between two events are counted in code, whichever way round and however the dates are written
     asked = "How many days after buying the espresso machine did the car break down?"
     assert tidy_answer(asked, "from 2 March 2025 to Tuesday 4 February 2025") == (

@@ -8,6 +8,7 @@ import click
 
 from pcm.cli import emit_json, handle_errors, json_option, memory_option, opened, warm_server
 from pcm.errors import UsageError
+from pcm.settings import ASK_ORDERS
 from pcm.terminal import echo
 
 
@@ -20,11 +21,14 @@ from pcm.terminal import echo
 @click.option("--plan/--no-plan", "plan", default=None,
               help="Force a search plan (sub-questions, steps) or never plan; default: the model decides for "
                    "questions with several parts.")
+@click.option("--order", type=click.Choice(ASK_ORDERS), default=None,
+              help="What a model tries first: graph (a SPARQL query), facts (the stored facts nearest the question), "
+                   "auto (facts for a model on this machine) [env PCM_ASK_ORDER; default auto].")
 @json_option
 @click.pass_context
 @handle_errors
 def ask(ctx: click.Context, memory_path: Path | None, question: str, k: int, explain: bool, as_of: str | None,
-        plan: bool | None, as_json: bool) -> None:
+        plan: bool | None, order: str | None, as_json: bool) -> None:
     """Answer a question from memory, citing the utterances it rests on.
 
     With an LLM configured, the question becomes a SPARQL query (checked, bounded, repaired when it fails) and the
@@ -39,6 +43,7 @@ def ask(ctx: click.Context, memory_path: Path | None, question: str, k: int, exp
       pcm ask "How many days after the party did Joanna fly home?" --explain
       pcm ask "Where did I travel last month?" --as-of 2025-07-15 --json
       pcm ask "Which shop fixed my car, and where did I fly after that?" --plan --explain
+      pcm ask "How much did I pay for the espresso machine?" --order facts
     """
     from pcm.conversations import parse_timestamp
 
@@ -48,7 +53,7 @@ def ask(ctx: click.Context, memory_path: Path | None, question: str, k: int, exp
             when = parse_timestamp(as_of)
         except (ValueError, TypeError) as exc:
             raise UsageError(f"--as-of {as_of!r}: expected an ISO 8601 date or time") from exc
-    server = warm_server(ctx, memory_path) if not (explain or as_of) else None
+    server = warm_server(ctx, memory_path) if not (explain or as_of or order) else None
     if server is not None:  # `pcm serve` holds the memory: it answers, with its own model and index
         data = server.ask(question, k=k, plan=plan)
         if as_json:
@@ -59,7 +64,7 @@ def ask(ctx: click.Context, memory_path: Path | None, question: str, k: int, exp
     from pcm.llm import make_client  # after the server branch: a warm answer needs neither module
     from pcm.retrieval.ask import ask as run_ask
 
-    with opened(ctx, memory_path, read_only=True) as memory:
+    with opened(ctx, memory_path, read_only=True, ask_order=order) as memory:
         client = make_client(memory.settings)
         result = run_ask(memory.context, question, client=client, as_of=when, explain=explain, k=k, plan=plan)
     if as_json:

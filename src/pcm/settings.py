@@ -71,6 +71,8 @@ class LLMSpec:
 DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-5"
 #: Values of ``PCM_LLM_CATALOGUE`` (see :attr:`Settings.llm_catalogue`).
 CATALOGUE_LAYOUTS = ("auto", "areas", "whole")
+#: Values of ``PCM_ASK_ORDER`` (see :attr:`Settings.ask_order`).
+ASK_ORDERS = ("auto", "graph", "facts")
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,11 @@ class Settings:
     #: tokens then re-reads only the call's own few hundred), or ``auto`` (whole for a client with such a prefix
     #: cache, i.e. an in-process model; areas otherwise).
     llm_catalogue: str = "auto"
+    #: What ``ask`` tries first with a model: ``graph`` (the model writes a SPARQL query, repaired until it answers;
+    #: the stored facts nearest the question only when it does not), ``facts`` (the model first answers from those
+    #: facts, one short call; a graph query only when it finds no answer there), or ``auto`` (facts for a model on
+    #: this machine, whose query-writing calls take a minute each; graph otherwise).
+    ask_order: str = "auto"
     #: CPU threads and context window (tokens) of an in-process model (``PCM_LLM=llamacpp:...``). The window holds
     #: the whole-catalogue prompt (~6-7k tokens), the call's own text, an echoed answer in a repair round and the
     #: answer (KV memory at 16k tokens: ~200 MB for a 0.5B Qwen model, ~450 MB for 1.5B).
@@ -189,6 +196,11 @@ class Settings:
             if layout not in CATALOGUE_LAYOUTS:
                 raise UsageError(f"PCM_LLM_CATALOGUE={env['PCM_LLM_CATALOGUE']!r}: expected auto, areas or whole")
             kwargs["llm_catalogue"] = layout
+        if env.get("PCM_ASK_ORDER"):
+            order = env["PCM_ASK_ORDER"].strip().lower()
+            if order not in ASK_ORDERS:
+                raise UsageError(f"PCM_ASK_ORDER={env['PCM_ASK_ORDER']!r}: expected auto, graph or facts")
+            kwargs["ask_order"] = order
         if env.get("PCM_STORE_URL"):
             kwargs["store_url"] = env["PCM_STORE_URL"]
         for name in ("store_update_url", "store_gsp_url", "store_user", "store_password"):

@@ -444,13 +444,24 @@ def tidy_answer(question: str, text: str) -> str:
                 dates.append(date(int(match.group(4)), int(match.group(5)), int(match.group(6))))
         except ValueError:
             continue
-    text = _ISO_DATE.sub(lambda m: _written(m) or m.group(0), text)
+    text = _ISO_DATE.sub(lambda m: _written(m) or m.group(0), without_repeats(text))
     unit = _HOW_MANY.search(question)
     if unit is not None and len(set(dates)) == 2:
         start, end = sorted(set(dates))
         count = difference(start, end, unit.group(1).lower())
         return f"{format_duration(count, unit.group(1).lower())} (from {format_date(start)} to {format_date(end)})."
     return text
+
+
+def without_repeats(text: str) -> str:
+    """The answer with items it repeats in a comma-separated list said once: a small model at temperature 0 can
+    fall into a loop ("asthma, peanuts, asthma, peanuts, ...") until its token limit."""
+    items = text.split(", ")
+    kept: list[str] = []
+    for item in items:
+        if item.strip(" .").lower() not in {k.strip(" .").lower() for k in kept}:
+            kept.append(item)
+    return text if len(kept) == len(items) else ", ".join(kept).rstrip(",")
 
 
 def _written(match: re.Match[str]) -> str | None:
