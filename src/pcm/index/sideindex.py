@@ -338,11 +338,14 @@ class SideIndex:
                 legs.append(self._fts_leg(hits, factors))
             if mode != "fts":
                 vector = self._query_vector(vector_query(self._vector_text(query, named)))
-                slots, scores = self._posts.top_by_vector(vector, depth, mask, factors)
+                cosines = self._posts.cosines(vector)
+                slots, scores = self._posts.top_by_vector(vector, depth, mask, factors, cosines=cosines)
                 legs.append(ranking.rank_leg(slots, scores, ranking.VECTOR_WEIGHT))
             head: list[int] = []
             if mode == "hybrid" and ranking.PRF_DOCS > 0:
-                head, feedback = self._feedback_legs(query, named, legs, vector, depth, mask, factors, where)
+                head, feedback = self._feedback_legs(
+                    query, named, legs, (vector, cosines), depth, mask, factors, where
+                )
                 legs += feedback
                 if not ranking.PRF_KEEP_HEAD or recency is not None:
                     head = []  # a recency order re-ranks everything
@@ -734,14 +737,16 @@ class SideIndex:
         query: str,
         named: set[str],
         legs: list[ranking.Leg],
-        vector: np.ndarray,
+        first: tuple[np.ndarray, np.ndarray],
         depth: int,
         mask: np.ndarray | None,
         factors: np.ndarray | None,
         where: str | None,
     ) -> tuple[list[int], list[ranking.Leg]]:
         """Pseudo-relevance feedback: the ``PRF_DOCS`` best fused posts, and both legs again, the full-text query
-        expanded with the rarest words of those posts and the query vector moved towards theirs."""
+        expanded with the rarest words of those posts and the query vector moved towards theirs. ``first`` is the
+        query vector and its cosines with every post, from which the moved search reads only the posts that can
+        make its cut (:meth:`PostMirror.top_by_moved`)."""
         fused = ranking.rrf(legs)
         top = sorted(fused, key=lambda slot: (-fused[slot], slot))[: ranking.PRF_DOCS]
         if not top:
@@ -762,9 +767,10 @@ class SideIndex:
                 leg = self._fts_leg(hits, factors)
                 out.append(ranking.Leg(leg.slots, leg.scores, ranking.PRF_FTS_WEIGHT))
         if ranking.PRF_VECTOR_WEIGHT > 0:
+            vector, cosines = first
             moved = vector + ranking.PRF_VECTOR_BETA * posts.vectors[top].mean(axis=0)
             moved = (moved / max(float(np.linalg.norm(moved)), 1e-9)).astype(np.float32)
-            slots, scores = posts.top_by_vector(moved, depth, mask, factors)
+            slots, scores = posts.top_by_moved(vector, cosines, moved, depth, mask, factors)
             out.append(ranking.rank_leg(slots, scores, ranking.PRF_VECTOR_WEIGHT))
         return top, out
 
