@@ -52,6 +52,10 @@ recall after an open loads the graph (3.7 s at 100k posts). ``bench_recall_memor
 measures it."""
 GRAPH_SEEDS = 10
 """Best fused posts the graph walk restarts from."""
+COOCCURRENCE_WEIGHT = 0.0
+"""Weight in the fusion of the entity co-occurrence leg (personalised PageRank over posts and the names, index
+entities and two-word phrases they share, from the question's and the best fused posts',
+:mod:`pcm.index.cooccurrence`); 0 switches it off."""
 SESSION_TURNS = 0
 """Two-stage retrieval: after the ``SESSION_HEAD`` best posts overall come the ``SESSION_TURNS`` best posts of each
 of the ``SESSIONS`` best sessions (a session scored by the sum of its ``SESSION_POOL`` best posts' fused scores),
