@@ -134,3 +134,10 @@ def test_hub_nodes_carry_no_walk(index: SideIndex, monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(cooccurrence, "MAX_DF_SHARE", 0.0)
     built = CooccurrenceGraph().build(index._posts, index._entities)
     assert built.holders("n:biscuit") == set()  # held by two posts: a hub at this threshold
+
+
+def test_phrase_heads_are_nodes_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert not any(n.startswith("h:") for n in text_nodes("my horse painting and a nature painting"))
+    monkeypatch.setattr(cooccurrence, "HEAD_NODES", True)
+    found = text_nodes("my horse painting and a nature painting")
+    assert "h:paint" in found and found.count("h:paint") == 1

@@ -45,6 +45,9 @@ STEPS = 6
 QUERY_NODE_MASS = 0.5
 """Share of the restart mass on the question's own nodes (each by its specificity, 1/df); the rest goes to the
 seed posts in proportion to their fused scores."""
+HEAD_NODES = False
+"""Whether the last word of each two-word phrase (its head, in English compounds: "pottery *class*") is a node
+too (``h:``), so phrases about the same thing meet ("horse painting", "nature painting")."""
 MAX_ENTITY_WORDS = 4
 """Longest entity label, in words, looked for in a text."""
 MAX_ENTITY_HOLDERS = 5
@@ -78,6 +81,8 @@ def text_nodes(text: str, entities: Mapping[str, set[str]] | None = None) -> lis
         stem = _stemmer.stemWord(base) if content else None
         if stem is not None and previous is not None and joined:
             out.setdefault(f"p:{previous} {stem}", None)
+            if HEAD_NODES:
+                out.setdefault(f"h:{stem}", None)
         previous = stem
     _close(run, out)
     if entities:
