@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 from pcm.evaluation.datasets import category_of, load_items  # noqa: E402
 from pcm.evaluation.metrics import KS, hits_at, percentile, ranked_unique  # noqa: E402
-from pcm.index import SideIndex, get_embedder, relevance  # noqa: E402
+from pcm.index import SideIndex, cooccurrence, get_embedder, relevance  # noqa: E402
 from pcm.index import recall as ranking  # noqa: E402
 from pcm.index import text as index_text  # noqa: E402
 
@@ -49,9 +49,9 @@ def override(assignments: list[str]) -> dict[str, Any]:
     applied = {}
     for assignment in assignments:
         name, _, raw = assignment.partition("=")
-        module = next((m for m in (ranking, relevance, index_text) if hasattr(m, name)), None)
+        module = next((m for m in (ranking, relevance, index_text, cooccurrence) if hasattr(m, name)), None)
         if module is None:
-            raise SystemExit(f"none of pcm.index.recall, .relevance, .text has a constant {name!r}")
+            raise SystemExit(f"none of pcm.index.recall, .relevance, .text, .cooccurrence has a constant {name!r}")
         value = json.loads(raw)
         setattr(module, name, value)
         applied[name] = value

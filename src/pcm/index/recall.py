@@ -52,6 +52,16 @@ recall after an open loads the graph (3.7 s at 100k posts). ``bench_recall_memor
 measures it."""
 GRAPH_SEEDS = 10
 """Best fused posts the graph walk restarts from."""
+COOCCURRENCE_WEIGHT = 0.0
+"""Weight in the fusion of the entity co-occurrence leg (personalised PageRank over posts and the names, index
+entities and two-word phrases they share, restarting at the question's nodes and the best fused posts,
+:mod:`pcm.index.cooccurrence`); 0 switches it off. Off because it does not reach multi-hop: on LoCoMo conv-26 at
+0.5, 1.0 or 2.0 (and damping 0.8, 5 seeds, seeds or question nodes alone, hub share 0.05) R@10 stays 0.767 and
+multi-hop 0.312, open-domain 0.455 -> 0.545 but single-hop 0.943 -> 0.929 (0.914 with 5 seeds), R@20 0.833 ->
+0.820 (multi-hop R@20 0.375 -> 0.406 at 2.0); R@5 cannot move while the feedback head is kept. The LongMemEval dev
+slice is unchanged in every type (0.913). Without a tagger or a model the graph is sparse (conv-26: 774 nodes,
+967 edges over 419 posts, 2.3 a post) and most missed multi-hop turns share no node with the question's or the
+first posts; a question's own nodes are rare (its names are mostly the speakers', which are not nodes)."""
 SESSION_TURNS = 0
 """Two-stage retrieval: after the ``SESSION_HEAD`` best posts overall come the ``SESSION_TURNS`` best posts of each
 of the ``SESSIONS`` best sessions (a session scored by the sum of its ``SESSION_POOL`` best posts' fused scores),

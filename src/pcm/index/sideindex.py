@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from pcm.errors import MemoryVersionError, PcmError, UsageError
+from pcm.index import cooccurrence
 from pcm.index import entities as entity_ranking
 from pcm.index import recall as ranking
 from pcm.index.embedder import Embedder, get_embedder
@@ -110,6 +111,7 @@ class SideIndex:
         self._post_mirror: PostMirror | None = None
         self._entity_mirror: EntityMirror | None = None
         self._term_graph: TermGraph | None = None
+        self._cooccurrence = cooccurrence.CooccurrenceGraph()
         self._term_stats: tuple[int, int, TermStats] | None = None
         """The relevance decision's per-post terms, with the id and generation of the mirror they describe."""
         self._info: tuple[TermStats, np.ndarray] | None = None
@@ -355,6 +357,10 @@ class SideIndex:
                 fused = ranking.rrf(legs)
                 if ranking.GRAPH_WEIGHT > 0 and fused:
                     legs.append(self._graph_leg(query, fused, mask, factors))
+                    fused = ranking.rrf(legs)
+                if ranking.COOCCURRENCE_WEIGHT > 0 and fused:
+                    graph = self._cooccurrence
+                    legs.append(cooccurrence.leg(graph, self._posts, self._entities, query, fused, mask, factors))
                     fused = ranking.rrf(legs)
                 fused = ranking.spread_to_neighbours(
                     fused, lambda slot: self._neighbours(slot, mask), ranking.NEIGHBOUR_SHARE
