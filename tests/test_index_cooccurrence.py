@@ -14,26 +14,12 @@ from pathlib import Path
 import pytest
 from tests.test_index_attribution import _records
 from tests.test_index_side import HashEmbedder
+from tests.test_index_support import QUESTION, TURNS
 
 from pcm.index import EntityRecord, SideIndex, cooccurrence
 from pcm.index import recall as ranking
 from pcm.index.cooccurrence import CooccurrenceGraph, speaker_nodes, text_nodes
 
-TURNS = [
-    ("s1", "Bob", "We adopted a puppy from the shelter and named her Biscuit."),
-    ("s1", "Alice", "Congratulations! My garden tomatoes are finally ripe."),
-    ("s1", "Bob", "I ran twenty miles this morning, training for the marathon."),
-    ("s1", "Alice", "The pottery class starts again on Monday."),
-    ("s2", "Alice", "I glazed a blue bowl for the pottery show."),
-    ("s2", "Bob", "The marathon is in three weeks and my knee still hurts."),
-    ("s2", "Alice", "Rest that knee; the tomatoes will wait for you."),
-    ("s2", "Bob", "The vet says Biscuit is a golden retriever mix."),
-    ("s3", "Alice", "My sister moved to Lisbon for a job in robotics."),
-    ("s3", "Bob", "I rode the trams of Lisbon all summer."),
-    ("s3", "Alice", "She sends photos of the river every weekend."),
-    ("s3", "Bob", "I bought new running shoes for the race."),
-]
-QUESTION = "What breed is the puppy Bob adopted?"
 FIRST_HOP = "urn:t:s1:0"
 SECOND_HOP = "urn:t:s2:3"
 

@@ -16,26 +16,12 @@ from pathlib import Path
 import pytest
 from tests.test_index_attribution import _records
 from tests.test_index_side import HashEmbedder
+from tests.test_index_support import QUESTION, TURNS
 
 from pcm.index import SideIndex
 from pcm.index import recall as ranking
 from pcm.index.graph import GRAPH_FILE, read_log, terms
 
-TURNS = [
-    ("s1", "Bob", "We adopted a puppy from the shelter and named her Biscuit."),
-    ("s1", "Alice", "Congratulations! My garden tomatoes are finally ripe."),
-    ("s1", "Bob", "I ran twenty miles this morning, training for the marathon."),
-    ("s1", "Alice", "The pottery class starts again on Monday."),
-    ("s2", "Alice", "I glazed a blue bowl for the pottery show."),
-    ("s2", "Bob", "The marathon is in three weeks and my knee still hurts."),
-    ("s2", "Alice", "Rest that knee; the tomatoes will wait for you."),
-    ("s2", "Bob", "The vet says Biscuit is a golden retriever mix."),
-    ("s3", "Alice", "My sister moved to Lisbon for a job in robotics."),
-    ("s3", "Bob", "Lisbon has great trams, I rode them all summer."),
-    ("s3", "Alice", "She sends photos of the river every weekend."),
-    ("s3", "Bob", "I bought new running shoes for the race."),
-]
-QUESTION = "What breed is the puppy Bob adopted?"
 SECOND_HOP = "s2:3"
 
 
