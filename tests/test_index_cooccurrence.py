@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from tests.test_index_attribution import _records
 from tests.test_index_side import HashEmbedder
-from tests.test_index_support import QUESTION, TURNS
+from tests.test_index_support import QUESTION, TURNS, turns_index
 
 from pcm.index import EntityRecord, SideIndex, cooccurrence
 from pcm.index import recall as ranking
@@ -36,9 +36,7 @@ def leg_on(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def index(tmp_path: Path) -> SideIndex:
-    idx = SideIndex.open(tmp_path / "index", embedder=HashEmbedder())
-    idx.upsert_posts(_records(TURNS))
-    return idx
+    return turns_index(tmp_path)
 
 
 def _top(index: SideIndex, query: str, k: int, **filters: str) -> list[str]:

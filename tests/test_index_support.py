@@ -1,6 +1,10 @@
 """Two speakers' turns over three sessions, shared by the recall graph tests: the puppy of the first session is
 named again, with its breed, in the second, so a walk from the question reaches the second hop."""
 
+from pathlib import Path
+
+from pcm.index import SideIndex
+
 TURNS = [
     ("s1", "Bob", "We adopted a puppy from the shelter and named her Biscuit."),
     ("s1", "Alice", "Congratulations! My garden tomatoes are finally ripe."),
@@ -16,3 +20,13 @@ TURNS = [
     ("s3", "Bob", "I bought new running shoes for the race."),
 ]
 QUESTION = "What breed is the puppy Bob adopted?"
+
+
+def turns_index(path: Path) -> SideIndex:
+    """A side index of :data:`TURNS` with the hash embedder (bags of words: no model to load)."""
+    from tests.test_index_attribution import _records
+    from tests.test_index_side import HashEmbedder
+
+    index = SideIndex.open(path / "index", embedder=HashEmbedder())
+    index.upsert_posts(_records(TURNS))
+    return index
