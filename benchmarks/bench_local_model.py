@@ -138,8 +138,14 @@ def run(client: LlamaCppClient, output: str, samples: list[str], repair_rounds: 
         counting = Counting(client)
         marks = [time.perf_counter()]
         before = client.usage.totals
+
+        def tick(n: int) -> None:
+            marks.append(time.perf_counter())
+            print(f"  [{output}] utterance {len(marks) - 1}/{len(posts)}: {marks[-1] - marks[-2]:.1f} s, "
+                  f"{marks[-1] - marks[0]:.0f} s so far", flush=True)
+
         report = extract_posts(memory.context, posts, client=counting,  # type: ignore[arg-type]
-                               concurrency=1, output=output, progress=lambda n: marks.append(time.perf_counter()))
+                               concurrency=1, output=output, progress=tick)
         seconds = [b - a for a, b in zip(marks, marks[1:], strict=False)]
         used = {k: client.usage.totals[k] - before[k] for k in before}
         considered = report.posts - report.skipped
@@ -178,7 +184,8 @@ def main() -> None:
     parser.add_argument("model", help="path of a .gguf file")
     parser.add_argument("--samples", nargs="+", default=["03-purchase"], help="sample conversation name prefixes")
     parser.add_argument("--formats", nargs="+", default=["turtle", "json"], choices=["turtle", "json"])
-    parser.add_argument("--repair-rounds", type=int, default=1)
+    parser.add_argument("--repair-rounds", type=int, default=Settings().repair_rounds,
+                        help="repair rounds per utterance (default: the product's, PCM_REPAIR_ROUNDS)")
     parser.add_argument("--limit", type=int, help="extract only the first N utterances")
     parser.add_argument("--per-session", type=int, help="extract only the first N utterances of every conversation")
     parser.add_argument("--questions", type=int,
@@ -197,7 +204,7 @@ def main() -> None:
     started = time.perf_counter()
     client = LlamaCppClient(model_path=args.model, threads=args.threads, context=args.context)
     print(f"model {client.name} loaded in {time.perf_counter() - started:.1f} s; threads {args.threads}, "
-          f"context {args.context}, max tokens {args.max_tokens}")
+          f"context {args.context}, max tokens {args.max_tokens}", flush=True)
     samples = [p.stem for p in sample_paths()] if args.all or args.questions else args.samples
     for output in args.formats:
         run(client, output, samples, args.repair_rounds, args.limit, args.per_session, args.keep, args.questions,

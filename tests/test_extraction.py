@@ -220,6 +220,54 @@ def test_output_that_never_validates_leaves_the_post_failed_with_its_report(memo
     assert status(memory, other) == ("pending", None)
 
 
+LOOSE_NEIGHBOUR = BISCUIT.replace(
+    "m:owner pcm:hasPet m:biscuit .",
+    """m:owner pcm:hasPet m:biscuit .
+m:neighbour a foaf:Person ; rdfs:label "neighbour" .
+m:walk a schema:ExerciseAction ; rdfs:label "walk" ; schema:object m:park .
+m:park a schema:Park ; rdfs:label "the park" .""",
+)
+
+
+def test_nodes_left_unlinked_after_the_repair_rounds_are_dropped_and_the_rest_is_kept(memory: Memory) -> None:
+    [post] = ingest(memory, "I adopted a beagle called Biscuit yesterday; my neighbour walks in the park.")
+    report, client = run(memory, [post], LOOSE_NEIGHBOUR, LOOSE_NEIGHBOUR, LOOSE_NEIGHBOUR)
+
+    assert (report.extracted, report.failed, report.calls, report.repairs) == (1, 0, 3, 2)
+    feedback = client.requests[1][1][2].content
+    assert "[isolated-individual]" in feedback and "[action-has-agent]" in feedback
+    ns = memory.manifest.namespace
+    stored = graph_triples(memory, memory.naming.extraction_graph(post))
+    assert (ns + "biscuit", PCM + "petBreed", "beagle") in stored
+    assert (ns + "owner", PCM + "hasPet", ns + "biscuit") in stored
+    subjects = {s for s, _, _ in stored}
+    # the action without an agent goes, and with it the park only it linked to
+    assert not subjects & {ns + "neighbour", ns + "walk", ns + "park"}
+    state, text = status(memory, post)
+    assert state == "extracted"
+    assert text == "kept without 3 node(s) it could not link: m:neighbour, m:park, m:walk"
+
+
+def test_an_answer_with_another_fault_is_not_salvaged(memory: Memory) -> None:
+    [post] = ingest(memory, "I adopted a beagle called Biscuit yesterday; my neighbour walks in the park.")
+    undated = LOOSE_NEIGHBOUR.replace('"2025-03-02"^^xsd:date', '"yesterday"')
+    report, _ = run(memory, [post], undated, undated, undated)
+
+    assert (report.extracted, report.failed) == (0, 1)
+    state, text = status(memory, post)
+    assert state == "failed" and text and "[date-literal]" in text
+    assert graph_triples(memory, memory.naming.extraction_graph(post)) == set()
+
+
+def test_an_answer_of_nothing_but_unlinked_nodes_still_fails(memory: Memory) -> None:
+    [post] = ingest(memory, "My neighbour is nice.")
+    lone = 'm:neighbour a foaf:Person ; rdfs:label "neighbour" .'
+    report, _ = run(memory, [post], lone, lone, lone)
+
+    assert (report.extracted, report.failed) == (0, 1)
+    assert "[isolated-individual]" in (status(memory, post)[1] or "")
+
+
 def test_unknown_vocabulary_goes_to_repair_and_is_counted(memory: Memory) -> None:
     ns = memory.manifest.namespace
     [post] = ingest(memory, "My favourite colour is teal.")

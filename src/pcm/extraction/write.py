@@ -93,7 +93,7 @@ def write_extraction(
     extra = [
         render("replace_extraction.ru", graph=iri_term(graph)),
         render("clear_unknown_terms.ru", post=iri_term(post)),
-        *memory.store.set_status(post, EXTRACTED),
+        *memory.store.set_status(post, EXTRACTED, extraction.report),
     ]
     memory.store.apply(delete=plan.delete, insert=insert, extra=extra)
     return Written(EXTRACTED, len(kept), resolution.merged, resolution.renamed, plan.count, subjects)
