@@ -205,7 +205,7 @@ def test_output_that_never_validates_leaves_the_post_failed_with_its_report(memo
     [post, other] = ingest(memory, "I adopted a beagle called Biscuit yesterday.", "She loves the park.")
     before = snapshot(memory)
     broken = "m:biscuit a pcm:Pet ; rdfs:label \"Biscuit\" "
-    report, client = run(memory, [post], broken, broken, broken)
+    report, client = run(memory, [post], broken, broken + "; ", broken)
 
     assert (report.extracted, report.failed, report.calls, report.repairs) == (0, 1, 3, 2)
     assert client.remaining == 0
@@ -231,9 +231,10 @@ m:park a schema:Park ; rdfs:label "the park" .""",
 
 def test_nodes_left_unlinked_after_the_repair_rounds_are_dropped_and_the_rest_is_kept(memory: Memory) -> None:
     [post] = ingest(memory, "I adopted a beagle called Biscuit yesterday; my neighbour walks in the park.")
-    report, client = run(memory, [post], LOOSE_NEIGHBOUR, LOOSE_NEIGHBOUR, LOOSE_NEIGHBOUR)
+    # the same answer twice ends the rounds early (a third request would repeat the second)
+    report, client = run(memory, [post], LOOSE_NEIGHBOUR, LOOSE_NEIGHBOUR)
 
-    assert (report.extracted, report.failed, report.calls, report.repairs) == (1, 0, 3, 2)
+    assert (report.extracted, report.failed, report.calls, report.repairs) == (1, 0, 2, 1)
     feedback = client.requests[1][1][2].content
     assert "[isolated-individual]" in feedback and "[action-has-agent]" in feedback
     ns = memory.manifest.namespace
@@ -266,6 +267,18 @@ def test_an_answer_of_nothing_but_unlinked_nodes_still_fails(memory: Memory) -> 
 
     assert (report.extracted, report.failed) == (0, 1)
     assert "[isolated-individual]" in (status(memory, post)[1] or "")
+
+
+def test_the_same_output_twice_ends_the_repair_rounds_without_a_repeated_request(memory: Memory) -> None:
+    [post] = ingest(memory, "I adopted a beagle called Biscuit yesterday.")
+    broken = "m:biscuit a pcm:Pet ; rdfs:label \"Biscuit\" "
+    report, client = run(memory, [post], broken, broken, BISCUIT)
+
+    assert (report.extracted, report.failed, report.calls, report.repairs) == (0, 1, 2, 1)
+    assert client.remaining == 1  # the third reply was never asked for
+    requests = [repr(r) for r in client.requests]
+    assert len(set(requests)) == len(requests)
+    assert "Turtle syntax error" in (status(memory, post)[1] or "")
 
 
 def test_unknown_vocabulary_goes_to_repair_and_is_counted(memory: Memory) -> None:
@@ -306,7 +319,7 @@ def test_hostile_output_is_refused_and_writes_nothing(memory: Memory, kind: str)
     before = snapshot(memory)
     report, client = run(memory, [post], *[HOSTILE[kind]] * 3)
 
-    assert (report.extracted, report.failed, report.calls) == (0, 1, 3)
+    assert (report.extracted, report.failed, report.calls) == (0, 1, 2)  # the same output twice ends the rounds
     state, text = status(memory, post)
     assert state == "failed" and "[refused]" in (text or "")
     changed = snapshot(memory) ^ before

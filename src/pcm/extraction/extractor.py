@@ -5,7 +5,8 @@ Nothing here writes to the store: the result is an :class:`Extraction` that the 
 
 Repair: the model gets its previous output back with a short readable report (parse error with the line quoted,
 refusals, SHACL violations with "did you mean" hints) and writes the whole Turtle again, up to
-``settings.repair_rounds`` times. Output that is too large is refused without a repair round (echoing it back would
+``settings.repair_rounds`` times, or until the model writes the same output twice (the next request would repeat
+the last one word for word). Output that is too large is refused without a repair round (echoing it back would
 cost more than it could save). When the rounds are spent and all the answer still breaks is how some new nodes are
 linked (isolated, an action without an agent), those nodes are left out and the rest is stored, with a report that
 names them (:meth:`Extractor.salvage`). An LLM error (timeout after the client's own retries, refusal, bad key) ends the
@@ -157,6 +158,7 @@ class Extractor:
         system, first = self.prompt(context)
         messages = [Message.user(first)]
         extra = {"schema": extraction_schema(self.ontology, known=self._known(context))} if self.output == "json" else {}
+        previous: str | None = None
         for round_ in range(self.repair_rounds + 1):
             try:
                 completion = self.client.complete(
@@ -177,13 +179,17 @@ class Extractor:
                 result.status, result.triples, result.report = EXTRACTED, verdict.triples, ""
                 return result
             result.report = verdict.report
-            if round_ == self.repair_rounds and not verdict.fatal:
+            # the same output again would make the next request the same as this one: at temperature 0 it could
+            # only bring the same answer back, so the rounds end here
+            last = round_ == self.repair_rounds or completion.text == previous
+            previous = completion.text
+            if last and not verdict.fatal:
                 kept, dropped = self.salvage(verdict.triples)
                 if kept:
                     result.status, result.triples = EXTRACTED, kept
                     result.report = f"kept without {len(dropped)} node(s) it could not link: {', '.join(dropped)}"
                     return result
-            if verdict.fatal or round_ == self.repair_rounds:
+            if verdict.fatal or last:
                 return result
             result.repairs += 1
             echo = completion.text[:ECHO_CHARS] if completion.text.strip() else "(empty output)"
