@@ -67,21 +67,3 @@ def test_a_model_answer_is_tidied_as_pcm_writes_answers() -> None:
     # one date, or a question that counts something else: nothing is computed
     assert tidy_answer(asked, "on 2 March 2025") == "on 2 March 2025"
     assert tidy_answer("How many pets does Dana have?", "2, from 2025-02-04 to 2025-03-02").startswith("2, from")
-
-
-def test_a_total_asked_for_is_added_in_code_from_the_amounts_the_model_lists() -> None:
-    from pcm.retrieval.answer import tidy_answer
-
-    asked = "How much has Dana spent on the things she bought?"
-    assert tidy_answer(asked, "549 USD + 85 USD") == "634 USD (549 USD + 85 USD)"
-    # a sum of the model's own is left out and computed again; the parts keep their words
-    assert tidy_answer(asked, "549 USD (Breville) + 85 USD (Rumours) = 644 USD") == (
-        "634 USD (549 USD (Breville) + 85 USD (Rumours))")
-    assert tidy_answer("How much did they cost in total?", "$549 + $85.50") == "634.50 USD ($549 + $85.50)"
-    assert tidy_answer(asked, "1,200 USD + 3,400.25 USD").startswith("4600.25 USD")
-    assert tidy_answer(asked, "549 USD at REI + 85 USD").startswith("634 USD")  # a store's name is no currency
-    # nothing is added across currencies, without a number in every part, or when no total is asked for
-    assert tidy_answer(asked, "549 USD + 85 EUR") == "549 USD + 85 EUR"
-    assert tidy_answer(asked, "the Breville + 85 USD") == "the Breville + 85 USD"
-    assert tidy_answer("How much did Dana pay for the espresso machine?", "549 USD + tax") == "549 USD + tax"
-    assert tidy_answer(asked, "634 USD") == "634 USD"

@@ -21,7 +21,6 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 import pyoxigraph as ox
@@ -451,41 +450,7 @@ def tidy_answer(question: str, text: str) -> str:
         start, end = sorted(set(dates))
         count = difference(start, end, unit.group(1).lower())
         return f"{format_duration(count, unit.group(1).lower())} (from {format_date(start)} to {format_date(end)})."
-    return summed(question, text) or text
-
-
-_HOW_MUCH = re.compile(r"\bhow\s+much\b", re.IGNORECASE)
-_TOTAL = re.compile(r"\b(?:total|altogether|in\s+all|combined|together|spen[dt]|sum)\b", re.IGNORECASE)
-_AMOUNT = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?![\w.]\d)")
-#: A currency next to an amount (``549 USD``, ``EUR 12``) or a currency sign.
-_CURRENCY = re.compile(r"(?<=\d)\s?[A-Z]{3}\b|\b[A-Z]{3}(?=\s?\d)|[$€£¥]")
-
-
-def summed(question: str, text: str) -> str | None:
-    """For a "how much in total" question, the amounts an answer lists with a plus between them ("549 USD + 85
-    USD"), added in code and put first: ``634 USD (549 USD + 85 USD)``. None when the question asks no total, or
-    the answer is not such a list (a part without a number, amounts in different currencies).
-
-    Why: the prompt asks the model for the amounts, not the sum; small models add wrongly, or write a sum of their
-    own after an ``=`` (which is left out and computed again).
-    """
-    if not (_HOW_MUCH.search(question) and _TOTAL.search(question)) or "+" not in text:
-        return None
-    listed = text.split("=")[0].strip().rstrip(".")
-    parts = [part.strip() for part in listed.split("+")]
-    amounts = []
-    for part in parts:
-        match = _AMOUNT.search(part)
-        if match is None:
-            return None
-        amounts.append(Decimal(match.group(1).replace(",", "") + (match.group(2) or "")))
-    signs = {"$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY"}
-    currencies = {signs.get(c.strip(), c.strip()) for c in _CURRENCY.findall(listed)}
-    if len(amounts) < 2 or len(currencies) > 1:
-        return None
-    total = sum(amounts, Decimal(0))
-    unit = f" {next(iter(currencies))}" if currencies else ""
-    return f"{total:f}{unit} ({' + '.join(parts)})"
+    return text
 
 
 def without_repeats(text: str) -> str:
