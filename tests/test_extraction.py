@@ -260,6 +260,15 @@ def test_an_answer_with_another_fault_is_not_salvaged(memory: Memory) -> None:
     assert graph_triples(memory, memory.naming.extraction_graph(post)) == set()
 
 
+def test_an_answer_with_two_values_for_a_single_valued_property_is_not_salvaged(memory: Memory) -> None:
+    [post] = ingest(memory, "I adopted a beagle called Biscuit yesterday; my neighbour walks in the park.")
+    twice = LOOSE_NEIGHBOUR.replace('pcm:petBreed "beagle" .', 'pcm:petBreed "beagle", "basset" .')
+    report, _ = run(memory, [post], twice, twice)
+
+    assert (report.extracted, report.failed) == (0, 1)
+    assert "[single-valued]" in (status(memory, post)[1] or "")
+
+
 def test_an_answer_of_nothing_but_unlinked_nodes_still_fails(memory: Memory) -> None:
     [post] = ingest(memory, "My neighbour is nice.")
     lone = 'm:neighbour a foaf:Person ; rdfs:label "neighbour" .'

@@ -280,17 +280,17 @@ class Extractor:
         without an agent, a problem affecting nothing, a service without an object), and without what only they
         held up. Empty when anything else is wrong or nothing is left.
 
-        Why: small models name a side thing (``m:neighbor``, ``m:follow-up``) and never link it, round after
-        round; refusing the whole answer for it lost every other fact of the utterance (11 of the 12 failures of
-        the 0.5B model over the sample conversations). The rules stay as they are: nothing unlinked is stored.
+        Why: small models name a side thing (``m:neighbor``, ``m:plant``) and never link it, round after round,
+        and refusing the whole answer for it loses the utterance's other facts. The rules stay as they are:
+        nothing unlinked is stored.
         """
         dropped: list[str] = []
         while triples:
             violations = self._checked(triples)
-            if not violations and not self._multiple_values(triples):
-                return triples, sorted(self._show(n) for n in dropped)
-            if any(v.rule not in _DROPPABLE for v in violations):
+            if self._multiple_values(triples) or any(v.rule not in _DROPPABLE for v in violations):
                 return [], []
+            if not violations:
+                return triples, sorted(self._show(n) for n in dropped)
             names = {v.focus for v in violations}
             dropped += sorted(names)
             triples = [t for t in triples if _node_id(t.subject) not in names and _node_id(t.object) not in names]
