@@ -194,13 +194,15 @@ def main() -> None:
                         help="every sample conversation (overrides --samples); with --questions, every utterance is "
                              "extracted and the questions are checked against the graphs of their evidence")
     parser.add_argument("--keep", type=Path, help="copy each format's memory into KEEP/<format> (for questions)")
-    parser.add_argument("--max-tokens", type=int, default=800, help="output budget per call")
+    parser.add_argument("--max-tokens", type=int, default=extractor_module.MAX_OUTPUT_TOKENS,
+                        help="output budget per call, and so the grammar's (default: the product's); a smaller one "
+                             "cut the 0.5B model's first 12 sample utterances from 24 facts to none")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--context", type=int, default=Settings().llm_context)
     parser.add_argument("--catalogue", choices=["auto", "areas", "whole"], default="auto",
                         help="PCM_LLM_CATALOGUE for the run (auto: whole, the model keeps its prompt prefix)")
     args = parser.parse_args()
-    extractor_module.MAX_OUTPUT_TOKENS = args.max_tokens  # a looping small model otherwise runs for minutes
+    extractor_module.MAX_OUTPUT_TOKENS = args.max_tokens
     started = time.perf_counter()
     client = LlamaCppClient(model_path=args.model, threads=args.threads, context=args.context)
     print(f"model {client.name} loaded in {time.perf_counter() - started:.1f} s; threads {args.threads}, "
