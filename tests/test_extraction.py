@@ -249,24 +249,23 @@ def test_nodes_left_unlinked_after_the_repair_rounds_are_dropped_and_the_rest_is
     assert text == "kept without 3 node(s) it could not link: m:neighbour, m:park, m:walk"
 
 
-def test_an_answer_with_another_fault_is_not_salvaged(memory: Memory) -> None:
+@pytest.mark.parametrize(
+    ("said", "written", "rule"),
+    [
+        ('"2025-03-02"^^xsd:date', '"yesterday"', "[date-literal]"),
+        ('pcm:petBreed "beagle" .', 'pcm:petBreed "beagle", "basset" .', "[single-valued]"),  # no node to drop
+    ],
+    ids=["date-literal", "single-valued"],
+)
+def test_an_answer_with_another_fault_is_not_salvaged(memory: Memory, said: str, written: str, rule: str) -> None:
     [post] = ingest(memory, "I adopted a beagle called Biscuit yesterday; my neighbour walks in the park.")
-    undated = LOOSE_NEIGHBOUR.replace('"2025-03-02"^^xsd:date', '"yesterday"')
-    report, _ = run(memory, [post], undated, undated, undated)
+    faulty = LOOSE_NEIGHBOUR.replace(said, written)
+    report, _ = run(memory, [post], faulty, faulty)
 
     assert (report.extracted, report.failed) == (0, 1)
     state, text = status(memory, post)
-    assert state == "failed" and text and "[date-literal]" in text
+    assert state == "failed" and text and rule in text
     assert graph_triples(memory, memory.naming.extraction_graph(post)) == set()
-
-
-def test_an_answer_with_two_values_for_a_single_valued_property_is_not_salvaged(memory: Memory) -> None:
-    [post] = ingest(memory, "I adopted a beagle called Biscuit yesterday; my neighbour walks in the park.")
-    twice = LOOSE_NEIGHBOUR.replace('pcm:petBreed "beagle" .', 'pcm:petBreed "beagle", "basset" .')
-    report, _ = run(memory, [post], twice, twice)
-
-    assert (report.extracted, report.failed) == (0, 1)
-    assert "[single-valued]" in (status(memory, post)[1] or "")
 
 
 def test_an_answer_of_nothing_but_unlinked_nodes_still_fails(memory: Memory) -> None:

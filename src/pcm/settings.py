@@ -73,6 +73,21 @@ DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-5"
 CATALOGUE_LAYOUTS = ("auto", "areas", "whole")
 #: Values of ``PCM_ASK_ORDER`` (see :attr:`Settings.ask_order`).
 ASK_ORDERS = ("auto", "graph", "facts")
+#: Settings read from a ``PCM_*`` variable that names one of a few choices, and those choices.
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "llm_output": ("auto", "turtle", "json"),
+    "llm_catalogue": CATALOGUE_LAYOUTS,
+    "ask_order": ASK_ORDERS,
+    "store_engine": ("auto", "oxigraph", "virtuoso", "generic"),
+}
+
+
+def _choice(variable: str, raw: str, choices: tuple[str, ...]) -> str:
+    """``raw`` as one of ``choices`` (case and spaces aside), or the one-line error that names them."""
+    value = raw.strip().lower()
+    if value not in choices:
+        raise UsageError(f"{variable}={raw!r}: expected {', '.join(choices[:-1])} or {choices[-1]}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -186,31 +201,14 @@ class Settings:
                     kwargs[name] = conv(raw)
                 except ValueError as exc:
                     raise UsageError(f"PCM_{name.upper()}={raw!r} is not a valid {conv.__name__}") from exc
-        if env.get("PCM_LLM_OUTPUT"):
-            output = env["PCM_LLM_OUTPUT"].strip().lower()
-            if output not in ("auto", "turtle", "json"):
-                raise UsageError(f"PCM_LLM_OUTPUT={env['PCM_LLM_OUTPUT']!r}: expected auto, turtle or json")
-            kwargs["llm_output"] = output
-        if env.get("PCM_LLM_CATALOGUE"):
-            layout = env["PCM_LLM_CATALOGUE"].strip().lower()
-            if layout not in CATALOGUE_LAYOUTS:
-                raise UsageError(f"PCM_LLM_CATALOGUE={env['PCM_LLM_CATALOGUE']!r}: expected auto, areas or whole")
-            kwargs["llm_catalogue"] = layout
-        if env.get("PCM_ASK_ORDER"):
-            order = env["PCM_ASK_ORDER"].strip().lower()
-            if order not in ASK_ORDERS:
-                raise UsageError(f"PCM_ASK_ORDER={env['PCM_ASK_ORDER']!r}: expected auto, graph or facts")
-            kwargs["ask_order"] = order
+        for name, choices in _CHOICES.items():
+            if env.get(f"PCM_{name.upper()}"):
+                kwargs[name] = _choice(f"PCM_{name.upper()}", env[f"PCM_{name.upper()}"], choices)
         if env.get("PCM_STORE_URL"):
             kwargs["store_url"] = env["PCM_STORE_URL"]
         for name in ("store_update_url", "store_gsp_url", "store_user", "store_password"):
             if env.get(f"PCM_{name.upper()}"):
                 kwargs[name] = env[f"PCM_{name.upper()}"]
-        if env.get("PCM_STORE_ENGINE"):
-            engine = env["PCM_STORE_ENGINE"].strip().lower()
-            if engine not in ("auto", "oxigraph", "virtuoso", "generic"):
-                raise UsageError(f"PCM_STORE_ENGINE={env['PCM_STORE_ENGINE']!r}: expected auto, oxigraph, virtuoso or generic")
-            kwargs["store_engine"] = engine
         if env.get("PCM_TOKEN"):
             kwargs["token"] = env["PCM_TOKEN"]
         if env.get("PCM_TRAVERSAL"):

@@ -331,8 +331,7 @@ class _Pipeline:
             answer_started = time.perf_counter()
             early = self._from_stored(grounding, "stored facts first (PCM_ASK_ORDER)")
             if early is not None:
-                early.stats.update({"queries_ms": 0.0, "answer_ms": round(
-                    (time.perf_counter() - answer_started) * 1000 - (self.cache.ms - llm_before), 1)})
+                early.stats.update({"queries_ms": 0.0, "answer_ms": round(self._own_ms(answer_started, llm_before), 1)})
                 return self._finish(early, started, grounding, [], calls_before, hits_before, llm_before_all)
         system = system_prompt(grounding.catalogue, form)
         user = user_message(grounding, self.ontology)
@@ -355,16 +354,21 @@ class _Pipeline:
         llm_before = self.cache.ms
         loop_started = time.perf_counter()
         repaired = loop.run()
-        queries_ms = (time.perf_counter() - loop_started) * 1000 - (self.cache.ms - llm_before)
+        queries_ms = self._own_ms(loop_started, llm_before)
         answer_started, llm_before = time.perf_counter(), self.cache.ms
         if repaired.attempt is not None:
             result = self._from_sparql(repaired)
         else:
             result = self._fallback(grounding, repaired, facts_tried=facts_first)
         result.stats["queries_ms"] = round(queries_ms, 1)
-        result.stats["answer_ms"] = round((time.perf_counter() - answer_started) * 1000 - (self.cache.ms - llm_before), 1)
+        result.stats["answer_ms"] = round(self._own_ms(answer_started, llm_before), 1)
         result.trace = repaired.trace
         return self._finish(result, started, grounding, repaired.prompt_tokens, calls_before, hits_before, llm_before_all)
+
+    def _own_ms(self, started: float, llm_before: float) -> float:
+        """Milliseconds since ``started`` (a ``perf_counter`` reading) less the model's calls since the cache's
+        clock read ``llm_before``: pcm's own share of a stage."""
+        return (time.perf_counter() - started) * 1000 - (self.cache.ms - llm_before)
 
     def _finish(self, result: AskResult, started: float, grounding: Grounding, prompt_tokens: list[int],
                 calls_before: int, hits_before: int, llm_before_all: float) -> AskResult:
