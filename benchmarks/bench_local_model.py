@@ -26,6 +26,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import llama_cpp
+
 from pcm.conversations import parse_file, sample_paths
 from pcm.extraction import extract_posts
 from pcm.extraction import extractor as extractor_module
@@ -47,8 +49,9 @@ def facts(memory: Memory) -> int:
 class Counting:
     """The client, counting requests sent twice with the same content (a re-send; must stay 0)."""
 
-    def __init__(self, client: LlamaCppClient) -> None:
+    def __init__(self, client: LlamaCppClient, timings: bool = False) -> None:
         self.client = client
+        self.timings = timings
         self.seen: set[str] = set()
         self.duplicates = 0
 
@@ -59,7 +62,19 @@ class Counting:
         key = hashlib.sha256(repr((kwargs.get("system"), kwargs.get("messages"))).encode()).hexdigest()
         self.duplicates += key in self.seen
         self.seen.add(key)
-        return self.client.complete(**kwargs)
+        if not self.timings:
+            return self.client.complete(**kwargs)
+        ctx = self.client._llama._ctx.ctx  # noqa: SLF001 - llama.cpp's own counters for this call
+        llama_cpp.llama_perf_context_reset(ctx)
+        started = time.perf_counter()
+        completion = self.client.complete(**kwargs)
+        wall = time.perf_counter() - started
+        perf = llama_cpp.llama_perf_context(ctx)
+        read, wrote = perf.t_p_eval_ms / 1000, perf.t_eval_ms / 1000
+        print(f"    call: {wall:.1f} s; read {perf.n_p_eval} new prompt tokens in {read:.1f} s, wrote {perf.n_eval} "
+              f"in {wrote:.1f} s ({perf.n_eval / max(wrote, 1e-9):.1f} tok/s); sampling and the rest "
+              f"{wall - read - wrote:.1f} s", flush=True)
+        return completion
 
 
 def chosen(memory: Memory, per_session: int | None, limit: int | None) -> list[str]:
@@ -120,7 +135,7 @@ def facts_right(memory: Memory, questions: list[dict[str, Any]]) -> tuple[int, l
 
 def run(client: LlamaCppClient, output: str, samples: list[str], repair_rounds: int, limit: int | None,
         per_session: int | None = None, keep: Path | None = None, questions: int | None = None,
-        catalogue: str = "auto", every: bool = False) -> None:
+        catalogue: str = "auto", every: bool = False, timings: bool = False) -> None:
     root = Path(tempfile.mkdtemp(prefix=f"pcm-bench-local-{output}-"))
     try:
         settings = Settings(memory=root / "memory", index_enabled=False, repair_rounds=repair_rounds, llm_catalogue=catalogue,
@@ -135,7 +150,7 @@ def run(client: LlamaCppClient, output: str, samples: list[str], repair_rounds: 
             posts = [by_source[s] for s in sources]
         else:
             posts = chosen(memory, per_session, limit)
-        counting = Counting(client)
+        counting = Counting(client, timings)
         marks = [time.perf_counter()]
         before = client.usage.totals
 
@@ -201,6 +216,8 @@ def main() -> None:
     parser.add_argument("--context", type=int, default=Settings().llm_context)
     parser.add_argument("--catalogue", choices=["auto", "areas", "whole"], default="auto",
                         help="PCM_LLM_CATALOGUE for the run (auto: whole, the model keeps its prompt prefix)")
+    parser.add_argument("--timings", action="store_true",
+                        help="a line per model call: new prompt tokens read, tokens written, and their seconds")
     args = parser.parse_args()
     extractor_module.MAX_OUTPUT_TOKENS = args.max_tokens
     started = time.perf_counter()
@@ -210,7 +227,7 @@ def main() -> None:
     samples = [p.stem for p in sample_paths()] if args.all or args.questions else args.samples
     for output in args.formats:
         run(client, output, samples, args.repair_rounds, args.limit, args.per_session, args.keep, args.questions,
-            args.catalogue, every=args.all and bool(args.questions))
+            args.catalogue, every=args.all and bool(args.questions), timings=args.timings)
     client.close()
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from pcm.extraction.jsonld import (
+    GRAMMAR_NAME,
     GRAMMAR_VALUES,
     answer_triples,
     extraction_grammar,
@@ -258,6 +259,25 @@ def test_what_shacl_refuses_is_not_in_the_grammar(node: dict[str, Any]) -> None:
     grammar = grammar_for(1000, ("m:owner",))
     assert grammar.accepts(compact({"@graph": [X, {"@id": "m:owner", "schema:owns": "m:x"}]}))
     assert not grammar.accepts(compact({"@graph": [node]}))
+
+
+def test_a_known_entity_cannot_be_opened_as_a_new_node() -> None:
+    """A known entity goes without type and label: the new-node opening refuses exactly the known names (a small
+    model relabelled the owner with each utterance's text), at the top level and embedded, and nothing else."""
+    grammar = grammar_for(1000, ("m:owner", "m:own", "m:biscuit"))
+
+    def new(name: str) -> dict[str, Any]:
+        return {"@id": name, "@type": ["schema:Thing"], "rdfs:label": "x"}
+
+    for known in ("m:owner", "m:own", "m:biscuit"):
+        assert not grammar.accepts(compact({"@graph": [new(known)]})), known
+        assert not grammar.accepts(compact({"@graph": [{**X, "schema:owns": new(known)}]})), known
+        assert grammar.accepts(compact({"@graph": [{"@id": known, "schema:owns": "m:x"}]})), known
+        assert grammar.accepts(compact({"@graph": [{**X, "schema:owns": known}]})), known  # still a value
+    for other in ("m:ow", "m:owne", "m:owners", "m:owner-car", "m:o", "m:biscuit2", "m:b", "m:x", "m:Owner",
+                  "m:" + "o" * (GRAMMAR_NAME - 2)):
+        assert grammar.accepts(compact({"@graph": [new(other)]})), other
+    assert not grammar.accepts(compact({"@graph": [new("m:" + "o" * (GRAMMAR_NAME - 1))]}))  # too long, as before
 
 
 def test_a_looping_answer_is_refused_past_the_budget_but_closes_within_it() -> None:

@@ -13,6 +13,7 @@ from pcm.extraction.normalise import (
     MAX_OUTPUT_CHARS,
     OutputProblem,
     extract_turtle,
+    normalise_json,
     normalise_output,
 )
 from pcm.extraction.resolve import label_lookup_variants, normalise_label
@@ -88,7 +89,7 @@ def test_literals_come_out_canonical_and_deduplicated() -> None:
 
 
 def test_unknown_terms_are_kept_and_reported_not_dropped() -> None:
-    result = norm('m:owner schema:favoriteColor "teal" ; a schema:Superhero .')
+    result = norm('m:owner schema:favoriteColor "teal" .\nm:kit a schema:Superhero .')
     assert result.problems == []
     assert result.unknown_terms == {SCHEMA + "favoriteColor", SCHEMA + "Superhero"}
     assert (NS + "owner", SCHEMA + "favoriteColor", "teal") in spo(result)
@@ -169,6 +170,27 @@ def test_forbidden_triples_are_dropped_and_the_rest_kept() -> None:
     }
     [note] = [n for n in result.notes if n.startswith("dropped")]
     assert "dropped 3 triple(s)" in note and "bookkeeping" in note and "pcm's graphs" in note
+
+
+def test_the_owner_and_the_assistant_keep_who_they_are() -> None:
+    """What the 0.5B model wrote for "I am allergic to peanuts": the owner as a new node, labelled with the
+    utterance and typed at random. Their facts stay; the types and names an answer gives them go, with a note."""
+    result = normalise_json(
+        '{"@graph": [{"@id": "m:owner", "@type": ["schema:SportsTeam", "schema:JoinAction"], "rdfs:label": "I am '
+        'allergic to peanuts", "pcm:hasAllergy": {"@id": "m:peanut-allergy", "@type": ["pcm:Allergy"], '
+        '"rdfs:label": "peanut allergy"}}, {"@id": "m:assistant", "schema:name": "Sage"}]}',
+        namespace=NS, ontology=load_ontology(),
+    )
+    assert result.problems == []
+    subjects = {s for s, _, _ in spo(result)}
+    assert subjects == {NS + "owner", NS + "peanut-allergy"}
+    assert (NS + "owner", PCM + "hasAllergy", NS + "peanut-allergy") in spo(result)
+    assert not [t for t in spo(result) if t[0] == NS + "owner" and t[1] != PCM + "hasAllergy"]
+    assert any("dropped 4 type(s) or name(s) given to m:owner or m:assistant" in n for n in result.notes)
+    # the same in Turtle; anyone else may be typed and named
+    turtle = norm('m:owner a schema:SportsTeam ; rdfs:label "Dana W." .\nm:marcus a schema:Person ; schema:name "Marcus" .')
+    assert spo(turtle) == {(NS + "marcus", "http://www.w3.org/1999/02/22-rdf-syntax-ns#type", SCHEMA + "Person"),
+                           (NS + "marcus", SCHEMA + "name", "Marcus")}
 
 
 def test_http_schema_prefix_declaration_is_not_a_redefinition() -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import cache, lru_cache, partial
@@ -256,7 +256,8 @@ def extraction_grammar(ontology: Ontology, budget: int, known: Iterable[str] = (
 
     What SHACL would refuse is unsayable: a node opens with ``"@id"`` (a name that starts with a letter, never
     ``m:712``), ``"@type"`` (catalogue classes) and a non-empty ``"rdfs:label"``, in that order, unless its ``@id``
-    is one of ``known`` (the entities the prompt offers, which keep their types and labels); a datatype property
+    is one of ``known`` (the entities the prompt offers, which keep their types and labels: a known name opens
+    only a node without them, see :func:`_names_except`); a datatype property
     takes literals only; a property whose range is a class takes a name or an embedded node of the same shape
     (one level deep, alone or in a list), so a new thing can be described where it is referred to. Nested nodes
     share the budget: their nonterminals form families (``q``: a node embedded as a value, which returns to its
@@ -269,7 +270,65 @@ def extraction_grammar(ontology: Ontology, budget: int, known: Iterable[str] = (
     """
     names = sorted({k for k in known if re.fullmatch(NAME_PATTERN, k) and len(k) <= GRAMMAR_NAME})
     body = _grammar(ontology, budget, bool(names))
-    return body + ("known ::= " + " | ".join(_quoted(k) for k in names) + "\n" if names else "")
+    if not names:
+        return body + "new-name ::= name\n"
+    return body + "known ::= " + " | ".join(_quoted(k) for k in names) + "\n" + _names_except(names)
+
+
+#: The characters of an ``m:`` name after its first (a letter), one by one (the complement rules list them).
+_NAME_CHARS = "".join(sorted({chr(c) for c in range(128) if re.fullmatch(_ASCII_NAME_CHARS, chr(c))}))
+
+
+def _names_except(known: Sequence[str]) -> str:
+    """GBNF for ``new-name``: every ``m:`` name of the ``name`` rule but the ``known`` ones.
+
+    Why: a known entity is written without type and label, but a new node's opening (``@id``, ``@type``,
+    ``rdfs:label``) also took a known name, and a small model used it to relabel the owner with each utterance's
+    text. GBNF has no negation, so the complement is spelled out over the trie of the known names: at each prefix
+    the name may end (unless the prefix is itself known), go on with a character no known name takes there (then
+    anything), or follow a known name's next character.
+    """
+    words = [k[2:] for k in known]  # "m:" is written by the rule; names start with a letter
+    longest = GRAMMAR_NAME - 2
+    rules: list[str] = []
+
+    def node(prefix: str) -> str | None:
+        """The rule for the rest of a name that starts with ``prefix`` (``None`` when nothing may follow)."""
+        depth = len(prefix)
+        allowed = _NAME_CHARS if depth else "".join(c for c in _NAME_CHARS if c.isalpha())
+        nexts = sorted({w[depth] for w in words if w.startswith(prefix) and len(w) > depth})
+        options = []
+        others = "".join(c for c in allowed if c not in nexts)
+        if others and depth < longest:
+            options.append(f"{_char_class(others)} {_ASCII_NAME_CHARS}{{0,{longest - depth - 1}}}")
+        for c in nexts:
+            child = node(prefix + c)
+            if child is not None:
+                options.append(f'"{c}" {child}')  # name characters need no escape
+        ends = depth > 0 and prefix not in words
+        if not options:
+            return '""' if ends else None
+        body = " | ".join(options)
+        rules.append(f"new-name-{len(rules)} ::= " + (f"( {body} )?" if ends else body))
+        return f"new-name-{len(rules) - 1}"
+
+    root = node("")
+    assert root is not None  # a letter no known name starts with is always left
+    return f'new-name ::= "\\"m:" {root} "\\""\n' + "\n".join(rules) + "\n"
+
+
+def _char_class(chars: str) -> str:
+    """A GBNF character class of ``chars`` (ASCII name characters), with runs as ranges and ``-`` last."""
+    dash = "-" in chars
+    codes = sorted(ord(c) for c in chars if c != "-")
+    parts, i = [], 0
+    while i < len(codes):
+        j = i
+        while j + 1 < len(codes) and codes[j + 1] == codes[j] + 1:
+            j += 1
+        parts.append(chr(codes[i]) + (f"-{chr(codes[j])}" if j - i >= 2 else "".join(chr(c) for c in codes[i + 1 : j + 1])))
+        i = j + 1
+    return "[" + "".join(parts) + ("-" if dash else "") + "]"
 
 
 def grammar_budget(max_tokens: int) -> int:
@@ -385,7 +444,7 @@ def _node_states(family: str, k: int, costs: _Costs, known: bool, member_costs: 
     if known and k >= costs.id:
         opening.append(f'"\\"@id\\":" w known p{k - costs.id}')
     if k >= costs.opening:
-        opening.append(f'"\\"@id\\":" w name "," w "\\"@type\\":" w "[" cls t{family}{k - costs.id - costs.type}')
+        opening.append(f'"\\"@id\\":" w new-name "," w "\\"@type\\":" w "[" cls t{family}{k - costs.id - costs.type}')
     if opening:
         lines.append(f"n{family}{k} ::= " + " | ".join(opening))
     if k >= costs.label_short:

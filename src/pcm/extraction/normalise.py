@@ -27,7 +27,19 @@ from functools import cache
 import pyoxigraph as ox
 
 from pcm.extraction.areas import RESERVED_AREAS
-from pcm.namespaces import OWL, PCM, PREFIXES, RDF, RDFS, SCHEMA, SCHEMA_HTTP, SH, VOCABULARY_NAMESPACES, XSD
+from pcm.namespaces import (
+    FOAF,
+    OWL,
+    PCM,
+    PREFIXES,
+    RDF,
+    RDFS,
+    SCHEMA,
+    SCHEMA_HTTP,
+    SH,
+    VOCABULARY_NAMESPACES,
+    XSD,
+)
 from pcm.naming import slugify
 from pcm.ontology import Ontology
 
@@ -47,6 +59,8 @@ Term = ox.NamedNode | ox.BlankNode | ox.Literal
 _SYSTEM_NAMESPACES = (RDF, RDFS, OWL, XSD, SH)
 _KNOWN_NAMESPACES = VOCABULARY_NAMESPACES + _SYSTEM_NAMESPACES
 _RDF_TYPE = RDF + "type"
+#: What says who or what an individual is: an utterance may not change it for the owner or the assistant.
+_IDENTITY = frozenset({_RDF_TYPE, RDFS + "label", SCHEMA + "name", FOAF + "name"})
 _XSD_STRING = XSD + "string"
 _DECLARING_PREDICATES = frozenset(
     {RDFS + "subClassOf", RDFS + "subPropertyOf", RDFS + "domain", RDFS + "range", RDFS + "isDefinedBy"}
@@ -146,6 +160,7 @@ def normalise_triples(
             fatal=True,
         )
     triples = _rehome([_https_schema(t) for t in triples], namespace, ontology, notes)
+    triples = _without_identities(triples, namespace, notes)
     triples, refused = _drop_refused(triples, namespace, ontology, notes)
     result = Normalised(triples, notes=notes)
     result.problems = refused if refused and not triples else []
@@ -358,6 +373,22 @@ def _local_name(iri: str) -> str:
         return iri[len(PLACEHOLDER_NS) :].split("/", 1)[-1] or "x"
     trimmed = iri.rstrip("/#")
     return re.split(r"[/#:]", trimmed)[-1] or "x"
+
+
+def _without_identities(triples: list[ox.Triple], namespace: str, notes: list[str]) -> list[ox.Triple]:
+    """The triples less the types and names an answer gives the owner or the assistant.
+
+    Who they are is set when the memory is made. A small model asked to describe an utterance writes a node for
+    the owner labelled with the utterance's text ("I am allergic to peanuts") and typed with whatever classes come
+    to hand (schema:SportsTeam); kept, each utterance would give the owner another name and another kind.
+    """
+    fixed = {namespace + "owner", namespace + "assistant"}
+    kept = [t for t in triples
+            if not (isinstance(t.subject, ox.NamedNode) and t.subject.value in fixed and t.predicate.value in _IDENTITY)]
+    if len(kept) < len(triples):
+        notes.append(f"dropped {len(triples) - len(kept)} type(s) or name(s) given to m:owner or m:assistant: who they "
+                     "are is the memory's, not an utterance's")
+    return kept
 
 
 @cache
