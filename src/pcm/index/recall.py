@@ -142,7 +142,8 @@ placed, so R@5 cannot move. Off because LoCoMo does not gain: conv-26 R@10 stays
 0.1 and 0.2 (multi-hop session recall@10 0.688 -> 0.719), while R@20 falls 0.833 -> 0.827 at 0.1 (open-domain
 0.818 -> 0.727; 0.636 at 0.2), single-hop R@10 0.943 -> 0.929 at 0.05, and 0.5 lowers R@10 to 0.740 (multi-hop
 0.281). The LongMemEval dev slice gains at 0.1: R@10 0.913 -> 0.935 (multi-session 0.571 -> 0.714), R@20 0.978 ->
-1.000. Without the head (``PRF_KEEP_HEAD`` false) 0.1 gives conv-26 R@10 0.773 (open-domain 0.455 -> 0.545) but
+1.000; the S-like haystack keeps R@10 0.848 in every type but R@20 falls 0.913 -> 0.891 (temporal 0.875 -> 0.750).
+Without the head (``PRF_KEEP_HEAD`` false) 0.1 gives conv-26 R@10 0.773 (open-domain 0.455 -> 0.545) but
 single-hop R@5 0.843 -> 0.729. Relevance scores are divided by the pool's best, so ``MMR_LAMBDA`` does not depend
 on the fusion's scale (top fused scores are about 0.1-0.2)."""
 MMR_POOL = 30
