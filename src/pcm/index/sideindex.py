@@ -367,7 +367,7 @@ class SideIndex:
                 )
             else:
                 fused = dict(zip(legs[0].slots.tolist(), legs[0].scores.tolist(), strict=True))
-            return self._hits(fused, k, recency, by_session=mode == "hybrid", head=head)
+            return self._hits(fused, k, recency, hybrid=mode == "hybrid", head=head)
 
     def said_by_others(self, query: str) -> bool:
         """Whether a question about one named speaker matches words that only other people said.
@@ -670,12 +670,12 @@ class SideIndex:
         k: int,
         recency: float | None,
         *,
-        by_session: bool = False,
+        hybrid: bool = False,
         head: Sequence[int] = (),
     ) -> list[RecallHit]:
-        """The ``k`` best posts as hits, each with its own (recency-weighted) score. With ``by_session`` and
-        ``SESSION_TURNS`` on, the order is the two-stage one (:func:`~pcm.index.recall.two_stage`), so a hit's
-        score may exceed the one before it."""
+        """The ``k`` best posts as hits, each with its own (recency-weighted) score. A ``hybrid`` order is
+        re-ordered for content diversity with ``MMR_LAMBDA`` on, and is the two-stage one with ``SESSION_TURNS`` on
+        (:func:`~pcm.index.recall.two_stage`), so a hit's score may exceed the one before it."""
         if not fused:
             return []
         slots = np.fromiter(fused.keys(), dtype=np.int64, count=len(fused))
@@ -687,7 +687,9 @@ class SideIndex:
             first = {slot: i for i, slot in enumerate(head)}
             rank = np.array([first.get(int(slot), len(first)) for slot in slots.tolist()])
             order = order[np.argsort(rank[order], kind="stable")]
-        if by_session and ranking.SESSION_TURNS > 0:
+        if hybrid and ranking.MMR_LAMBDA > 0:
+            order = self._diversified(order, slots, scores, fixed=len(head))
+        if hybrid and ranking.SESSION_TURNS > 0:
             position = {int(slot): i for i, slot in enumerate(slots.tolist())}
             staged = ranking.two_stage(
                 slots[order],
@@ -715,6 +717,18 @@ class SideIndex:
                 )
             )
         return hits
+
+    def _diversified(self, order: np.ndarray, slots: np.ndarray, scores: np.ndarray, *, fixed: int) -> np.ndarray:
+        """``order`` (positions into ``slots``/``scores``, best first) with its first ``MMR_POOL`` positions
+        re-ordered for content diversity (:func:`~pcm.index.recall.diversify`) over the posts' stored vectors; the
+        first ``fixed`` (the feedback head) stay in place."""
+        pool = order[: ranking.MMR_POOL]
+        chosen = slots[pool]
+        posts = self._posts
+        norms = posts.norms[chosen]
+        unit = posts.vectors[chosen] / np.where(norms > 0, norms, 1.0)[:, None]
+        picked = ranking.diversify(scores[pool], unit, ranking.MMR_LAMBDA, fixed=fixed)
+        return np.concatenate([pool[picked], order[ranking.MMR_POOL :]])
 
     @staticmethod
     def _vector_text(query: str, named: set[str]) -> str:
