@@ -33,6 +33,12 @@ QUESTION = "Which instruments does Bob play?"
 FIRST, SIBLING = "s1:1", "s2:1"
 
 
+@pytest.fixture(autouse=True)
+def _feedback_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Content diversity would move the sibling (a near-duplicate of the first answer) down: each lever alone."""
+    monkeypatch.setattr(ranking, "MMR_LAMBDA", 0.0)
+
+
 @pytest.fixture(scope="module")
 def index(tmp_path_factory: pytest.TempPathFactory) -> SideIndex:
     idx = SideIndex.open(Path(tmp_path_factory.mktemp("feedback")) / "index", embedder=HashEmbedder())

@@ -133,19 +133,22 @@ PRF_KEEP_HEAD = True
 """The feedback posts keep the first places, in their first-round order, after the second round: the third leg
 otherwise pushes exact answers down (conv-26 single-hop R@5 0.843 -> 0.729-0.757, R@10 unchanged)."""
 
-MMR_LAMBDA = 0.0
+MMR_LAMBDA = 0.1
 """Content diversity (maximal marginal relevance) among the best hybrid candidates: the first ``MMR_POOL`` posts
 are re-ordered greedily by ``score / best score - MMR_LAMBDA * max cosine with the posts already placed``, so a
 near-duplicate of a post above it yields its place to a post that says something else (a question whose evidence is
 several different turns). 0 switches it off. The feedback head (``PRF_KEEP_HEAD``) keeps its places and counts as
-placed, so R@5 cannot move. Off because LoCoMo does not gain: conv-26 R@10 0.767 -> 0.760 / 0.767 / 0.767 at 0.05 /
-0.1 / 0.2 (single-hop 0.943 -> 0.929 at 0.05), multi-hop 0.312 at each (its session recall@10 0.688 -> 0.719),
-while R@20 falls 0.833 -> 0.827 at 0.1 (open-domain 0.818 -> 0.727; 0.636 at 0.2), and 0.5 lowers R@10 to 0.740
-(multi-hop 0.281). The LongMemEval dev slice gains at 0.1: R@10 0.913 -> 0.935 (multi-session 0.571 -> 0.714), R@20 0.978 ->
-1.000; the S-like haystack keeps R@10 0.848 in every type but R@20 falls 0.913 -> 0.891 (temporal 0.875 -> 0.750).
-Without the head (``PRF_KEEP_HEAD`` false) 0.1 gives conv-26 R@10 0.773 (open-domain 0.455 -> 0.545) but
-single-hop R@5 0.843 -> 0.729. Relevance scores are divided by the pool's best, so ``MMR_LAMBDA`` does not depend
-on the fusion's scale (top fused scores are about 0.1-0.2)."""
+placed, so R@5 cannot move. Relevance scores are divided by the pool's best, so ``MMR_LAMBDA`` does not depend on
+the fusion's scale (top fused scores are about 0.1-0.2).
+
+Measured with ``bench_recall_memories.py`` / ``bench_recall_haystack.py --set MMR_LAMBDA=...``: at 0.1 the
+LongMemEval dev slice gains, R@10 0.913 -> 0.935 (multi-session 0.571 -> 0.714, no type lower), R@20 0.978 ->
+1.000; LoCoMo conv-26 keeps R@10 0.767 in every category (multi-hop 0.312; its session recall@10 0.688 -> 0.719)
+but R@20 falls 0.833 -> 0.827 (open-domain 0.818 -> 0.727); the S-like haystack keeps R@10 0.848 in every type,
+R@20 0.913 -> 0.891 (temporal 0.875 -> 0.750). 0.05 lowers conv-26 R@10 to 0.760 (single-hop 0.943 -> 0.929),
+0.2 cuts open-domain R@20 to 0.636, 0.5 lowers R@10 to 0.740 (multi-hop 0.281). Without the head
+(``PRF_KEEP_HEAD`` false) 0.1 gives conv-26 R@10 0.773 (open-domain 0.455 -> 0.545) but single-hop R@5 0.843 ->
+0.729."""
 MMR_POOL = 30
 """Best fused posts the diversity re-ordering may move; the rest keep their fused order after them."""
 
