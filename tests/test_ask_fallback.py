@@ -154,14 +154,6 @@ def test_the_same_question_gives_the_same_lines(indexed: Memory) -> None:
     assert "Dr. Alvarez" in said and "Sellwood Animal Clinic" in said
 
 
-def test_the_lines_followed_are_those_that_point_at_something_not_yet_read(indexed: Memory) -> None:
-    """The owner's one-fact lines rank high but point at nodes already read ("Dana: agent of finding a new vet");
-    following them would leave the vet, one hop beyond the pet's line, unread."""
-    lines = _lines(indexed, "Who was the vet for Dana's pets in Portland?")
-    vet = [text for text, _ in lines if text.startswith("Dr. Alvarez (")]
-    assert vet and "Sellwood Animal Clinic" in vet[0], lines
-
-
 def test_ask_answers_from_the_facts_when_no_query_fits_and_cites_their_utterance(indexed: Memory) -> None:
     seen: list[str] = []
 

@@ -121,17 +121,10 @@ def fact_context(
         with TraversalEngine.for_memory(memory) as engine:
             candidates = _candidates(nodes, owner, namespace, skip)
             scores = _scores(engine.vectors, asked, candidates, lifted)
-
-            def unread(line: _Line) -> list[str]:
-                return [o for o in line.others
-                        if o not in nodes and o != owner and o.startswith(namespace) and o not in skip]
-
             for _ in range(FOLLOW_ROUNDS):
-                # the best lines that still point somewhere unread: a line whose other ends are all read already
-                # ("Dana: agent of finding a new vet", beside that search's own line) would spend a place for nothing
-                ranked = sorted(range(len(candidates)), key=lambda i: (-scores[i], candidates[i].text))
-                best = [i for i in ranked if unread(candidates[i])][:FOLLOW]
-                parent = {o: scores[i] for i in reversed(best) for o in unread(candidates[i])}
+                best = sorted(range(len(candidates)), key=lambda i: (-scores[i], candidates[i].text))[:FOLLOW]
+                parent = {o: scores[i] for i in reversed(best) for o in candidates[i].others
+                          if o not in nodes and o != owner and o.startswith(namespace) and o not in skip}
                 if not parent:
                     break
                 nodes.update(_facts(memory, list(parent)))
