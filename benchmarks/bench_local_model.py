@@ -38,10 +38,11 @@ from pcm.settings import Settings
 
 
 def facts(memory: Memory) -> int:
-    """Triples in the extraction graphs (one per extracted post)."""
+    """Triples in the extraction graphs (one per extracted post), less the provenance pcm adds to each new node."""
     rows = memory.store.select(
         "SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } "
-        f'FILTER(STRSTARTS(STR(?g), "{LEGACY_LAYOUT.extraction_prefix}")) }}'
+        f'FILTER(STRSTARTS(STR(?g), "{LEGACY_LAYOUT.extraction_prefix}")) '
+        "FILTER(?p != <http://www.w3.org/ns/prov#wasDerivedFrom>) }"
     ).rows
     return int(rows[0][0].value) if rows and rows[0][0] is not None else 0
 
