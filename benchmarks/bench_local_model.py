@@ -34,6 +34,7 @@ from pcm.extraction import extractor as extractor_module
 from pcm.layout import LEGACY_LAYOUT
 from pcm.llm.llamacpp_client import LlamaCppClient
 from pcm.memory import Memory
+from pcm.namespaces import PROV
 from pcm.settings import Settings
 
 
@@ -42,7 +43,7 @@ def facts(memory: Memory) -> int:
     rows = memory.store.select(
         "SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } "
         f'FILTER(STRSTARTS(STR(?g), "{LEGACY_LAYOUT.extraction_prefix}")) '
-        "FILTER(?p != <http://www.w3.org/ns/prov#wasDerivedFrom>) }"
+        f"FILTER(?p != <{PROV}wasDerivedFrom>) }}"
     ).rows
     return int(rows[0][0].value) if rows and rows[0][0] is not None else 0
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from tests.test_index_attribution import _records
+from tests.test_index_feedback import _ids
 from tests.test_index_side import HashEmbedder
 
 from pcm.index import SideIndex
@@ -37,10 +38,6 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> SideIndex:
     idx.upsert_posts(_records(TURNS))
     idx.optimize()
     return idx
-
-
-def _ids(index: SideIndex, query: str, k: int, **filters: object) -> list[str | None]:
-    return [h.source_id for h in index.recall(query, k, **filters)]  # type: ignore[arg-type]
 
 
 def test_a_near_duplicate_yields_its_place_to_a_different_post(

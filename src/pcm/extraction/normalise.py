@@ -40,7 +40,7 @@ from pcm.namespaces import (
     VOCABULARY_NAMESPACES,
     XSD,
 )
-from pcm.naming import slugify
+from pcm.naming import Naming, slugify
 from pcm.ontology import Ontology
 
 #: Largest model output considered at all (characters); beyond it the output is refused without a repair round.
@@ -313,7 +313,7 @@ def _rehome(triples: list[ox.Triple], namespace: str, ontology: Ontology, notes:
     renamed: dict[str, str] = {}
     for iri in foreign:
         if _local_name(iri).lower() in OWNER_ALIASES:
-            renamed[iri] = namespace + "owner"
+            renamed[iri] = Naming(namespace).owner
             continue
         slug = slugify(_local_name(iri))
         candidate, n = slug, 2
@@ -382,7 +382,8 @@ def _without_identities(triples: list[ox.Triple], namespace: str, notes: list[st
     the owner labelled with the utterance's text ("I am allergic to peanuts") and typed with whatever classes come
     to hand (schema:SportsTeam); kept, each utterance would give the owner another name and another kind.
     """
-    fixed = {namespace + "owner", namespace + "assistant"}
+    naming = Naming(namespace)
+    fixed = {naming.owner, naming.assistant}
     kept = [t for t in triples
             if not (isinstance(t.subject, ox.NamedNode) and t.subject.value in fixed and t.predicate.value in _IDENTITY)]
     if len(kept) < len(triples):

@@ -70,6 +70,11 @@ class _Slots(Generic[R]):
         slot = self.slot_of.get(iri)
         return None if slot is None else self.vectors[slot]
 
+    def unit_vectors(self, slots: np.ndarray) -> np.ndarray:
+        """The rows at ``slots`` scaled to length 1 (a cleared row, of norm 0, stays zero)."""
+        norms = self.norms[slots]
+        return self.vectors[slots] / np.where(norms > 0, norms, 1.0)[:, None]
+
     def capacity(self) -> int:
         return len(self.digests)
 

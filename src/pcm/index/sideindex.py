@@ -723,10 +723,7 @@ class SideIndex:
         re-ordered for content diversity (:func:`~pcm.index.recall.diversify`) over the posts' stored vectors; the
         first ``fixed`` (the feedback head) stay in place."""
         pool = order[: ranking.MMR_POOL]
-        chosen = slots[pool]
-        posts = self._posts
-        norms = posts.norms[chosen]
-        unit = posts.vectors[chosen] / np.where(norms > 0, norms, 1.0)[:, None]
+        unit = self._posts.unit_vectors(slots[pool])
         picked = ranking.diversify(scores[pool], unit, ranking.MMR_LAMBDA, fixed=fixed)
         return np.concatenate([pool[picked], order[ranking.MMR_POOL :]])
 
