@@ -146,6 +146,19 @@ def test_a_predicate_with_several_values_on_a_busy_node_is_one_line(indexed: Mem
     assert pets and "Biscuit" in pets[0] and "Mochi" in pets[0] and "(2)" in pets[0]
 
 
+def test_a_fact_pointing_at_a_node_reads_as_a_statement_when_its_predicate_is_a_verb(indexed: Memory) -> None:
+    """ "Seattle: contained in place of Ballard" reads as if Seattle lay in Ballard, "Dana's car: owns of Dana" as
+    if the car owned her: such facts are written whole, the node named; a noun keeps "of" ("location of ...")."""
+    lines = _lines(indexed, "Which city does Dana live in now?")
+    seattle = next(text for text, _ in lines if text.startswith("Seattle ("))
+    assert "Ballard contained in place Seattle" in seattle
+    assert "location of Cascade Health" in seattle
+    said = " ".join(text for text, _ in lines)
+    assert "contained in place of" not in said and "\x00" not in said
+    car = " ".join(text for text, _ in _lines(indexed, "What went wrong with Dana's car, and on which day?"))
+    assert "Dana Whitfield owns Dana's car" in car and "owns of" not in car
+
+
 def test_the_same_question_gives_the_same_lines(indexed: Memory) -> None:
     question = "Who was the vet for Dana's pets in Portland?"
     first = _lines(indexed, question)
@@ -170,6 +183,49 @@ def test_ask_answers_from_the_facts_when_no_query_fits_and_cites_their_utterance
     assert result.answer == "549 USD, at Williams Sonoma."
     assert cited_ids(result) == {"d03-m01"}
     assert len(seen) == 1  # the facts answered: neither traversal nor recall was needed
+
+
+def test_how_long_between_two_events_is_counted_from_their_dated_facts_without_the_model(indexed: Memory) -> None:
+    operations: list[str] = []
+
+    def model(system: str, messages: list[Message], operation: str) -> str:
+        operations.append(operation)
+        return "NO QUERY: the model could not write it" if operation == "nl2sparql" else "NOT IN MEMORY"
+
+    question = "How many days after buying the espresso machine did Dana's car break down?"
+    result = ask(indexed.context, question, client=ScriptedClient([model] * 4), as_of=AS_OF, plan=False)
+    assert result.path == "facts" and "dated facts" in result.note, result.render()
+    assert result.answer.startswith("26 days (")
+    assert "Tuesday 4 February 2025" in result.answer and "Sunday 2 March 2025" in result.answer
+    assert "answer" not in operations  # counted in code: the model was not asked to read the facts
+    assert cited_ids(result)
+
+
+def test_how_many_of_a_thing_a_person_has_is_read_from_their_gathered_line(indexed: Memory) -> None:
+    operations: list[str] = []
+
+    def model(system: str, messages: list[Message], operation: str) -> str:
+        operations.append(operation)
+        return "NO QUERY: the model could not write it" if operation == "nl2sparql" else "ANSWER: 4 [cites: 1]"
+
+    result = ask(indexed.context, "How many pets does Dana have?", client=ScriptedClient([model] * 4), as_of=AS_OF,
+                 plan=False)
+    assert result.path == "facts" and result.answer == "2 (Biscuit, Mochi)", result.render()
+    assert "answer" not in operations
+    assert cited_ids(result)
+
+
+def test_an_interval_whose_event_nothing_stored_tells_is_left_to_the_model(indexed: Memory) -> None:
+    operations: list[str] = []
+
+    def model(system: str, messages: list[Message], operation: str) -> str:
+        operations.append(operation)
+        return "NO QUERY: the model could not write it" if operation == "nl2sparql" else "NOT IN MEMORY"
+
+    question = "How many days after buying the espresso machine did Dana's boat sink?"
+    result = ask(indexed.context, question, client=ScriptedClient([model] * 6), as_of=AS_OF, plan=False)
+    assert "dated facts" not in result.note and not result.answer.startswith("26 days")
+    assert "answer" in operations
 
 
 def test_when_the_facts_do_not_say_it_the_fallbacks_go_on(indexed: Memory) -> None:

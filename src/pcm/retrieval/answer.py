@@ -31,7 +31,14 @@ from pcm.layout import HISTORY
 from pcm.llm.base import LLMClient, Message
 from pcm.namespaces import PROV
 from pcm.prompts import PromptFile, load
-from pcm.retrieval.postprocess import MONTHS, Computed, difference, format_date, format_duration, format_term
+from pcm.retrieval.postprocess import (
+    Computed,
+    difference,
+    format_date,
+    format_duration,
+    format_term,
+    written_dates,
+)
 from pcm.retrieval.safety import QueryRunner
 from pcm.sparql.check import SafeQuery, check_query
 from pcm.sparql.query import parse, query_shape
@@ -424,10 +431,6 @@ def answer_from_context(
 
 
 _ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
-_WRITTEN_DATE = re.compile(
-    r"\b(?:(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday),?\s+)?(\d{1,2})\s+(" + "|".join(MONTHS)
-    + r")\s+(\d{4})\b|\b(\d{4})-(\d{2})-(\d{2})\b"
-)
 _HOW_MANY = re.compile(r"\bhow\s+many\s+(days|weeks|months|years)\b", re.IGNORECASE)
 
 
@@ -435,15 +438,7 @@ def tidy_answer(question: str, text: str) -> str:
     """A model's answer as pcm writes answers: ISO dates written out (``Tuesday 4 February 2025``); for a question
     asking how many days (weeks, months, years) lie between two things, when the answer gives exactly two dates,
     the difference counted in code and put first (the prompt asks the model for the dates, not the arithmetic)."""
-    dates = []
-    for match in _WRITTEN_DATE.finditer(text):
-        try:
-            if match.group(1):
-                dates.append(date(int(match.group(3)), MONTHS.index(match.group(2)) + 1, int(match.group(1))))
-            else:
-                dates.append(date(int(match.group(4)), int(match.group(5)), int(match.group(6))))
-        except ValueError:
-            continue
+    dates = [found for _, found in written_dates(text)]
     text = _ISO_DATE.sub(lambda m: _written(m) or m.group(0), without_repeats(text))
     unit = _HOW_MANY.search(question)
     if unit is not None and len(set(dates)) == 2:

@@ -49,6 +49,7 @@ from pcm.llm.base import (
 )
 from pcm.retrieval import answer as answers
 from pcm.retrieval.answer import EvidenceFact, EvidencePost
+from pcm.retrieval.counts import count_answer
 from pcm.retrieval.grounding import (
     GroundedEntity,
     Grounding,
@@ -56,6 +57,7 @@ from pcm.retrieval.grounding import (
     memory_version,
     whole_catalogue,
 )
+from pcm.retrieval.intervals import Interval, asked_parts, interval_answer
 from pcm.retrieval.nl2sparql import MAX_OUTPUT_TOKENS, QueryForm, prompt_version, system_prompt, user_message
 from pcm.retrieval.plan import (
     DIRECTIONS,
@@ -433,9 +435,19 @@ class _Pipeline:
                 if found is not None:
                     return found
         stored = _fact_context(self.memory, self.question, grounding.entities)
-        if stored:
-            return self._from_context(stored, "facts", f"{why}; answered from the stored facts nearest the question")
-        return None
+        if not stored:
+            return None
+        number = count_answer(self.question, [line for line, _ in stored], owner_name=self.memory.manifest.owner)
+        if number is not None:
+            return AskResult(self.question, number.text, "facts", self.as_of,
+                             note=f"{why}; counted on the stored facts' line for the person and the thing",
+                             posts=_ordered(stored[number.line][1]))
+        counted = _interval(self.memory, self.question, stored)
+        if counted is not None:
+            return AskResult(self.question, counted.text, "facts", self.as_of,
+                             note=f"{why}; counted between the dated facts of the question's two events",
+                             posts=_ordered([p for i in counted.lines for p in stored[i][1]]))
+        return self._from_context(stored, "facts", f"{why}; answered from the stored facts nearest the question")
 
     def _fallback(self, grounding: Grounding, repaired: RepairResult, *, facts_tried: bool = False) -> AskResult:
         why = "the graph query found nothing" if repaired.no_query is None else f"no graph query fits ({repaired.no_query})"
@@ -621,6 +633,21 @@ def _fact_context(
     except (PcmError, OSError) as error:
         log.info("fact context unavailable: %s", error)
         return []
+
+
+def _interval(memory: MemoryContext, question: str, items: Sequence[tuple[str, list[EvidencePost]]]) -> Interval | None:
+    """How long lay between the question's two events, counted from their dated fact lines
+    (:mod:`pcm.retrieval.intervals`); None when the question asks something else or the events are not clear."""
+    from pcm.retrieval.traversal import TraversalEngine
+
+    if asked_parts(question) is None:
+        return None
+    try:
+        with TraversalEngine.for_memory(memory) as engine:
+            return interval_answer(question, [line for line, _ in items], engine.vectors)
+    except (PcmError, OSError) as error:
+        log.info("interval answer unavailable: %s", error)
+        return None
 
 
 def _traversal_context(memory: MemoryContext, question: str, start: Sequence[str], k: int) -> list[tuple[str, list[EvidencePost]]]:

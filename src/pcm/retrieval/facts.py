@@ -64,6 +64,8 @@ LINE_CHARS = 400
 _TYPE = RDF + "type"
 #: A predicate read "colleague of", "made by": pointing at the node it reads "X colleague of (this)", not "... of X".
 _PREPOSITIONS = frozenset({"of", "by", "to", "with", "from", "for", "in", "on", "at", "about"})
+#: Stands for the node in a statement pointing at it, until the line names the node.
+_THIS = "\x00this\x00"
 
 
 @dataclass(frozen=True)
@@ -72,11 +74,16 @@ class _Fact:
     value: str
     outgoing: bool
     text: str
-    """``pet breed beagle``; a fact pointing at the node: ``agent of buying the rain jacket`` (``X has pet (this)``
-    when the predicate reads as a possession, where "of" would not)."""
+    """``pet breed beagle``; a fact pointing at the node: ``agent of buying the rain jacket`` when the predicate is
+    a noun, else the whole statement with :data:`_THIS` standing for the node (``Dana has pet <this>``), which the
+    line names (:meth:`shown`)."""
     graph: str
     other: str | None
     """The IRI at the fact's other end, when it is a node."""
+
+    def shown(self, name: str) -> str:
+        """The fact as its line prints it, the node called ``name``."""
+        return self.text.replace(_THIS, name) if not self.outgoing else self.text
 
 
 @dataclass
@@ -180,7 +187,7 @@ def _candidates(nodes: dict[str, _Node], owner: str, namespace: str, skip: froze
     for node in nodes.values():
         if not node.facts or not node.iri.startswith(namespace) or node.iri in skip:
             continue
-        head = node.label or readable_iri(node.iri)
+        name = head = node.label or readable_iri(node.iri)
         if node.types:
             head += f" ({', '.join(dict.fromkeys(node.types))})"
 
@@ -190,14 +197,14 @@ def _candidates(nodes: dict[str, _Node], owner: str, namespace: str, skip: froze
                          frozenset(f.graph for f in facts), node.iri, others)
 
         if len(node.facts) <= CARD_FACTS:
-            out.append(line(node.facts, "; ".join(f.text for f in node.facts)))
+            out.append(line(node.facts, "; ".join(f.shown(name) for f in node.facts)))
             continue
         groups: dict[tuple[str, bool], list[_Fact]] = {}
         for fact in node.facts:
             groups.setdefault((fact.phrase, fact.outgoing), []).append(fact)
         for (phrase, outgoing), facts in groups.items():
             if not outgoing or len(facts) == 1:
-                out += [line([f], f.text) for f in facts]
+                out += [line([f], f.shown(name)) for f in facts]
                 continue
             values = [f.value for f in facts]
             shown = ", ".join(values[:GROUPED]) + (f" and {len(values) - GROUPED} more" if len(values) > GROUPED else "")
@@ -232,8 +239,8 @@ def _facts(memory: MemoryContext, iris: Sequence[str]) -> dict[str, _Node]:
         phrase = words.get(p) or words.setdefault(p, predicate_words(p))
         if outgoing:
             text = f"{phrase} {value}"
-        elif phrase.startswith(("has ", "is ")) or phrase.rsplit(" ", 1)[-1] in _PREPOSITIONS:
-            text = f"{value} {phrase} (this)"
+        elif _is_verb(phrase):
+            text = f"{value} {phrase} {_THIS}"
         else:
             text = f"{phrase} of {value}"
         node.facts.append(_Fact(phrase, value, outgoing, text, graph, other))
@@ -241,6 +248,20 @@ def _facts(memory: MemoryContext, iris: Sequence[str]) -> dict[str, _Node]:
     for iri, node in found.items():
         node.label = labels.get(iri, "")
     return found
+
+
+def _is_verb(phrase: str) -> bool:
+    """Whether a predicate reads as a verb ("has pet", "owns", "contained in place", "works for"), so a fact
+    pointing at the node is written whole ("Dana owns Dana's car"), not as "owns of Dana", which reads the other way
+    round; a noun ("agent", "to location") reads right with "of"."""
+    words = phrase.split()
+    first = words[0] if words else ""
+    return (
+        first in {"has", "is", "was"}
+        or any(w in _PREPOSITIONS for w in words)
+        or (first.endswith("s") and not first.endswith(("ss", "us")))
+        or first.endswith("ed")
+    )
 
 
 def _nearest(memory: MemoryContext, question: str) -> list[str]:

@@ -258,6 +258,27 @@ def format_number(value: Decimal) -> str:
     return format(value.normalize(), "f")
 
 
+_WRITTEN_DATE = re.compile(
+    r"\b(?:(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday),?\s+)?(\d{1,2})\s+(" + "|".join(MONTHS)
+    + r")\s+(\d{4})\b|\b(\d{4})-(\d{2})-(\d{2})\b"
+)
+
+
+def written_dates(text: str) -> list[tuple[int, date]]:
+    """The calendar dates ``text`` writes (``Tuesday 4 February 2025``, ``4 February 2025``, ``2025-02-04``), each
+    with where it starts; a month without a day names no date."""
+    found: list[tuple[int, date]] = []
+    for match in _WRITTEN_DATE.finditer(text):
+        try:
+            if match.group(1):
+                found.append((match.start(), date(int(match.group(3)), MONTHS.index(match.group(2)) + 1, int(match.group(1)))))
+            else:
+                found.append((match.start(), date(int(match.group(4)), int(match.group(5)), int(match.group(6)))))
+        except ValueError:
+            continue
+    return found
+
+
 def format_date(value: date) -> str:
     return f"{_WEEKDAYS[value.weekday()]} {value.day} {MONTHS[value.month - 1]} {value.year}"
 
