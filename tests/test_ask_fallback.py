@@ -185,15 +185,22 @@ def test_ask_answers_from_the_facts_when_no_query_fits_and_cites_their_utterance
     assert len(seen) == 1  # the facts answered: neither traversal nor recall was needed
 
 
-def test_how_long_between_two_events_is_counted_from_their_dated_facts_without_the_model(indexed: Memory) -> None:
+def _no_query(answer: str, n: int) -> tuple[ScriptedClient, list[str]]:
+    """A client whose model writes no query and answers ``answer`` from any context, and the operations it was
+    asked for."""
     operations: list[str] = []
 
     def model(system: str, messages: list[Message], operation: str) -> str:
         operations.append(operation)
-        return "NO QUERY: the model could not write it" if operation == "nl2sparql" else "NOT IN MEMORY"
+        return "NO QUERY: the model could not write it" if operation == "nl2sparql" else answer
 
+    return ScriptedClient([model] * n), operations
+
+
+def test_how_long_between_two_events_is_counted_from_their_dated_facts_without_the_model(indexed: Memory) -> None:
+    client, operations = _no_query("NOT IN MEMORY", 4)
     question = "How many days after buying the espresso machine did Dana's car break down?"
-    result = ask(indexed.context, question, client=ScriptedClient([model] * 4), as_of=AS_OF, plan=False)
+    result = ask(indexed.context, question, client=client, as_of=AS_OF, plan=False)
     assert result.path == "facts" and "dated facts" in result.note, result.render()
     assert result.answer.startswith("26 days (")
     assert "Tuesday 4 February 2025" in result.answer and "Sunday 2 March 2025" in result.answer
@@ -202,28 +209,17 @@ def test_how_long_between_two_events_is_counted_from_their_dated_facts_without_t
 
 
 def test_how_many_of_a_thing_a_person_has_is_read_from_their_gathered_line(indexed: Memory) -> None:
-    operations: list[str] = []
-
-    def model(system: str, messages: list[Message], operation: str) -> str:
-        operations.append(operation)
-        return "NO QUERY: the model could not write it" if operation == "nl2sparql" else "ANSWER: 4 [cites: 1]"
-
-    result = ask(indexed.context, "How many pets does Dana have?", client=ScriptedClient([model] * 4), as_of=AS_OF,
-                 plan=False)
+    client, operations = _no_query("ANSWER: 4 [cites: 1]", 4)
+    result = ask(indexed.context, "How many pets does Dana have?", client=client, as_of=AS_OF, plan=False)
     assert result.path == "facts" and result.answer == "2 (Biscuit, Mochi)", result.render()
     assert "answer" not in operations
     assert cited_ids(result)
 
 
 def test_an_interval_whose_event_nothing_stored_tells_is_left_to_the_model(indexed: Memory) -> None:
-    operations: list[str] = []
-
-    def model(system: str, messages: list[Message], operation: str) -> str:
-        operations.append(operation)
-        return "NO QUERY: the model could not write it" if operation == "nl2sparql" else "NOT IN MEMORY"
-
+    client, operations = _no_query("NOT IN MEMORY", 6)
     question = "How many days after buying the espresso machine did Dana's boat sink?"
-    result = ask(indexed.context, question, client=ScriptedClient([model] * 6), as_of=AS_OF, plan=False)
+    result = ask(indexed.context, question, client=client, as_of=AS_OF, plan=False)
     assert "dated facts" not in result.note and not result.answer.startswith("26 days")
     assert "answer" in operations
 
