@@ -39,5 +39,7 @@ def test_a_line_is_about_its_start_date_else_its_date_else_the_first_it_writes()
     wedding = "Rachel's wedding (Marriage): attendee Dana; date Saturday 6 September 2025"
     assert line_date(wedding) == date(2025, 9, 6)
     assert line_date("job (WorkHistory): end date Friday 12 September 2025") == date(2025, 9, 12)
+    ended = "party (SocialEvent): end date Sunday 9 February 2025; date Saturday 8 February 2025"
+    assert line_date(ended) == date(2025, 2, 8)  # "end date" is not "date"
     assert line_date("moving (MoveAction): start date September 2025") is None  # a month is no day to count from
     assert line_date("Biscuit (Pet): age 4") is None

@@ -39,7 +39,7 @@ _ASKED = (
                r"between (?P<a>.+?) and (?P<b>.+?)[?.!\s]*$", re.IGNORECASE),
 )
 #: The date a fact line is about: its start date, else a date, else the first it writes.
-_ABOUT = (re.compile(r"\bstart date $"), re.compile(r"\bdate $"))
+_ABOUT = (re.compile(r"(?:: |; )start date $"), re.compile(r"(?:: |; )date $"))
 
 
 @dataclass(frozen=True)
