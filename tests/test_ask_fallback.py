@@ -16,6 +16,7 @@ from pcm.memory import Memory
 from pcm.retrieval.ask import NO_LLM_NOTE, CachingClient, ask
 from pcm.retrieval.facts import fact_context
 from pcm.retrieval.grounding import build_grounding, match_question_entities
+from pcm.retrieval.traversal import TraversalEngine
 from pcm.settings import Settings
 from test_ask_support import GOLD_MODEL_QUESTIONS, build_sample_memory, cited_ids, sparql_reply
 
@@ -119,7 +120,9 @@ def test_grounding_matches_entities_through_the_index(indexed: Memory) -> None:
 
 def _lines(memory: Memory, question: str) -> list[tuple[str, list[str]]]:
     entities = match_question_entities(memory.context, question)
-    return [(text, [p.source_id or p.post for p in posts]) for text, posts in fact_context(memory.context, question, entities)]
+    with TraversalEngine.for_memory(memory.context) as engine:
+        found = fact_context(memory.context, question, entities, engine.vectors)
+    return [(text, [p.source_id or p.post for p in posts]) for text, posts in found]
 
 
 def test_the_purchase_behind_a_question_is_read_with_its_price_seller_and_date(indexed: Memory) -> None:

@@ -57,7 +57,7 @@ from pcm.retrieval.grounding import (
     memory_version,
     whole_catalogue,
 )
-from pcm.retrieval.intervals import Interval, asked_parts, interval_answer
+from pcm.retrieval.intervals import Interval, interval_answer
 from pcm.retrieval.nl2sparql import MAX_OUTPUT_TOKENS, QueryForm, prompt_version, system_prompt, user_message
 from pcm.retrieval.plan import (
     DIRECTIONS,
@@ -434,7 +434,7 @@ class _Pipeline:
                 found = self._from_context(chain, "events", f"{why}; answered from the event chain ({', '.join(walks)})")
                 if found is not None:
                     return found
-        stored = _fact_context(self.memory, self.question, grounding.entities)
+        stored, counted = _fact_context(self.memory, self.question, grounding.entities)
         if not stored:
             return None
         number = count_answer(self.question, [line for line, _ in stored], owner_name=self.memory.manifest.owner)
@@ -442,7 +442,6 @@ class _Pipeline:
             return AskResult(self.question, number.text, "facts", self.as_of,
                              note=f"{why}; counted on the stored facts' line for the person and the thing",
                              posts=_ordered(stored[number.line][1]))
-        counted = _interval(self.memory, self.question, stored)
         if counted is not None:
             return AskResult(self.question, counted.text, "facts", self.as_of,
                              note=f"{why}; counted between the dated facts of the question's two events",
@@ -623,31 +622,21 @@ def _declined(memory: MemoryContext, question: str) -> str | None:
 
 def _fact_context(
     memory: MemoryContext, question: str, entities: Sequence[GroundedEntity]
-) -> list[tuple[str, list[EvidencePost]]]:
-    """Stored facts nearest the question (:mod:`pcm.retrieval.facts`), each with its posts; empty when the
-    memory holds none or the graph cannot be read."""
+) -> tuple[list[tuple[str, list[EvidencePost]]], Interval | None]:
+    """Stored facts nearest the question (:mod:`pcm.retrieval.facts`), each with its posts, and, for a question
+    asking how long lay between two events, the interval counted from those lines (:mod:`pcm.retrieval.intervals`),
+    both on one set of text vectors; empty when the memory holds none or the graph cannot be read."""
     from pcm.retrieval.facts import fact_context
-
-    try:
-        return fact_context(memory, question, entities)
-    except (PcmError, OSError) as error:
-        log.info("fact context unavailable: %s", error)
-        return []
-
-
-def _interval(memory: MemoryContext, question: str, items: Sequence[tuple[str, list[EvidencePost]]]) -> Interval | None:
-    """How long lay between the question's two events, counted from their dated fact lines
-    (:mod:`pcm.retrieval.intervals`); None when the question asks something else or the events are not clear."""
     from pcm.retrieval.traversal import TraversalEngine
 
-    if asked_parts(question) is None:
-        return None
     try:
         with TraversalEngine.for_memory(memory) as engine:
-            return interval_answer(question, [line for line, _ in items], engine.vectors)
+            items = fact_context(memory, question, entities, engine.vectors)
+            interval = interval_answer(question, [line for line, _ in items], engine.vectors) if items else None
+            return items, interval
     except (PcmError, OSError) as error:
-        log.info("interval answer unavailable: %s", error)
-        return None
+        log.info("fact context unavailable: %s", error)
+        return [], None
 
 
 def _traversal_context(memory: MemoryContext, question: str, start: Sequence[str], k: int) -> list[tuple[str, list[EvidencePost]]]:

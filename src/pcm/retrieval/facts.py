@@ -62,10 +62,8 @@ ROWS = 4000
 """Cap on the fact rows read for one question."""
 LINE_CHARS = 400
 _TYPE = RDF + "type"
-#: A predicate read "colleague of", "made by": pointing at the node it reads "X colleague of (this)", not "... of X".
+#: A predicate with one of these words reads as a verb ("colleague of", "contained in place"; :func:`_is_verb`).
 _PREPOSITIONS = frozenset({"of", "by", "to", "with", "from", "for", "in", "on", "at", "about"})
-#: Stands for the node in a statement pointing at it, until the line names the node.
-_THIS = "\x00this\x00"
 
 
 @dataclass(frozen=True)
@@ -73,17 +71,19 @@ class _Fact:
     phrase: str
     value: str
     outgoing: bool
-    text: str
-    """``pet breed beagle``; a fact pointing at the node: ``agent of buying the rain jacket`` when the predicate is
-    a noun, else the whole statement with :data:`_THIS` standing for the node (``Dana has pet <this>``), which the
-    line names (:meth:`shown`)."""
     graph: str
     other: str | None
     """The IRI at the fact's other end, when it is a node."""
 
     def shown(self, name: str) -> str:
-        """The fact as its line prints it, the node called ``name``."""
-        return self.text.replace(_THIS, name) if not self.outgoing else self.text
+        """The fact as the line of the node called ``name`` prints it: ``pet breed beagle``; pointing at the node,
+        ``agent of buying the rain jacket`` when the predicate is a noun, else the whole statement (``Dana has pet
+        Biscuit``)."""
+        if self.outgoing:
+            return f"{self.phrase} {self.value}"
+        if _is_verb(self.phrase):
+            return f"{self.value} {self.phrase} {name}"
+        return f"{self.phrase} of {self.value}"
 
 
 @dataclass
@@ -97,7 +97,8 @@ class _Node:
 
 
 def fact_context(
-    memory: MemoryContext, question: str, entities: Sequence[GroundedEntity], *, lines: int = LINES
+    memory: MemoryContext, question: str, entities: Sequence[GroundedEntity], vectors: TextVectors, *,
+    lines: int = LINES,
 ) -> list[tuple[str, list[EvidencePost]]]:
     """Lines of stored facts about what ``question`` asks, best first, each with the posts it came from.
 
@@ -106,10 +107,10 @@ def fact_context(
     question.
     Two rounds: the seeds (and their neighbours), ranked; then the nodes at the other end of the best lines (the
     purchase behind "Dana: agent of buying the Breville Barista Express"), so the line that holds the answer's
-    details can rank too.
+    details can rank too. ``vectors``: the memory's text vectors (a :class:`TraversalEngine`'s), which the caller
+    may use again on the lines.
     """
     from pcm.index.text import vector_query, without_speakers
-    from pcm.retrieval.traversal import TraversalEngine
 
     owner, namespace = memory.naming.owner, memory.naming.namespace
     skip = frozenset({memory.naming.assistant})
@@ -124,24 +125,19 @@ def fact_context(
     # the owner's name is in most questions and most lines: ranked without it, a line's content decides
     asked = vector_query(without_speakers(question, [memory.manifest.owner]))
     lifted = set(named)
-    try:
-        with TraversalEngine.for_memory(memory) as engine:
-            candidates = _candidates(nodes, owner, namespace, skip)
-            scores = _scores(engine.vectors, asked, candidates, lifted)
-            for _ in range(FOLLOW_ROUNDS):
-                best = sorted(range(len(candidates)), key=lambda i: (-scores[i], candidates[i].text))[:FOLLOW]
-                parent = {o: scores[i] for i in reversed(best) for o in candidates[i].others
-                          if o not in nodes and o != owner and o.startswith(namespace) and o not in skip}
-                if not parent:
-                    break
-                nodes.update(_facts(memory, list(parent)))
-                candidates = _candidates(nodes, owner, namespace, skip)
-                scores = _scores(engine.vectors, asked, candidates, lifted)
-                # a node read because a line pointed at it holds that line's details: it ranks at least as high
-                scores = [max(sc, parent.get(c.node, sc)) for sc, c in zip(scores, candidates, strict=True)]
-    except (PcmError, OSError) as error:
-        log.info("fact context unavailable: %s", error)
-        return []
+    candidates = _candidates(nodes, owner, namespace, skip)
+    scores = _scores(vectors, asked, candidates, lifted)
+    for _ in range(FOLLOW_ROUNDS):
+        best = sorted(range(len(candidates)), key=lambda i: (-scores[i], candidates[i].text))[:FOLLOW]
+        parent = {o: scores[i] for i in reversed(best) for o in candidates[i].others
+                  if o not in nodes and o != owner and o.startswith(namespace) and o not in skip}
+        if not parent:
+            break
+        nodes.update(_facts(memory, list(parent)))
+        candidates = _candidates(nodes, owner, namespace, skip)
+        scores = _scores(vectors, asked, candidates, lifted)
+        # a node read because a line pointed at it holds that line's details: it ranks at least as high
+        scores = [max(sc, parent.get(c.node, sc)) for sc, c in zip(scores, candidates, strict=True)]
     ranked = sorted(range(len(candidates)), key=lambda i: (-scores[i], candidates[i].text))
     chosen = _without_repeats([candidates[i] for i in ranked], owner, lines)
     graphs = sorted({g for c in chosen for g in c.graphs})
@@ -237,13 +233,7 @@ def _facts(memory: MemoryContext, iris: Sequence[str]) -> dict[str, _Node]:
             node.neighbours.append(other)
         value = label if label is not None else format_term(o)
         phrase = words.get(p) or words.setdefault(p, predicate_words(p))
-        if outgoing:
-            text = f"{phrase} {value}"
-        elif _is_verb(phrase):
-            text = f"{value} {phrase} {_THIS}"
-        else:
-            text = f"{phrase} of {value}"
-        node.facts.append(_Fact(phrase, value, outgoing, text, graph, other))
+        node.facts.append(_Fact(phrase, value, outgoing, graph, other))
     labels = labels_for(memory, list(found))
     for iri, node in found.items():
         node.label = labels.get(iri, "")
