@@ -303,3 +303,37 @@ def test_the_ask_order_setting_parses_and_rejects_a_bad_value_in_one_line() -> N
     with pytest.raises(UsageError) as error:
         Settings.from_env({"PCM_ASK_ORDER": "sparql"})
     assert str(error.value) == "PCM_ASK_ORDER='sparql': expected auto, graph or facts"
+
+
+def test_the_latest_of_a_persons_purchases_is_chosen_over_all_of_them_without_the_model(indexed: Memory) -> None:
+    client, operations = _no_query("ANSWER: the Breville Barista Express [cites: 1]", 4)
+    result = ask(indexed.context, "What did Dana buy most recently?", client=client, as_of=AS_OF, plan=False)
+    assert result.path == "facts" and "latest" in result.note, result.render()
+    assert result.answer.startswith("Rumours") and "Friday 18 July 2025" in result.answer
+    assert "answer" not in operations
+    assert cited_ids(result) == {"d11-m01"}
+
+
+def test_what_a_person_spent_on_what_they_bought_is_summed_over_every_purchase(indexed: Memory) -> None:
+    client, operations = _no_query("ANSWER: $712 [cites: 1]", 4)
+    question = "How much has Dana spent on the things she bought?"
+    result = ask(indexed.context, question, client=client, as_of=AS_OF, plan=False)
+    assert result.path == "facts" and "summed" in result.note, result.render()
+    assert result.answer.startswith("$634 in total (") and "$549" in result.answer and "$85" in result.answer
+    assert "712" not in result.answer  # the repair was paid for, not bought
+    assert {"d03-m01", "d11-m01"} <= cited_ids(result)
+
+
+def test_the_date_of_a_purchase_named_by_what_was_bought_is_read_from_the_graph(indexed: Memory) -> None:
+    client, operations = _no_query("NOT IN MEMORY", 4)
+    question = "On what date did Dana buy the espresso machine?"
+    result = ask(indexed.context, question, client=client, as_of=AS_OF, plan=False)
+    assert result.path == "facts" and result.answer == "Tuesday 4 February 2025 (buying the Breville Barista Express).", (
+        result.render())
+    assert cited_ids(result) == {"d03-m01"}
+
+
+def test_an_action_question_about_someone_unknown_is_left_to_the_model(indexed: Memory) -> None:
+    client, operations = _no_query("NOT IN MEMORY", 6)
+    result = ask(indexed.context, "What did Zebulon buy most recently?", client=client, as_of=AS_OF, plan=False)
+    assert "stored actions of this kind" not in result.note and "answer" in operations, result.render()

@@ -26,9 +26,9 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +48,7 @@ from pcm.llm.base import (
     runs_here,
 )
 from pcm.retrieval import answer as answers
+from pcm.retrieval.actions import action_answer
 from pcm.retrieval.answer import EvidenceFact, EvidencePost
 from pcm.retrieval.counts import count_answer
 from pcm.retrieval.grounding import (
@@ -57,7 +58,7 @@ from pcm.retrieval.grounding import (
     memory_version,
     whole_catalogue,
 )
-from pcm.retrieval.intervals import Interval, interval_answer
+from pcm.retrieval.intervals import interval_answer
 from pcm.retrieval.nl2sparql import MAX_OUTPUT_TOKENS, QueryForm, prompt_version, system_prompt, user_message
 from pcm.retrieval.plan import (
     DIRECTIONS,
@@ -434,18 +435,13 @@ class _Pipeline:
                 found = self._from_context(chain, "events", f"{why}; answered from the event chain ({', '.join(walks)})")
                 if found is not None:
                     return found
-        stored, counted = _fact_context(self.memory, self.question, grounding.entities)
+        stored, worked = _fact_context(self.memory, self.question, grounding.entities, self.ontology.classes,
+                                       self.as_of.date())
+        if worked is not None:
+            return AskResult(self.question, worked.text, "facts", self.as_of, note=f"{why}; {worked.note}",
+                             posts=_ordered(worked.posts))
         if not stored:
             return None
-        number = count_answer(self.question, [line for line, _ in stored], owner_name=self.memory.manifest.owner)
-        if number is not None:
-            return AskResult(self.question, number.text, "facts", self.as_of,
-                             note=f"{why}; counted on the stored facts' line for the person and the thing",
-                             posts=_ordered(stored[number.line][1]))
-        if counted is not None:
-            return AskResult(self.question, counted.text, "facts", self.as_of,
-                             note=f"{why}; counted between the dated facts of the question's two events",
-                             posts=_ordered([p for i in counted.lines for p in stored[i][1]]))
         return self._from_context(stored, "facts", f"{why}; answered from the stored facts nearest the question")
 
     def _fallback(self, grounding: Grounding, repaired: RepairResult, *, facts_tried: bool = False) -> AskResult:
@@ -620,20 +616,45 @@ def _declined(memory: MemoryContext, question: str) -> str | None:
     return f"{answers.NOT_IN_MEMORY} {decision.reason}"
 
 
+@dataclass(frozen=True)
+class _Worked:
+    """An answer worked out in code from the stored facts, with the utterances it rests on."""
+
+    text: str
+    posts: list[EvidencePost]
+    note: str
+
+
 def _fact_context(
-    memory: MemoryContext, question: str, entities: Sequence[GroundedEntity]
-) -> tuple[list[tuple[str, list[EvidencePost]]], Interval | None]:
-    """Stored facts nearest the question (:mod:`pcm.retrieval.facts`), each with its posts, and, for a question
-    asking how long lay between two events, the interval counted from those lines (:mod:`pcm.retrieval.intervals`),
-    both on one set of text vectors; empty when the memory holds none or the graph cannot be read."""
-    from pcm.retrieval.facts import fact_context
+    memory: MemoryContext, question: str, entities: Sequence[GroundedEntity], classes: Iterable[str], today: date,
+) -> tuple[list[tuple[str, list[EvidencePost]]], _Worked | None]:
+    """Stored facts nearest the question (:mod:`pcm.retrieval.facts`), each with its posts, and the answer worked
+    out in code where the question is of a kind code answers better than a small model: the latest, first or total
+    of a person's actions of one kind, or the date of one (:mod:`pcm.retrieval.actions`, over the whole graph, so
+    no lines are read for it), how many of a thing a person has (:mod:`pcm.retrieval.counts`), how long lay
+    between two events (:mod:`pcm.retrieval.intervals`). Empty when the memory holds none or the graph cannot be
+    read."""
+    from pcm.retrieval.facts import fact_context, graph_posts
     from pcm.retrieval.traversal import TraversalEngine
 
     try:
+        acted = action_answer(memory, question, entities, classes, today=today)
+        if acted is not None:
+            by_graph = graph_posts(memory, acted.graphs)
+            posts = answers.posts_of(memory, sorted({p for g in acted.graphs for p in by_graph.get(g, ())}))
+            return [], _Worked(acted.text, posts, acted.note)
         with TraversalEngine.for_memory(memory) as engine:
             items = fact_context(memory, question, entities, engine.vectors)
-            interval = interval_answer(question, [line for line, _ in items], engine.vectors) if items else None
-            return items, interval
+            lines = [line for line, _ in items]
+            number = count_answer(question, lines, owner_name=memory.manifest.owner)
+            if number is not None:
+                return items, _Worked(number.text, items[number.line][1],
+                                      "counted on the stored facts' line for the person and the thing")
+            interval = interval_answer(question, lines, engine.vectors) if items else None
+            if interval is not None:
+                return items, _Worked(interval.text, [p for i in interval.lines for p in items[i][1]],
+                                      "counted between the dated facts of the question's two events")
+            return items, None
     except (PcmError, OSError) as error:
         log.info("fact context unavailable: %s", error)
         return [], None

@@ -141,7 +141,7 @@ def fact_context(
     ranked = sorted(range(len(candidates)), key=lambda i: (-scores[i], candidates[i].text))
     chosen = _without_repeats([candidates[i] for i in ranked], owner, lines)
     graphs = sorted({g for c in chosen for g in c.graphs})
-    by_graph = _graph_posts(memory, graphs)
+    by_graph = graph_posts(memory, graphs)
     posts = {p.post: p for p in posts_of(memory, sorted({p for g in graphs for p in by_graph.get(g, ())}))}
     return [
         (c.text, [posts[p] for p in sorted({p for g in c.graphs for p in by_graph.get(g, ())}) if p in posts])
@@ -273,7 +273,8 @@ def _scores(vectors: TextVectors, asked: str, candidates: Sequence[_Line], named
     return [float(sc) + (NAMED_BONUS if c.node in named else 0.0) for sc, c in zip(scores.tolist(), candidates, strict=True)]
 
 
-def _graph_posts(memory: MemoryContext, graphs: Sequence[str]) -> dict[str, list[str]]:
+def graph_posts(memory: MemoryContext, graphs: Sequence[str]) -> dict[str, list[str]]:
+    """The utterances each extraction or import graph came from (its PROV-O provenance), by graph."""
     from pcm.resources import render_query
     from pcm.sparql import values_clause
 
@@ -293,4 +294,4 @@ def _cut(text: str) -> str:
     return text if len(text) <= LINE_CHARS else text[: LINE_CHARS - 1] + "…"
 
 
-__all__ = ["LINES", "fact_context"]
+__all__ = ["LINES", "fact_context", "graph_posts"]

@@ -1,0 +1,341 @@
+"""What a person did of one kind, worked out over every such action: "What did I buy most recently?", "How much has
+Dana spent on the things she bought?", "On what date did Dana buy the espresso machine?".
+
+Why: the fact context holds the lines nearest the question, which is what a question about one thing needs; a
+question about the latest, the first or the total of a kind of action needs every action of the kind. Over the ask
+gold set a 1.5B model answered "How much has Dana spent on the things she bought?" with the alternator repair's
+$712 (neither purchase was among the nearest lines), named the older purchase as the most recent, and answered "not
+in memory" beside the purchase line that carried the date. The ontology names its action classes for their verbs
+(``BuyAction``, ``OrderAction``, ``pcm:RepairAction``), so the question's verb picks the class, the graph gives
+every action of it whose agent is the person (:file:`queries/ask/actions.rq`), and the answer is worked out in code.
+It names each action it rests on, so a wrong pick shows; anything it cannot settle (no class for the verb, a person
+it cannot place, two actions that match "the espresso machine" equally) is left to the model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+import pyoxigraph as ox
+
+from pcm.retrieval.postprocess import ComputeError, format_date, format_number, format_term, to_number
+
+if TYPE_CHECKING:
+    from pcm.context import MemoryContext
+    from pcm.retrieval.grounding import GroundedEntity
+
+ROWS = 2000
+"""Cap on the rows read for one question (an action with two objects and two dates gives four)."""
+NAMED_SCORE = 0.8
+"""Grounding's score from which a match counts as the person the question names (see :mod:`pcm.retrieval.facts`)."""
+NOT_DONE = frozenset({"PotentialActionStatus", "FailedActionStatus"})
+"""Statuses of an action that did not happen: a planned purchase is not among the things bought."""
+
+_END = r"[?.!\s]*$"
+_LATEST = (
+    re.compile(r"^what (?:did|has|have) (?P<rest>.+?) (?P<when>most recently|most lately|lately|last|first|earliest)"
+               + _END, re.IGNORECASE),
+    re.compile(r"^what (?:was|is) the (?P<when>last|latest|most recent|first|earliest) (?:thing |item |one )?"
+               r"(?:that |which )?(?P<rest>.+?)" + _END, re.IGNORECASE),
+)
+_TOTAL = re.compile(
+    r"^how much (?:money )?(?:has|have|did|do|does) (?P<who>.+?) (?:spent|spend|paid|pay)(?: in total| altogether| so far)?"
+    r" (?:on|for) (?:all )?(?:the things|everything|what|the stuff|the items)(?: that| which)? (?P<rest>.+?)"
+    r"(?: in total| altogether| so far)?" + _END,
+    re.IGNORECASE,
+)
+_WHEN = re.compile(
+    r"^(?:when|on what (?:date|day)|on which (?:date|day)|what (?:date|day)|which (?:date|day)) "
+    r"(?:did|has|have) (?P<rest>.+?)" + _END,
+    re.IGNORECASE,
+)
+_OWNER_WORDS = frozenset({"i", "me", "we", "us", "my"})
+_PRONOUNS = frozenset({"i", "we", "she", "he", "they", "you"})
+#: Past forms that no suffix rule undoes; the rest ("ordered", "moved", "tried", "shopped") are undone by rule.
+_IRREGULAR = {
+    "bought": "buy", "paid": "pay", "sold": "sell", "ate": "eat", "eaten": "eat", "drank": "drink", "drunk": "drink",
+    "went": "go", "took": "take", "taken": "take", "gave": "give", "given": "give", "got": "get", "made": "make",
+    "wrote": "write", "written": "write", "saw": "see", "seen": "see", "ran": "run", "won": "win", "lost": "lose",
+    "left": "leave", "met": "meet", "sent": "send", "lent": "lend", "flew": "fly", "flown": "fly", "drove": "drive",
+    "driven": "drive", "rode": "ride", "brought": "bring", "found": "find", "told": "tell", "built": "build",
+    "spent": "spend", "chose": "choose", "chosen": "choose", "began": "begin", "begun": "begin", "wore": "wear",
+    "worn": "wear", "read": "read", "rented": "rent", "cooked": "cook", "played": "play", "joined": "join",
+}
+_CONTENT = re.compile(r"[a-z0-9]+")
+_STOP = frozenset(
+    ["a", "an", "the", "my", "our", "your", "his", "her", "their", "its", "of", "at", "in", "on", "to", "for", "from",
+     "with", "and", "or", "this", "that", "these"]
+)
+_SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£"}
+
+
+@dataclass(frozen=True)
+class Worked:
+    """An answer worked out in code from stored facts, with the graphs it rests on (their utterances are cited)."""
+
+    text: str
+    graphs: tuple[str, ...]
+    note: str
+
+
+@dataclass
+class _Act:
+    iri: str
+    label: str = ""
+    objects: list[str] = field(default_factory=list)
+    descriptions: list[str] = field(default_factory=list)
+    when: ox.Literal | None = None
+    price: Decimal | None = None
+    currency: str = ""
+    status: str = ""
+    graphs: set[str] = field(default_factory=set)
+
+    @property
+    def name(self) -> str:
+        """What the answer names: the thing acted on (``Rumours``), else the action itself."""
+        return ", ".join(self.objects) or self.label
+
+    @property
+    def day(self) -> date | None:
+        """The action's calendar day when its date is a full one (a year alone cannot be ordered by the day)."""
+        if self.when is None or not re.match(r"\d{4}-\d{2}-\d{2}", self.when.value):
+            return None
+        try:
+            return date.fromisoformat(self.when.value[:10])
+        except ValueError:
+            return None
+
+    def words(self) -> set[str]:
+        return _content_words(" ".join([self.label, *self.objects, *self.descriptions]))
+
+
+def action_classes(classes: Iterable[str]) -> dict[str, str]:
+    """The verb each action class is named for, lower case, to the class IRI (``buy`` -> ``schema:BuyAction``)."""
+    out: dict[str, str] = {}
+    for iri in sorted(classes):
+        local = re.split(r"[/#]", iri)[-1]
+        if local.endswith("Action") and len(local) > len("Action"):
+            out.setdefault(local[: -len("Action")].lower(), iri)
+    return out
+
+
+def verb_class(word: str, verbs: dict[str, str]) -> str | None:
+    """The action class a verb of the question names, in any tense (``bought``, ``ordered``, ``moved``), or None."""
+    word = word.lower()
+    candidates = [word, _IRREGULAR.get(word, "")]
+    if word.endswith("ied"):
+        candidates.append(word[:-3] + "y")
+    if word.endswith("ed"):
+        candidates += [word[:-2], word[:-1]]
+        if len(word) > 4 and word[-3] == word[-4]:
+            candidates.append(word[:-3])
+    if word.endswith("ing"):
+        candidates += [word[:-3], word[:-3] + "e"]
+    for candidate in candidates:
+        if candidate and candidate in verbs:
+            return verbs[candidate]
+    return None
+
+
+@dataclass(frozen=True)
+class _Asked:
+    kind: str
+    """``latest``, ``earliest``, ``total`` or ``when``."""
+    who: str
+    action_class: str
+    verb: str
+    what: str = ""
+
+
+def asked_action(question: str, verbs: dict[str, str]) -> _Asked | None:
+    """What the question asks of which person's actions, or None when it is not of these kinds or its verb names
+    no action class."""
+    text = " ".join(question.split())
+    for pattern in _LATEST:
+        match = pattern.match(text)
+        if match is not None:
+            split = _subject_verb(match.group("rest").split(), verbs, tail=False)
+            if split is None:
+                return None
+            who, cls, verb, _ = split
+            when = match.group("when").lower()
+            return _Asked("earliest" if when in {"first", "earliest"} else "latest", who, cls, verb)
+    match = _TOTAL.match(text)
+    if match is not None:
+        split = _subject_verb(match.group("rest").split(), verbs, tail=False)
+        if split is None:
+            return None
+        who2, cls, verb, _ = split
+        who = match.group("who")
+        if who2.lower() not in _PRONOUNS and _words(who2) != _words(who):
+            return None
+        return _Asked("total", who, cls, verb)
+    match = _WHEN.match(text)
+    if match is not None:
+        split = _subject_verb(match.group("rest").split(), verbs, tail=True)
+        if split is None:
+            return None
+        who, cls, verb, what = split
+        return _Asked("when", who, cls, verb, what)
+    return None
+
+
+def _subject_verb(words: Sequence[str], verbs: dict[str, str], *, tail: bool) -> tuple[str, str, str, str] | None:
+    """``(subject, class, verb, rest)``: the first word after a subject that names an action class. Without
+    ``tail`` the verb must be the last word ("what did Dana buy"); with it, something must follow ("when did Dana
+    buy the espresso machine")."""
+    for i in range(1, len(words)):
+        if (i == len(words) - 1) == tail:
+            continue
+        cls = verb_class(words[i], verbs)
+        if cls is not None:
+            return " ".join(words[:i]), cls, words[i].lower(), " ".join(words[i + 1:])
+    return None
+
+
+def person(who: str, *, owner: str, owner_name: str, entities: Sequence[GroundedEntity]) -> str | None:
+    """The IRI of the person the question names: the owner for "I" or the owner's name (or part of it), else the
+    one entity grounding matched by name; None when it is not clear who."""
+    said = _words(re.sub(r"['’]s$", "", who.strip()))
+    if not said:
+        return None
+    if said <= _OWNER_WORDS or said <= _words(owner_name):
+        return owner
+    named = {e.iri for e in entities if e.score >= NAMED_SCORE and said <= _words(e.label)}
+    return named.pop() if len(named) == 1 else None
+
+
+def action_answer(
+    memory: MemoryContext, question: str, entities: Sequence[GroundedEntity], classes: Iterable[str],
+    *, today: date,
+) -> Worked | None:
+    """The worked answer, or None when the question is not of these kinds or the graph does not settle it."""
+    asked = asked_action(question, action_classes(classes))
+    if asked is None:
+        return None
+    agent = person(asked.who, owner=memory.naming.owner, owner_name=memory.manifest.owner, entities=entities)
+    if agent is None:
+        return None
+    acts = [a for a in _actions(memory, asked.action_class, agent) if a.status not in NOT_DONE]
+    if not acts:
+        return None
+    if asked.kind == "total":
+        return _total(acts, asked)
+    if asked.kind == "when":
+        return _when(acts, asked)
+    return _extreme(acts, asked, today)
+
+
+def _extreme(acts: Sequence[_Act], asked: _Asked, today: date) -> Worked | None:
+    dated = [(d, a) for a in acts if (d := a.day) is not None and d <= today]
+    if not dated:
+        return None
+    pick = max if asked.kind == "latest" else min
+    chosen_day = pick(d for d, _ in dated)
+    chosen = sorted((a for d, a in dated if d == chosen_day), key=lambda a: a.iri)
+    text = "; ".join(f"{a.name} ({a.label or asked.verb}: {format_date(chosen_day)})" for a in chosen)
+    unplaced = [a for a in acts if a.day is None]
+    if unplaced:
+        shown = ", ".join(f"{a.label or a.name}" + (f" ({format_term(a.when)})" if a.when is not None else "")
+                          for a in unplaced)
+        text += f". Not ordered by date (no full date stored): {shown}"
+    order = "latest" if asked.kind == "latest" else "earliest"
+    return Worked(text + ".", _graphs(chosen), f"the {order} of the person's {len(acts)} stored actions of this kind")
+
+
+def _total(acts: Sequence[_Act], asked: _Asked) -> Worked | None:
+    priced = [a for a in acts if a.price is not None]
+    if not priced:
+        return None
+    sums: dict[str, Decimal] = {}
+    for act in priced:
+        assert act.price is not None
+        sums[act.currency] = sums.get(act.currency, Decimal(0)) + act.price
+    total = " and ".join(_money(amount, currency) for currency, amount in sorted(sums.items()))
+    parts = "; ".join(f"{a.name} {_money(a.price, a.currency)}" for a in priced if a.price is not None)
+    text = f"{total} in total ({parts})"
+    unpriced = [a for a in acts if a.price is None]
+    if unpriced:
+        text += ". No price stored for: " + ", ".join(a.label or a.name for a in unpriced)
+    return Worked(text + ".", _graphs(priced), f"summed over the person's {len(priced)} priced actions of this kind")
+
+
+def _when(acts: Sequence[_Act], asked: _Asked) -> Worked | None:
+    wanted = _content_words(asked.what)
+    if not wanted:
+        return None
+    scored = sorted(((len(wanted & a.words()), a.iri, a) for a in acts), key=lambda t: (-t[0], t[1]))
+    best = scored[0]
+    if best[0] == 0 or (len(scored) > 1 and scored[1][0] == best[0]):
+        return None
+    act = best[2]
+    if act.when is None:
+        return None
+    return Worked(f"{format_term(act.when)} ({act.label or act.name}).", _graphs([act]),
+                  "the date of the person's stored action that matches the question")
+
+
+def _actions(memory: MemoryContext, action_class: str, agent: str) -> list[_Act]:
+    from pcm.resources import render_query
+    from pcm.sparql import iri_term, values_clause
+
+    query = render_query("ask/actions", classes=values_clause("class", [action_class]), agent=iri_term(agent),
+                         limit=str(ROWS))
+    rows: list[dict[str, Any]] = memory.store.select(query).dicts()
+    acts: dict[str, _Act] = {}
+    for row in rows:
+        act = acts.setdefault(row["action"].value, _Act(row["action"].value))
+        act.graphs.add(row["graph"].value)
+        if "label" in row and not act.label:
+            act.label = row["label"].value
+        if "object" in row:
+            shown = row["objectLabel"].value if "objectLabel" in row else format_term(row["object"])
+            if shown not in act.objects:
+                act.objects.append(shown)
+        if "objectDescription" in row and row["objectDescription"].value not in act.descriptions:
+            act.descriptions.append(row["objectDescription"].value)
+        when = row.get("start") or row.get("end")
+        if isinstance(when, ox.Literal) and (act.when is None or when.value < act.when.value):
+            act.when = when
+        if "price" in row and act.price is None:
+            with contextlib.suppress(ComputeError):
+                act.price = to_number(row["price"])
+            act.currency = row["currency"].value if "currency" in row else ""
+        if "status" in row:
+            act.status = re.split(r"[/#]", row["status"].value)[-1]
+    return [acts[k] for k in sorted(acts)]
+
+
+def _graphs(acts: Iterable[_Act]) -> tuple[str, ...]:
+    return tuple(sorted({g for a in acts for g in a.graphs}))
+
+
+def _money(amount: Decimal | None, currency: str) -> str:
+    number = format_number(amount if amount is not None else Decimal(0))
+    symbol = _SYMBOLS.get(currency.upper())
+    if symbol:
+        return f"{symbol}{number}"
+    return f"{number} {currency}".strip()
+
+
+def _words(text: str) -> set[str]:
+    return {w.lower() for w in re.findall(r"[\w'-]+", text)}
+
+
+def _content_words(text: str) -> set[str]:
+    """Lower-case words less articles and prepositions, plurals made singular (``machines`` -> ``machine``)."""
+    out = set()
+    for word in _CONTENT.findall(text.lower()):
+        if word in _STOP:
+            continue
+        out.add(word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word)
+    return out
+
+
+__all__ = ["Worked", "action_answer", "action_classes", "asked_action", "person", "verb_class"]
