@@ -337,3 +337,12 @@ def test_an_action_question_about_someone_unknown_is_left_to_the_model(indexed: 
     client, operations = _no_query("NOT IN MEMORY", 6)
     result = ask(indexed.context, "What did Zebulon buy most recently?", client=client, as_of=AS_OF, plan=False)
     assert "stored actions of this kind" not in result.note and "answer" in operations, result.render()
+
+
+def test_what_came_before_a_named_job_is_the_nearest_earlier_job_without_the_model(indexed: Memory) -> None:
+    client, operations = _no_query("NOT IN MEMORY", 4)
+    result = ask(indexed.context, "Where did Dana work before Cascade Health?", client=client, as_of=AS_OF, plan=False)
+    assert result.path == "facts" and "same kind" in result.note, result.render()
+    assert result.answer.startswith("job at Harbor Analytics") and "12 September 2025" in result.answer
+    assert "answer" not in operations
+    assert cited_ids(result)

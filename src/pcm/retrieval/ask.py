@@ -75,6 +75,7 @@ from pcm.retrieval.plan import (
 )
 from pcm.retrieval.postprocess import Computed, ComputeError, apply
 from pcm.retrieval.repair import RepairLoop, RepairResult, TraceStep, around_entities
+from pcm.retrieval.sequence import neighbour_answer
 
 if TYPE_CHECKING:
     from pcm.context import MemoryContext
@@ -631,8 +632,9 @@ def _fact_context(
     """Stored facts nearest the question (:mod:`pcm.retrieval.facts`), each with its posts, and the answer worked
     out in code where the question is of a kind code answers better than a small model: the latest, first or total
     of a person's actions of one kind, or the date of one (:mod:`pcm.retrieval.actions`, over the whole graph, so
-    no lines are read for it), how many of a thing a person has (:mod:`pcm.retrieval.counts`), how long lay
-    between two events (:mod:`pcm.retrieval.intervals`). Empty when the memory holds none or the graph cannot be
+    no lines are read for it), how many of a thing a person has (:mod:`pcm.retrieval.counts`), what came just
+    before or after a thing of the same kind (:mod:`pcm.retrieval.sequence`), how long lay between two events
+    (:mod:`pcm.retrieval.intervals`). Empty when the memory holds none or the graph cannot be
     read."""
     from pcm.retrieval.facts import fact_context, graph_posts
     from pcm.retrieval.traversal import TraversalEngine
@@ -650,6 +652,10 @@ def _fact_context(
             if number is not None:
                 return items, _Worked(number.text, items[number.line][1],
                                       "counted on the stored facts' line for the person and the thing")
+            neighbour = neighbour_answer(question, lines)
+            if neighbour is not None:
+                return items, _Worked(neighbour.text, [p for i in neighbour.lines for p in items[i][1]],
+                                      "the nearest dated fact of the same kind on the asked side")
             interval = interval_answer(question, lines, engine.vectors) if items else None
             if interval is not None:
                 return items, _Worked(interval.text, [p for i in interval.lines for p in items[i][1]],
