@@ -68,16 +68,17 @@ def test_when_the_model_finds_nothing_the_closest_utterances_are_still_shown(ind
     assert client.requests[-1][2] == "answer"  # the model did see the recalled utterances, and found nothing
 
 
-def test_a_look_alike_is_shown_as_the_closest_thing_said_not_as_an_answer(indexed: Memory) -> None:
-    """LoCoMo-style adversarial question: the graph has nothing, recall finds a look-alike, the model abstains."""
+def test_a_look_alike_is_not_taken_for_the_relative_asked(indexed: Memory) -> None:
+    """LoCoMo-style adversarial question: the graph has no brother of Dana, recall finds a look-alike (the
+    daughter's little brother, said in d02-m05); the kinship facts say no brother is stored, naming those that are."""
     gold = sparql_reply(GOLD_MODEL_QUESTIONS["What is the name of Dana's brother?"])
-    client = ScriptedClient([lambda s, m, op: gold if op == "nl2sparql" else "NOT IN MEMORY"] * 6)
+    client = ScriptedClient([lambda s, m, op: gold if op == "nl2sparql" else "ANSWER: Owen [cites: 1]"] * 6)
     result = ask(indexed.context, "What is the name of Dana's brother?", client=client, as_of=AS_OF)
-    assert result.path == "episodic" and result.answer.startswith("Not in memory as a stored fact.")
-    assert cited_ids(result) and "brother" in result.answer  # the daughter's little brother, said in d02-m05
+    assert result.path == "facts" and result.answer.startswith("Not in memory: no brother of Dana Whitfield"), (
+        result.render())
+    assert "son Owen" in result.answer and cited_ids(result)
     operations = [op for _, _, op in client.requests]
-    assert operations[:2] == ["nl2sparql"] * 2 and operations[-1] == "answer"  # round 3 would repeat round 2
-    assert "[1] (" in client.requests[-1][1][0].content  # the model saw recalled utterances, and abstained
+    assert operations == ["nl2sparql"] * 2  # round 3 would repeat round 2; the model read no context
 
 
 def test_a_question_about_something_never_said_shows_the_closest_thing_said(indexed: Memory) -> None:
@@ -346,3 +347,13 @@ def test_what_came_before_a_named_job_is_the_nearest_earlier_job_without_the_mod
     assert result.answer.startswith("job at Harbor Analytics") and "12 September 2025" in result.answer
     assert "answer" not in operations
     assert cited_ids(result)
+
+
+def test_a_relative_of_a_kind_the_family_lacks_is_not_in_memory_and_one_it_has_is_named(indexed: Memory) -> None:
+    client, operations = _no_query("ANSWER: Joanna [cites: 1]", 4)
+    result = ask(indexed.context, "What is the name of Dana's brother?", client=client, as_of=AS_OF, plan=False)
+    assert result.path == "facts" and result.answer.startswith("Not in memory: no brother of Dana Whitfield"), (
+        result.render())
+    assert "sister Joanna" in result.answer and "answer" not in operations
+    children = ask(indexed.context, "What are the names of Dana's children?", client=client, as_of=AS_OF, plan=False)
+    assert children.answer == "Lily and Owen" and cited_ids(children)

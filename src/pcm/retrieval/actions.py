@@ -55,7 +55,7 @@ _WHEN = re.compile(
     r"(?:did|has|have) (?P<rest>.+?)" + _END,
     re.IGNORECASE,
 )
-_OWNER_WORDS = frozenset({"i", "me", "we", "us", "my"})
+_OWNER_WORDS = frozenset({"i", "me", "we", "us", "my", "our"})
 _PRONOUNS = frozenset({"i", "we", "she", "he", "they", "you"})
 #: Past forms that no suffix rule undoes; the rest ("ordered", "moved", "tried", "shopped") are undone by rule.
 _IRREGULAR = {

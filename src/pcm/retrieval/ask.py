@@ -59,6 +59,7 @@ from pcm.retrieval.grounding import (
     whole_catalogue,
 )
 from pcm.retrieval.intervals import interval_answer
+from pcm.retrieval.kinship import kin_answer
 from pcm.retrieval.nl2sparql import MAX_OUTPUT_TOKENS, QueryForm, prompt_version, system_prompt, user_message
 from pcm.retrieval.plan import (
     DIRECTIONS,
@@ -631,8 +632,8 @@ def _fact_context(
 ) -> tuple[list[tuple[str, list[EvidencePost]]], _Worked | None]:
     """Stored facts nearest the question (:mod:`pcm.retrieval.facts`), each with its posts, and the answer worked
     out in code where the question is of a kind code answers better than a small model: the latest, first or total
-    of a person's actions of one kind, or the date of one (:mod:`pcm.retrieval.actions`, over the whole graph, so
-    no lines are read for it), how many of a thing a person has (:mod:`pcm.retrieval.counts`), what came just
+    of a person's actions of one kind, or the date of one (:mod:`pcm.retrieval.actions`), a person's relatives of
+    one kind (:mod:`pcm.retrieval.kinship`; both over the whole graph, so no lines are read for them), how many of a thing a person has (:mod:`pcm.retrieval.counts`), what came just
     before or after a thing of the same kind (:mod:`pcm.retrieval.sequence`), how long lay between two events
     (:mod:`pcm.retrieval.intervals`). Empty when the memory holds none or the graph cannot be
     read."""
@@ -640,7 +641,7 @@ def _fact_context(
     from pcm.retrieval.traversal import TraversalEngine
 
     try:
-        acted = action_answer(memory, question, entities, classes, today=today)
+        acted = action_answer(memory, question, entities, classes, today=today) or kin_answer(memory, question, entities)
         if acted is not None:
             by_graph = graph_posts(memory, acted.graphs)
             posts = answers.posts_of(memory, sorted({p for g in acted.graphs for p in by_graph.get(g, ())}))

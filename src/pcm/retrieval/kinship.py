@@ -1,0 +1,132 @@
+"""Who a person's brother, daughter or wife is, read from the kinship facts; and "not in memory" when the person's
+relatives are stored and that one is not.
+
+Why: over the ask gold set a 1.5B model asked "What is the name of Dana's brother?" beside "Dana Whitfield: has
+sister Joanna" answered "Joanna". Which relative the question asks is a word the ontology names (OntoBio's
+``hasBrother``, ``hasSister``, ...), so the question is answered from the person's facts through that predicate:
+the relatives it names when it has them; "not in memory" when the person has other relatives stored but none of
+this kind and none in the kind's gender-neutral form (``hasSibling``, ``schema:sibling``), which a brother could
+hide behind; otherwise (nothing stored about the family, or only the neutral form) the model reads the facts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pcm.namespaces import BIO, OB, REL, SCHEMA
+from pcm.retrieval.actions import Worked, person
+
+if TYPE_CHECKING:
+    from pcm.context import MemoryContext
+    from pcm.retrieval.grounding import GroundedEntity
+
+#: A relative asked for by kind, with the gender-neutral kind that may hold it.
+KINDS: dict[str, str] = {
+    "brother": "sibling", "sister": "sibling", "son": "child", "daughter": "child", "mother": "parent",
+    "father": "parent", "husband": "spouse", "wife": "spouse", "aunt": "", "uncle": "", "cousin": "",
+    "grandparent": "", "grandchild": "", "sibling": "sibling", "child": "child", "parent": "parent",
+    "spouse": "spouse",
+}
+#: Predicates of each gender-neutral kind beyond OntoBio's ``has<Kind>``.
+NEUTRAL: dict[str, tuple[str, ...]] = {
+    "sibling": (SCHEMA + "sibling", REL + "siblingOf"),
+    "child": (SCHEMA + "children", REL + "parentOf"),
+    "parent": (SCHEMA + "parent", REL + "childOf"),
+    "spouse": (SCHEMA + "spouse", REL + "spouseOf", REL + "lifePartnerOf", BIO + "partner"),
+}
+_PLURAL = {"children": "child", "brothers": "brother", "sisters": "sister", "sons": "son", "daughters": "daughter",
+           "cousins": "cousin", "aunts": "aunt", "uncles": "uncle", "grandchildren": "grandchild",
+           "grandparents": "grandparent", "siblings": "sibling", "parents": "parent"}
+_WHOSE = r"(?P<who>my|our|.+?['’]s?)"
+_ASKED = (
+    re.compile(rf"^what(?:['’]s| is| was| are| were) (?:the )?names? of {_WHOSE} (?P<kin>[a-z]+)(?P<rest>.*)$", re.IGNORECASE),
+    re.compile(rf"^(?:who|what)(?:['’]s| is| was| are| were) {_WHOSE} (?P<kin>[a-z]+)(?: called| named)?(?P<rest>.*)$",
+               re.IGNORECASE),
+)
+
+
+@dataclass(frozen=True)
+class _Asked:
+    who: str
+    kind: str
+    alone: bool
+    """Nothing else is asked ("..., and where does she live?" is not alone)."""
+
+
+def asked_kin(question: str) -> _Asked | None:
+    """Whose relative of which kind the question asks, or None."""
+    text = " ".join(question.split())
+    for pattern in _ASKED:
+        match = pattern.match(text)
+        if match is None:
+            continue
+        word = match.group("kin").lower()
+        kind = _PLURAL.get(word, word)
+        if kind not in KINDS:
+            return None
+        who = re.sub(r"['’]s?$", "", match.group("who"))
+        return _Asked(who, kind, not re.sub(r"[?.!\s]", "", match.group("rest")))
+    return None
+
+
+def kin_answer(memory: MemoryContext, question: str, entities: Sequence[GroundedEntity]) -> Worked | None:
+    """The relatives of the asked kind, "not in memory" when the family is stored without them, else None."""
+    asked = asked_kin(question)
+    if asked is None:
+        return None
+    agent = person(asked.who, owner=memory.naming.owner, owner_name=memory.manifest.owner, entities=entities)
+    if agent is None:
+        return None
+    relatives = _relatives(memory, agent)
+    general = KINDS[asked.kind]
+    if general == asked.kind:  # "children": sons and daughters too
+        wanted = {_has(k) for k, g in KINDS.items() if g == general} | set(NEUTRAL.get(general, ()))
+        hiding: set[str] = set()
+    else:
+        wanted = {_has(asked.kind)}
+        hiding = {_has(general), *NEUTRAL.get(general, ())} if general else set()
+    named = [r for r in relatives if r[0] in wanted]
+    if named:
+        if not asked.alone:
+            return None
+        return Worked(_listed([label for _, label, _ in named]), tuple(sorted({g for *_, g in named})),
+                      f"read from the person's {asked.kind} facts")
+    if not relatives or any(p in hiding for p, _, _ in relatives):
+        return None
+    stored = "; ".join(f"{_kind_word(p)} {label}" for p, label, _ in relatives)
+    name = memory.manifest.owner if agent == memory.naming.owner else next(
+        (e.label for e in entities if e.iri == agent), asked.who)
+    return Worked(f"Not in memory: no {asked.kind} of {name} is stored (stored relatives: {stored}).",
+                  tuple(sorted({g for *_, g in relatives})),
+                  f"the person's relatives are stored and none is a {asked.kind}")
+
+
+def _has(kind: str) -> str:
+    return OB + "has" + kind.capitalize()
+
+
+def _listed(names: Sequence[str]) -> str:
+    unique = list(dict.fromkeys(names))
+    return unique[0] if len(unique) == 1 else ", ".join(unique[:-1]) + " and " + unique[-1]
+
+
+def _relatives(memory: MemoryContext, agent: str) -> list[tuple[str, str, str]]:
+    """``(predicate, label, graph)`` of each relative the person's facts name."""
+    from pcm.resources import render_query
+    from pcm.sparql import iri_term, values_clause
+
+    predicates = sorted({_has(k) for k in KINDS} | {p for ps in NEUTRAL.values() for p in ps})
+    query = render_query("ask/kin", person=iri_term(agent), predicates=values_clause("p", predicates))
+    rows: list[dict[str, Any]] = memory.store.select(query).dicts()
+    return [(r["p"].value, r["label"].value if "label" in r else r["kin"].value, r["graph"].value) for r in rows]
+
+
+def _kind_word(predicate: str) -> str:
+    local = re.split(r"[/#]", predicate)[-1]
+    return re.sub(r"^has", "", local).lower() if local.startswith("has") else local.lower()
+
+
+__all__ = ["KINDS", "asked_kin", "kin_answer"]
