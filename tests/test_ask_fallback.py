@@ -322,6 +322,7 @@ def test_what_a_person_spent_on_what_they_bought_is_summed_over_every_purchase(i
     assert result.path == "facts" and "summed" in result.note, result.render()
     assert result.answer.startswith("$634 in total (") and "$549" in result.answer and "$85" in result.answer
     assert "712" not in result.answer  # the repair was paid for, not bought
+    assert result.answer.endswith("Returned, so not counted: buying the rain jacket at REI.")
     assert {"d03-m01", "d11-m01"} <= cited_ids(result)
 
 

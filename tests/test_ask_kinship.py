@@ -15,6 +15,8 @@ from pcm.retrieval.kinship import asked_kin
         ("Who is my mother?", "my", "mother", True),
         ("Who's Dana Whitfield’s wife?", "Dana Whitfield", "wife", True),
         ("What's the name of my son", "my", "son", True),
+        ("What is my daughter's name?", "my", "daughter", True),
+        ("Who is Joanna's brother's wife?", "Joanna", "brother", False),
         ("Who is Dana Whitfield’s wife?", "Dana Whitfield", "wife", True),
         ("What is the name of Dana's sister, and where does she live?", "Dana", "sister", False),
     ],

@@ -94,6 +94,8 @@ class _Act:
     price: Decimal | None = None
     currency: str = ""
     status: str = ""
+    returned: bool = False
+    """The person also returned the thing acted on (a purchase taken back)."""
     graphs: set[str] = field(default_factory=set)
 
     @property
@@ -239,7 +241,8 @@ def _extreme(acts: Sequence[_Act], asked: _Asked, today: date) -> Worked | None:
     pick = max if asked.kind == "latest" else min
     chosen_day = pick(d for d, _ in dated)
     chosen = sorted((a for d, a in dated if d == chosen_day), key=lambda a: a.iri)
-    text = "; ".join(f"{a.name} ({a.label or asked.verb}: {format_date(chosen_day)})" for a in chosen)
+    text = "; ".join(f"{a.name} ({a.label or asked.verb}: {format_date(chosen_day)}" + (", since returned)" if a.returned else ")")
+                     for a in chosen)
     unplaced = [a for a in acts if a.day is None]
     if unplaced:
         shown = ", ".join(f"{a.label or a.name}" + (f" ({format_term(a.when)})" if a.when is not None else "")
@@ -250,7 +253,8 @@ def _extreme(acts: Sequence[_Act], asked: _Asked, today: date) -> Worked | None:
 
 
 def _total(acts: Sequence[_Act], asked: _Asked) -> Worked | None:
-    priced = [a for a in acts if a.price is not None]
+    kept = [a for a in acts if not a.returned]
+    priced = [a for a in kept if a.price is not None]
     if not priced:
         return None
     sums: dict[str, Decimal] = {}
@@ -260,9 +264,12 @@ def _total(acts: Sequence[_Act], asked: _Asked) -> Worked | None:
     total = " and ".join(_money(amount, currency) for currency, amount in sorted(sums.items()))
     parts = "; ".join(f"{a.name} {_money(a.price, a.currency)}" for a in priced if a.price is not None)
     text = f"{total} in total ({parts})"
-    unpriced = [a for a in acts if a.price is None]
+    unpriced = [a for a in kept if a.price is None]
     if unpriced:
         text += ". No price stored for: " + ", ".join(a.label or a.name for a in unpriced)
+    returned = [a for a in acts if a.returned]
+    if returned:
+        text += ". Returned, so not counted: " + ", ".join(a.label or a.name for a in returned)
     return Worked(text + ".", _graphs(priced), f"summed over the person's {len(priced)} priced actions of this kind")
 
 
@@ -298,6 +305,7 @@ def _actions(memory: MemoryContext, action_class: str, agent: str) -> list[_Act]
             shown = row["objectLabel"].value if "objectLabel" in row else format_term(row["object"])
             if shown not in act.objects:
                 act.objects.append(shown)
+        act.returned = act.returned or "return" in row
         if "objectDescription" in row and row["objectDescription"].value not in act.descriptions:
             act.descriptions.append(row["objectDescription"].value)
         when = row.get("start") or row.get("end")

@@ -68,7 +68,8 @@ def asked_kin(question: str) -> _Asked | None:
         if kind not in KINDS:
             return None
         who = re.sub(r"['’]s?$", "", match.group("who"))
-        return _Asked(who, kind, not re.sub(r"[?.!\s]", "", match.group("rest")))
+        rest = re.sub(r"^['’]s names?\b", "", match.group("rest"))  # "my daughter's name"
+        return _Asked(who, kind, not re.sub(r"[?.!\s]", "", rest))
     return None
 
 
