@@ -79,16 +79,17 @@ class Counting:
         return completion
 
 
-def chosen(memory: Memory, per_session: int | None, limit: int | None) -> list[str]:
-    """The first ``per_session`` user/assistant utterances of every conversation, in order (then ``limit``)."""
-    taken: dict[str, int] = {}
+def chosen(memory: Memory, per_session: int | None, limit: int | None, skip: int = 0) -> list[str]:
+    """The first ``per_session`` user/assistant utterances of every conversation after its first ``skip``, in order
+    (then ``limit``): ``skip`` lets a later run measure the utterances an earlier run with ``per_session`` left."""
+    seen: dict[str, int] = {}
     posts = []
     for post in memory.store.posts():
         if post.role == "system":
             continue
-        if per_session is not None and taken.get(post.session, 0) >= per_session:
+        seen[post.session] = seen.get(post.session, 0) + 1
+        if seen[post.session] <= skip or (per_session is not None and seen[post.session] > skip + per_session):
             continue
-        taken[post.session] = taken.get(post.session, 0) + 1
         posts.append(post.iri)
     return posts[:limit]
 
@@ -137,7 +138,7 @@ def facts_right(memory: Memory, questions: list[dict[str, Any]]) -> tuple[int, l
 
 def run(client: LlamaCppClient, output: str, samples: list[str], repair_rounds: int, limit: int | None,
         per_session: int | None = None, keep: Path | None = None, questions: int | None = None,
-        catalogue: str = "auto", every: bool = False, timings: bool = False) -> None:
+        catalogue: str = "auto", every: bool = False, timings: bool = False, skip: int = 0) -> None:
     root = Path(tempfile.mkdtemp(prefix=f"pcm-bench-local-{output}-"))
     try:
         settings = Settings(memory=root / "memory", index_enabled=False, repair_rounds=repair_rounds, llm_catalogue=catalogue,
@@ -151,7 +152,7 @@ def run(client: LlamaCppClient, output: str, samples: list[str], repair_rounds: 
             by_source = {p.source_id: p.iri for p in memory.store.posts()}
             posts = [by_source[s] for s in sources]
         else:
-            posts = chosen(memory, per_session, limit)
+            posts = chosen(memory, per_session, limit, skip)
         counting = Counting(client, timings)
         marks = [time.perf_counter()]
         before = client.usage.totals
@@ -205,6 +206,9 @@ def main() -> None:
                         help="repair rounds per utterance (default: the product's, PCM_REPAIR_ROUNDS)")
     parser.add_argument("--limit", type=int, help="extract only the first N utterances")
     parser.add_argument("--per-session", type=int, help="extract only the first N utterances of every conversation")
+    parser.add_argument("--skip-per-session", type=int, default=0,
+                        help="leave out the first N utterances of every conversation (the ones an earlier "
+                             "--per-session N run measured); their facts are then not in the graph")
     parser.add_argument("--questions", type=int,
                         help="extract the evidence utterances of the first N gold questions, then check their facts")
     parser.add_argument("--all", action="store_true",
@@ -229,7 +233,7 @@ def main() -> None:
     samples = [p.stem for p in sample_paths()] if args.all or args.questions else args.samples
     for output in args.formats:
         run(client, output, samples, args.repair_rounds, args.limit, args.per_session, args.keep, args.questions,
-            args.catalogue, every=args.all and bool(args.questions), timings=args.timings)
+            args.catalogue, every=args.all and bool(args.questions), timings=args.timings, skip=args.skip_per_session)
     client.close()
 
 
