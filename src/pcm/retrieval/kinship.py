@@ -100,8 +100,8 @@ def kin_answer(memory: MemoryContext, question: str, entities: Sequence[Grounded
     stored = "; ".join(f"{_kind_word(p)} {label}" for p, label, _ in relatives)
     name = memory.manifest.owner if agent == memory.naming.owner else next(
         (e.label for e in entities if e.iri == agent), asked.who)
-    return Worked(f"Not in memory: no {asked.kind} of {name} is stored (stored relatives: {stored}).",
-                  tuple(sorted({g for *_, g in relatives})),
+    # an abstention cites nothing: the relatives are named only to show what is stored
+    return Worked(f"Not in memory: no {asked.kind} of {name} is stored (stored relatives: {stored}).", (),
                   f"the person's relatives are stored and none is a {asked.kind}")
 
 
