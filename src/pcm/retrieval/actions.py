@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import pyoxigraph as ox
 
 from pcm.retrieval.postprocess import ComputeError, format_date, format_number, format_term, to_number
+from pcm.retrieval.worked import Worked, person, words
 
 if TYPE_CHECKING:
     from pcm.context import MemoryContext
@@ -32,8 +33,6 @@ if TYPE_CHECKING:
 
 ROWS = 2000
 """Cap on the rows read for one question (an action with two objects and two dates gives four)."""
-NAMED_SCORE = 0.8
-"""Grounding's score from which a match counts as the person the question names (see :mod:`pcm.retrieval.facts`)."""
 NOT_DONE = frozenset({"PotentialActionStatus", "FailedActionStatus"})
 """Statuses of an action that did not happen: a planned purchase is not among the things bought."""
 
@@ -55,7 +54,6 @@ _WHEN = re.compile(
     r"(?:did|has|have) (?P<rest>.+?)" + _END,
     re.IGNORECASE,
 )
-_OWNER_WORDS = frozenset({"i", "me", "we", "us", "my", "our"})
 _PRONOUNS = frozenset({"i", "we", "she", "he", "they", "you"})
 #: Past forms that no suffix rule undoes; the rest ("ordered", "moved", "tried", "shopped") are undone by rule.
 _IRREGULAR = {
@@ -73,15 +71,6 @@ _STOP = frozenset(
      "with", "and", "or", "this", "that", "these"]
 )
 _SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£"}
-
-
-@dataclass(frozen=True)
-class Worked:
-    """An answer worked out in code from stored facts, with the graphs it rests on (their utterances are cited)."""
-
-    text: str
-    graphs: tuple[str, ...]
-    note: str
 
 
 @dataclass
@@ -175,7 +164,7 @@ def asked_action(question: str, verbs: dict[str, str]) -> _Asked | None:
             return None
         who2, cls, verb, _ = split
         who = match.group("who")
-        if who2.lower() not in _PRONOUNS and _words(who2) != _words(who):
+        if who2.lower() not in _PRONOUNS and words(who2) != words(who):
             return None
         return _Asked("total", who, cls, verb)
     match = _WHEN.match(text)
@@ -199,18 +188,6 @@ def _subject_verb(words: Sequence[str], verbs: dict[str, str], *, tail: bool) ->
         if cls is not None:
             return " ".join(words[:i]), cls, words[i].lower(), " ".join(words[i + 1:])
     return None
-
-
-def person(who: str, *, owner: str, owner_name: str, entities: Sequence[GroundedEntity]) -> str | None:
-    """The IRI of the person the question names: the owner for "I" or the owner's name (or part of it), else the
-    one entity grounding matched by name; None when it is not clear who."""
-    said = _words(re.sub(r"['’]s$", "", who.strip()))
-    if not said:
-        return None
-    if said <= _OWNER_WORDS or said <= _words(owner_name):
-        return owner
-    named = {e.iri for e in entities if e.score >= NAMED_SCORE and said <= _words(e.label)}
-    return named.pop() if len(named) == 1 else None
 
 
 def action_answer(
@@ -332,10 +309,6 @@ def _money(amount: Decimal | None, currency: str) -> str:
     return f"{number} {currency}".strip()
 
 
-def _words(text: str) -> set[str]:
-    return {w.lower() for w in re.findall(r"[\w'-]+", text)}
-
-
 def _content_words(text: str) -> set[str]:
     """Lower-case words less articles and prepositions, plurals made singular (``machines`` -> ``machine``)."""
     out = set()
@@ -346,4 +319,4 @@ def _content_words(text: str) -> set[str]:
     return out
 
 
-__all__ = ["Worked", "action_answer", "action_classes", "asked_action", "person", "verb_class"]
+__all__ = ["action_answer", "action_classes", "asked_action", "verb_class"]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pcm.namespaces import BIO, OB, REL, SCHEMA
-from pcm.retrieval.actions import Worked, person
+from pcm.retrieval.worked import Worked, person
 
 if TYPE_CHECKING:
     from pcm.context import MemoryContext
