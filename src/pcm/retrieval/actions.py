@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import pyoxigraph as ox
 
 from pcm.retrieval.postprocess import ComputeError, format_date, format_number, format_term, to_number
-from pcm.retrieval.worked import Worked, person, words
+from pcm.retrieval.worked import Worked, content_words, person, words
 
 if TYPE_CHECKING:
     from pcm.context import MemoryContext
@@ -65,11 +65,6 @@ _IRREGULAR = {
     "spent": "spend", "chose": "choose", "chosen": "choose", "began": "begin", "begun": "begin", "wore": "wear",
     "worn": "wear", "read": "read", "rented": "rent", "cooked": "cook", "played": "play", "joined": "join",
 }
-_CONTENT = re.compile(r"[a-z0-9]+")
-_STOP = frozenset(
-    ["a", "an", "the", "my", "our", "your", "his", "her", "their", "its", "of", "at", "in", "on", "to", "for", "from",
-     "with", "and", "or", "this", "that", "these"]
-)
 _SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£"}
 
 
@@ -103,7 +98,7 @@ class _Act:
             return None
 
     def words(self) -> set[str]:
-        return _content_words(" ".join([self.label, *self.objects, *self.descriptions]))
+        return content_words(" ".join([self.label, *self.objects, *self.descriptions]))
 
 
 def action_classes(classes: Iterable[str]) -> dict[str, str]:
@@ -251,7 +246,7 @@ def _total(acts: Sequence[_Act], asked: _Asked) -> Worked | None:
 
 
 def _when(acts: Sequence[_Act], asked: _Asked) -> Worked | None:
-    wanted = _content_words(asked.what)
+    wanted = content_words(asked.what)
     if not wanted:
         return None
     scored = sorted(((len(wanted & a.words()), a.iri, a) for a in acts), key=lambda t: (-t[0], t[1]))
@@ -307,16 +302,6 @@ def _money(amount: Decimal | None, currency: str) -> str:
     if symbol:
         return f"{symbol}{number}"
     return f"{number} {currency}".strip()
-
-
-def _content_words(text: str) -> set[str]:
-    """Lower-case words less articles and prepositions, plurals made singular (``machines`` -> ``machine``)."""
-    out = set()
-    for word in _CONTENT.findall(text.lower()):
-        if word in _STOP:
-            continue
-        out.add(word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word)
-    return out
 
 
 __all__ = ["action_answer", "action_classes", "asked_action", "verb_class"]

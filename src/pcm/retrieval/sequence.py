@@ -20,6 +20,7 @@ from datetime import date
 
 from pcm.retrieval.intervals import asked_parts, line_date
 from pcm.retrieval.postprocess import MONTHS, format_date
+from pcm.retrieval.worked import content_words
 
 _ASKED = re.compile(
     r"^(?:what|where|who|which|whom)\b(?P<middle>.*?) (?P<side>before|after|prior to|previous to|following) "
@@ -27,8 +28,6 @@ _ASKED = re.compile(
     re.IGNORECASE,
 )
 _HEAD = re.compile(r"^(?P<name>.+?) \((?P<types>[^()]+)\): ")
-_WORD = re.compile(r"[a-z0-9]+")
-_STOP = frozenset(["a", "an", "the", "my", "her", "his", "their", "our", "your", "at", "of", "in", "to", "for", "i"])
 #: What follows "before" when it is a time, not a thing: left to the model (it is not a sibling's name).
 _TIME_WORDS = frozenset([m.lower() for m in MONTHS] + [
     "today", "yesterday", "tomorrow", "noon", "midnight", "morning", "evening", "night", "lunch", "dinner",
@@ -55,7 +54,7 @@ def asked_side(question: str) -> tuple[str, str] | None:
     if match is None:
         return None
     anchor = match.group("anchor")
-    words = _words(anchor)
+    words = content_words(anchor)
     if not words or words & _TIME_WORDS or re.search(r"\d", anchor):
         return None
     side = match.group("side").lower()
@@ -68,7 +67,7 @@ def neighbour_answer(question: str, lines: Sequence[str]) -> Neighbour | None:
     if asked is None:
         return None
     side, anchor = asked
-    wanted = _words(anchor)
+    wanted = content_words(anchor)
     typed: list[tuple[int, str, date]] = []
     for i, line in enumerate(lines):
         head = _HEAD.match(line)
@@ -76,9 +75,9 @@ def neighbour_answer(question: str, lines: Sequence[str]) -> Neighbour | None:
         if head is not None and day is not None:
             typed.append((i, head.group("types"), day))
     # the line named for the anchor ("job at Cascade Health"), else the one line that mentions it
-    anchors = [(i, types, day) for i, types, day in typed if wanted <= _words(_name(lines[i]))]
+    anchors = [(i, types, day) for i, types, day in typed if wanted <= content_words(_name(lines[i]))]
     if not anchors:
-        anchors = [(i, types, day) for i, types, day in typed if wanted <= _words(lines[i])]
+        anchors = [(i, types, day) for i, types, day in typed if wanted <= content_words(lines[i])]
     if len(anchors) != 1:
         return None
     at, types, day = anchors[0]
@@ -101,10 +100,6 @@ def _name(line: str) -> str:
 def _without_types(line: str) -> str:
     match = _HEAD.match(line)
     return f"{match.group('name')}: {line[match.end():]}" if match else line
-
-
-def _words(text: str) -> set[str]:
-    return {w for w in _WORD.findall(text.lower()) if w not in _STOP}
 
 
 __all__ = ["Neighbour", "asked_side", "neighbour_answer"]

@@ -18,6 +18,11 @@ if TYPE_CHECKING:
 NAMED_SCORE = 0.8
 """Grounding's score from which a match counts as the person the question names (see :mod:`pcm.retrieval.facts`)."""
 _OWNER_WORDS = frozenset({"i", "me", "we", "us", "my", "our"})
+_CONTENT = re.compile(r"[a-z0-9]+")
+_STOP = frozenset(
+    ["a", "an", "the", "i", "my", "our", "your", "his", "her", "their", "its", "of", "at", "in", "on", "to", "for",
+     "from", "with", "and", "or", "this", "that", "these"]
+)
 
 
 @dataclass(frozen=True)
@@ -46,4 +51,15 @@ def words(text: str) -> set[str]:
     return {w.lower() for w in re.findall(r"[\w'-]+", text)}
 
 
-__all__ = ["NAMED_SCORE", "Worked", "person", "words"]
+def content_words(text: str) -> set[str]:
+    """Lower-case words less articles, pronouns and prepositions, plurals made singular (``machines`` ->
+    ``machine``): what matches "the espresso machine" to a purchase, or "Cascade Health" to a job's line."""
+    out = set()
+    for word in _CONTENT.findall(text.lower()):
+        if word in _STOP:
+            continue
+        out.add(word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word)
+    return out
+
+
+__all__ = ["NAMED_SCORE", "Worked", "content_words", "person", "words"]
