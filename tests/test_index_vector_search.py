@@ -1,7 +1,5 @@
-"""The in-memory vector search, and the feedback search that reads only the rows that can make its cut.
-
-``top_by_moved`` must return exactly what a full search with the moved vector returns (same slots, same order,
-same scores), while scoring fewer rows; the reference here is ``top_by_vector`` over the whole matrix.
+"""The in-memory vector search: a near pass (bfloat16 where the CPU has it) chooses the rows, exact products score
+them, and the result must be what exact products of every row give (same slots, same order, same scores).
 """
 
 from __future__ import annotations
@@ -14,6 +12,7 @@ from tests.test_index_attribution import _records
 from tests.test_index_side import HashEmbedder
 
 from pcm.index import PostRecord, SideIndex
+from pcm.index import mirror as mirror_module
 from pcm.index import recall as ranking
 from pcm.index.mirror import PostMirror
 
@@ -36,66 +35,112 @@ def _unit_rows(rng: np.random.Generator, n: int) -> np.ndarray:
     return rows / np.linalg.norm(rows, axis=1, keepdims=True)
 
 
-def _moved(mirror: PostMirror, query: np.ndarray, rng: np.random.Generator, beta: float = 0.25) -> np.ndarray:
-    top = rng.choice(np.flatnonzero(mirror.alive), 5, replace=False)
-    moved = query + beta * mirror.vectors[top].mean(axis=0)
-    return (moved / np.linalg.norm(moved)).astype(np.float32)
+def _exact_top(
+    mirror: PostMirror,
+    query: np.ndarray,
+    n: int,
+    mask: np.ndarray | None = None,
+    weights: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The reference search: exact products of every live row, one by one, then the same cut and order."""
+    size = mirror.capacity()
+    rows = np.flatnonzero(mirror.alive[:size] & (True if mask is None else mask[:size]))
+    scores = np.array([np.einsum("j,j->", mirror.vectors[r], query) for r in rows], dtype=np.float32)
+    if weights is not None:
+        scores = np.maximum(scores, 0.0) * weights[rows]
+    order = np.lexsort((rows, -scores))[:n]
+    return rows[order], scores[order].astype(np.float32)
 
 
-def _assert_same(
-    mirror: PostMirror, query: np.ndarray, moved: np.ndarray, n: int, **kw: np.ndarray | None
-) -> None:
-    expected = mirror.top_by_vector(moved, n, kw.get("mask"), kw.get("weights"))
-    got = mirror.top_by_moved(query, mirror.cosines(query), moved, n, kw.get("mask"), kw.get("weights"))
-    assert got[0].tolist() == expected[0].tolist()
-    assert got[1].tobytes() == expected[1].tobytes()
+def _assert_exact(mirror: PostMirror, query: np.ndarray, n: int, **kw: np.ndarray | None) -> None:
+    slots, scores = mirror.top_by_vector(query, n, kw.get("mask"), kw.get("weights"))
+    expected_slots, expected_scores = _exact_top(mirror, query, n, kw.get("mask"), kw.get("weights"))
+    assert slots.tolist() == expected_slots.tolist()
+    assert scores.tobytes() == expected_scores.tobytes()
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_the_moved_search_equals_a_full_search(seed: int) -> None:
+@pytest.mark.parametrize("seed", range(4))
+def test_the_vector_search_equals_exact_products_of_every_row(seed: int) -> None:
     rng = np.random.default_rng(seed)
-    mirror = _mirror(_unit_rows(rng, SIZE))
-    query = _unit_rows(rng, 1)[0]
-    moved = _moved(mirror, query, rng, beta=(0.25, 0.5, 1.0)[seed % 3])
-    for n in (1, 20, 100):
-        _assert_same(mirror, query, moved, n)
-    weights = np.where(np.arange(SIZE) % 3 == 0, 1.0, 0.5).astype(np.float32)
-    mask = mirror.mask(session="s2")
-    _assert_same(mirror, query, moved, 20, weights=weights)
-    _assert_same(mirror, query, moved, 20, mask=mask)
-    _assert_same(mirror, query, moved, 20, mask=mask, weights=weights)
-
-
-def test_the_moved_search_reads_a_fraction_of_the_rows(monkeypatch: pytest.MonkeyPatch) -> None:
-    rng = np.random.default_rng(11)
-    mirror = _mirror(_unit_rows(rng, SIZE))
-    query = _unit_rows(rng, 1)[0]
-    moved = _moved(mirror, query, rng)
-    read: list[int] = []
-    scores_at = PostMirror._scores_at
-
-    def counting(self: PostMirror, rows: np.ndarray, q: np.ndarray, w: np.ndarray | None) -> np.ndarray:
-        read.append(len(rows))
-        return scores_at(self, rows, q, w)
-
-    monkeypatch.setattr(PostMirror, "_scores_at", counting)
-    mirror.top_by_moved(query, mirror.cosines(query), moved, 20)
-    assert 0 < sum(read) < SIZE // 2
-
-
-def test_rows_that_are_not_unit_vectors_keep_their_place() -> None:
-    """The bound uses each row's own length: rows twice as long as the rest still rank as a full search ranks
-    them (a bound that took every row for a unit vector would miss them)."""
-    rng = np.random.default_rng(3)
     vectors = _unit_rows(rng, SIZE)
-    vectors[::2] *= 2.0
+    vectors[::5] *= 2.0  # rows that are not unit vectors keep their place
     mirror = _mirror(vectors)
     query = _unit_rows(rng, 1)[0]
-    moved = _moved(mirror, query, rng, beta=0.5)
-    _assert_same(mirror, query, moved, 50)
+    weights = np.where(np.arange(SIZE) % 3 == 0, 1.0, 0.5).astype(np.float32)
+    mask = mirror.mask(session="s2")
+    for n in (1, 20, 100, SIZE + 5):
+        _assert_exact(mirror, query, n)
+    _assert_exact(mirror, query, 20, weights=weights)
+    _assert_exact(mirror, query, 20, mask=mask)
+    _assert_exact(mirror, query, 20, mask=mask, weights=weights)
 
 
-def test_equal_scores_rank_by_slot_in_both_searches() -> None:
+@pytest.mark.parametrize("share", [0.0, 0.9])
+def test_near_products_off_by_almost_their_error_still_give_the_exact_result(
+    share: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The near pass only chooses which rows are scored exactly: with every near product moved by up to 0.9 of
+    its stated error, up or down at random, the search still returns the exact top rows with their exact scores."""
+    rng = np.random.default_rng(21)
+    near_products = PostMirror.near_products
+
+    def off(self: PostMirror, query: np.ndarray) -> tuple[np.ndarray, float]:
+        near, error = near_products(self, query)
+        return near + np.float32(share * error) * np.sign(rng.standard_normal(len(near))), error
+
+    monkeypatch.setattr(PostMirror, "near_products", off)
+    vectors = _unit_rows(rng, SIZE)
+    vectors[1:200:2] = vectors[0:200:2]  # equal scores, ranked by slot
+    mirror = _mirror(vectors)
+    weights = np.where(np.arange(SIZE) % 3 == 0, 1.0, 0.5).astype(np.float32)
+    mask = mirror.mask(session="s2")
+    for seed in range(4):
+        query = _unit_rows(np.random.default_rng(seed), 1)[0] if seed else vectors[0]
+        _assert_exact(mirror, query, 1)
+        _assert_exact(mirror, query, 25)
+        _assert_exact(mirror, query, 25, mask=mask, weights=weights)
+
+
+def test_near_products_are_within_their_stated_error() -> None:
+    rng = np.random.default_rng(4)
+    vectors = _unit_rows(rng, SIZE)
+    vectors[::3] *= 3.0
+    mirror = _mirror(vectors)
+    for _ in range(5):
+        query = _unit_rows(rng, 1)[0] * 0.5
+        near, error = mirror.near_products(query)
+        exact = np.einsum("ij,j->i", vectors, query)
+        assert near.dtype == np.float32 and len(near) == SIZE
+        assert float(np.max(np.abs(near - exact))) <= error
+    assert error <= mirror_module.NEAR_ERROR_BF16 * 3.0 * 0.5 * 1.0001
+
+
+def test_the_near_copy_follows_writes_removals_and_growth() -> None:
+    """Rows put, freed and reused after the first search are found as exact products find them: a stale near
+    copy (a zero row for a new vector, an old vector for a freed slot) would miss or misplace them."""
+    rng = np.random.default_rng(9)
+    mirror = _mirror(_unit_rows(rng, SIZE))
+    first = _unit_rows(rng, 1)[0]
+    _assert_exact(mirror, first, 10)  # the near copy now exists
+    for i in range(0, SIZE, 4):
+        mirror.remove(f"urn:v:{i}")
+    fresh = _unit_rows(rng, 300)
+    for i, vector in enumerate(fresh):
+        mirror.put(PostRecord(f"urn:w:{i}", "s9", "user", "Ann", None, "t", None, i), "", "", vector)
+    assert not mirror.alive[: mirror.capacity()].all()
+    for i in (0, 150, 299):
+        slots, _ = mirror.top_by_vector(fresh[i], 1)
+        assert slots.tolist() == [mirror.slot_of[f"urn:w:{i}"]]
+    _assert_exact(mirror, first, 30)
+    grown = _unit_rows(rng, SIZE)  # past the capacity: the matrix is replaced
+    for i, vector in enumerate(grown):
+        mirror.put(PostRecord(f"urn:g:{i}", "s8", "user", "Ann", None, "t", None, i), "", "", vector)
+    slots, _ = mirror.top_by_vector(grown[SIZE - 1], 1)
+    assert slots.tolist() == [mirror.slot_of[f"urn:g:{SIZE - 1}"]]
+    _assert_exact(mirror, first, 30)
+
+
+def test_equal_scores_rank_by_slot() -> None:
     rng = np.random.default_rng(5)
     vectors = _unit_rows(rng, SIZE)
     vectors[1::2] = vectors[0::2]  # every row twice
@@ -104,20 +149,6 @@ def test_equal_scores_rank_by_slot_in_both_searches() -> None:
     slots, scores = mirror.top_by_vector(query, 40)
     assert slots[0::2].tolist() == [s - 1 for s in slots[1::2].tolist()]
     assert scores[0::2].tobytes() == scores[1::2].tobytes()
-    _assert_same(mirror, query, _moved(mirror, query, rng), 40)
-
-
-def test_freed_and_reused_slots_are_searched_as_a_full_search_does() -> None:
-    rng = np.random.default_rng(9)
-    mirror = _mirror(_unit_rows(rng, SIZE))
-    for i in range(0, SIZE, 4):
-        mirror.remove(f"urn:v:{i}")
-    fresh = _unit_rows(rng, 300)
-    for i, vector in enumerate(fresh):
-        mirror.put(PostRecord(f"urn:w:{i}", "s9", "user", "Ann", None, "t", None, i), "", "", vector)
-    assert not mirror.alive[: mirror.capacity()].all()
-    query = _unit_rows(rng, 1)[0]
-    _assert_same(mirror, query, _moved(mirror, query, rng), 30)
 
 
 WORDS = [
@@ -138,7 +169,7 @@ WORDS = [
 ]
 
 
-def test_recall_with_feedback_is_the_same_as_with_a_full_second_search(
+def test_recall_is_the_same_as_with_exact_products_of_every_post(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rng = np.random.default_rng(2)
@@ -159,19 +190,18 @@ def test_recall_with_feedback_is_the_same_as_with_a_full_second_search(
     def hits() -> list[list[tuple[str, float]]]:
         return [[(h.post, h.score) for h in index.recall(q, 5)] for q in questions]
 
-    pruned = hits()
+    found = hits()
 
-    def full(
+    def exact(
         self: PostMirror,
         query: np.ndarray,
-        cosines: np.ndarray,
-        moved: np.ndarray,
         n: int,
         mask: np.ndarray | None = None,
         weights: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        return self.top_by_vector(moved, n, mask, weights)
+        slots, scores = _exact_top(self, query, n, mask, weights)
+        return slots.astype(np.int64), scores
 
-    monkeypatch.setattr(PostMirror, "top_by_moved", full)
-    assert hits() == pruned
+    monkeypatch.setattr(PostMirror, "top_by_vector", exact)
+    assert hits() == found
     index.close()

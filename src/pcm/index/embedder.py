@@ -12,6 +12,7 @@ CPU-second against ~210 for this bfloat16 path (0.67x; graph fusions made it slo
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
@@ -104,7 +105,7 @@ class Embedder:
                 f"embedding model at {path} gives {dim}-dimensional vectors, expected {self.dim}"
             )
         self._fast = _is_mean_pooled_bert(model)
-        self._bf16 = _bf16_supported()
+        self._bf16 = bf16_supported()
         self._model = model
 
     def _encode_fast(self, texts: list[str]) -> np.ndarray:
@@ -268,7 +269,8 @@ def _is_mean_pooled_bert(model: Any) -> bool:
     return bool(getattr(pooling, "pooling_mode_mean_tokens", False))  # older releases
 
 
-def _bf16_supported() -> bool:
+@functools.cache
+def bf16_supported() -> bool:
     """Whether this CPU runs bfloat16 matmuls natively; emulated bfloat16 would be slower than float32."""
     import torch
 

@@ -108,12 +108,8 @@ topic but not the question's words. On LoCoMo conv-26 (5 posts, vector leg at 0.
 0.740 -> 0.767 (multi-hop 0.250 -> 0.312, open-domain 0.364 -> 0.455, single-hop 0.929 -> 0.943, temporal 0.919;
 R@5 0.667 and R@20 0.793 -> 0.833), the LongMemEval dev slice 0.891 -> 0.913 (temporal 0.875 -> 1.0; multi-session
 0.571 unchanged) and the S-like haystack 0.848 unchanged in every type (R@20 0.870 -> 0.913). With beta 0.5 and the head
-not kept, 2, 3 or 5 posts give the same conv-26 and dev-slice R@10 (0.767, 0.913). Cost: the second vector search
-reads only the posts that can make its cut, bounded from the first pass's cosines
-(:meth:`~pcm.index.mirror.PostMirror.top_by_moved`, the same result as a full pass). At 100k synthetic posts
-(random vectors, the bound's worst case: a sixth of the rows read), same process, load 6-9 on 2 CPUs, query vectors
-cached, hybrid recall took CPU p50 / p95 42.3 / 46.5 ms against 54.4 / 58.6 ms with the full second pass (66.2 /
-80.5 ms CPU in an earlier ``bench_index.py`` run, embedding included)."""
+not kept, 2, 3 or 5 posts give the same conv-26 and dev-slice R@10 (0.767, 0.913). Cost: a second vector search
+(:meth:`~pcm.index.mirror.PostMirror.top_by_vector`, a bfloat16 pass of 3-4 ms at 100k posts on two cores)."""
 PRF_TERMS = 10
 """Words of the feedback posts added to the full-text query (the rarest first, summed over the posts)."""
 PRF_FTS_WEIGHT = 0.0

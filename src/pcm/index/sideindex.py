@@ -11,6 +11,7 @@ import gc
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -108,6 +109,7 @@ class SideIndex:
         self.embedder = embedder
         self._tables: Tables | None = tables
         self._lock = threading.RLock()
+        self._beside_pool: ThreadPoolExecutor | None = None
         self._post_mirror: PostMirror | None = None
         self._entity_mirror: EntityMirror | None = None
         self._term_graph: TermGraph | None = None
@@ -151,6 +153,16 @@ class SideIndex:
         """Release the tables; the object cannot be used afterwards."""
         with self._lock:
             self._tables = None
+            if self._beside_pool is not None:
+                self._beside_pool.shutdown()
+                self._beside_pool = None
+
+    def _beside(self) -> ThreadPoolExecutor:
+        """One worker thread for the full-text search of a hybrid recall, run beside its query embedding and
+        vector search: at 100k posts the two took 10 ms each one after the other (`bench_index.py`)."""
+        if self._beside_pool is None:
+            self._beside_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pcm-recall-fts")
+        return self._beside_pool
 
     def __enter__(self) -> SideIndex:
         return self
@@ -333,20 +345,26 @@ class SideIndex:
                 factors = info if factors is None else factors * info
             where = _post_filter(role, speaker, session, since_ts, until_ts)
             legs: list[ranking.Leg] = []
+            fts_hits: Future[list[tuple[str, float]]] | None = None
             if mode != "vector":
                 # the speaker prior re-orders the full-text hits after the cut, so cut deeper when it applies
                 fts_depth = depth if factors is None else 2 * depth
-                hits = tables.fts(tables.posts, fts_query(without_speakers(query, named)), fts_depth, where)
-                legs.append(self._fts_leg(hits, factors))
+                fts_args = (tables.posts, fts_query(without_speakers(query, named)), fts_depth, where)
+                if mode == "fts":
+                    legs.append(self._fts_leg(tables.fts(*fts_args), factors))
+                else:
+                    # LanceDB searches the words on its own threads while this one embeds the question
+                    fts_hits = self._beside().submit(tables.fts, *fts_args)
             if mode != "fts":
                 vector = self._query_vector(vector_query(self._vector_text(query, named)))
-                cosines = self._posts.cosines(vector)
-                slots, scores = self._posts.top_by_vector(vector, depth, mask, factors, cosines=cosines)
+                slots, scores = self._posts.top_by_vector(vector, depth, mask, factors)
                 legs.append(ranking.rank_leg(slots, scores, ranking.VECTOR_WEIGHT))
+            if fts_hits is not None:
+                legs.insert(0, self._fts_leg(fts_hits.result(), factors))
             head: list[int] = []
             if mode == "hybrid" and ranking.PRF_DOCS > 0:
                 head, feedback = self._feedback_legs(
-                    query, named, legs, (vector, cosines), depth, mask, factors, where
+                    query, named, legs, vector, depth, mask, factors, where
                 )
                 legs += feedback
                 if not ranking.PRF_KEEP_HEAD or recency is not None:
@@ -754,16 +772,14 @@ class SideIndex:
         query: str,
         named: set[str],
         legs: list[ranking.Leg],
-        first: tuple[np.ndarray, np.ndarray],
+        vector: np.ndarray,
         depth: int,
         mask: np.ndarray | None,
         factors: np.ndarray | None,
         where: str | None,
     ) -> tuple[list[int], list[ranking.Leg]]:
         """Pseudo-relevance feedback: the ``PRF_DOCS`` best fused posts, and both legs again, the full-text query
-        expanded with the rarest words of those posts and the query vector moved towards theirs. ``first`` is the
-        query vector and its cosines with every post, from which the moved search reads only the posts that can
-        make its cut (:meth:`PostMirror.top_by_moved`)."""
+        expanded with the rarest words of those posts and the query ``vector`` moved towards theirs."""
         fused = ranking.rrf(legs)
         top = sorted(fused, key=lambda slot: (-fused[slot], slot))[: ranking.PRF_DOCS]
         if not top:
@@ -784,10 +800,9 @@ class SideIndex:
                 leg = self._fts_leg(hits, factors)
                 out.append(ranking.Leg(leg.slots, leg.scores, ranking.PRF_FTS_WEIGHT))
         if ranking.PRF_VECTOR_WEIGHT > 0:
-            vector, cosines = first
             moved = vector + ranking.PRF_VECTOR_BETA * posts.vectors[top].mean(axis=0)
             moved = (moved / max(float(np.linalg.norm(moved)), 1e-9)).astype(np.float32)
-            slots, scores = posts.top_by_moved(vector, cosines, moved, depth, mask, factors)
+            slots, scores = posts.top_by_vector(moved, depth, mask, factors)
             out.append(ranking.rank_leg(slots, scores, ranking.PRF_VECTOR_WEIGHT))
         return top, out
 
