@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from pcm.errors import MemoryVersionError, PcmError, UsageError
-from pcm.index import cooccurrence
+from pcm.index import cooccurrence, quantity
 from pcm.index import entities as entity_ranking
 from pcm.index import recall as ranking
 from pcm.index.embedder import Embedder, get_embedder
@@ -373,6 +373,11 @@ class SideIndex:
                 if ranking.UNIT_WEIGHT > 0:
                     legs.append(self._unit_leg(without_speakers(query, named), depth, mask, factors))
                 fused = ranking.rrf(legs)
+                if ranking.QUANTITY_WEIGHT > 0 and fused:
+                    unit = quantity.asked_unit(query)
+                    if unit is not None:
+                        legs.append(self._quantity_leg(unit, fused))
+                        fused = ranking.rrf(legs)
                 if ranking.GRAPH_WEIGHT > 0 and fused:
                     legs.append(self._graph_leg(query, fused, mask, factors))
                     fused = ranking.rrf(legs)
@@ -805,6 +810,13 @@ class SideIndex:
             slots, scores = posts.top_by_vector(moved, depth, mask, factors)
             out.append(ranking.rank_leg(slots, scores, ranking.PRF_VECTOR_WEIGHT))
         return top, out
+
+    def _quantity_leg(self, unit: quantity.Unit, fused: dict[int, float]) -> ranking.Leg:
+        """The fused candidates whose text states an amount of ``unit``, best fused first."""
+        ordered = sorted(fused, key=lambda slot: (-fused[slot], slot))
+        found = [slot for slot in ordered if quantity.states(self._posts.record_at(slot).text, unit)]
+        slots = np.asarray(found, dtype=np.int64)
+        return ranking.Leg(slots, np.array([fused[s] for s in found], dtype=np.float64), ranking.QUANTITY_WEIGHT)
 
     def _unit_leg(
         self, content: str, depth: int, mask: np.ndarray | None, factors: np.ndarray | None
