@@ -205,3 +205,17 @@ def test_recall_is_the_same_as_with_exact_products_of_every_post(
     monkeypatch.setattr(PostMirror, "top_by_vector", exact)
     assert hits() == found
     index.close()
+
+
+def test_searches_sharing_one_near_pass_give_what_each_gives_alone() -> None:
+    rng = np.random.default_rng(17)
+    mirror = _mirror(_unit_rows(rng, SIZE))
+    query = _unit_rows(rng, 1)[0]
+    near = mirror.near_products(query)
+    kept = near[0].copy()
+    bob = mirror.speaker_mask("Bob")
+    for mask in (bob, ~bob, None):
+        shared = mirror.top_by_vector(query, 3, mask, near=near)
+        alone = mirror.top_by_vector(query, 3, mask)
+        assert shared[0].tolist() == alone[0].tolist() and shared[1].tobytes() == alone[1].tobytes()
+    assert near[0].tobytes() == kept.tobytes()  # the shared pass is not changed by a search

@@ -93,10 +93,12 @@ class _Slots(Generic[R]):
         n: int,
         mask: np.ndarray | None = None,
         weights: np.ndarray | None = None,
+        *,
+        near: tuple[np.ndarray, float] | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Slots and cosine scores of the ``n`` live rows nearest ``query`` (unit vectors), restricted to ``mask``,
         best first (equal scores by slot). With ``weights`` the scores are ``max(cosine, 0) * weight`` (a prior per
-        slot) before the cut.
+        slot) before the cut. ``near`` is :meth:`near_products` of ``query``, when several searches share it.
 
         Two passes, one result: the near products of every row (:meth:`near_products`) find the rows that can
         make the cut, and only those are scored exactly (:meth:`_scores_at`), so slots, order and scores are what
@@ -113,7 +115,7 @@ class _Slots(Generic[R]):
         if n == 0:
             return _NO_SLOTS, _NO_SCORES
         query = np.asarray(query, dtype=np.float32)
-        scores, error = self.near_products(query)
+        scores, error = self.near_products(query) if near is None else (near[0].copy(), near[1])
         if weights is not None:
             np.maximum(scores, 0.0, out=scores)
             scores *= weights[:size]

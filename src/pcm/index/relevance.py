@@ -210,15 +210,16 @@ def assess(
     ignore: frozenset[str],
     speaker_of: Callable[[int], str | None],
     named: str,
-    cosines: np.ndarray,
+    nearest: Callable[[np.ndarray], float],
     named_mask: np.ndarray,
     alive: np.ndarray,
 ) -> Relevance:
     """The decision for a question naming ``named``.
 
     ``question_content`` is the question without the speaker's name; ``ignore`` holds every speaker's name
-    words (lower case), which never count as content; ``cosines`` are every slot's cosine to the content's
-    vector, ``named_mask`` marks the named speaker's slots and ``alive`` the live ones.
+    words (lower case), which never count as content; ``nearest(mask)`` is the best cosine to the content's
+    vector among the live slots of ``mask``; ``named_mask`` marks the named speaker's slots and ``alive`` the
+    live ones.
     """
     weights = {term: stats.idf(term) for term in content_terms(question_content, ignore)}
     total = sum(weights.values())
@@ -239,7 +240,7 @@ def assess(
     rest = alive & ~named_mask
     vector_margin = 0.0
     if own.any() and rest.any():
-        vector_margin = float(cosines[own].max() - cosines[rest].max())
+        vector_margin = nearest(named_mask) - nearest(~named_mask)
     found = Relevance(True, named, coverage, others, other_speaker, vector_margin)
     if found.score < ATTRIBUTION_MARGIN:
         return Relevance(False, named, coverage, others, other_speaker, vector_margin)

@@ -440,9 +440,13 @@ class SideIndex:
             (name,) = named
             content = without_speakers(query, named)
             size = posts.capacity()
-            cosines = np.einsum(
-                "ij,j->i", posts.vectors[:size], self._query_vector(vector_query(content)), optimize=False
-            )
+            vector = self._query_vector(vector_query(content))
+            near = posts.near_products(vector)  # one pass over the vectors for both speakers' best
+
+            def nearest(mask: np.ndarray) -> float:
+                _, scores = posts.top_by_vector(vector, 1, mask, near=near)
+                return float(scores[0])
+
             ignore = name_words(speakers)
             return assess(
                 self._relevance_terms(),
@@ -450,7 +454,7 @@ class SideIndex:
                 ignore,
                 lambda slot: posts.record_at(slot).speaker,
                 name,
-                cosines,
+                nearest,
                 posts.speaker_mask(name),
                 posts.alive[:size],
             )
