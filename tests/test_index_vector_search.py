@@ -191,18 +191,7 @@ def test_recall_is_the_same_as_with_exact_products_of_every_post(
         return [[(h.post, h.score) for h in index.recall(q, 5)] for q in questions]
 
     found = hits()
-
-    def exact(
-        self: PostMirror,
-        query: np.ndarray,
-        n: int,
-        mask: np.ndarray | None = None,
-        weights: np.ndarray | None = None,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        slots, scores = _exact_top(self, query, n, mask, weights)
-        return slots.astype(np.int64), scores
-
-    monkeypatch.setattr(PostMirror, "top_by_vector", exact)
+    monkeypatch.setattr(PostMirror, "top_by_vector", _exact_top)
     assert hits() == found
     index.close()
 
