@@ -29,11 +29,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
-import snowballstemmer
 
 from pcm.index import recall as ranking
 from pcm.index.mirror import EntityMirror, PostMirror
-from pcm.index.text import CONVERSATION_STOPWORDS, WORD_TOKEN, normalise_label
+from pcm.index.text import CONVERSATION_STOPWORDS, WORD_TOKEN, normalise_label, stem
 
 MAX_DF_SHARE = 0.02
 """A node held by more than this share of the posts (and more than ``MIN_HUB_DF`` posts) is a hub and left out."""
@@ -57,7 +56,6 @@ _SENTENCE_END = re.compile(r"[.!?:;\"“”()\n-]\s*$")
 _STOPWORDS = CONVERSATION_STOPWORDS | frozenset(
     ["ago", "always", "d", "day", "days", "feel", "felt", "first", "go", "last", "m", "many", "month", "months", "new", "next", "s", "t", "time", "times", "today", "tomorrow", "week", "weeks", "year", "years", "yesterday"]
 )
-_stemmer = snowballstemmer.stemmer("english")
 
 
 def text_nodes(text: str, entities: Mapping[str, set[str]] | None = None) -> list[str]:
@@ -78,12 +76,12 @@ def text_nodes(text: str, entities: Mapping[str, set[str]] | None = None) -> lis
             _close(run, out)
             run = []
         joined = not re.search(r"[^\w\s'’]", gap) if previous is not None else False
-        stem = _stemmer.stemWord(base) if content else None
-        if stem is not None and previous is not None and joined:
-            out.setdefault(f"p:{previous} {stem}", None)
+        stemmed = stem(base) if content else None
+        if stemmed is not None and previous is not None and joined:
+            out.setdefault(f"p:{previous} {stemmed}", None)
             if HEAD_NODES:
-                out.setdefault(f"h:{stem}", None)
-        previous = stem
+                out.setdefault(f"h:{stemmed}", None)
+        previous = stemmed
     _close(run, out)
     if entities:
         for iri in _entity_iris(text, entities):
@@ -265,7 +263,7 @@ def leg(
 ) -> ranking.Leg:
     """The co-occurrence leg of the fusion: posts by the walk's mass from the question's nodes and the ``SEEDS``
     best fused posts, after the speaker prior, the ``DEPTH`` best, weighted ``COOCCURRENCE_WEIGHT``."""
-    seeds = dict(sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:SEEDS])
+    seeds = {slot: fused[slot] for slot in ranking.ranked(fused)[:SEEDS]}
     mass = graph.walk(posts, entities, query, seeds, allowed=mask)
     slots = np.fromiter(mass.keys(), dtype=np.int64, count=len(mass))
     values = np.fromiter(mass.values(), dtype=np.float64, count=len(mass))

@@ -59,7 +59,6 @@ class Embedder:
         self._lock = threading.Lock()
         self._model: Any = None
         self._fast = False
-        self._bf16 = False
         self._small: Callable[[Any, Any], Any] | None = None
         self._small_calls = 0
 
@@ -105,7 +104,6 @@ class Embedder:
                 f"embedding model at {path} gives {dim}-dimensional vectors, expected {self.dim}"
             )
         self._fast = _is_mean_pooled_bert(model)
-        self._bf16 = bf16_supported()
         self._model = model
 
     def _encode_fast(self, texts: list[str]) -> np.ndarray:
@@ -120,7 +118,7 @@ class Embedder:
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         forward = self._small_forward() if len(texts) <= _ONE_THREAD_MAX else None
         # one autocast region for the whole call: it casts each weight to bfloat16 once, not once per batch
-        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=self._bf16 and not forward):
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16_supported() and not forward):
             for start in range(0, len(order), self._batch_size):
                 rows = order[start : start + self._batch_size]
                 # one or two texts are padded to the longer one only: no shape reuse is worth 2-4x the tokens

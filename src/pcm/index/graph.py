@@ -22,9 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import snowballstemmer
 
-from pcm.index.text import CONVERSATION_STOPWORDS, WORD_TOKEN
+from pcm.index.text import CONVERSATION_STOPWORDS, WORD_TOKEN, stem
 
 MAX_DF_SHARE = 0.02
 """A term in more than this share of the posts (and more than ``MIN_HUB_DF`` posts) is not walked through."""
@@ -43,7 +42,6 @@ _SENTENCE_END = re.compile(r"[.!?:;\"“”()\n-]\s*$")
 _STOPWORDS = CONVERSATION_STOPWORDS | frozenset(
     ["ago", "always", "d", "day", "days", "feel", "felt", "first", "go", "last", "m", "many", "month", "months", "new", "next", "s", "t", "time", "times", "today", "tomorrow", "week", "weeks", "year", "years", "yesterday"]
 )
-_stemmer = snowballstemmer.stemmer("english")
 
 
 def terms(text: str) -> list[str]:
@@ -69,7 +67,7 @@ def terms(text: str) -> list[str]:
             _close(run, out)
             run = []
         if base not in _STOPWORDS and len(base) > 2:
-            out.setdefault("w:" + _stemmer.stemWord(base), None)
+            out.setdefault("w:" + stem(base), None)
     _close(run, out)
     return list(out)
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from pcm.index.text import stem
+
 _NUMBER_WORDS = frozenset(
     {
         "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "thirteen",
@@ -19,8 +21,9 @@ _NUMBER_WORDS = frozenset(
         "sixty", "seventy", "eighty", "ninety", "hundred", "thousand", "dozen", "couple", "few", "several", "half"
     }
 )
-"""Words that state a number; digits are read as one of them (:func:`_words`)."""
-_TIME_UNITS = ("minute", "hour", "day", "week", "month", "year", "night", "weekend", "session")
+"""Words that state a number, beside numbers in digits."""
+_TIME_UNITS = frozenset(map(stem, ("minute", "hour", "day", "week", "month", "year", "night", "weekend", "session")))
+"""Stems of the units of a span of time."""
 _MONEY = re.compile(
     r"[$€£¥]\s?\d|\d(?:[.,]\d+)*\s?(?:k\b|dollars?|bucks|euros?|pounds|usd|eur|gbp|cents?)", re.IGNORECASE
 )
@@ -37,13 +40,18 @@ _STOP = frozenset(
     }
 )
 _MEASURES = frozenset(
-    {
-        "mile", "kilometer", "kilometre", "km", "meter", "metre", "foot", "feet", "pound", "lb", "kilogram", "kg",
-        "gram", "ounce", "liter", "litre", "gallon", "page", "step", "calorie", "point", "degree"
-    }
+    map(
+        stem,
+        (
+            "mile", "kilometer", "kilometre", "km", "meter", "metre", "foot", "feet", "pound", "lb", "lbs", "kilogram", "kg",
+            "gram", "ounce", "liter", "litre", "gallon", "page", "step", "calorie", "point", "degree",
+        ),
+    )
 )
-"""Units of measure other than time whose amounts are told as numbers ("I ran 5 miles")."""
+"""Stems of the units of measure other than time whose amounts are told as numbers ("I ran 5 miles")."""
 _WORD = re.compile(r"[A-Za-z][A-Za-z']*")
+_TOKEN = re.compile(r"\d+(?:[.,:]\d+)*|[A-Za-z][A-Za-z']*")
+"""A number in digits ("1,250", "6:30") or a word: "a 25-hour game" reads "a", "25", "hour", "game"."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,7 @@ class Unit:
     kind: str
     """``money``, ``time`` or ``measure``."""
     noun: str = ""
+    """The stem of the unit asked for ("hour"), empty for money and for "how long"."""
 
 
 def asked_unit(question: str) -> Unit | None:
@@ -75,11 +84,11 @@ def asked_unit(question: str) -> Unit | None:
         if head == "time":
             return Unit("time")
         return None  # "how much weight", "how much of it": no fixed pattern
-    singular = _singular(head)
-    if singular in _TIME_UNITS:
-        return Unit("time", singular)
-    if singular in _MEASURES:
-        return Unit("measure", singular)
+    unit = stem(head)
+    if unit in _TIME_UNITS:
+        return Unit("time", unit)
+    if unit in _MEASURES:
+        return Unit("measure", unit)
     return None  # "how many weddings": a count of events, each told on its own, rarely as a number
 
 
@@ -88,26 +97,15 @@ def states(text: str, unit: Unit) -> bool:
     the unit's noun (any time unit for "how long"; "a"/"an" count before a time unit: "an hour")."""
     if unit.kind == "money":
         return _MONEY.search(text) is not None
-    nouns = (unit.noun,) if unit.noun else _TIME_UNITS
+    nouns = {unit.noun} if unit.noun else _TIME_UNITS
     numbers = _NUMBER_WORDS | {"a", "an"} if unit.kind == "time" else _NUMBER_WORDS
-    words = _words(text)
-    return any(
-        _singular(word) in nouns and any(w in numbers for w in words[max(0, i - 3) : i])
-        for i, word in enumerate(words)
-    )
-
-
-def _words(text: str) -> list[str]:
-    """Lower-case words, each run of digits read as "two" and hyphens as spaces ("a 25-hour game" -> "a", "two",
-    "hour", "game")."""
-    return [w.casefold() for w in _WORD.findall(re.sub(r"\d+(?:[.,:]\d+)*", " two ", text).replace("-", " "))]
-
-
-def _singular(word: str) -> str:
-    if word.endswith("ies") and len(word) > 4:
-        return word[:-3] + "y"
-    if word.endswith(("sses", "ches", "shes", "xes")):
-        return word[:-2]
-    if word.endswith("s") and not word.endswith("ss") and len(word) > 3:
-        return word[:-1]
-    return word
+    since_number = 4  # tokens since the last number, past the window
+    for token in _TOKEN.findall(text):
+        word = token.casefold()
+        if token[0].isdigit() or word in numbers:
+            since_number = 0
+            continue
+        since_number += 1
+        if since_number <= 3 and stem(word) in nouns:
+            return True
+    return False

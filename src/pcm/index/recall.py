@@ -8,7 +8,7 @@ not fitted to that conversation's questions.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -182,6 +182,11 @@ def rrf(legs: Sequence[Leg], c: float = RRF_C) -> dict[int, float]:
         for rank, slot in enumerate(leg.slots.tolist(), start=1):
             fused[slot] = fused.get(slot, 0.0) + leg.weight / (c + rank)
     return fused
+
+
+def ranked(fused: Mapping[int, float]) -> list[int]:
+    """The slots of a fusion best first, equal scores by slot: one order whatever the legs' order."""
+    return sorted(fused, key=lambda slot: (-fused[slot], slot))
 
 
 def recency_weights(ts: np.ndarray, decay: float) -> np.ndarray:

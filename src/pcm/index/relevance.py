@@ -27,10 +27,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
-import snowballstemmer
 
 from pcm.index.records import PostRecord
-from pcm.index.text import CONVERSATION_STOPWORDS, WORD_TOKEN
+from pcm.index.text import CONVERSATION_STOPWORDS, WORD_TOKEN, stem
 
 ATTRIBUTION_MARGIN = -0.15
 """Decline when ``coverage - others + VECTOR_MARGIN_WEIGHT * vector margin`` (coverages are IDF-weighted shares
@@ -56,7 +55,6 @@ _TOKEN = WORD_TOKEN
 _SECOND_PERSON = re.compile(r"\b(?:you|your|yours|yourself|yourselves|ya|u)\b|\byou['’]", re.IGNORECASE)
 _FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself|we|our|us)\b|\bi['’]", re.IGNORECASE)
 _STOPWORDS = CONVERSATION_STOPWORDS | frozenset(["kinds", "likely", "recent", "recently", "type", "types"])
-_stemmer = snowballstemmer.stemmer("english")
 
 
 def content_terms(text: str, ignore: frozenset[str] = frozenset()) -> set[str]:
@@ -86,7 +84,7 @@ def _term(word: str) -> tuple[str, str] | None:
     folded = word.casefold().replace("’", "'").split("'", 1)[0]
     if len(folded) <= 2 or folded in _STOPWORDS:
         return None
-    return folded, _stemmer.stemWord(folded)
+    return folded, stem(folded)
 
 
 def split_turn(text: str) -> tuple[str, str]:

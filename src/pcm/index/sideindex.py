@@ -423,7 +423,7 @@ class SideIndex:
                 ranking.rank_leg(slots, scores, ranking.ATTRIBUTION_VECTOR_WEIGHT),
             ]
             fused = ranking.rrf(legs)
-            ranked = sorted(fused, key=lambda slot: (-fused[slot], slot))
+            ranked = ranking.ranked(fused)
             return ranking.first_rank(ranked, said) >= ranking.ATTRIBUTION_RANK
 
     def relevance(self, query: str) -> Relevance:
@@ -790,7 +790,7 @@ class SideIndex:
         """Pseudo-relevance feedback: the ``PRF_DOCS`` best fused posts, and both legs again, the full-text query
         expanded with the rarest words of those posts and the query ``vector`` moved towards theirs."""
         fused = ranking.rrf(legs)
-        top = sorted(fused, key=lambda slot: (-fused[slot], slot))[: ranking.PRF_DOCS]
+        top = ranking.ranked(fused)[: ranking.PRF_DOCS]
         if not top:
             return [], []
         posts = self._posts
@@ -817,8 +817,7 @@ class SideIndex:
 
     def _quantity_leg(self, unit: quantity.Unit, fused: dict[int, float]) -> ranking.Leg:
         """The fused candidates whose text states an amount of ``unit``, best fused first."""
-        ordered = sorted(fused, key=lambda slot: (-fused[slot], slot))
-        found = [slot for slot in ordered if quantity.states(self._posts.record_at(slot).text, unit)]
+        found = [slot for slot in ranking.ranked(fused) if quantity.states(self._posts.record_at(slot).text, unit)]
         slots = np.asarray(found, dtype=np.int64)
         return ranking.Leg(slots, np.array([fused[s] for s in found], dtype=np.float64), ranking.QUANTITY_WEIGHT)
 
@@ -862,7 +861,7 @@ class SideIndex:
     ) -> ranking.Leg:
         """The term-graph leg: posts ranked by a personalised PageRank walk from the question's terms and the
         best posts of the fused legs (:mod:`pcm.index.graph`)."""
-        seeds = dict(sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[: ranking.GRAPH_SEEDS])
+        seeds = {slot: fused[slot] for slot in ranking.ranked(fused)[: ranking.GRAPH_SEEDS]}
         scores = self._graph.walk(query, seeds, allowed=mask)
         slots = np.fromiter(scores.keys(), dtype=np.int64, count=len(scores))
         values = np.fromiter(scores.values(), dtype=np.float64, count=len(scores))

@@ -15,12 +15,16 @@ property of conversations in general, not of one benchmark:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
+import threading
 import unicodedata
 from collections.abc import Iterable
 from datetime import UTC, datetime
+
+import snowballstemmer
 
 from pcm.index.records import EntityRecord, PostRecord
 
@@ -52,6 +56,20 @@ WORD_TOKEN = re.compile(r"[^\W\d_][^\W_]*(?:['’][^\W\d_]+)?", re.UNICODE)
 CONVERSATION_STOPWORDS = frozenset(["a", "about", "above", "after", "again", "against", "all", "almost", "also", "am", "an", "and", "any", "anyone", "anything", "are", "aren", "as", "at", "back", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "cannot", "could", "couldn", "did", "didn", "do", "does", "doesn", "doing", "don", "down", "during", "each", "either", "else", "even", "ever", "every", "everyone", "everything", "few", "for", "from", "further", "get", "gets", "getting", "going", "gonna", "good", "got", "great", "had", "hadn", "has", "hasn", "have", "haven", "having", "he", "hello", "her", "here", "hers", "herself", "hey", "hi", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "isn", "it", "its", "itself", "just", "kind", "know", "let", "lets", "like", "ll", "look", "looking", "looks", "lot", "lots", "made", "make", "makes", "me", "might", "mine", "more", "most", "much", "must", "my", "myself", "nice", "no", "nor", "not", "now", "of", "off", "oh", "ok", "okay", "on", "once", "one", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "quite", "rather", "re", "really", "said", "same", "say", "says", "see", "seen", "shall", "she", "should", "shouldn", "so", "some", "someone", "something", "sort", "still", "such", "sure", "tell", "than", "thank", "thanks", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "thing", "things", "think", "this", "those", "though", "through", "to", "told", "too", "under", "until", "up", "upon", "us", "ve", "very", "wanna", "want", "was", "wasn", "way", "we", "well", "were", "weren", "what", "whatever", "when", "where", "whether", "which", "while", "who", "whom", "whose", "why", "will", "with", "won", "would", "wouldn", "wow", "yeah", "yes", "yet", "you", "your", "yours", "yourself", "yourselves"])
 """Function words and the small talk of chat ("wow", "great", "gonna"), lower case: never what a question is about.
 The term graph and the relevance decision each add a few words of their own."""
+_STEMMERS = threading.local()
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def stem(word: str) -> str:
+    """The English Snowball stem of a lower-case word ("hours" -> "hour", "calories" -> "calori"): the one stemmer
+    of the side index's word readers, one per thread because a Snowball stemmer keeps its state while it works.
+    Cached: the pure-Python stemmer takes ~80 µs a word, and a conversation repeats its words."""
+    stemmer = getattr(_STEMMERS, "english", None)
+    if stemmer is None:
+        stemmer = _STEMMERS.english = snowballstemmer.stemmer("english")
+    return str(stemmer.stemWord(word))
+
+
 _NAME_PARTICLES = frozenset({"the", "and", "von", "van", "der", "den", "del", "mrs", "miss"})
 
 
