@@ -172,16 +172,16 @@ def asked_action(question: str, verbs: dict[str, str]) -> _Asked | None:
     return None
 
 
-def _subject_verb(words: Sequence[str], verbs: dict[str, str], *, tail: bool) -> tuple[str, str, str, str] | None:
+def _subject_verb(tokens: Sequence[str], verbs: dict[str, str], *, tail: bool) -> tuple[str, str, str, str] | None:
     """``(subject, class, verb, rest)``: the first word after a subject that names an action class. Without
     ``tail`` the verb must be the last word ("what did Dana buy"); with it, something must follow ("when did Dana
     buy the espresso machine")."""
-    for i in range(1, len(words)):
-        if (i == len(words) - 1) == tail:
+    for i in range(1, len(tokens)):
+        if (i == len(tokens) - 1) == tail:
             continue
-        cls = verb_class(words[i], verbs)
+        cls = verb_class(tokens[i], verbs)
         if cls is not None:
-            return " ".join(words[:i]), cls, words[i].lower(), " ".join(words[i + 1:])
+            return " ".join(tokens[:i]), cls, tokens[i].lower(), " ".join(tokens[i + 1:])
     return None
 
 
