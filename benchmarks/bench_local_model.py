@@ -9,6 +9,14 @@ cold: the model has no prompt prefix cached), and the failures' first lines.
 
 Run: ``python benchmarks/bench_local_model.py /work/models/qwen2.5-coder-0.5b.gguf --samples 03-purchase
 --formats turtle json``.
+
+``--labelled [SOURCE ...]`` measures meaning instead: for each label set of ``tests/fixtures/extraction`` (all, or
+the named sources: ``samples``, ``locomo-conv-26``), a fresh memory owned by the set's owner gets the conversations
+that hold its labelled utterances, exactly those utterances are extracted, and the stored facts are scored against
+the gold (:mod:`pcm.evaluation.facts`): precision, recall and the gate figures per source and overall, with seconds
+per utterance and output tokens. LoCoMo is read from ``--data`` (default ``../shared/data``). Run:
+``python benchmarks/bench_local_model.py MODEL --labelled --formats json``; ``--misses`` also lists each
+utterance's missing and unlabelled facts.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import shutil
 import statistics
 import tempfile
 import time
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -29,6 +38,7 @@ from typing import Any
 import llama_cpp
 
 from pcm.conversations import parse_file, sample_paths
+from pcm.evaluation.facts import FactScore, LabelSet, label_conversations, load_label_dir, post_iri, score
 from pcm.extraction import extract_posts
 from pcm.extraction import extractor as extractor_module
 from pcm.layout import LEGACY_LAYOUT
@@ -56,6 +66,7 @@ class Counting:
         self.timings = timings
         self.seen: set[str] = set()
         self.duplicates = 0
+        self.calls = 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.client, name)
@@ -64,6 +75,7 @@ class Counting:
         key = hashlib.sha256(repr((kwargs.get("system"), kwargs.get("messages"))).encode()).hexdigest()
         self.duplicates += key in self.seen
         self.seen.add(key)
+        self.calls += 1
         if not self.timings:
             return self.client.complete(**kwargs)
         ctx = self.client._llama._ctx.ctx  # noqa: SLF001 - llama.cpp's own counters for this call
@@ -95,6 +107,8 @@ def chosen(memory: Memory, per_session: int | None, limit: int | None, skip: int
 
 
 QUESTIONS = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "ask" / "questions.json"
+LABELS = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "extraction"
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def gold_questions(count: int) -> list[dict[str, Any]]:
@@ -162,7 +176,7 @@ def run(client: LlamaCppClient, output: str, samples: list[str], repair_rounds: 
             print(f"  [{output}] utterance {len(marks) - 1}/{len(posts)}: {marks[-1] - marks[-2]:.1f} s, "
                   f"{marks[-1] - marks[0]:.0f} s so far", flush=True)
 
-        report = extract_posts(memory.context, posts, client=counting,  # type: ignore[arg-type]
+        report = extract_posts(memory.context, posts, client=counting,
                                concurrency=1, output=output, progress=tick)
         seconds = [b - a for a, b in zip(marks, marks[1:], strict=False)]
         used = {k: client.usage.totals[k] - before[k] for k in before}
@@ -197,14 +211,93 @@ def run(client: LlamaCppClient, output: str, samples: list[str], repair_rounds: 
         shutil.rmtree(root, ignore_errors=True)
 
 
+def spread(items: tuple[Any, ...], count: int | None) -> tuple[Any, ...]:
+    """``count`` items taken evenly across ``items`` (all of them when ``count`` is None or larger)."""
+    if count is None or count >= len(items):
+        return items
+    return tuple(items[i * len(items) // count] for i in range(count))
+
+
+def run_labelled(client: LlamaCppClient, output: str, label_sets: list[LabelSet], data: Path, repair_rounds: int,
+                 catalogue: str = "auto", timings: bool = False, misses: bool = False, limit: int | None = None,
+                 grounding: bool = True, gate: bool = True) -> FactScore:
+    """Extract exactly the labelled utterances of each label set with the model (one fresh memory per set, owned by
+    the set's owner, holding the sessions of its labelled utterances), then score the stored facts against the gold.
+    ``limit``: that many utterances per set, taken evenly across it; ``grounding`` and ``gate`` off measure the
+    pipeline without those checks (what it stored before them).
+    """
+    total = FactScore([])
+    seconds: list[float] = []
+    called: list[float] = []
+    uncalled: list[float] = []
+    calls = output_tokens = ungrounded = 0
+    for labels in label_sets:
+        labels = replace(labels, utterances=spread(labels.utterances, limit))
+        root = Path(tempfile.mkdtemp(prefix=f"pcm-bench-labelled-{output}-"))
+        try:
+            settings = Settings(memory=root / "memory", index_enabled=False, repair_rounds=repair_rounds,
+                                llm_catalogue=catalogue, summaries_enabled=False, extraction_grounding=grounding,
+                                extraction_gate=gate)
+            memory = Memory.init(settings, owner=labels.owner)
+            memory.ingest(label_conversations(labels, data))
+            posts = [post_iri(memory.naming, u) for u in labels.utterances]
+            counting = Counting(client, timings)
+            marks = [time.perf_counter()]
+            seen_calls = [0]
+
+            def tick(n: int, source: str = labels.source, marks: list[float] = marks, count: int = len(posts),
+                     counting: Counting = counting, seen_calls: list[int] = seen_calls) -> None:
+                marks.append(time.perf_counter())
+                took = marks[-1] - marks[-2]
+                (called if counting.calls > seen_calls[0] else uncalled).append(took)
+                seen_calls[0] = counting.calls
+                print(f"  [{output} {source}] utterance {len(marks) - 1}/{count}: {took:.1f} s", flush=True)
+
+            report = extract_posts(memory.context, posts, client=counting,
+                                   concurrency=1, output=output, progress=tick)
+            seconds += [b - a for a, b in zip(marks, marks[1:], strict=False)]
+            calls += report.calls
+            output_tokens += report.output_tokens
+            ungrounded += report.ungrounded
+            result = score(memory, [labels])
+            print(f"\n== {output} {labels.source}: {report.posts} utterances, {report.extracted} extracted, "
+                  f"{report.failed} failed, {report.skipped} skipped; repairs {report.repairs}; calls {report.calls}; "
+                  f"output tokens {report.output_tokens} ({report.output_tokens / max(1, report.posts):.0f}/utterance)")
+            for line in result.lines(memory.ontology if misses else None):
+                print(line)
+            for post, first_line in report.failures:
+                print(f"  failed {post.rsplit('/', 1)[-1]}: {first_line[:200]}")
+            memory.close()
+            total = total + result
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+    print(f"\n== {output}, all labelled sources")
+    for line in total.lines():
+        print(line)
+    if seconds:
+        warm = seconds[1:] or seconds
+        print(f"seconds per utterance: cold (first) {seconds[0]:.1f}, warm median {statistics.median(warm):.1f}, "
+              f"mean {statistics.fmean(seconds):.1f}, max {max(seconds):.1f}, total {sum(seconds):.0f}")
+    if called:
+        warm_called = called[1:] or called
+        print(f"utterances sent to the model: {len(called)}, first {called[0]:.1f} s, warm median "
+              f"{statistics.median(warm_called):.1f} s, max {max(called):.1f} s")
+    if uncalled:
+        print(f"utterances with no model call (gated): {len(uncalled)}, max {max(uncalled):.2f} s")
+    print(f"calls {calls}; output tokens {output_tokens} ({output_tokens / max(1, calls):.0f}/call, "
+          f"{output_tokens / max(1, len(called)):.0f}/utterance sent); values left out as not said: {ungrounded}")
+    return total
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("model", help="path of a .gguf file")
     parser.add_argument("--samples", nargs="+", default=["03-purchase"], help="sample conversation name prefixes")
-    parser.add_argument("--formats", nargs="+", default=["turtle", "json"], choices=["turtle", "json"])
+    parser.add_argument("--formats", nargs="+", default=["turtle", "json"], choices=["turtle", "json", "compact"])
     parser.add_argument("--repair-rounds", type=int, default=Settings().repair_rounds,
                         help="repair rounds per utterance (default: the product's, PCM_REPAIR_ROUNDS)")
-    parser.add_argument("--limit", type=int, help="extract only the first N utterances")
+    parser.add_argument("--limit", type=int,
+                        help="extract only the first N utterances (with --labelled: N per set, taken evenly across it)")
     parser.add_argument("--per-session", type=int, help="extract only the first N utterances of every conversation")
     parser.add_argument("--skip-per-session", type=int, default=0,
                         help="leave out the first N utterances of every conversation (the ones an earlier "
@@ -224,12 +317,38 @@ def main() -> None:
                         help="PCM_LLM_CATALOGUE for the run (auto: whole, the model keeps its prompt prefix)")
     parser.add_argument("--timings", action="store_true",
                         help="a line per model call: new prompt tokens read, tokens written, and their seconds")
+    parser.add_argument("--labelled", nargs="*", metavar="SOURCE",
+                        help="extract the labelled utterances of tests/fixtures/extraction (all sources, or these) "
+                             "and score their facts against the gold: precision, recall, gate figures")
+    parser.add_argument("--data", type=Path, default=SHARED_DATA,
+                        help="the shared data folder LoCoMo labels are read from (default: ../shared/data)")
+    parser.add_argument("--misses", action="store_true",
+                        help="with --labelled, list each utterance's missing and unlabelled facts")
+    parser.add_argument("--no-grounding", action="store_true",
+                        help="with --labelled, store what the model wrote (PCM_EXTRACTION_GROUNDING=0)")
+    parser.add_argument("--no-gate", action="store_true",
+                        help="with --labelled, send small talk to the model too (PCM_EXTRACTION_GATE=off)")
     args = parser.parse_args()
+    label_sets = None
+    if args.labelled is not None:
+        label_sets = [s for s in load_label_dir(LABELS) if not args.labelled or s.source in args.labelled]
+        unknown = set(args.labelled) - {s.source for s in label_sets}
+        if unknown or not label_sets:
+            parser.error(f"no label set {sorted(unknown)} in {LABELS}")
+        if any(s.format == "locomo" for s in label_sets) and not args.data.is_dir():
+            parser.error(f"{args.data} is missing: give --data, or choose --labelled samples")
     extractor_module.MAX_OUTPUT_TOKENS = args.max_tokens
     started = time.perf_counter()
     client = LlamaCppClient(model_path=args.model, threads=args.threads, context=args.context)
     print(f"model {client.name} loaded in {time.perf_counter() - started:.1f} s; threads {args.threads}, "
           f"context {args.context}, max tokens {args.max_tokens}", flush=True)
+    if label_sets is not None:
+        for output in args.formats:
+            run_labelled(client, output, label_sets, args.data, args.repair_rounds, args.catalogue,
+                         timings=args.timings, misses=args.misses, limit=args.limit,
+                         grounding=not args.no_grounding, gate=not args.no_gate)
+        client.close()
+        return
     samples = [p.stem for p in sample_paths()] if args.all or args.questions else args.samples
     for output in args.formats:
         run(client, output, samples, args.repair_rounds, args.limit, args.per_session, args.keep, args.questions,

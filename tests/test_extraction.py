@@ -121,11 +121,27 @@ def test_valid_output_lands_in_the_posts_graph_with_provenance(memory: Memory) -
     assert [s.post for s in memory.why("m:biscuit")] == [post]
 
 
+def test_a_post_forgotten_while_the_model_answers_gets_no_extraction(memory: Memory) -> None:
+    """A server's worker lets go of the memory while the model answers; a forget in that time must win: writing
+    the answer afterwards would bring back facts of an utterance the person asked to forget."""
+    [post] = ingest(memory, "I adopted a beagle called Biscuit yesterday.")
+
+    def forget_then_answer(system: str, messages: list[Message], operation: str) -> str:
+        memory.forget(post=post)
+        return BISCUIT
+
+    report, _ = run(memory, [post], forget_then_answer)
+    assert (report.extracted, report.forgotten) == (0, 1)
+    assert memory.store.existing_posts([post]) == set()
+    assert not rows(memory, f"SELECT ?s WHERE {{ ?s <{PCM}petBreed> ?b }}")
+    assert graph_triples(memory, memory.naming.extraction_graph(post)) == set()
+
+
 def test_restating_the_owner_card_adds_nothing_but_new_owner_facts_stay(memory: Memory) -> None:
     """The owner is mentioned by nearly every utterance: a restated type or label would be one more row to read
     in every later lookup of the owner, so only what the memory does not already hold about the owner is kept."""
     ns = memory.manifest.namespace
-    [post] = ingest(memory, "I'm Dana, by the way, and my birthday is May 4th 1990.")
+    [post] = ingest(memory, "I'm Dana Whitfield, Dee to my friends, and my birthday is May 4th 1990.")
     report, _ = run(memory, [post], """m:owner a schema:Person , foaf:Person ; rdfs:label "Dana Whitfield" ;
         foaf:nick "Dee" ; schema:birthDate "1990-05-04"^^xsd:date .""")
     assert report.extracted == 1
@@ -162,7 +178,7 @@ ex:buy-bike a schema:BuyAction ; rdfs:label "buying the bike" ; schema:agent m:o
 
 def test_nothing_to_extract_is_a_success_with_an_empty_graph(memory: Memory) -> None:
     [post] = ingest(memory, "Thanks, that's all for today!")
-    report, _ = run(memory, [post], "# nothing to extract")
+    report, _ = run(memory, [post], "# nothing to extract", gate=False)  # the model's answer, not the gate's
     assert (report.extracted, report.calls) == (1, 1)
     assert graph_triples(memory, memory.naming.extraction_graph(post)) == set()
     assert status(memory, post) == ("extracted", None)
@@ -258,7 +274,8 @@ def test_nodes_left_unlinked_after_the_repair_rounds_are_dropped_and_the_rest_is
     ids=["date-literal", "single-valued"],
 )
 def test_an_answer_with_another_fault_is_not_salvaged(memory: Memory, said: str, written: str, rule: str) -> None:
-    [post] = ingest(memory, "I adopted a beagle called Biscuit yesterday; my neighbour walks in the park.")
+    # both breeds are said, so the grounding check leaves the two values for the single-valued rule to refuse
+    [post] = ingest(memory, "I adopted a beagle (or a basset?) called Biscuit yesterday; my neighbour walks in the park.")
     faulty = LOOSE_NEIGHBOUR.replace(said, written)
     report, _ = run(memory, [post], faulty, faulty)
 
@@ -339,7 +356,7 @@ def test_hostile_output_is_refused_and_writes_nothing(memory: Memory, kind: str)
 def test_a_prefix_redefinition_is_bound_back_and_stays_in_the_posts_graph(memory: Memory) -> None:
     [post] = ingest(memory, "I adopted a beagle called Biscuit yesterday.")
     before = snapshot(memory)
-    reply = '@prefix pcm: <http://evil.example/> .\nm:x a pcm:Pet ; rdfs:label "x" . m:owner pcm:hasPet m:x .'
+    reply = '@prefix pcm: <http://evil.example/> .\nm:x a pcm:Pet ; rdfs:label "Biscuit" . m:owner pcm:hasPet m:x .'
     report, _ = run(memory, [post], reply)
     assert (report.extracted, report.failed, report.calls) == (1, 0, 1)
     added = snapshot(memory) - before
@@ -454,7 +471,7 @@ def test_same_normalised_label_and_type_merges_into_the_existing_entity(memory: 
     ns = memory.manifest.namespace
     [first] = ingest(memory, "I adopted a beagle called Biscuit yesterday.", session="s0")
     run(memory, [first], BISCUIT)
-    [second] = ingest(memory, "The dog got a new collar.", session="s1")
+    [second] = ingest(memory, "Biscuit the dog got a new collar.", session="s1")
     duplicate = """m:the-dog a pcm:Pet ; rdfs:label "biscuit" .
 m:owner pcm:hasPet m:the-dog .
 m:buy-collar a schema:BuyAction ; rdfs:label "buying a collar" ; schema:agent m:owner ;
@@ -511,7 +528,7 @@ def _breed(breed: str) -> str:
 
 def test_a_new_value_of_a_functional_property_moves_the_old_one_to_history(memory: Memory) -> None:
     ns = memory.manifest.namespace
-    first, second = ingest(memory, "Biscuit is a beagle, tan coloured.", "Correction: Biscuit is actually a basset hound.",
+    first, second = ingest(memory, "Biscuit is a beagle, tan coloured.", "Correction: Biscuit is actually a brown basset hound.",
                            minutes=30)
     run(memory, [first], _breed("beagle"))
     report, _ = run(memory, [second], _breed("basset hound").replace('"tan"', '"brown"'))
@@ -828,7 +845,8 @@ def test_a_server_rejecting_the_schema_gets_free_form_output_with_one_warning(
 
 def test_the_prompt_holds_the_areas_of_the_utterance_not_of_the_previous_turns(memory: Memory) -> None:
     posts = ingest(memory, "My bike broke down on the way to work.", "Thanks a lot, talk soon!", "Can you fix it?")
-    _, client = run(memory, posts, "# nothing to extract", "# nothing to extract", "# nothing to extract")
+    _, client = run(memory, posts, "# nothing to extract", "# nothing to extract", "# nothing to extract",
+                    gate=False)  # the small talk too: its prompt is what is checked
     topics = [messages[0].content.split("Message time:")[0] for _, messages, _ in client.requests]
     assert "## vehicles" in topics[0] and "## work" in topics[0]
     assert "## vehicles" not in topics[1] and "## work" not in topics[1]  # nothing of it said or referred to
@@ -850,7 +868,7 @@ def test_the_system_prompt_is_the_same_for_every_utterance_and_the_topics_go_int
     posts = ingest(memory, "My bike broke down on the way to work.", "I adopted a beagle called Biscuit.",
                    "Thanks, bye!")
     nothing = '{"@graph": []}' if output == "json" else "# nothing to extract"
-    _, client = run(memory, posts, nothing, nothing, nothing, output=output)
+    _, client = run(memory, posts, nothing, nothing, nothing, output=output, gate=False)  # "Thanks, bye!" too
     systems = {system for system, _, _ in client.requests}
     assert len(systems) == 1
     firsts = [user_message(client, i) for i in range(3)]

@@ -73,7 +73,7 @@ def test_failed_posts_are_listed_and_can_be_retried(mem: Path, tmp_path: Path) -
 @pytest.mark.parametrize("flags", [[], ["--pending", "--all"]])
 def test_extract_needs_exactly_one_selection(mem: Path, tmp_path: Path, flags: list[str]) -> None:
     out = invoke(extract, ["--memory", str(mem), *flags], tmp_path, [])
-    assert out.exit_code == 2 and "exactly one of --pending, --failed or --all" in out.stderr
+    assert out.exit_code == 2 and "exactly one of --pending, --failed, --gated or --all" in out.stderr
 
 
 def test_extract_without_an_llm_says_how_to_configure_one(mem: Path, tmp_path: Path) -> None:
@@ -84,3 +84,14 @@ def test_extract_without_an_llm_says_how_to_configure_one(mem: Path, tmp_path: P
 def test_history_of_an_entity_without_changes(mem: Path, tmp_path: Path) -> None:
     out = invoke(history, ["--memory", str(mem), "m:owner"], tmp_path)
     assert out.exit_code == 0 and out.stdout.startswith("no recorded change for m:owner")
+
+
+def test_extract_explain_lists_the_values_left_out(mem: Path, tmp_path: Path) -> None:
+    invented = BEAGLE.replace('pcm:petBreed "beagle"', 'pcm:petBreed "beagle" ; schema:color "gold"')
+    out = invoke(extract, ["--memory", str(mem), "--pending", "--explain"], tmp_path, [invented, BASSET, PERSON])
+    assert out.exit_code == 0, out.output
+    assert "1 value(s) not in the words said left out" in out.stdout
+    assert 'm:biscuit schema:color "gold"' in out.stdout
+    report = json.loads(invoke(extract, ["--memory", str(mem), "--all", "--force", "--json"], tmp_path,
+                               [invented, BASSET, PERSON]).stdout)
+    assert report["ungrounded"] == 1 and report["left_out"][0]["report"].startswith("left out 1 value(s)")

@@ -246,7 +246,8 @@ def test_forgetting_a_middle_post_leaves_the_latest_value_and_repoints_history(m
 
 def test_an_older_utterance_extracted_late_comes_back_when_the_newer_is_forgotten(memory: Memory) -> None:
     ns = memory.manifest.namespace
-    old, new = say(memory, "I live in Portland.", "We moved to Seattle.")
+    old, new = say(memory, "I live in Portland and work at Harbor Analytics.",
+                   "We moved to Seattle; I work at Cascade Health now.")
     extract(memory, new, SEATTLE)
     report = extract(memory, old, PORTLAND)  # e.g. `pcm extract --all`: the older value goes straight to history
     assert report.supersessions == 2 and values(memory, ns + "owner", HOME) == {ns + "seattle"}

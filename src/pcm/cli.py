@@ -253,15 +253,22 @@ def init(
 @click.option("--speaker", default=None, help="Speaker name for --text.")
 @click.option("--at", "at", default=None, help="When --text was said (ISO 8601; default: now).")
 @click.option("--init", "create", is_flag=True, help="Create the memory first if it does not exist.")
+@click.option("--extraction", type=click.Choice(["auto", "inline", "queued"]), default=None,
+              help="Extract facts before returning (inline) or leave them to `pcm extract --pending` or `pcm serve` "
+                   "(queued); auto: queued for a model on this machine [env PCM_EXTRACTION; default auto; a running "
+                   "`pcm serve` uses its own].")
 @json_option
 @click.pass_context
 @handle_errors
 def ingest(ctx: click.Context, memory_path: Path | None, files: tuple[Path, ...], fmt: str | None, text: str | None,
-           session: str | None, role: str, speaker: str | None, at: str | None, create: bool, as_json: bool) -> None:
+           session: str | None, role: str, speaker: str | None, at: str | None, create: bool, extraction: str | None,
+           as_json: bool) -> None:
     """Store conversations (every user and assistant turn) in the memory.
 
     Re-ingesting the same conversation adds nothing. Without an LLM (PCM_LLM=none) pcm runs in episodic mode:
-    utterances are stored, indexed and searchable, and extraction waits until a model is configured.
+    utterances are stored, indexed and searchable, and extraction waits until a model is configured. With a model
+    on this machine (minutes per utterance) extraction is queued by default: ingest returns once the utterances are
+    stored and indexed, and `pcm extract --pending` (or a running `pcm serve`) extracts their facts.
 
     \b
     Examples:
@@ -288,7 +295,7 @@ def ingest(ctx: click.Context, memory_path: Path | None, files: tuple[Path, ...]
         conversations.append(Conversation(id=u.session, utterances=[u], source="--text"))
     for path in files:
         conversations.extend(parse_file(path, fmt))
-    settings = settings_for(ctx, memory_path)
+    settings = settings_for(ctx, memory_path, extraction=extraction)
     # all files together, before any is sent to a running server (which sees one file per request)
     check_conversations(conversations, max_chars=settings.max_utterance_chars)
     server = None if create else running_server(ctx, memory_path, write=True)
@@ -299,11 +306,15 @@ def ingest(ctx: click.Context, memory_path: Path | None, files: tuple[Path, ...]
                 result = server.ingest_text(u.content, session=u.session, role=u.role, speaker=u.speaker, at=u.timestamp)
             else:
                 results = [server.ingest_file(path, fmt) for path in files]
-                result = {k: sum(int(r.get(k, 0)) for r in results) for k in ("conversations", "utterances", "added", "skipped")}
+                counts = ("conversations", "utterances", "added", "skipped", "pending")
+                result = {k: sum(int(r.get(k) or 0) for r in results) for k in counts}
+                result["mode"] = results[-1].get("mode", "") if results else ""
         if as_json:
             emit_json(result)
         else:
             echo(f"ingested {result.get('added', 0)} new utterance(s) through pcm serve at {server.info.url}")
+            if result.get("mode") == "queued":
+                echo("their facts are extracted in the background by pcm serve (GET /api/stats shows the queue)")
         return
     if create and not (settings.memory / "memory.toml").exists():
         Memory.init(settings).close()
@@ -327,6 +338,9 @@ def ingest(ctx: click.Context, memory_path: Path | None, files: tuple[Path, ...]
         )
         if not settings.llm.enabled:
             echo("no LLM configured (PCM_LLM=none): facts are not extracted yet; recall and ask use the utterances")
+        elif report.mode == "queued" and report.pending:
+            echo(f"{report.pending} utterance(s) wait for extraction: run `pcm extract --pending`, or leave "
+                 "`pcm serve` running to extract them in the background")
 
 
 @main.command(name="import")

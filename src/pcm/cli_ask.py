@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from pcm.cli import emit_json, handle_errors, json_option, memory_option, opened, warm_server
+from pcm.cli import emit_json, handle_errors, json_option, memory_option, opened, settings_for, warm_server
 from pcm.errors import UsageError
 from pcm.settings import ASK_ORDERS
 from pcm.terminal import echo
@@ -60,6 +60,7 @@ def ask(ctx: click.Context, memory_path: Path | None, question: str, k: int, exp
             emit_json(data)
         else:
             echo(f"{data.get('answer')}\n(path: {data.get('path')}; answered by pcm serve at {server.url})", newlines=True)
+            _say_pending(len(data.get("pending") or []), settings_for(ctx, memory_path).llm.enabled)
         return
     from pcm.llm import make_client  # after the server branch: a warm answer needs neither module
     from pcm.retrieval.ask import ask as run_ask
@@ -74,6 +75,16 @@ def ask(ctx: click.Context, memory_path: Path | None, question: str, k: int, exp
         emit_json(data)
         return
     echo(result.render(explain), newlines=True)
+    _say_pending(len(result.pending), memory.settings.llm.enabled)
+
+
+def _say_pending(count: int, model: bool) -> None:
+    """One line when cited utterances have no facts yet (queued extraction): the answer may change once they do.
+
+    Only with a model configured: without one every utterance waits, and the answer's note already says so."""
+    if count and model:
+        are = "is" if count == 1 else "are"
+        echo(f"{count} of the cited utterances {are} not yet extracted; run `pcm extract --pending`")
 
 
 __all__ = ["ask"]

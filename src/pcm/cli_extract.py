@@ -19,30 +19,40 @@ from pcm.terminal import echo
 @memory_option
 @click.option("--pending", is_flag=True, help="Posts never extracted (e.g. ingested without an LLM).")
 @click.option("--failed", is_flag=True, help="Posts whose last extraction failed.")
+@click.option("--gated", is_flag=True,
+              help="Posts the small-talk gate kept from the model (PCM_EXTRACTION_GATE): extract them now, gate off.")
 @click.option("--all", "all_", is_flag=True, help="Every post not yet extracted with this prompt and ontology version.")
 @click.option("--force", is_flag=True, help="Re-extract even posts already extracted with the same versions.")
+@click.option("--explain", is_flag=True,
+              help="Also list, per post, what was left out of the model's answer (values not said, unlinked nodes).")
 @json_option
 @click.pass_context
 @handle_errors
-def extract(ctx: click.Context, memory_path: Path | None, pending: bool, failed: bool, all_: bool, force: bool,
-            as_json: bool) -> None:
+def extract(ctx: click.Context, memory_path: Path | None, pending: bool, failed: bool, gated: bool, all_: bool,
+            force: bool, explain: bool, as_json: bool) -> None:
     """Extract facts from stored utterances with the configured LLM (PCM_LLM or --llm).
 
     Runs concurrent calls (PCM_LLM_CONCURRENCY), repairs invalid output (PCM_REPAIR_ROUNDS), and is resumable: an
     interrupted run is simply run again. What still fails keeps its post, marked failed with its last report.
+    Values the words did not say (an address, a day for "in 2010") are left out and counted; --explain lists them,
+    and each post's provenance keeps them (pcm:extractionReport).
+    Utterances that state nothing (greetings, thanks, "sounds great") are not sent to the model: they are marked
+    gated (PCM_EXTRACTION_GATE=off sends everything; --gated extracts the gated ones).
 
     \b
     Examples:
       pcm --llm anthropic:claude-sonnet-4-5 extract --pending
       pcm extract --failed --json
       pcm extract --all          # after an ontology or prompt upgrade
+      pcm extract --gated        # the small talk the gate kept from the model
+      pcm extract --pending --explain
     """
     from pcm.extraction import extract_posts, select_posts
     from pcm.llm import make_client
 
-    chosen = [name for name, on in (("pending", pending), ("failed", failed), ("all", all_)) if on]
+    chosen = [name for name, on in (("pending", pending), ("failed", failed), ("gated", gated), ("all", all_)) if on]
     if len(chosen) != 1:
-        raise UsageError("give exactly one of --pending, --failed or --all")
+        raise UsageError("give exactly one of --pending, --failed, --gated or --all")
     with opened(ctx, memory_path) as memory:
         client = make_client(memory.settings)
         if client is None:
@@ -52,16 +62,24 @@ def extract(ctx: click.Context, memory_path: Path | None, pending: bool, failed:
             )
         posts = select_posts(memory.context, chosen[0])
         with progress_bar(len(posts), "extract") as bar:
-            report = extract_posts(memory.context, posts, client=client, progress=bar.update, force=force)
+            report = extract_posts(
+                memory.context, posts, client=client, progress=bar.update, force=force,
+                gate=False if chosen[0] == "gated" else None,  # what the gate held back goes to the model
+            )
     if as_json:
         emit_json(report.as_json())
         return
     echo(
-        f"extracted {report.extracted}, failed {report.failed}, skipped {report.skipped} of {report.posts} post(s); "
+        f"extracted {report.extracted}, failed {report.failed}, skipped {report.skipped}, gated {report.gated} "
+        f"of {report.posts} post(s); "
         f"{report.calls} LLM call(s), {report.repairs} repair(s), "
         f"{report.input_tokens} input / {report.output_tokens} output tokens; "
-        f"{report.merges} merge(s), {report.supersessions} knowledge update(s)"
+        f"{report.merges} merge(s), {report.supersessions} knowledge update(s); "
+        f"{report.ungrounded} value(s) not in the words said left out"
     )
+    if explain:
+        for post, text in report.left_out:
+            echo(f"  {post}: {text}")
     for post, reason in report.failures:
         echo(f"  failed {post}: {reason}", err=True)
     if report.unknown_terms:

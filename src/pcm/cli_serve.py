@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 import sys
 from pathlib import Path
@@ -12,6 +13,18 @@ import click
 from pcm.cli import emit_json, handle_errors, json_option, memory_option, settings_for
 from pcm.endpoint.config import DEFAULT_BIND, MB, ServeConfig
 from pcm.terminal import echo
+
+
+def _log_to_stderr() -> None:
+    """The server's own messages (the extraction worker's progress, one line per post) on stderr."""
+    logger = logging.getLogger("pcm.endpoint")
+    if logger.handlers:  # a second server in one process (tests) logs through the first one's handler
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("pcm serve: %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
 
 
 def _stop_on_sigterm() -> None:
@@ -45,6 +58,8 @@ def serve(ctx: click.Context, memory_path: Path | None, bind: str, token: str | 
     unless told otherwise, is read-only without a token, and stops any query at the time limit.
     Over an external store (PCM_STORE_URL) it serves the JSON API, the explorer and MCP the same way, answers
     /query through the memory, and leaves updates and graph store writes to the store's own endpoints.
+    When ingest queues extraction (PCM_EXTRACTION=queued, or auto with a model on this machine), the server
+    extracts the waiting utterances' facts in the background, one at a time, and /api/stats shows the queue.
 
     \b
     Routes:
@@ -53,7 +68,7 @@ def serve(ctx: click.Context, memory_path: Path | None, bind: str, token: str | 
       /store                 Graph Store Protocol (writes need the token)
       /api/ingest /api/ask /api/recall   JSON API for assistants, described at /openapi.json
       /api/reindex           POST (token) rebuilds the side index in the background; GET follows it
-      /api/stats             what the memory holds (posts, sessions, triples, graphs)
+      /api/stats             what the memory holds (posts, sessions, triples, graphs), and the extraction queue
       /api/timings           the front's own time per request next to the engine's (also a Server-Timing header)
 
     \b
@@ -75,6 +90,7 @@ def serve(ctx: click.Context, memory_path: Path | None, bind: str, token: str | 
     )
     server = PcmServer(settings, config, verbose=verbose)
     _stop_on_sigterm()
+    _log_to_stderr()
     try:
         server.start()
         _announce(server.url, settings.memory, config, as_json, store=settings.store_url)

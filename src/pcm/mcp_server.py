@@ -61,6 +61,7 @@ class Answer(BaseModel):
     note: str = ""
     citations: list[Message] = Field(description="The stored messages the answer rests on, best first.")
     sparql: str | None = Field(default=None, description="The query that produced the answer, on the sparql path.")
+    pending: list[str] = Field(default_factory=list, description="The cited posts whose facts are not extracted yet.")
 
 
 class Source(BaseModel):
@@ -191,7 +192,7 @@ def build_server(memory: Memory, *, token: str = "", lock: threading.RLock | Non
 
             result = memory.ask(question, k=k, as_of=parse_timestamp(as_of) if as_of else None)
             return Answer(answer=result.answer, path=result.path, note=result.note, sparql=result.sparql,
-                          citations=[_message(p.as_json()) for p in result.posts])
+                          citations=[_message(p.as_json()) for p in result.posts], pending=result.pending)
 
         return run(answer)
 

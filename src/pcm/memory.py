@@ -1,6 +1,7 @@
 """The facade: one object per open memory (docs/DESIGN.md §1, §8). The CLI, the endpoint and tests go through it.
 
-Data flows one way: utterance → post (+ extraction when an LLM is configured) → store → side index.
+Data flows one way: utterance → post (+ extraction when an LLM is configured, before ingest returns or queued for
+later: :meth:`Memory.extraction_mode`) → store → side index.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -74,6 +76,10 @@ Progress = Callable[[int], None]
 RDF_TYPE = RDF + "type"
 
 
+#: What :meth:`Memory.extraction_mode` answers: no model configured, extraction before ingest returns, or later.
+EPISODIC, INLINE, QUEUED = "episodic", "inline", "queued"
+
+
 @dataclass
 class IngestReport:
     conversations: int = 0
@@ -83,7 +89,10 @@ class IngestReport:
     extracted: int = 0
     failed: int = 0
     pending: int = 0
-    mode: str = "episodic"
+    """Posts of this ingest whose facts are not extracted yet (all of them in episodic and queued modes)."""
+    mode: str = EPISODIC
+    """``episodic`` (no model), ``extraction (MODEL)`` (extracted before returning) or ``queued`` (to be extracted
+    by ``pcm extract --pending`` or a running ``pcm serve``)."""
     posts: list[str] = field(default_factory=list)
     extraction: dict[str, object] = field(default_factory=dict)
 
@@ -101,6 +110,8 @@ class RememberReport:
     """False when the message was already stored (a retry with the same key): nothing new was written."""
     session: str
     """The session id the post belongs to."""
+    mode: str = ""
+    """The ingest's :attr:`IngestReport.mode` (what happens to the message's facts); empty when nothing was stored."""
 
     def as_json(self) -> dict[str, object]:
         return {"post": self.post, "stored": self.stored, "session": self.session}
@@ -189,6 +200,9 @@ class Memory:
         self._index: SideIndex | None = None
         self._closed = False
         self._client: LLMClient | None = None
+        self._client_lock = threading.Lock()
+        self.queued_listeners: list[Callable[[int], None]] = []
+        """Called with the number of posts an ingest left queued for extraction (``pcm serve``'s worker listens)."""
         self.ontology_drift: OntologyDrift | None = None
         """Set on a read-only open of a memory whose ontology differs from this pcm's (writes are refused)."""
         self.index_lag: IndexLag | None = None
@@ -493,7 +507,9 @@ class Memory:
         """Store every utterance as a post, one atomic write each; re-ingesting the same turns adds nothing.
 
         The whole batch is checked first (:func:`~pcm.conversations.check_conversations`, the side index's model),
-        so a refusal (InputError, MemoryVersionError) leaves the memory as it was.
+        so a refusal (InputError, MemoryVersionError) leaves the memory as it was. With a model, facts are then
+        extracted before returning, or left queued (status ``pending``) for ``pcm extract --pending`` or a running
+        ``pcm serve``: :meth:`extraction_mode` decides.
         """
         self._writable()
         conversations = list(conversations)
@@ -540,14 +556,50 @@ class Memory:
                     self._index_posts(to_index)
                     to_index = []
         self._index_posts(to_index)
-        if self.settings.llm.enabled and report.posts:
+        mode = self.extraction_mode() if report.posts else EPISODIC
+        if mode == INLINE:
             self._extract(report, progress)
+        elif mode == QUEUED:
+            report.mode = QUEUED  # every new post keeps its "pending" status: that status is the queue
         if self.settings.summaries_enabled and report.posts:
             from pcm.summaries import summarise_posts
 
-            summarise_posts(self.context, report.posts, self._client)  # once per touched session per batch
+            # once per touched session per batch; extractive unless the model extracts here too (a queued ingest
+            # must not wait on the model for a summary either)
+            summarise_posts(self.context, report.posts, self._client if mode == INLINE else None)
             self.store.clear_summaries_pending()
+        if mode == QUEUED:
+            for listener in list(self.queued_listeners):
+                listener(report.pending)
         return report
+
+    def extraction_mode(self) -> str:
+        """When ingest extracts facts: :data:`EPISODIC` (no model), :data:`INLINE` or :data:`QUEUED`.
+
+        ``PCM_EXTRACTION`` decides; ``auto`` queues for a model on this machine (one utterance costs it a minute or
+        more, so extracting before ingest returns would hold a file's ingest for hours) and extracts inline with a
+        hosted one. An in-process model (``llamacpp``) runs here by construction: it is not loaded to learn that.
+        """
+        llm = self.settings.llm
+        if not llm.enabled:
+            return EPISODIC
+        if self.settings.extraction in (INLINE, QUEUED):
+            return self.settings.extraction
+        if llm.provider == "llamacpp":
+            return QUEUED
+        from pcm.llm.base import runs_here
+
+        return QUEUED if runs_here(self.llm_client()) else INLINE
+
+    def llm_client(self) -> LLMClient | None:
+        """The configured model's client (None without one), made on first use and shared by ingest, ask and
+        ``pcm serve``'s extraction worker, so an in-process model is loaded once."""
+        with self._client_lock:
+            if self._client is None and self.settings.llm.enabled:
+                from pcm.llm import make_client
+
+                self._client = make_client(self.settings)
+            return self._client
 
     def remember(
         self,
@@ -587,7 +639,7 @@ class Memory:
         utterance = replace(utterance, source_id=key, position=last[1] + 1 if last else 0)
         report = self.ingest([Conversation(id=utterance.session, utterances=[utterance])])
         iri = post_quads(self.naming, utterance, None)[0].iri
-        return RememberReport(iri, bool(report.added), utterance.session)
+        return RememberReport(iri, bool(report.added), utterance.session, report.mode)
 
     def _post_with_key(self, key: str) -> PostInfo | None:
         """The stored post whose message id is ``key`` (the first, if a file reused the id across sessions)."""
@@ -614,14 +666,11 @@ class Memory:
     def _extract(self, report: IngestReport, progress: Progress | None) -> None:
         """Second write per post: its extraction graph, provenance and status (the post itself is already safe)."""
         from pcm.extraction import extract_posts
-        from pcm.llm import make_client
 
-        if self._client is None:
-            self._client = make_client(self.settings)
-        run = extract_posts(self.context, report.posts, client=self._client)  # type: ignore[arg-type]
+        run = extract_posts(self.context, report.posts, client=self.llm_client())  # type: ignore[arg-type]
         report.mode = f"extraction ({self.settings.llm})"
         report.extracted, report.failed = run.extracted, run.failed
-        report.pending = report.added - run.extracted - run.failed - run.skipped
+        report.pending = report.added - run.extracted - run.failed - run.skipped - run.gated
         report.extraction = run.as_json()
 
     def _index_posts(self, posts: Sequence[PostInfo]) -> None:
@@ -883,13 +932,10 @@ class Memory:
 
         Without an LLM: the utterances that best match, and the answer says so.
         """
-        from pcm.llm import make_client
         from pcm.retrieval.ask import ask
 
         check_text(question, "the question", "ask")
-        if self._client is None and self.settings.llm.enabled:
-            self._client = make_client(self.settings)
-        return ask(self.context, question, client=self._client, as_of=as_of, explain=explain, k=k, plan=plan)
+        return ask(self.context, question, client=self.llm_client(), as_of=as_of, explain=explain, k=k, plan=plan)
 
     def post_count(self) -> int:
         q = f"SELECT (COUNT(?p) AS ?n) WHERE {{ GRAPH {CONVERSATION} {{ ?p a <{SIOC}Post> }} }}"
@@ -1046,4 +1092,4 @@ def _rehome(q: ox.Quad, rename: tuple[str, str]) -> ox.Quad:
     )
 
 
-__all__ = ["ImportReport", "IngestReport", "Memory", "RememberReport", "check_vocabulary"]
+__all__ = ["EPISODIC", "INLINE", "QUEUED", "ImportReport", "IngestReport", "Memory", "RememberReport", "check_vocabulary"]

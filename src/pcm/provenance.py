@@ -34,7 +34,7 @@ LABEL = N(RDFS + "label")
 STATUS = N(PCM + "extractionStatus")
 REPORT = N(PCM + "extractionReport")
 
-STATUSES = ("pending", "extracted", "failed", "skipped")
+STATUSES = ("pending", "extracted", "failed", "skipped", "gated")
 
 
 def dt_literal(value: datetime) -> ox.Literal:

@@ -10,13 +10,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from platformdirs import user_data_dir
+from platformdirs import user_cache_dir, user_data_dir
 
 from pcm.errors import UsageError
 
 
 def default_memory_path() -> Path:
     return Path(user_data_dir("pcm", appauthor=False)) / "memory"
+
+
+def default_state_dir() -> Path:
+    """Where an in-process model's saved prompt states go (``PCM_LLM_STATE_DIR``): a cache, safe to delete."""
+    return Path(user_cache_dir("pcm", appauthor=False)) / "llm-states"
 
 
 @dataclass(frozen=True)
@@ -73,11 +78,15 @@ DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-5"
 CATALOGUE_LAYOUTS = ("auto", "areas", "whole")
 #: Values of ``PCM_ASK_ORDER`` (see :attr:`Settings.ask_order`).
 ASK_ORDERS = ("auto", "graph", "facts")
+#: Values of ``PCM_EXTRACTION`` (see :attr:`Settings.extraction`).
+EXTRACTION_MODES = ("auto", "inline", "queued")
 #: Settings read from a ``PCM_*`` variable that names one of a few choices, and those choices.
 _CHOICES: dict[str, tuple[str, ...]] = {
-    "llm_output": ("auto", "turtle", "json"),
+    "llm_output": ("auto", "turtle", "json", "compact"),
     "llm_catalogue": CATALOGUE_LAYOUTS,
     "ask_order": ASK_ORDERS,
+    "llm_draft": ("none", "prompt-lookup"),
+    "extraction": EXTRACTION_MODES,
     "store_engine": ("auto", "oxigraph", "virtuoso", "generic"),
 }
 
@@ -103,7 +112,9 @@ class Settings:
     llm_timeout: float | None = None
     llm_max_retries: int = 4
     #: Extraction answer format: ``turtle`` (free-form), ``json`` (held to a JSON Schema generated from the
-    #: ontology, sent natively to the provider), or ``auto`` (json for a model on this machine, turtle otherwise).
+    #: ontology, sent natively to the provider), ``compact`` (one fact per line, held to a GBNF grammar: a model in
+    #: this process), or ``auto`` (compact for a model in this process, json for a server on this machine, turtle
+    #: otherwise).
     llm_output: str = "auto"
     #: Where the vocabulary catalogue goes in extraction and NL->SPARQL prompts: ``areas`` (the core areas in the
     #: system prompt, each call's further areas in its user turn: the smallest prompt, best where every call is
@@ -116,6 +127,11 @@ class Settings:
     #: facts, one short call; a graph query only when it finds no answer there), or ``auto`` (facts for a model on
     #: this machine, whose query-writing calls take a minute each; graph otherwise).
     ask_order: str = "auto"
+    #: When ingest extracts facts with the model: ``inline`` (before it returns, as each batch is stored),
+    #: ``queued`` (it stores and indexes the posts and returns; ``pcm extract --pending`` or a running
+    #: ``pcm serve`` extracts them later), or ``auto`` (queued for a model on this machine, where one utterance
+    #: takes a minute or more, so a file would hold ingest for hours; inline for a hosted model).
+    extraction: str = "auto"
     #: CPU threads and context window (tokens) of an in-process model (``PCM_LLM=llamacpp:...``). The window holds
     #: the whole-catalogue prompt (~6-7k tokens), the call's own text, an echoed answer in a repair round and the
     #: answer (KV memory at 16k tokens: ~200 MB for a 0.5B Qwen model, ~450 MB for 1.5B).
@@ -128,10 +144,23 @@ class Settings:
     #: Greedy grammar-held decoding of an in-process model checks the grammar on the best token first (the same
     #: answer, about twice as fast); off (``PCM_LLM_FAST_GRAMMAR=0``) uses llama-cpp-python's own sampler chain.
     llm_fast_grammar: bool = True
+    #: Folder where an in-process model saves its state after a long system prompt, so a fresh process's first
+    #: call loads it instead of reading ~7k tokens (see pcm.llm.state); None (``PCM_LLM_STATE_DIR=off``): never.
+    llm_state_dir: Path | None = field(default_factory=default_state_dir)
+    #: Draft tokens for an in-process model: ``none`` or ``prompt-lookup`` (copied from the prompt, checked by the
+    #: model in one batch).
+    llm_draft: str = "none"
     #: Concurrent LLM calls during batch ingest.
     llm_concurrency: int = 4
     #: Rounds of SHACL/parse repair after the first extraction attempt.
     repair_rounds: int = 2
+    #: Keep utterances that state nothing (greetings, thanks, "sounds great") from the extraction model
+    #: (``pcm.extraction.gate``; they get the status ``gated``, ``pcm extract --gated`` extracts them). Off:
+    #: ``PCM_EXTRACTION_GATE=off`` sends every utterance to the model.
+    extraction_gate: bool = True
+    #: Keep only the extracted values found in the words said (``pcm.extraction.grounding``); off
+    #: (``PCM_EXTRACTION_GROUNDING=0``) stores what the model wrote, for measuring what the check removes.
+    extraction_grounding: bool = True
     #: Hard time limit for any SPARQL query we run on behalf of a user or a model.
     query_timeout: float = 10.0
     #: Maximum rows returned by a user or generated SELECT.
@@ -217,10 +246,17 @@ class Settings:
             kwargs["index_enabled"] = False
         if env.get("OMP_WAIT_POLICY"):
             kwargs["omp_wait_policy"] = env["OMP_WAIT_POLICY"]
+        if env.get("PCM_LLM_STATE_DIR"):
+            raw_dir = env["PCM_LLM_STATE_DIR"].strip()
+            kwargs["llm_state_dir"] = None if raw_dir.lower() in {"off", "none"} else Path(raw_dir).expanduser()
         if env.get("PCM_LLM_FAST_GRAMMAR", "").lower() in {"0", "off", "false", "no"}:
             kwargs["llm_fast_grammar"] = False
         if env.get("PCM_SUMMARIES", "").lower() in {"0", "off", "false", "no"}:
             kwargs["summaries_enabled"] = False
+        if env.get("PCM_EXTRACTION_GATE", "").lower() in {"0", "off", "false", "no"}:
+            kwargs["extraction_gate"] = False
+        if env.get("PCM_EXTRACTION_GROUNDING", "").lower() in {"0", "off", "false", "no"}:
+            kwargs["extraction_grounding"] = False
         kwargs.update({k: v for k, v in overrides.items() if v is not None})
         if int(kwargs.get("max_utterance_chars", 1)) < 1:  # type: ignore[call-overload]
             raise UsageError("PCM_MAX_UTTERANCE_CHARS must be at least 1")

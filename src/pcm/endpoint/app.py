@@ -32,6 +32,7 @@ from pcm import __version__
 from pcm.backend_remote import CANCELLED_MARKER
 from pcm.endpoint import models
 from pcm.endpoint.config import ServeConfig, is_loopback
+from pcm.endpoint.drain import ExtractionWorker
 from pcm.endpoint.engine import Watchdog
 from pcm.endpoint.explore import Explorer
 from pcm.endpoint.jobs import AlreadyRunning, BackgroundJob
@@ -50,7 +51,7 @@ from pcm.endpoint.timing import Timings
 from pcm.endpoint.upstream import EngineUnavailable, TimeLimit, TooLarge, Upstream, WriteUnconfirmed
 from pcm.errors import InputError, PcmError, QueryError, UsageError, ValidationError
 from pcm.layout import BY_ID
-from pcm.memory import Memory
+from pcm.memory import EPISODIC, QUEUED, Memory
 from pcm.namespaces import PREFIXES
 from pcm.scope import ScopeError, scope_query
 
@@ -153,6 +154,8 @@ class App:
         self.memory_lock = threading.RLock()
         self.timings = Timings()
         self.reindex_job = BackgroundJob("reindex")
+        #: The background extraction worker (:mod:`pcm.endpoint.drain`), when the server runs one.
+        self.extraction: ExtractionWorker | None = None
         self._openapi: dict[str, Any] | None = None
 
     def protocol_routes(self) -> dict[str, AsyncHandler]:
@@ -437,8 +440,15 @@ class App:
         ))
 
     def api_stats(self, request: Request) -> Response:
-        """What the memory holds (``pcm stats``)."""
-        return self._api(request, "GET", lambda: models.MemoryStats.model_validate(self.memory.stats().as_json()))
+        """What the memory holds (``pcm stats``), and the extraction worker's state when one runs."""
+
+        def stats() -> models.MemoryStats:
+            data: dict[str, Any] = self.memory.stats().as_json()
+            if self.extraction is not None:
+                data["extraction_queue"] = self.extraction.status().as_json()
+            return models.MemoryStats.model_validate(data)
+
+        return self._api(request, "GET", stats)
 
     def api_timings(self, request: Request) -> Response:
         """The front's own time per request next to the engine's, over the most recent requests."""
@@ -569,6 +579,7 @@ class App:
         return models.IngestResult(
             stored=report.added, duplicates=report.skipped, conversations=report.conversations,
             utterances=report.utterances, posts=report.posts, mode=report.mode, extraction=report.extraction,
+            pending=report.pending,
         )
 
     def _remember(self, message: models.IngestText, key: str | None) -> models.IngestResult:
@@ -578,10 +589,11 @@ class App:
                 key=message.id if message.id is not None else key,
             )
         llm = self.memory.settings.llm
+        mode = done.mode or (f"extraction ({llm})" if llm.enabled else EPISODIC)  # a duplicate stored nothing
         return models.IngestResult(
             stored=int(done.stored), duplicates=int(not done.stored), conversations=1, utterances=1,
-            posts=[done.post] if done.stored else [], mode=f"extraction ({llm})" if llm.enabled else "episodic",
-            extraction={},
+            posts=[done.post] if done.stored else [], mode=mode, extraction={},
+            pending=int(done.stored and mode in (QUEUED, EPISODIC)),
         )
 
     def api_ask(self, request: Request) -> Response:

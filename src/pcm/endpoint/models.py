@@ -156,6 +156,17 @@ class GraphCount(BaseModel):
     triples: int
 
 
+class ExtractionQueue(BaseModel):
+    """The server's extraction worker, which extracts the facts of queued posts in the background."""
+
+    state: Literal["starting", "idle", "extracting", "retrying", "stopped", "failed"]
+    pending: int = Field(description="Posts waiting for extraction, the one in hand included.")
+    done: int = Field(description="Posts extracted by this server since it started.")
+    failed: int = Field(description="Posts whose extraction failed since it started (`pcm extract --failed` retries).")
+    current: str | None = Field(description="The post being extracted, if any.")
+    errors: list[str] = Field(description="The latest errors, oldest first.")
+
+
 class MemoryStats(BaseModel):
     """What the memory holds (``pcm stats``)."""
 
@@ -166,6 +177,9 @@ class MemoryStats(BaseModel):
     entities_by_class: dict[str, int]
     triples: int
     graphs: dict[str, GraphCount] = Field(description="Graphs and triples by kind of graph.")
+    extraction_queue: ExtractionQueue | None = Field(
+        default=None, description="The background extraction worker, when this server runs one (queued extraction)."
+    )
 
 
 class Figures(BaseModel):
@@ -194,10 +208,13 @@ class IngestResult(BaseModel):
     conversations: int
     utterances: int = Field(description="Messages in the body.")
     posts: list[str] = Field(description="The post IRIs stored by this request.")
-    mode: str = Field(description="episodic (stored only), or extraction with the LLM that extracts facts.")
+    mode: str = Field(description="episodic (stored only), extraction with the LLM that extracted the facts, or "
+                                  "queued (the facts are extracted later, in the background).")
     extraction: dict[str, Any] = Field(
         description="The extraction run's counts when this request extracted facts from a batch; else empty."
     )
+    pending: int | None = Field(default=None, description="Messages stored by this request whose facts are not "
+                                                          "extracted yet.")
 
 
 class Message(BaseModel):
@@ -250,6 +267,8 @@ class Answer(BaseModel):
     trace: list[TraceStep]
     evidence: Evidence
     plan: dict[str, Any] | None = Field(description="How the question was read and, for a planned answer, each step.")
+    pending: list[str] = Field(default_factory=list, description="The cited posts whose facts are not extracted "
+                                                                 "yet (`pcm extract --pending`).")
 
 
 class EntityMatch(BaseModel):

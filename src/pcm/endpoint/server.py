@@ -27,14 +27,17 @@ from pcm.backend_remote import RemoteBackend
 from pcm.endpoint.app import App
 from pcm.endpoint.config import ServeConfig
 from pcm.endpoint.discovery import ServerInfo, discover, remove_info, write_info
+from pcm.endpoint.drain import ExtractionWorker
 from pcm.endpoint.engine import Engine, Watchdog
 from pcm.endpoint.upstream import Upstream, keepalive_expiry
 from pcm.endpoint.web import Lifespan, Mounted, create_app
-from pcm.errors import MemoryLockedError, QueryError, UsageError
+from pcm.errors import LLMError, MemoryLockedError, QueryError, UsageError
 from pcm.layout import DatasetLayout
 from pcm.manifest import Manifest
-from pcm.memory import STORE_DIR, Memory
+from pcm.memory import QUEUED, STORE_DIR, Memory
 from pcm.settings import Settings
+
+log = logging.getLogger(__name__)
 
 #: Seconds a client connection may sit idle between requests before the front closes it.
 CLIENT_IDLE_S = 60
@@ -145,6 +148,8 @@ class PcmServer:
         self._uvicorn: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.info: ServerInfo | None = None
+        self.extraction: ExtractionWorker | None = None
+        """The background extraction worker, when posts are queued for extraction (``PCM_EXTRACTION``)."""
 
     def mount(self, path: str, app: ASGIApp, *, lifespan: Lifespan | None = None) -> None:
         """Serve another ASGI application under ``path`` (e.g. the MCP server at ``/mcp``); call before start.
@@ -194,6 +199,7 @@ class PcmServer:
             started=datetime.now(UTC).isoformat(timespec="seconds"),
         )
         write_info(path, self.info)
+        self._start_extraction()
         if self.settings.index_enabled:
             threading.Thread(target=self._warm_index, name="pcm-index-warmup", daemon=True).start()
 
@@ -276,6 +282,20 @@ class PcmServer:
         )
         self._uvicorn = uvicorn.Server(config)
 
+    def _start_extraction(self) -> None:
+        """Drain the extraction queue in the background when ingest queues posts (``PCM_EXTRACTION`` queued, or
+        auto with a model on this machine); inline extraction and episodic mode leave the server as it was."""
+        assert self.app is not None and self.memory is not None
+        try:
+            queued = self.memory.extraction_mode() == QUEUED
+        except LLMError as exc:  # the model cannot be set up (no key, no file): serve, and say why nothing drains
+            log.warning("no background extraction: %s", exc)
+            return
+        if queued:
+            self.extraction = ExtractionWorker(self.memory, self.app.memory_lock)
+            self.app.extraction = self.extraction
+            self.extraction.start()
+
     def _warm_index(self) -> None:
         """Open the side index in the background (model load, outbox replay) so the first search is fast."""
         assert self.app is not None and self.memory is not None
@@ -296,6 +316,9 @@ class PcmServer:
 
     def close(self) -> None:
         """Stop everything this server started, newest first; safe to call more than once."""
+        if self.extraction is not None:  # first: it ends between two posts, while the memory is still open
+            self.extraction.stop()
+            self.extraction = None
         if self._thread is not None:
             self.shutdown()
             self._thread.join(timeout=10)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -247,22 +247,42 @@ def render_user_message(
 
     ns = memory.naming.namespace
     when, hints = message_time(context.post.time)
+    # the compact form names the memory's nodes as its answer writes them: me, you, biscuit
+    show = _compact_names(context, memory.naming) if output == "compact" else show_iri
     return extract_prompt().render(
         "user",
         topics=topic_section("") if topics is None else topics,
         message_time=when,
         date_hints=hints,
-        speaker=_speaker_line(context, memory, ontology),
-        entities=_entities_block(context.entities, memory, ontology),
-        previous=_previous_block(context.previous, memory.naming, ns, ontology),
+        speaker=_speaker_line(context, memory, ontology, show),
+        entities=_entities_block(context.entities, memory, ontology, show),
+        previous=_previous_block(context.previous, memory.naming, ns, ontology, show),
         role=context.post.role if context.post.role != "other" else f"other: {context.post.speaker or 'someone'}",
         utterance=_fence_safe(context.post.text),
         task=task_line(output),
     )
 
 
-def _speaker_line(context: TurnContext, memory: MemoryContext, ontology: Ontology) -> str:
-    iri = show_iri(context.speaker, memory.naming.namespace, ontology)
+#: How a prompt shows a node: ``show_iri`` (``m:biscuit``), or ``_bare`` for the compact form (``biscuit``).
+_Show = Callable[[str, str, "Ontology"], str]
+
+
+def _bare(iri: str, namespace: str, ontology: Ontology) -> str:
+    shown = show_iri(iri, namespace, ontology)
+    return shown[2:] if shown.startswith("m:") else shown
+
+
+def _compact_names(context: TurnContext, naming: Naming) -> _Show:
+    """``me`` and ``you`` for the turn's speaker and whom it addresses, the memory's other nodes without ``m:``:
+    listing the owner as ``owner`` in a user turn made a small model write the assistant as the buyer."""
+    from pcm.extraction.compact import ME, YOU, addressed
+
+    parties = {context.speaker: ME, addressed(naming, context.speaker): YOU}
+    return lambda iri, namespace, ontology: parties.get(iri) or _bare(iri, namespace, ontology)
+
+
+def _speaker_line(context: TurnContext, memory: MemoryContext, ontology: Ontology, show: _Show = show_iri) -> str:
+    iri = show(context.speaker, memory.naming.namespace, ontology)
     if context.speaker == memory.naming.owner:
         return f"{iri} ({memory.manifest.owner}, the memory's owner)"
     if context.speaker == memory.naming.assistant:
@@ -270,19 +290,23 @@ def _speaker_line(context: TurnContext, memory: MemoryContext, ontology: Ontolog
     return f"{iri} ({context.post.speaker or 'someone'})"
 
 
-def _entities_block(entities: Sequence[Entity], memory: MemoryContext, ontology: Ontology) -> str:
+def _entities_block(
+    entities: Sequence[Entity], memory: MemoryContext, ontology: Ontology, show: _Show = show_iri
+) -> str:
     ns = memory.naming.namespace
     lines = []
     for e in entities:
         types = ", ".join(show_iri(t, ns, ontology) for t in e.types) or "untyped"
-        lines.append(f"- {show_iri(e.iri, ns, ontology)} \"{_one_line(e.label)}\" ({types})")
+        lines.append(f"- {show(e.iri, ns, ontology)} \"{_one_line(e.label)}\" ({types})")
     return "\n".join(lines) if lines else "(none)"
 
 
-def _previous_block(previous: Sequence[PostInfo], naming: Naming, ns: str, ontology: Ontology) -> str:
+def _previous_block(
+    previous: Sequence[PostInfo], naming: Naming, ns: str, ontology: Ontology, show: _Show = show_iri
+) -> str:
     lines = []
     for p in previous:
-        who = show_iri(speaker_iri(p, naming), ns, ontology)
+        who = show(speaker_iri(p, naming), ns, ontology)
         when = f", {p.time.isoformat(sep=' ', timespec='minutes')}" if p.time else ""
         text = _one_line(p.text)
         text = text if len(text) <= TURN_CHARS else text[: TURN_CHARS - 1] + "…"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -27,6 +28,7 @@ import pyoxigraph as ox
 
 from pcm.errors import LLMError
 from pcm.extraction.areas import EXTRACTION_CORE, RESERVED_AREAS, select_areas
+from pcm.extraction.compact import call_names, compact_schema, in_handles, normalise_answer, read_compact
 from pcm.extraction.context import (
     ContextBuilder,
     TurnContext,
@@ -35,18 +37,29 @@ from pcm.extraction.context import (
     show_iri,
     speaker_iri,
 )
+from pcm.extraction.grounding import Grounding, Said
 from pcm.extraction.jsonld import complete_references, dangling_references, extraction_schema
 from pcm.extraction.normalise import Normalised, OutputProblem, normalise_json, normalise_output
 from pcm.extraction.prompts import (
+    OUTPUTS,
     notes_section,
-    repair_prompt,
+    repair_message,
     system_prompt,
     topic_section,
     topic_vocabulary,
 )
 from pcm.extraction.supersede import single_valued_properties
 from pcm.extraction.terms import graph_of
-from pcm.llm.base import AREAS, WHOLE, LLMClient, Message, catalogue_layout, estimate_tokens, output_format
+from pcm.llm.base import (
+    AREAS,
+    WHOLE,
+    JsonSchema,
+    LLMClient,
+    Message,
+    catalogue_layout,
+    estimate_tokens,
+    output_format,
+)
 from pcm.store import PostInfo
 
 if TYPE_CHECKING:
@@ -76,6 +89,8 @@ _REFERRING = frozenset(
 )
 
 EXTRACTED, FAILED, SKIPPED = "extracted", "failed", "skipped"
+#: A post the small-talk gate kept from the model (:mod:`pcm.extraction.gate`): it states nothing worth a call.
+GATED = "gated"
 #: Rules about a new node's links: once the repair rounds are spent, the nodes that break them are left out and
 #: the rest of the answer is kept (:meth:`Extractor.salvage`).
 _DROPPABLE = frozenset({"isolated-individual", "action-has-agent", "problem-affects", "service-has-object"})
@@ -99,6 +114,8 @@ class Extraction:
     output_tokens: int = 0
     estimated_prompt_tokens: int = 0
     repairs: int = 0
+    ungrounded: list[str] = field(default_factory=list)
+    """Values the model wrote that were not in the words said, left out (:mod:`pcm.extraction.grounding`)."""
 
 
 @dataclass
@@ -109,6 +126,8 @@ class Verdict:
     report: str = ""
     unknown_terms: set[str] = field(default_factory=set)
     fatal: bool = False
+    ungrounded: list[str] = field(default_factory=list)
+    grounding_report: str = ""
 
     @property
     def accepted(self) -> bool:
@@ -138,8 +157,16 @@ class Extractor:
         self.contexts = ContextBuilder(memory, use_index=use_index)
         self.validator = _validator(self.ontology)
         self.single_valued = single_valued_properties(self.ontology)
-        #: ``turtle`` or ``json``: what the model is asked to write (see :func:`output_format`).
-        self.output = output_format(output or memory.settings.llm_output, client)
+        naming = memory.naming
+        self.grounding = (
+            Grounding(self.ontology, parties=(naming.owner, naming.assistant), show=self._show)
+            if memory.settings.extraction_grounding else None
+        )
+        #: ``turtle``, ``json`` or ``compact``: what the model is asked to write (see :func:`output_format`).
+        self.output = output_format(output or memory.settings.llm_output, client, forms=OUTPUTS)
+        #: The compact form's names of the call on this thread and its last answer read: :meth:`extract` sets them,
+        #: :meth:`_normalise` and the repair round read them (:meth:`check` is given the text alone).
+        self._turn = threading.local()
         #: ``areas`` or ``whole``: where the catalogue goes (see :func:`catalogue_layout` and :meth:`prompt`).
         self.catalogue = catalogue_layout(
             catalogue or memory.settings.llm_catalogue, client, what="an extraction call",
@@ -157,7 +184,8 @@ class Extractor:
         result = Extraction(post, FAILED, context.speaker, offered=frozenset(e.iri for e in context.entities))
         system, first = self.prompt(context)
         messages = [Message.user(first)]
-        extra = {"schema": extraction_schema(self.ontology, known=self._known(context))} if self.output == "json" else {}
+        self._turn.names, self._turn.answer = self._names(context), None
+        extra = self._constraint(context)
         previous: str | None = None
         for round_ in range(self.repair_rounds + 1):
             try:
@@ -173,10 +201,11 @@ class Extractor:
             result.input_tokens += completion.input_tokens
             result.output_tokens += completion.output_tokens
             result.estimated_prompt_tokens += (len(system) + sum(len(m.content) for m in messages)) // 4
-            verdict = self.check(completion.text, truncated=completion.stop_reason in _TRUNCATED)
+            verdict = self.check(completion.text, truncated=completion.stop_reason in _TRUNCATED, context=context)
             result.unknown_terms |= verdict.unknown_terms
+            result.ungrounded = verdict.ungrounded
             if verdict.accepted:
-                result.status, result.triples, result.report = EXTRACTED, verdict.triples, ""
+                result.status, result.triples, result.report = EXTRACTED, verdict.triples, verdict.grounding_report
                 return result
             result.report = verdict.report
             # the same output again would make the next request the same as this one: at temperature 0 it could
@@ -187,7 +216,10 @@ class Extractor:
                 kept, dropped = self.salvage(verdict.triples)
                 if kept:
                     result.status, result.triples = EXTRACTED, kept
-                    result.report = f"kept without {len(dropped)} node(s) it could not link: {', '.join(dropped)}"
+                    result.report = _joined(
+                        f"kept without {len(dropped)} node(s) it could not link: {', '.join(dropped)}",
+                        verdict.grounding_report,
+                    )
                     return result
             if verdict.fatal or last:
                 return result
@@ -196,7 +228,7 @@ class Extractor:
             messages = [
                 Message.user(first),
                 Message.assistant(echo),
-                Message.user(repair_prompt().render("json" if self.output == "json" else "user", report=verdict.report)),
+                Message.user(repair_message(self.output, self._in_answer_names(verdict.report))),
             ]
         return result
 
@@ -214,6 +246,32 @@ class Extractor:
         topics = notes_section(extra) if self.catalogue == WHOLE else topic_section(_topic_vocabulary(self.ontology, extra))
         user = render_user_message(context, memory=self.memory, ontology=self.ontology, output=self.output, topics=topics)
         return _system(self.ontology, self.output, self.catalogue), user
+
+    def _constraint(self, context: TurnContext) -> dict[str, JsonSchema]:
+        """What holds the answer to its form: the JSON Schema (json) or the compact lines' grammar (compact), each
+        naming the known entities the prompt offers; nothing for Turtle."""
+        if self.output == "json":
+            return {"schema": extraction_schema(self.ontology, known=self._known(context))}
+        if self.output == "compact":
+            return {"schema": compact_schema(self.ontology, known=self._names(context) or {})}
+        return {}
+
+    def _names(self, context: TurnContext) -> dict[str, str] | None:
+        """The compact form's names for one call (``me``, ``you``, the offered entities: :func:`call_names`)."""
+        if self.output != "compact":
+            return None
+        return call_names(self.memory.naming, context.speaker, (e.iri for e in context.entities))
+
+    def _in_answer_names(self, report: str) -> str:
+        """A repair report as the model's answer names things: a compact answer's handles instead of the IRIs
+        minted for them (:func:`pcm.extraction.compact.in_handles`)."""
+        if self.output != "compact":
+            return report
+        return in_handles(report, getattr(self._turn, "answer", None), self.memory.naming.namespace)
+
+    def _existing(self, iris: set[str]) -> set[str]:
+        """Which of the memory's IRIs name a node already stored."""
+        return {str(s) for s in node_context(self.memory, iris).subjects()}
 
     def _known(self, context: TurnContext) -> tuple[str, ...]:
         """The names of the known entities the prompt offers, as it writes them (``m:biscuit``): the nodes a JSON
@@ -240,12 +298,31 @@ class Extractor:
 
     def _normalise(self, text: str) -> Normalised:
         ns = self.memory.naming.namespace
+        if self.output == "compact":
+            self._turn.answer = None
+            self._turn.answer = read_compact(text, namespace=ns, ontology=self.ontology, existing=self._existing,
+                                             names=getattr(self._turn, "names", None))
+            return normalise_answer(self._turn.answer, namespace=ns, ontology=self.ontology)
         if self.output == "json":
             return normalise_json(text, namespace=ns, ontology=self.ontology)
         return normalise_output(text, namespace=ns, ontology=self.ontology)
 
-    def check(self, text: str, *, truncated: bool = False) -> Verdict:
-        """Normalise and validate one output; the report is what the model gets back if it fails."""
+    def said(self, context: TurnContext) -> Said:
+        """What the model was shown as said for one post: the utterance, the previous turns, the known names."""
+        names = [e.label for e in context.entities if e.label]
+        names += [self.memory.manifest.owner, *(p.speaker for p in (context.post, *context.previous) if p.speaker)]
+        return Said.of(
+            context.post.text, context.post.time, context=[(p.text, p.time) for p in context.previous], names=names
+        )
+
+    def check(self, text: str, *, truncated: bool = False, context: TurnContext | None = None) -> Verdict:
+        """Normalise and validate one output; the report is what the model gets back if it fails.
+
+        With the post's ``context`` the values are first checked against the words said
+        (:mod:`pcm.extraction.grounding`): what was not said is left out before validation, and is not the model's
+        to repair. When leaving it out breaks only how the remaining new nodes are linked, those nodes go too
+        (:meth:`salvage`) instead of a repair round: the model wrote nothing wrong there that it could fix.
+        """
         try:
             normalised = self._normalise(text)
         except OutputProblem as problem:
@@ -260,8 +337,23 @@ class Extractor:
                 return Verdict([], _report([], truncated))
             return Verdict([], _report(["[no-turtle] the output holds no Turtle triples; write Turtle, or "
                                         "'# nothing to extract' when the utterance states no fact"], truncated))
-        lines = self._violations(normalised.triples)
-        return Verdict(normalised.triples, _report(lines, truncated), normalised.unknown_terms)
+        triples, ungrounded, grounding_report = normalised.triples, [], ""
+        if context is not None and self.grounding is not None:
+            grounded = self.grounding.ground(
+                triples, self.said(context), known=(e.iri for e in context.entities), speaker=context.speaker
+            )
+            triples, ungrounded, grounding_report = grounded.triples, grounded.dropped, grounded.report()
+            if not triples:
+                return Verdict([], "", normalised.unknown_terms, ungrounded=ungrounded, grounding_report=grounding_report)
+        lines = self._violations(triples)
+        if lines and ungrounded:
+            kept, dropped = self.salvage(triples)
+            if kept:
+                note = f"left out {len(dropped)} node(s) no longer linked: {', '.join(dropped)}" if dropped else ""
+                return Verdict(kept, "", normalised.unknown_terms, ungrounded=ungrounded,
+                               grounding_report=_joined(grounding_report, note))
+        return Verdict(triples, _report(lines, truncated), normalised.unknown_terms, ungrounded=ungrounded,
+                       grounding_report=grounding_report)
 
     # ------------------------------------------------------------------------------------------------ checks
 
@@ -337,6 +429,10 @@ def _node_id(term: object) -> str:
     if isinstance(term, ox.BlankNode):
         return f"_:{term.value}"
     return term.value if isinstance(term, ox.NamedNode) else ""
+
+
+def _joined(*parts: str) -> str:
+    return ". ".join(p for p in parts if p)
 
 
 def _report(lines: list[str], truncated: bool) -> str:

@@ -9,6 +9,12 @@ there is nothing to overlap and everything runs on the calling thread (no thread
 
 Resumable: a post already extracted with the same prompt and ontology versions is skipped unless ``force``; a run
 interrupted half-way is simply run again.
+
+The small-talk gate (:mod:`pcm.extraction.gate`, setting ``extraction_gate``) comes before the model: a post that
+states nothing ("thanks!", "how are you?") costs no call; it is written with the status ``gated`` and the report
+:data:`~pcm.extraction.gate.GATED_REPORT`. Gated posts are not pending, count as up to date while the gate is on, and
+``pcm extract --gated`` sends them to the model with the gate off. Like a failure, gating changes only the status: an
+earlier extraction of the post stays (a forced re-run never loses facts to the gate).
 """
 
 from __future__ import annotations
@@ -26,7 +32,9 @@ from typing import TYPE_CHECKING
 
 from pcm.backend import Solutions
 from pcm.errors import PcmError, UsageError
-from pcm.extraction.extractor import EXTRACTED, FAILED, SKIPPED, Extraction, Extractor
+from pcm.extraction.context import speaker_iri
+from pcm.extraction.extractor import EXTRACTED, FAILED, GATED, SKIPPED, Extraction, Extractor
+from pcm.extraction.gate import GATE, GATED_REPORT
 from pcm.extraction.prompts import prompt_version
 from pcm.extraction.queries import render
 from pcm.extraction.write import Written, update_index, write_extraction, write_failure_status
@@ -42,7 +50,7 @@ log = logging.getLogger(__name__)
 Progress = Callable[[int], None]
 #: How many failures the run report lists by name.
 LISTED_FAILURES = 20
-SELECTIONS = ("pending", "failed", "all")
+SELECTIONS = ("pending", "failed", "gated", "all")
 #: Posts written between two side-index updates of their entities (one embedding batch each).
 INDEX_BATCH = 32
 
@@ -55,6 +63,8 @@ class ExtractionRunReport:
     extracted: int = 0
     failed: int = 0
     skipped: int = 0
+    gated: int = 0
+    """Posts the small-talk gate kept from the model (:mod:`pcm.extraction.gate`)."""
     calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -63,9 +73,16 @@ class ExtractionRunReport:
     repairs: int = 0
     merges: int = 0
     supersessions: int = 0
+    ungrounded: int = 0
+    """Values the model wrote that were not in the words said, left out (:mod:`pcm.extraction.grounding`)."""
+    forgotten: int = 0
+    """Posts forgotten while their extraction ran: nothing was written for them."""
     unknown_terms: Counter[str] = field(default_factory=Counter)
     failures: list[tuple[str, str]] = field(default_factory=list)
     """(post IRI, first line of its report) for the first failures."""
+    left_out: list[tuple[str, str]] = field(default_factory=list)
+    """(post IRI, its report) for the first extracted posts stored without something the model wrote: values not
+    said, nodes it could not link, repeated nodes merged (``pcm extract --explain``)."""
     seconds: float = 0.0
 
     def as_json(self) -> dict[str, object]:
@@ -74,6 +91,7 @@ class ExtractionRunReport:
             "extracted": self.extracted,
             "failed": self.failed,
             "skipped": self.skipped,
+            "gated": self.gated,
             "calls": self.calls,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
@@ -81,8 +99,11 @@ class ExtractionRunReport:
             "repairs": self.repairs,
             "merges": self.merges,
             "supersessions": self.supersessions,
+            "ungrounded": self.ungrounded,
+            "forgotten": self.forgotten,
             "unknown_terms": dict(self.unknown_terms.most_common()),
             "failures": [{"post": p, "report": r} for p, r in self.failures],
+            "left_out": [{"post": p, "report": r} for p, r in self.left_out],
             "seconds": round(self.seconds, 3),
         }
 
@@ -92,12 +113,17 @@ class ExtractionRunReport:
         self.output_tokens += extraction.output_tokens
         self.estimated_prompt_tokens += extraction.estimated_prompt_tokens
         self.repairs += extraction.repairs
+        self.ungrounded += len(extraction.ungrounded)
         self.unknown_terms.update(extraction.unknown_terms)
         status = written.status if written is not None else FAILED
         if status == EXTRACTED:
             self.extracted += 1
+            if extraction.report and len(self.left_out) < LISTED_FAILURES:
+                self.left_out.append((extraction.post.iri, extraction.report))
         elif status == SKIPPED:
             self.skipped += 1
+        elif status == GATED:
+            self.gated += 1
         else:
             self.failed += 1
             if len(self.failures) < LISTED_FAILURES:
@@ -113,6 +139,14 @@ class _Session:
     """The posts to extract, in position order."""
     context: list[PostInfo]
     """Every post of the session, in position order (the previous turns come from it)."""
+    names: list[str] = field(init=False)
+    """The speakers of the session (the gate reads a name said to one of them as no fact)."""
+    before: dict[str, PostInfo] = field(init=False)
+    """Each post's previous turn, by post IRI."""
+
+    def __post_init__(self) -> None:
+        self.names = sorted({p.speaker for p in self.context if p.speaker})
+        self.before = {later.iri: earlier for earlier, later in zip(self.context, self.context[1:], strict=False)}
 
 
 @dataclass
@@ -122,12 +156,16 @@ class _Job:
 
 
 def select_posts(memory: MemoryContext, selection: str) -> list[str]:
-    """Post IRIs for ``pcm extract --pending | --failed | --all``, in session and position order."""
+    """Post IRIs for ``pcm extract --pending | --failed | --gated | --all``, in session and position order.
+
+    ``pending`` is what was never tried (no status, or ``pending``): posts the gate held back are not in it.
+    """
     if selection not in SELECTIONS:
         raise UsageError(f"unknown selection {selection!r}: choose one of {', '.join(SELECTIONS)}")
     filters = {
         "pending": "FILTER(!BOUND(?status) || ?status = " + literal_term("pending") + ")",
         "failed": "FILTER(BOUND(?status) && ?status = " + literal_term("failed") + ")",
+        "gated": "FILTER(BOUND(?status) && ?status = " + literal_term(GATED) + ")",
         "all": "",
     }
     rows = memory.store.select(render("posts_for_extraction", filter=filters[selection])).rows
@@ -143,15 +181,19 @@ def extract_posts(
     concurrency: int | None = None,
     force: bool = False,
     output: str | None = None,
+    gate: bool | None = None,
 ) -> ExtractionRunReport:
     """Extract facts from stored posts (see the module docstring). ``progress(n)`` is called as posts finish.
 
-    ``output`` (``turtle``, ``json`` or ``auto``) overrides ``settings.llm_output`` for this run.
+    ``output`` (``turtle``, ``json``, ``compact`` or ``auto``) overrides ``settings.llm_output`` for this run;
+    ``gate`` overrides ``settings.extraction_gate`` (``pcm extract --gated`` turns it off to extract what it held
+    back).
     """
     if memory.read_only:
         raise UsageError("this memory was opened read-only")
     started = time.monotonic()
-    runner = _Run(memory, client, progress=progress, output=output)
+    gate_on = memory.settings.extraction_gate if gate is None else gate
+    runner = _Run(memory, client, progress=progress, output=output, gate=gate_on)
     iris = list(dict.fromkeys(post_iris))
     report = runner.report
     report.posts = len(iris)
@@ -182,12 +224,19 @@ class _Run:
     """One extraction run: planning, the worker threads and the single writer."""
 
     def __init__(
-        self, memory: MemoryContext, client: LLMClient, *, progress: Progress | None, output: str | None = None
+        self,
+        memory: MemoryContext,
+        client: LLMClient,
+        *,
+        progress: Progress | None,
+        output: str | None = None,
+        gate: bool = True,
     ) -> None:
         self.memory = memory
+        self.gate = gate
         self.extractor = Extractor(memory, client, output=output)
         self.ontology = self.extractor.ontology
-        self.prompt_version = prompt_version()
+        self.prompt_version = prompt_version(self.extractor.output)
         self.progress = progress
         self.report = ExtractionRunReport()
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
@@ -216,15 +265,19 @@ class _Run:
         return sessions
 
     def _up_to_date(self, iris: Sequence[str]) -> set[str]:
-        """Posts extracted with this prompt and ontology version (what a resumed run skips)."""
+        """Posts extracted with this prompt and ontology version, and, while the gate is on, posts it held back: what
+        a resumed run skips. With the gate off, a gated post was never extracted, so it is not up to date."""
         done: set[str] = set()
         current = (self.prompt_version, self.ontology.version)
         for start in range(0, len(iris), 500):
             values = values_clause("post", list(iris[start : start + 500]))
-            extracted = {
-                row[0].value for row in self.memory.store.select(render("post_status", posts=values)).rows
-                if row[0] is not None and row[1] is not None and row[1].value == EXTRACTED
+            status = {
+                row[0].value: row[1].value for row in self.memory.store.select(render("post_status", posts=values)).rows
+                if row[0] is not None and row[1] is not None
             }
+            if self.gate:
+                done.update(post for post, value in status.items() if value == GATED)
+            extracted = {post for post, value in status.items() if value == EXTRACTED}
             for row in self.memory.store.select(render("post_versions", posts=values)).rows:
                 post, prompt, onto = (t.value if t is not None else None for t in row)
                 if post in extracted and (prompt, onto) == current:
@@ -277,10 +330,20 @@ class _Run:
                 self._write(self._extract(post, session))
 
     def _extract(self, post: PostInfo, session: _Session) -> Extraction:
+        if self.gate and post.role != "system" and not self._states_fact(post, session):
+            return Extraction(post, GATED, speaker_iri(post, self.memory.naming), report=GATED_REPORT)
         try:
             return self.extractor.extract(post, session.context)
         except PcmError as error:  # the store or the model failed in a way extract() does not absorb
             return Extraction(post, FAILED, "", report=f"extraction error: {error}")
+
+    @staticmethod
+    def _states_fact(post: PostInfo, session: _Session) -> bool:
+        """The gate's verdict on a post, told who takes part in the session (a name said to them is no fact) and
+        the turn before when someone else said it (a bare "yes" answering a question with content passes)."""
+        before = session.before.get(post.iri)
+        other = before is not None and (before.role, before.speaker) != (post.role, post.speaker)
+        return GATE.passes(post.text, names=session.names, previous=before.text if other and before else None)
 
     def _work(self, session: _Session) -> None:
         try:
@@ -324,6 +387,12 @@ class _Run:
                     job.done.set_result(None)
 
     def _write(self, extraction: Extraction) -> Written:
+        if not self.memory.store.existing_posts([extraction.post.iri]):
+            # forgotten while the model answered (a server's worker lets go of the memory between reads and the
+            # write): writing now would bring back facts of an utterance the person asked to forget
+            self.report.forgotten += 1
+            self._tick(1)
+            return Written(SKIPPED)
         try:
             written = write_extraction(
                 self.memory, extraction, ontology=self.ontology, prompt_version=self.prompt_version,

@@ -119,15 +119,33 @@ class LLMClient(Protocol):
     ) -> Completion: ...
 
 
-def output_format(setting: str, client: object) -> str:
-    """``turtle`` or ``json`` for ``PCM_LLM_OUTPUT`` (``auto``: json for a model on this machine, free-form otherwise).
+#: Forms of an extraction answer a caller can read when it does not say (the compact form is extraction's alone).
+OUTPUT_FORMS = ("turtle", "json")
 
-    Why auto splits that way: small local models break free-form output (Turtle, SPARQL) far more often than
-    schema-held JSON, while hosted models write the free forms well and a tool schema costs them prompt tokens.
+
+def output_format(setting: str, client: object, *, forms: tuple[str, ...] = OUTPUT_FORMS) -> str:
+    """``turtle``, ``json`` or ``compact`` for ``PCM_LLM_OUTPUT``, among the ``forms`` the caller reads.
+
+    ``auto``: compact for a model in this process (``in_process``) when the caller reads it, json for another model
+    on this machine, free-form otherwise. Why: small local models break free-form output (Turtle, SPARQL) far more
+    often than grammar-held output, while hosted models write the free forms well and a tool schema costs them
+    prompt tokens; and a model in this process writes ~6 tokens a second, so the compact line form
+    (:mod:`pcm.extraction.compact`, a third of JSON's tokens) saves it most. The compact form is held to its GBNF
+    grammar only by a client that applies a grammar as it is: an OpenAI-compatible server or Anthropic would get a
+    JSON Schema it does not have, so for a client that constrains through its provider's own field (one that has a
+    ``constrained`` flag and is not ``in_process``) an explicit ``compact`` becomes json; so does it for a caller
+    without the form (ask's NL->SPARQL step). A client without such a field (a scripted test double, a replay) is
+    given what was asked.
     A wrapper (a cache, a recorder) is looked through to the client it wraps.
     """
+    if setting == "compact":
+        provider = any(hasattr(c, "constrained") for c in (client, _inner(client)))
+        takes = "compact" in forms and (_declares(client, "in_process") or not provider)
+        return "compact" if takes else "json"
     if setting in ("turtle", "json"):
         return setting
+    if "compact" in forms and _declares(client, "in_process"):
+        return "compact"
     return "json" if _declares(client, "local") else "turtle"
 
 

@@ -35,7 +35,8 @@ def make_client(settings: Settings) -> LLMClient | None:
         from pcm.llm.llamacpp_client import LlamaCppClient
 
         return LlamaCppClient(model_path=spec.model, threads=settings.llm_threads, context=settings.llm_context,
-                              fast_grammar=settings.llm_fast_grammar, prompt_cache_mb=settings.llm_prompt_cache_mb)
+                              fast_grammar=settings.llm_fast_grammar, prompt_cache_mb=settings.llm_prompt_cache_mb,
+                              state_dir=settings.llm_state_dir, draft=settings.llm_draft)
     if spec.provider == "scripted":
         if not spec.model:
             raise LLMError("PCM_LLM=scripted needs a file of replies: scripted:PATH (a JSON list of strings)")

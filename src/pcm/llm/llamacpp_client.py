@@ -17,6 +17,10 @@ extra (``pip install 'pcm[local]'``); without it this provider says how to insta
   the prompts are laid out stable part first (instructions and catalogue in the system prompt, the utterance
   last): each utterance pays mostly for its own tokens.
 * One call at a time (the model object is not thread-safe); a progress line on stderr during a long wait.
+* A fresh process does not re-read a long system prompt: the model's state after it is saved once on disk
+  (``PCM_LLM_STATE_DIR``) and loaded at the process's first call that starts with it (:mod:`pcm.llm.state`).
+* ``PCM_LLM_DRAFT=prompt-lookup`` drafts tokens by copying what follows the last two tokens' earlier occurrence in
+  the prompt (llama-cpp-python's ``LlamaPromptLookupDecoding``); the model checks them in one batch.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from pcm.errors import LLMError
 from pcm.llm.base import Completion, JsonSchema, Message, Usage
 from pcm.llm.manners import PROGRESS_AFTER, waiting
 from pcm.llm.retry import as_int, one_line
+from pcm.llm.state import LlamaStateAccess, PrefixStates, StateAccess, StateError, StateStore
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +51,10 @@ LlamaFactory = Callable[..., Any]
 GRAMMARS_KEPT = 8
 #: JSON Schema text (or GBNF text) -> the decoding constraint ``create_chat_completion`` takes as ``grammar``.
 GrammarBuilder = Callable[[str], Any]
+#: Values of ``PCM_LLM_DRAFT``: no draft, or prompt-lookup decoding.
+DRAFTS = ("none", "prompt-lookup")
+#: Tokens a prompt-lookup draft proposes per step (llama-cpp-python advises 2 on a CPU, 10 on a GPU).
+DRAFT_TOKENS = 2
 
 
 def _default_factory(fast_grammar: bool) -> LlamaFactory:
@@ -71,6 +80,14 @@ def _default_prompt_cache(capacity: int) -> Any:
     return LlamaRAMCache(capacity_bytes=capacity)
 
 
+def _default_draft() -> Any:
+    try:
+        from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+    except ImportError as exc:
+        raise LLMError(f"PCM_LLM=llamacpp needs llama-cpp-python: {INSTALL_HINT}") from exc
+    return LlamaPromptLookupDecoding(num_pred_tokens=DRAFT_TOKENS)
+
+
 def _default_grammar() -> GrammarBuilder:
     try:
         from llama_cpp import LlamaGrammar
@@ -94,6 +111,9 @@ class LlamaCppClient:
     local = True
     #: Constrained decoding through a grammar is always available in-process.
     constrained = True
+    #: A grammar is applied as it is (no provider field in between): ``PCM_LLM_OUTPUT=auto`` picks the compact
+    #: line form for extraction (:mod:`pcm.extraction.compact`), held to its GBNF grammar.
+    in_process = True
     #: The model keeps its previous prompt's tokens: ``PCM_LLM_CATALOGUE=auto`` puts the whole catalogue in the
     #: fixed system prompt for it.
     prefix_cache = True
@@ -112,6 +132,10 @@ class LlamaCppClient:
         fast_grammar: bool = True,
         prompt_cache_mb: int = 0,
         prompt_cache: Callable[[int], Any] | None = None,
+        state_dir: str | Path | None = None,
+        state_access: Callable[[Any], StateAccess] | None = None,
+        draft: str = "none",
+        draft_model: Callable[[], Any] | None = None,
     ) -> None:
         path = Path(model_path).expanduser()
         if not path.is_file():
@@ -130,10 +154,19 @@ class LlamaCppClient:
         self._build_grammar = grammar
         self._build_gbnf = gbnf
         make = factory or _default_factory(fast_grammar)
+        if draft not in DRAFTS:
+            raise LLMError(f"PCM_LLM_DRAFT={draft!r}: expected one of {', '.join(DRAFTS)}")
+        extra: dict[str, Any] = {}
+        if draft == "prompt-lookup":
+            # A draft makes llama-cpp-python keep the logits of every token it reads, but (0.3.36) it sizes that
+            # array by the logits_all argument: without it, n_batch rows, and a prompt longer than n_batch fails
+            # ("could not broadcast ... into shape (0,)"). With it: n_ctx x vocabulary floats of address space
+            # (~10 GB at 16k tokens for Qwen), ~600 KB of memory per prompt token read.
+            extra.update(draft_model=(draft_model or _default_draft)(), logits_all=True)
         try:
             self._llama = make(
                 model_path=str(path), n_ctx=context, n_threads=threads, n_threads_batch=threads, seed=0,
-                verbose=False,
+                verbose=False, **extra,
             )
         except ValueError as exc:  # llama-cpp-python's word for a file it cannot load
             raise LLMError(f"{self.name}: cannot load the model: {one_line(exc)}") from exc
@@ -141,6 +174,15 @@ class LlamaCppClient:
             # Without it llama.cpp reuses only the previous prompt's beginning, so ask, which alternates its ~7k-token
             # NL->SPARQL prompt with short answer prompts, would re-read the catalogue for every question.
             self._llama.set_cache((prompt_cache or _default_prompt_cache)(prompt_cache_mb << 20))
+        #: Saved states of long system prompts (None: ``PCM_LLM_STATE_DIR=off``, or a library without the calls).
+        self.states: PrefixStates | None = None
+        if state_dir is not None:
+            try:
+                access = (state_access or LlamaStateAccess)(self._llama)
+            except StateError as exc:
+                log.info("%s: saved prompt states are off: %s", self.name, exc)
+            else:
+                self.states = PrefixStates(StateStore(Path(state_dir)), access, model=path, context=context)
 
     def complete(
         self,
@@ -157,11 +199,15 @@ class LlamaCppClient:
         if schema is not None:
             kwargs.update(self._constraint(schema, max_tokens))
         with self._lock, waiting(self.name, write=self._progress, after=self._progress_after, streaming=False):
+            if self.states is not None:
+                self.states.before(system)
             try:
                 reply = self._llama.create_chat_completion(**kwargs)
             except ValueError as exc:  # e.g. the prompt exceeds the context window
                 raise LLMError(f"{self.name}: {one_line(exc)} (context size {self.context}: PCM_LLM_CONTEXT)") from exc
-        completion = _completion(reply, self.model)
+            completion = _completion(reply, self.model)
+            if self.states is not None:
+                self.states.after(system, completion.input_tokens)
         self.usage.record(operation, completion)
         return completion
 

@@ -6,7 +6,7 @@ files with :class:`ReplayClient`. An exchange is keyed by the sha256 of (operati
 replay gives the same replies, and the same call and token counts, as long as the pipeline asks the same things.
 
 The prompts themselves depend on what the recorded client declared: ``local`` (schema-held JSON extraction under
-``PCM_LLM_OUTPUT=auto``), ``prefix_cache`` (the whole catalogue in the system prompt under ``PCM_LLM_CATALOGUE=auto``)
+``PCM_LLM_OUTPUT=auto``), ``in_process`` (compact extraction lines under ``auto``), ``prefix_cache`` (the whole catalogue in the system prompt under ``PCM_LLM_CATALOGUE=auto``)
 and its ``context`` window. The recorder writes those to :data:`METADATA` in the directory and the replay declares
 them again, so a run recorded from an in-process model asks the same things on replay. A directory without the
 file (an older recording) replays as a hosted client: neither local nor cached, no window.
@@ -105,6 +105,7 @@ class ReplayClient:
         flags = _read_flags(self.directory / METADATA)
         self.local: bool = flags["local"] is True
         self.prefix_cache: bool = flags["prefix_cache"] is True
+        self.in_process: bool = flags["in_process"] is True
         context = flags["context"]
         self.context: int | None = context if isinstance(context, int) and not isinstance(context, bool) else None
 
@@ -145,13 +146,14 @@ def client_flags(client: object) -> dict[str, object]:
         "client": str(getattr(client, "name", "")),
         "local": bool(getattr(client, "local", False)),
         "prefix_cache": bool(getattr(client, "prefix_cache", False)),
+        "in_process": bool(getattr(client, "in_process", False)),
         "context": context if isinstance(context, int) and not isinstance(context, bool) else None,
     }
 
 
 def _read_flags(path: Path) -> dict[str, object]:
     """The recorded flags, or the defaults for a recording made before they were written."""
-    defaults: dict[str, object] = {"local": False, "prefix_cache": False, "context": None}
+    defaults: dict[str, object] = {"local": False, "prefix_cache": False, "in_process": False, "context": None}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

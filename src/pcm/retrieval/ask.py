@@ -47,6 +47,7 @@ from pcm.llm.base import (
     output_format,
     runs_here,
 )
+from pcm.resources import render_query
 from pcm.retrieval import answer as answers
 from pcm.retrieval.actions import action_answer
 from pcm.retrieval.answer import EvidenceFact, EvidencePost
@@ -77,6 +78,7 @@ from pcm.retrieval.plan import (
 from pcm.retrieval.postprocess import Computed, ComputeError, apply
 from pcm.retrieval.repair import RepairLoop, RepairResult, TraceStep, around_entities
 from pcm.retrieval.sequence import neighbour_answer
+from pcm.sparql import values_clause
 
 if TYPE_CHECKING:
     from pcm.context import MemoryContext
@@ -119,6 +121,9 @@ class AskResult:
     """How the question was read (kind, decomposition) and, for a planned answer, every step, check and revision."""
     stats: dict[str, Any] = field(default_factory=dict)
     """Timings (ms), LLM calls, cache hits and prompt tokens: useful, but not part of the deterministic output."""
+    pending: list[str] = field(default_factory=list)
+    """The cited posts whose facts are not extracted yet (no extraction status, or ``pending``), in citation order:
+    an answer from the graph cannot have used them (queued extraction, docs/DESIGN.md §5)."""
 
     def as_json(self, *, stats: bool = False) -> dict[str, object]:
         data: dict[str, object] = {
@@ -132,6 +137,7 @@ class AskResult:
             "trace": [_step_json(s) for s in self.trace],
             "evidence": {"facts": [f.as_json() for f in self.facts], "posts": [p.as_json() for p in self.posts]},
             "plan": self.plan.as_json() if self.plan is not None else None,
+            "pending": list(self.pending),
         }
         if stats:
             data["stats"] = dict(self.stats)
@@ -199,6 +205,7 @@ def ask(
         result = _episodic_without_llm(memory, question, as_of, k, kind)
         result.explain = explain
         result.plan = PlanTrace("keywords", kind)
+        result.pending = pending_posts(memory, [p.post for p in result.posts])
         result.stats["total_ms"] = round((time.perf_counter() - started) * 1000, 1)
         return result
     cache = client if isinstance(client, CachingClient) else CachingClient(client, memory)
@@ -212,7 +219,22 @@ def ask(
                                  "non_llm_ms": round(result.stats.get("total_ms", 0.0) - cache.ms, 1)})
     result.plan = trace
     result.explain = explain
+    result.pending = pending_posts(memory, [p.post for p in result.posts])
     return result
+
+
+def pending_posts(memory: MemoryContext, posts: Sequence[str]) -> list[str]:
+    """Those of ``posts`` whose facts are not extracted yet (no extraction status, or ``pending``), in their order."""
+    if not posts:
+        return []
+    chosen = list(dict.fromkeys(posts))
+    found: set[str] = set()
+    done: set[str] = set()
+    for row in memory.store.select(render_query("ask/post_status", posts=values_clause("post", chosen))).dicts():
+        found.add(row["post"].value)
+        if "status" in row and row["status"].value != "pending":
+            done.add(row["post"].value)
+    return [p for p in chosen if p in found and p not in done]
 
 
 def answer_step(memory: MemoryContext, question: str, client: CachingClient, *, as_of: datetime, k: int = 5,

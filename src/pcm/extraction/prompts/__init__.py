@@ -25,6 +25,8 @@ from pcm.prompts import PromptFile, around_catalogue, catalogue_span, load, read
 PROMPTS_DIR = _ALL_PROMPTS / "extraction"
 EXTRACT_FILE = "extract.v3.md"
 REPAIR_FILE = "repair.v1.md"
+#: The compact line form's own sections (output, example, repair); its rules and catalogue are ``extract.v3.md``'s.
+COMPACT_FILE = "extract_compact.v1.md"
 #: The catalogue marker lines as ``extract.v3.md`` writes them (the full compact catalogue, every area).
 CATALOGUE_BEGIN = "<!-- catalogue:begin compact -->"
 CATALOGUE_END = "<!-- catalogue:end -->"
@@ -38,13 +40,27 @@ def repair_prompt() -> PromptFile:
     return load(f"extraction/{REPAIR_FILE}")
 
 
-def prompt_version() -> str:
-    """What an extraction activity records as ``pcm:promptVersion``: both prompts that may shape its output.
+def compact_prompt() -> PromptFile:
+    return load(f"extraction/{COMPACT_FILE}")
+
+
+def prompt_version(output: str = "turtle") -> str:
+    """What an extraction activity records as ``pcm:promptVersion``: the prompts that may shape its output.
 
     Each name carries its file's digest (``extract.v1@1a2b3c4d``) because the catalogue inside the extraction prompt
     is regenerated whenever the ontology or the shapes change, without anyone renaming the file: a resumed run must
-    then re-extract, not skip, the posts the older text produced."""
+    then re-extract, not skip, the posts the older text produced. The compact form (``output="compact"``) adds its
+    own file, which holds its output, example and repair sections."""
+    if output == "compact":
+        return refs(extract_prompt(), compact_prompt(), repair_prompt())
     return refs(extract_prompt(), repair_prompt())
+
+
+def repair_message(output: str, report: str) -> str:
+    """The user turn of a repair round for an answer in ``output`` form, with the problem ``report``."""
+    if output == "compact":
+        return compact_prompt().render("repair", report=report)
+    return repair_prompt().render("json" if output == "json" else "user", report=report)
 
 
 def generated_catalogue() -> str:
@@ -74,8 +90,9 @@ def refresh_catalogue(path: Path | None = None) -> bool:
     return True
 
 
-#: Output formats of an extraction answer: free-form Turtle, or JSON held to a schema (see pcm.extraction.jsonld).
-OUTPUTS = ("turtle", "json")
+#: Output formats of an extraction answer: free-form Turtle, JSON held to a schema (see pcm.extraction.jsonld), or
+#: compact lines held to a grammar (see pcm.extraction.compact).
+OUTPUTS = ("turtle", "json", "compact")
 _SECTION = "\n# {name}\n"
 
 
@@ -83,7 +100,8 @@ def system_prompt(catalogue: str, output: str = "turtle") -> str:
     """The extraction system prompt with the catalogue block replaced by the given (core) catalogue.
 
     For ``output="json"`` the Turtle-specific sections (``# Output`` and ``# Example``) are replaced by the prompt
-    file's ``json_output`` and ``json_example`` parts; the rules and the catalogue are the same text. Nothing here
+    file's ``json_output`` and ``json_example`` parts, for ``output="compact"`` by ``extract_compact.v1.md``'s
+    ``output`` and ``example``; the rules and the catalogue are the same text. Nothing here
     depends on the utterance: the extractor passes the core areas' catalogue, so every call of a memory sends the
     same system prompt and a prompt cache keeps it.
     """
@@ -92,6 +110,10 @@ def system_prompt(catalogue: str, output: str = "turtle") -> str:
     if output == "json":
         head = _replace_section(head, "Output", "What to extract", prompt.parts["json_output"])
         head = _replace_section(head, "Example", "Vocabulary", prompt.parts["json_example"])
+    elif output == "compact":
+        compact = compact_prompt()
+        head = _replace_section(head, "Output", "What to extract", compact.parts["output"])
+        head = _replace_section(head, "Example", "Vocabulary", compact.parts["example"])
     return head + catalogue + tail
 
 
@@ -137,6 +159,8 @@ def topic_hints(areas: tuple[str, ...]) -> str:
 
 def task_line(output: str) -> str:
     """The last line of the user message: what to write."""
+    if output == "compact":
+        return "Write the lines for the current utterance."
     return "Write the JSON answer for the current utterance." if output == "json" else (
         "Write the Turtle for the current utterance.")
 
@@ -151,6 +175,7 @@ def _replace_section(text: str, name: str, following: str, replacement: str) -> 
 __all__ = [
     "CATALOGUE_BEGIN",
     "CATALOGUE_END",
+    "COMPACT_FILE",
     "EXTRACT_FILE",
     "NOTES_HEADING",
     "NO_TOPIC_VOCABULARY",
@@ -159,12 +184,14 @@ __all__ = [
     "REPAIR_FILE",
     "PromptFile",
     "committed_catalogue",
+    "compact_prompt",
     "extract_prompt",
     "generated_catalogue",
     "prompt_version",
     "read_prompt",
     "refresh_catalogue",
     "notes_section",
+    "repair_message",
     "repair_prompt",
     "system_prompt",
     "task_line",

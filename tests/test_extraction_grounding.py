@@ -1,0 +1,182 @@
+"""The grounding check: values the words did not say are left out, dates keep the precision said, speech acts
+and self-references are not facts, and one thing said twice becomes one node. No model, no store."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+
+import pyoxigraph as ox
+import pytest
+
+from pcm.extraction.grounding import Grounding, Said
+from pcm.extraction.said_dates import said_dates
+from pcm.namespaces import PREFIXES
+from pcm.ontology import load_ontology
+
+M = "https://example.org/m/"
+OWNER, ASSISTANT = M + "owner", M + "assistant"
+WHEN = datetime(2023, 5, 8, 14, 0)  # a Monday
+
+
+@pytest.fixture(scope="module")
+def grounding() -> Grounding:
+    return Grounding(load_ontology(), parties=(OWNER, ASSISTANT))
+
+
+def triples(turtle: str) -> list[ox.Triple]:
+    head = "".join(f"@prefix {p}: <{iri}> .\n" for p, iri in PREFIXES.items() if p != "m") + f"@prefix m: <{M}> .\n"
+    return [q.triple for q in ox.parse(head + turtle, format=ox.RdfFormat.TURTLE)]
+
+
+def values(result: list[ox.Triple], predicate: str) -> list[str]:
+    return sorted(t.object.value for t in result if t.predicate.value.endswith(predicate))
+
+
+def subjects(result: list[ox.Triple]) -> set[str]:
+    return {t.subject.value.removeprefix(M) for t in result}
+
+
+PENDANT = """
+m:pendant a schema:Product ; rdfs:label "heart-shaped pendant" ; schema:material "gold" ; schema:color "gold" ;
+    schema:size "medium" .
+m:get-pendant a schema:ReceiveAction ; rdfs:label "getting the pendant" ; schema:agent m:owner ;
+    schema:object m:pendant ; schema:startDate "2010-04-15"^^xsd:date ;
+    schema:actionStatus schema:CompletedActionStatus .
+m:address a schema:PostalAddress ; rdfs:label "123 Main St" ; schema:streetAddress "123 Main St" ;
+    schema:postalCode "90210" .
+m:owner schema:address m:address .
+"""
+
+
+def test_values_not_said_are_left_out_and_counted(grounding: Grounding) -> None:
+    said = Said.of("My mom gave me this heart-shaped pendant in 2010, it reminds me of her.", WHEN)
+    result = grounding.ground(triples(PENDANT), said)
+    kept = result.triples
+    assert values(kept, "label") == ["getting the pendant", "heart-shaped pendant"]
+    assert values(kept, "material") == [] and values(kept, "color") == [] and values(kept, "size") == []
+    assert "address" not in subjects(kept), "an address no one said goes with its node"
+    assert not any(t.object == ox.NamedNode(M + "address") for t in kept)
+    assert len(result.dropped) == 4 and "(and the node it names)" in result.dropped[-1]
+    assert "not in the words said" in result.report()
+
+
+def test_a_day_is_cut_back_to_the_year_said(grounding: Grounding) -> None:
+    said = Said.of("My mom gave me this pendant in 2010.", WHEN)
+    kept = grounding.ground(triples(PENDANT), said).triples
+    dates = [t.object for t in kept if t.predicate.value.endswith("startDate")]
+    assert dates == [ox.Literal("2010", datatype=ox.NamedNode(PREFIXES["xsd"] + "gYear"))]
+
+
+def test_a_day_said_relatively_is_kept(grounding: Grounding) -> None:
+    turtle = """m:buy a schema:BuyAction ; rdfs:label "buying a bike" ; schema:agent m:owner ; schema:object m:bike ;
+        schema:startDate "2023-05-02"^^xsd:date ; schema:price 600 ; schema:priceCurrency "USD" .
+    m:bike a pcm:Bicycle ; rdfs:label "Trek bike" ."""
+    kept = grounding.ground(triples(turtle), Said.of("Last Tuesday I bought a Trek bike for $600.", WHEN)).triples
+    assert values(kept, "startDate") == ["2023-05-02"]
+    assert values(kept, "price") == ["600"] and values(kept, "priceCurrency") == ["USD"]
+    other_day = grounding.ground(triples(turtle.replace("05-02", "04-11")),
+                                 Said.of("Last Tuesday I bought a Trek bike for $600.", WHEN)).triples
+    assert values(other_day, "startDate") == []
+
+
+def test_numbers_are_read_in_digits_and_words(grounding: Grounding) -> None:
+    turtle = """m:owner pcm:hasPet m:dogs . m:dogs a pcm:Dog ; rdfs:label "dogs" ; pcm:quantity 2 .
+    m:pay a schema:PayAction ; rdfs:label "paying rent" ; schema:agent m:owner ; schema:price 2000 ."""
+    said = Said.of("I have two dogs and I pay 2,000 a month in rent.", WHEN)
+    kept = grounding.ground(triples(turtle), said).triples
+    assert values(kept, "quantity") == ["2"] and values(kept, "price") == ["2000"]
+    wrong = grounding.ground(triples(turtle.replace("2000", "2500")), said).triples
+    assert values(wrong, "price") == []
+
+
+def test_other_languages_are_matched_on_their_own_words(grounding: Grounding) -> None:
+    turtle = """m:adopt a schema:ReceiveAction ; rdfs:label "adoption du chien" ; schema:agent m:owner ;
+        schema:object m:rex ; schema:startDate "2023-03"^^xsd:gYearMonth .
+    m:rex a pcm:Dog ; rdfs:label "Rex" ."""
+    said = Said.of("J'ai adopté un chien, Rex, en mars.", WHEN)
+    kept = grounding.ground(triples(turtle), said).triples
+    assert values(kept, "label") == ["Rex", "adoption du chien"]
+    assert values(kept, "startDate") == ["2023-03"]
+
+
+def test_questions_and_greetings_between_the_two_sides_are_not_facts(grounding: Grounding) -> None:
+    turtle = """m:ask a schema:AskAction ; rdfs:label "asking for a recommendation" ; schema:agent m:owner ;
+        schema:recipient m:assistant ; schema:about m:bike .
+    m:greet a schema:CommunicateAction ; rdfs:label "greeting" ; schema:agent m:assistant ; schema:recipient m:owner .
+    m:tip a schema:InformAction ; rdfs:label "recommending a bike" ; schema:agent m:assistant ;
+        schema:recipient m:owner ; schema:about m:bike .
+    m:ask-boss a schema:AskAction ; rdfs:label "asking boss for a raise" ; schema:agent m:owner ;
+        schema:recipient m:boss .
+    m:boss a schema:Person ; rdfs:label "boss" .
+    m:bike a pcm:Bicycle ; rdfs:label "bike" ."""
+    said = Said.of("Hi! Can you recommend a bike? I asked my boss for a raise and said hello, greeting everyone.", WHEN)
+    kept = subjects(grounding.ground(triples(turtle), said).triples)
+    assert "ask" not in kept and "greet" not in kept
+    assert {"tip", "ask-boss", "boss", "bike"} <= kept
+
+
+def test_an_action_on_its_own_agent_is_dropped(grounding: Grounding) -> None:
+    turtle = """m:jolene-act a schema:Action ; rdfs:label "Jolene" ; schema:agent m:jolene ; schema:object m:jolene .
+    m:jolene a schema:Person ; rdfs:label "Jolene" ; schema:knows m:owner ."""
+    kept = subjects(grounding.ground(triples(turtle), Said.of("Hey Jolene, nice to hear from you!", WHEN)).triples)
+    assert "jolene-act" not in kept and "jolene" in kept
+
+
+def test_one_thing_named_twice_becomes_one_node(grounding: Grounding) -> None:
+    turtle = """m:pendant a schema:Product ; rdfs:label "pendant" .
+    m:heart-pendant a schema:Product ; rdfs:label "heart-shaped pendant" .
+    m:get a schema:ReceiveAction ; rdfs:label "getting the pendant" ; schema:agent m:owner ;
+        schema:object m:pendant , m:heart-pendant .
+    m:mother a schema:Person ; rdfs:label "mother" .
+    m:mothers-friend a schema:Person ; rdfs:label "mother's friend" .
+    m:mother schema:knows m:mothers-friend ."""
+    said = Said.of("My mother and my mother's friend gave me a heart-shaped pendant.", WHEN)
+    result = grounding.ground(triples(turtle), said)
+    kept = subjects(result.triples)
+    products = {s for s in kept if "pendant" in s}
+    assert len(products) == 1 and len(result.merged) == 1
+    objects = [t.object.value.removeprefix(M) for t in result.triples if t.predicate.value.endswith("object")]
+    assert objects == list(products)
+    assert {"mother", "mothers-friend"} <= kept, "two people are never merged on a shared word"
+
+
+def test_known_names_and_context_count_as_said(grounding: Grounding) -> None:
+    turtle = """m:visit a schema:TravelAction ; rdfs:label "trip to Seattle" ; schema:agent m:owner ;
+        schema:toLocation m:seattle . m:seattle a schema:City ; rdfs:label "Seattle" ."""
+    said = Said.of("We went there last week!", WHEN, context=[("Have you been to Seattle?", WHEN)])
+    assert "seattle" in subjects(grounding.ground(triples(turtle), said).triples)
+    alone = Said.of("We went there last week!", WHEN)
+    assert "seattle" not in subjects(grounding.ground(triples(turtle), alone).triples)
+
+
+@pytest.mark.parametrize(("text", "day", "month", "year"), [
+    ("I moved in 2010", None, None, 2010),
+    ("We met on March 5th, 2021", "2021-03-05", (2021, 3), 2021),
+    ("yesterday was fun", "2023-05-07", None, None),
+    ("three days ago", "2023-05-05", None, None),
+    ("last month I started", None, (2023, 4), None),
+    ("next year we go", None, None, 2024),
+    ("gestern war ich da", "2023-05-07", None, None),
+    ("hace dos años", None, None, 2021),
+    ("on 12/06/2022", "2022-06-12", None, None),
+    ("last night we went out", "2023-05-07", None, None),
+    ("the morning of the 21st", "2023-04-21", None, None),
+    ("we planted them in the spring", None, (2023, 4), 2023),
+])
+def test_dates_said(text: str, day: str | None, month: tuple[int, int] | None, year: int | None) -> None:
+    found = said_dates(text, WHEN.date())
+    if day:
+        assert day in {d.isoformat() for d in found.days}
+    if month:
+        assert month in found.months or any((d.year, d.month) == month for d in found.days)
+    if year:
+        assert found.supports(date(year, 6, 1), "year")
+
+
+def test_a_number_is_not_a_day_without_its_ordinal() -> None:
+    assert not said_dates("I have the 3 kids and 2 cats", WHEN.date()).days
+
+
+def test_no_message_time_resolves_no_relative_date() -> None:
+    assert not said_dates("yesterday, last week and next year", None).days
+    assert said_dates("in 2010", None).years == {2010}
