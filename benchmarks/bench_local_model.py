@@ -38,11 +38,13 @@ from typing import Any
 import llama_cpp
 
 from pcm.conversations import parse_file, sample_paths
+from pcm.errors import LLMError
 from pcm.evaluation.facts import FactScore, LabelSet, label_conversations, load_label_dir, post_iri, score
 from pcm.extraction import extract_posts
 from pcm.extraction import extractor as extractor_module
 from pcm.layout import LEGACY_LAYOUT
 from pcm.llm.llamacpp_client import LlamaCppClient
+from pcm.llm.record import RecordingClient, ReplayClient
 from pcm.memory import Memory
 from pcm.namespaces import PROV
 from pcm.settings import Settings
@@ -56,6 +58,27 @@ def facts(memory: Memory) -> int:
         f"FILTER(?p != <{PROV}wasDerivedFrom>) }}"
     ).rows
     return int(rows[0][0].value) if rows and rows[0][0] is not None else 0
+
+
+class Replaying:
+    """Answers from a recording where it holds the exchange, from the live model otherwise: a second run over the
+    same utterances (with the grounding check or the gate on) pays only for the calls the first did not make."""
+
+    def __init__(self, recorded: ReplayClient, live: Any) -> None:
+        self.recorded = recorded
+        self.live = live
+        self.replayed = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.live, name)
+
+    def complete(self, **kwargs: Any) -> Any:
+        try:
+            completion = self.recorded.complete(**kwargs)
+        except LLMError:
+            return self.live.complete(**kwargs)
+        self.replayed += 1
+        return completion
 
 
 class Counting:
@@ -324,6 +347,10 @@ def main() -> None:
                         help="the shared data folder LoCoMo labels are read from (default: ../shared/data)")
     parser.add_argument("--misses", action="store_true",
                         help="with --labelled, list each utterance's missing and unlabelled facts")
+    parser.add_argument("--record", type=Path, help="with --labelled, record every model exchange in this folder")
+    parser.add_argument("--replay", type=Path,
+                        help="with --labelled, answer from this recording where it holds the exchange (the live "
+                             "model otherwise): scores a second configuration without paying again for its calls")
     parser.add_argument("--no-grounding", action="store_true",
                         help="with --labelled, store what the model wrote (PCM_EXTRACTION_GROUNDING=0)")
     parser.add_argument("--no-gate", action="store_true",
@@ -343,8 +370,13 @@ def main() -> None:
     print(f"model {client.name} loaded in {time.perf_counter() - started:.1f} s; threads {args.threads}, "
           f"context {args.context}, max tokens {args.max_tokens}", flush=True)
     if label_sets is not None:
+        used: Any = client
+        if args.record:
+            used = RecordingClient(client, args.record)
+        if args.replay:
+            used = Replaying(ReplayClient(args.replay), client)
         for output in args.formats:
-            run_labelled(client, output, label_sets, args.data, args.repair_rounds, args.catalogue,
+            run_labelled(used, output, label_sets, args.data, args.repair_rounds, args.catalogue,
                          timings=args.timings, misses=args.misses, limit=args.limit,
                          grounding=not args.no_grounding, gate=not args.no_gate)
         client.close()

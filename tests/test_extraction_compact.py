@@ -311,6 +311,7 @@ KNOWN = ("assistant", "biscuit", "me", "owner", "you")
 
 ACCEPTED = [
     EXAMPLE,
+    EXAMPLE + "\n",  # a blank line ends the answer
     NOTHING + "\n",
     'd pcm:Pet "Rex"\nme pcm:hasPet d\n',
     'd pcm:Pet schema:Thing "Rex"\nbiscuit pcm:petBreed "beagle"\n',
@@ -337,6 +338,7 @@ REFUSED = [
     "me schema:actionStatus schema:Done\n",
     f'x schema:Event "{"a" * 121}"\n',  # longer than a text may be
     "me schema:startDate 2025-2-4\n",
+    EXAMPLE.replace("\nbuy schema:agent", "\n\nbuy schema:agent"),  # nothing after a blank line
     "me rdfs:label \"Dana\"\n",
 ]
 
@@ -426,9 +428,10 @@ class Provider(ScriptedClient):
     constrained = True
 
 
-def test_auto_picks_compact_only_for_a_model_in_this_process() -> None:
+def test_compact_is_given_when_asked_and_never_chosen_by_auto() -> None:
     forms = ("turtle", "json", "compact")
-    assert output_format("auto", Local(), forms=forms) == "compact"
+    assert output_format("auto", Local(), forms=forms) == "json"
+    assert output_format("compact", Local(), forms=forms) == "compact"
     assert output_format("auto", Local()) == "json"  # a caller without the form (ask) keeps json
     assert output_format("auto", Provider(), forms=forms) == "json"
     assert output_format("compact", Provider(), forms=forms) == "json"  # its field would get no JSON Schema
@@ -459,7 +462,8 @@ def test_one_extraction_in_compact_form_with_a_repair_round(memory: Memory) -> N
     (``buy``, not the IRI minted for it), and the corrected answer is stored with the compact prompt's version."""
     first = EXAMPLE.replace("buy schema:agent me\n", "")
     client = Local([first, EXAMPLE])
-    report = extract_posts(memory.context, [p.iri for p in memory.store.posts()], client=client, concurrency=1)
+    report = extract_posts(memory.context, [p.iri for p in memory.store.posts()], client=client, concurrency=1,
+                           output="compact")
     assert (report.extracted, report.failed, report.repairs) == (1, 0, 1)
     schema = client.schemas[0]
     assert schema is not None and schema.name == "extraction_compact" and schema.grammar is not None

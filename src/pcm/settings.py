@@ -113,7 +113,7 @@ class Settings:
     llm_max_retries: int = 4
     #: Extraction answer format: ``turtle`` (free-form), ``json`` (held to a JSON Schema generated from the
     #: ontology, sent natively to the provider), ``compact`` (one fact per line, held to a GBNF grammar: a model in
-    #: this process), or ``auto`` (compact for a model in this process, json for a server on this machine, turtle
+    #: this process; asked for, never chosen by auto yet), or ``auto`` (json for a model on this machine, turtle
     #: otherwise).
     llm_output: str = "auto"
     #: Where the vocabulary catalogue goes in extraction and NL->SPARQL prompts: ``areas`` (the core areas in the

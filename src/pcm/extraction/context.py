@@ -273,8 +273,8 @@ def _bare(iri: str, namespace: str, ontology: Ontology) -> str:
 
 
 def _compact_names(context: TurnContext, naming: Naming) -> _Show:
-    """``me`` and ``you`` for the turn's speaker and whom it addresses, the memory's other nodes without ``m:``:
-    listing the owner as ``owner`` in a user turn made a small model write the assistant as the buyer."""
+    """``me`` and ``you`` for the turn's speaker and whom it addresses, the memory's other nodes without ``m:``: the
+    names a compact answer writes (:func:`pcm.extraction.compact.call_names`), so the prompt shows no other."""
     from pcm.extraction.compact import ME, YOU, addressed
 
     parties = {context.speaker: ME, addressed(naming, context.speaker): YOU}
