@@ -347,6 +347,9 @@ def main() -> None:
                         help="the shared data folder LoCoMo labels are read from (default: ../shared/data)")
     parser.add_argument("--misses", action="store_true",
                         help="with --labelled, list each utterance's missing and unlabelled facts")
+    parser.add_argument("--labels", type=Path, action="append", default=[],
+                        help="with --labelled, a further folder of label files (e.g. labels of LoCoMo turns, which "
+                             "are kept outside the repository)")
     parser.add_argument("--record", type=Path, help="with --labelled, record every model exchange in this folder")
     parser.add_argument("--replay", type=Path,
                         help="with --labelled, answer from this recording where it holds the exchange (the live "
@@ -358,10 +361,12 @@ def main() -> None:
     args = parser.parse_args()
     label_sets = None
     if args.labelled is not None:
-        label_sets = [s for s in load_label_dir(LABELS) if not args.labelled or s.source in args.labelled]
+        folders = [LABELS, *args.labels]
+        everything = [s for folder in folders for s in load_label_dir(folder)]
+        label_sets = [s for s in everything if not args.labelled or s.source in args.labelled]
         unknown = set(args.labelled) - {s.source for s in label_sets}
         if unknown or not label_sets:
-            parser.error(f"no label set {sorted(unknown)} in {LABELS}")
+            parser.error(f"no label set {sorted(unknown)} in {', '.join(map(str, folders))}")
         if any(s.format == "locomo" for s in label_sets) and not args.data.is_dir():
             parser.error(f"{args.data} is missing: give --data, or choose --labelled samples")
     extractor_module.MAX_OUTPUT_TOKENS = args.max_tokens
