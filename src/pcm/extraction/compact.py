@@ -47,7 +47,13 @@ from typing import Any
 
 import pyoxigraph as ox
 
-from pcm.extraction.jsonld import NAME_PATTERN, _value_schema, _vocabulary, complete_references
+from pcm.extraction.jsonld import (
+    NAME_PATTERN,
+    _value_schema,
+    _vocabulary,
+    complete_references,
+    trie_complement,
+)
 from pcm.extraction.normalise import MAX_OUTPUT_CHARS, Normalised, OutputProblem, normalise_json
 from pcm.llm.base import JsonSchema
 from pcm.namespaces import PREFIXES, RDF, RDFS, XSD
@@ -804,45 +810,8 @@ def _new_names(known: Sequence[str]) -> list[str]:
     out over the trie of the known names: at each prefix the name may end unless the prefix is known, go on with a
     character no known name takes there, then anything, or follow a known name's next character)."""
     words = sorted({k for k in known if _HANDLE.fullmatch(k) and len(k) <= MAX_HANDLE})
-    rules: list[str] = []
-
-    def node(prefix: str) -> str | None:
-        depth = len(prefix)
-        allowed = _REST_CHARS if depth else _FIRST_CHARS
-        nexts = sorted({w[depth] for w in words if w.startswith(prefix) and len(w) > depth})
-        options = []
-        others = "".join(c for c in allowed if c not in nexts)
-        left = MAX_HANDLE - depth - 1
-        if others and left >= 0:
-            options.append(f"{_char_class(others)}" + (f" {_REST}{{0,{left}}}" if left else ""))
-        for c in nexts:
-            child = node(prefix + c)
-            if child is not None:
-                options.append(f'"{c}" {child}')
-        ends = depth > 0 and prefix not in words
-        if not options:
-            return '""' if ends else None
-        body = " | ".join(options)
-        rules.append(f"new-{len(rules)} ::= " + (f"( {body} )?" if ends else body))
-        return f"new-{len(rules) - 1}"
-
-    root = node("")
-    assert root is not None  # a letter no known name starts with is always left
+    root, rules = trie_complement(words, "new", _FIRST_CHARS, _REST_CHARS, _REST, MAX_HANDLE)
     return [f"new ::= {root}", *rules]
-
-
-def _char_class(chars: str) -> str:
-    """A GBNF character class of ``chars`` (ASCII name characters), with runs as ranges and ``-`` last."""
-    dash = "-" in chars
-    codes = sorted(ord(c) for c in chars if c != "-")
-    parts, i = [], 0
-    while i < len(codes):
-        j = i
-        while j + 1 < len(codes) and codes[j + 1] == codes[j] + 1:
-            j += 1
-        parts.append(chr(codes[i]) + (f"-{chr(codes[j])}" if j - i >= 2 else "".join(chr(c) for c in codes[i + 1: j + 1])))
-        i = j + 1
-    return "[" + "".join(parts) + ("-" if dash else "") + "]"
 
 
 __all__ = [

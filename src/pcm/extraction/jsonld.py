@@ -289,18 +289,33 @@ def _names_except(known: Sequence[str]) -> str:
     anything), or follow a known name's next character.
     """
     words = [k[2:] for k in known]  # "m:" is written by the rule; names start with a letter
-    longest = GRAMMAR_NAME - 2
+    first = "".join(c for c in _NAME_CHARS if c.isalpha())
+    root, rules = trie_complement(words, "new-name", first, _NAME_CHARS, _ASCII_NAME_CHARS, GRAMMAR_NAME - 2)
+    return f'new-name ::= "\\"m:" {root} "\\""\n' + "\n".join(rules) + "\n"
+
+
+def trie_complement(
+    words: Sequence[str], rule: str, first: str, rest: str, rest_class: str, longest: int
+) -> tuple[str, list[str]]:
+    """GBNF for every name of at most ``longest`` characters (``first`` then ``rest`` characters) but ``words``:
+    ``(root rule, rules)``, the rules named ``rule-N``.
+
+    GBNF has no negation, so the complement is spelled out over the trie of the words: at each prefix the name may
+    end (unless the prefix is itself a word), go on with a character no word takes there (then anything of
+    ``rest_class``), or follow a word's next character. Both answer forms use it to keep a new node from taking a
+    known entity's name.
+    """
     rules: list[str] = []
 
     def node(prefix: str) -> str | None:
-        """The rule for the rest of a name that starts with ``prefix`` (``None`` when nothing may follow)."""
         depth = len(prefix)
-        allowed = _NAME_CHARS if depth else "".join(c for c in _NAME_CHARS if c.isalpha())
+        allowed = rest if depth else first
         nexts = sorted({w[depth] for w in words if w.startswith(prefix) and len(w) > depth})
         options = []
         others = "".join(c for c in allowed if c not in nexts)
-        if others and depth < longest:
-            options.append(f"{_char_class(others)} {_ASCII_NAME_CHARS}{{0,{longest - depth - 1}}}")
+        left = longest - depth - 1
+        if others and left >= 0:
+            options.append(_char_class(others) + (f" {rest_class}{{0,{left}}}" if left else ""))
         for c in nexts:
             child = node(prefix + c)
             if child is not None:
@@ -309,12 +324,12 @@ def _names_except(known: Sequence[str]) -> str:
         if not options:
             return '""' if ends else None
         body = " | ".join(options)
-        rules.append(f"new-name-{len(rules)} ::= " + (f"( {body} )?" if ends else body))
-        return f"new-name-{len(rules) - 1}"
+        rules.append(f"{rule}-{len(rules)} ::= " + (f"( {body} )?" if ends else body))
+        return f"{rule}-{len(rules) - 1}"
 
     root = node("")
-    assert root is not None  # a letter no known name starts with is always left
-    return f'new-name ::= "\\"m:" {root} "\\""\n' + "\n".join(rules) + "\n"
+    assert root is not None  # a letter no word starts with is always left
+    return root, rules
 
 
 def _char_class(chars: str) -> str:
