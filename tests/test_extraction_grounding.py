@@ -180,3 +180,12 @@ def test_a_number_is_not_a_day_without_its_ordinal() -> None:
 def test_no_message_time_resolves_no_relative_date() -> None:
     assert not said_dates("yesterday, last week and next year", None).days
     assert said_dates("in 2010", None).years == {2010}
+
+
+def test_names_in_other_scripts_are_matched_not_erased(grounding: Grounding) -> None:
+    turtle = """m:owner pcm:hasPet m:barsik . m:barsik a pcm:Cat ; rdfs:label "Барсик" .
+    m:owner schema:homeLocation m:tokyo . m:tokyo a schema:City ; rdfs:label "東京" ."""
+    said = Said.of("Моего кота зовут Барсик, и я живу в 東京.", WHEN)
+    assert {"barsik", "tokyo"} <= subjects(grounding.ground(triples(turtle), said).triples)
+    invented = grounding.ground(triples(turtle.replace("Барсик", "Мурзик")), said).triples
+    assert "barsik" not in subjects(invented)

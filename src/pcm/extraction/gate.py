@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Final
 
+from pcm.extraction.said_dates import fold as fold_text
+
 #: Most content words a reaction sentence may have ("That charity race sounds great!": two). Measured on the labelled
 #: utterances of tests/fixtures/extraction (benchmarks/bench_gate.py).
 REACTION_WORDS: Final = 2
@@ -48,12 +50,9 @@ LONG_CHARS: Final = 1000
 GATED_REPORT: Final = "gated: states no fact (small talk)"
 
 
-@lru_cache(maxsize=65536)
-def fold(word: str) -> str:
-    """A word as the lists hold it: case-folded, accents removed ("Tschüß" -> "tschuss", "Génial" -> "genial").
-    Cached: a conversation repeats its words."""
-    decomposed = unicodedata.normalize("NFKD", word.casefold())
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
+#: A word as the lists hold it (:func:`pcm.extraction.said_dates.fold`); cached, since a conversation repeats its
+#: words.
+fold = lru_cache(maxsize=65536)(fold_text)
 
 
 @dataclass(frozen=True)

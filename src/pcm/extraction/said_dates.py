@@ -167,9 +167,11 @@ class SaidDates:
 
 
 def fold(text: str) -> str:
-    """Lower case without accents, apostrophes made straight: the form the patterns are written for."""
-    text = unicodedata.normalize("NFKD", text.replace("’", "'")).encode("ascii", "ignore").decode("ascii")
-    return text.casefold()
+    """Case-folded, accents removed, apostrophes made straight ("Génial" -> "genial", "Tschüß" -> "tschuss"): the
+    form the patterns and word lists are written in. Letters of other scripts stay as they are (an ASCII-only fold
+    would erase a Russian or Japanese utterance, and every value checked against it)."""
+    decomposed = unicodedata.normalize("NFKD", text.replace("’", "'").casefold())
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
 
 
 def said_dates(text: str, when: date | None) -> SaidDates:
