@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pyoxigraph as ox
 
+from bench_prompt_size import Tokens  # the same tokenizer counts as the prompt-size benchmark
 from pcm.extraction.compact import as_compact, bare_name, call_names, normalise_answer, read_compact
 from pcm.extraction.jsonld import as_answer
 from pcm.extraction.normalise import normalise_json, normalise_output
@@ -33,27 +34,6 @@ from pcm.ontology import Ontology, load_ontology
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "ask" / "extraction"
 NS = "https://example.org/memory/"
-#: Characters per token where no tokenizer is given (Qwen2.5's tokenizer: 3.4-3.6 on prompts).
-CHARS_PER_TOKEN = 3.4
-
-
-class Tokens:
-    """Token counts: the model's tokenizer (vocabulary only) or a character estimate."""
-
-    def __init__(self, gguf: str | None) -> None:
-        self._llama = None
-        if gguf:
-            from llama_cpp import Llama
-
-            self._llama = Llama(model_path=gguf, vocab_only=True, verbose=False)
-        self.how = f"tokenizer of {Path(gguf).name}" if gguf else f"estimated as chars/{CHARS_PER_TOKEN}"
-
-    def count(self, text: str) -> float:
-        if self._llama is None:
-            return len(text) / CHARS_PER_TOKEN
-        return len(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
-
-
 def forms(turtle: str, ontology: Ontology) -> tuple[str, str, bool, int]:
     """``(JSON answer, compact answer, same triples, triples)`` of one hand-written extraction."""
     triples = normalise_output(turtle, namespace=NS, ontology=ontology).triples
@@ -94,7 +74,7 @@ def main() -> None:
     rows = []
     for path in sorted(FIXTURES.glob("*.ttl")):
         answer, text, same, triples = forms(path.read_text(encoding="utf-8"), ontology)
-        rows.append((path.stem, triples, counter.count(answer), counter.count(text), same))
+        rows.append((path.stem, triples, counter.text(answer), counter.text(text), same))
         if path.stem in args.show:
             print(f"== {path.stem}\n{answer}\n\n{text}")
     print(f"output tokens per hand-written extraction ({len(rows)} utterances; {counter.how}):")

@@ -97,6 +97,12 @@ class Tokens:
     def count(self, sequence: list[int] | str) -> float:
         return len(sequence) if self._llama is not None else len(sequence) / CHARS_PER_TOKEN
 
+    def text(self, text: str) -> float:
+        """Tokens of plain text (a model's answer), outside any chat template."""
+        if self._llama is None:
+            return len(text) / CHARS_PER_TOKEN
+        return len(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
     def layout(self, label: str, prompts: list[tuple[str, str]]) -> None:
         """System tokens and uncached tokens per call (after the prefix shared with the previous call)."""
         sequences = [self.chat(system, user) for system, user in prompts]
