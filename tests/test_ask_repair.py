@@ -289,7 +289,7 @@ def test_explain_and_json_show_every_query_tried(small: Memory) -> None:
     assert "round 1, model: empty" in text and "pcm:nothing" in text and "round 2, model: ok" in text
     data = result.as_json()
     assert set(data) == {"question", "answer", "path", "as_of", "note", "sparql", "computed", "trace", "evidence", "plan",
-                         "pending"}
+                         "frame", "pending"}
     assert [s["outcome"] for s in data["trace"]] == ["empty", "ok"]  # type: ignore[index]
     post = data["evidence"]["posts"][0]  # type: ignore[index]
     assert post["source_id"] == "u0" and post["content"].startswith("My dog Biscuit") and post["session"] == "small"

@@ -78,6 +78,8 @@ DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-5"
 CATALOGUE_LAYOUTS = ("auto", "areas", "whole")
 #: Values of ``PCM_ASK_ORDER`` (see :attr:`Settings.ask_order`).
 ASK_ORDERS = ("auto", "graph", "facts")
+#: Values of ``PCM_ASK_FRAME`` (see :attr:`Settings.ask_frame`).
+ASK_FRAMES = ("auto", "on", "off")
 #: Values of ``PCM_EXTRACTION`` (see :attr:`Settings.extraction`).
 EXTRACTION_MODES = ("auto", "inline", "queued")
 #: Settings read from a ``PCM_*`` variable that names one of a few choices, and those choices.
@@ -85,6 +87,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "llm_output": ("auto", "turtle", "json", "compact"),
     "llm_catalogue": CATALOGUE_LAYOUTS,
     "ask_order": ASK_ORDERS,
+    "ask_frame": ASK_FRAMES,
     "llm_draft": ("none", "prompt-lookup"),
     "extraction": EXTRACTION_MODES,
     "store_engine": ("auto", "oxigraph", "virtuoso", "generic"),
@@ -127,6 +130,11 @@ class Settings:
     #: facts, one short call; a graph query only when it finds no answer there), or ``auto`` (facts for a model on
     #: this machine, whose query-writing calls take a minute each; graph otherwise).
     ask_order: str = "auto"
+    #: Whether ``ask`` first reads a question into a typed frame (one short constrained model call) and answers
+    #: counts, totals, latest values, relatives, intervals and the like in code (:mod:`pcm.retrieval.frame`):
+    #: ``on``, ``off`` (the pipeline reads the question's wording instead), or ``auto`` (on for a client that
+    #: constrains its output: llama.cpp, OpenAI-compatible servers, Anthropic).
+    ask_frame: str = "auto"
     #: When ingest extracts facts with the model: ``inline`` (before it returns, as each batch is stored),
     #: ``queued`` (it stores and indexes the posts and returns; ``pcm extract --pending`` or a running
     #: ``pcm serve`` extracts them later), or ``auto`` (queued for a model on this machine, where one utterance

@@ -149,6 +149,11 @@ def output_format(setting: str, client: object, *, forms: tuple[str, ...] = OUTP
     return "json" if _declares(client, "local") else "turtle"
 
 
+def constrains(client: object) -> bool:
+    """Whether the client (or the one a wrapper wraps) holds its output to a JSON Schema or grammar."""
+    return _declares(client, "constrained")
+
+
 def runs_here(client: object) -> bool:
     """Whether the client (or the one a wrapper wraps) is a model on this machine, where every call is slow."""
     return _declares(client, "local")

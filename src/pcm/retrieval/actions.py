@@ -206,6 +206,21 @@ def action_answer(
     return _extreme(acts, asked, today)
 
 
+def actions_of(memory: MemoryContext, action_class: str, agent: str) -> list[_Act]:
+    """``agent``'s actions of ``action_class`` that happened (a planned or failed one is not among them)."""
+    return [a for a in _actions(memory, action_class, agent) if a.status not in NOT_DONE]
+
+
+def latest_action(acts: Sequence[_Act], *, latest: bool, today: date, verb: str = "") -> Worked | None:
+    """The latest (or earliest) of ``acts`` by full date, up to ``today``."""
+    return _extreme(acts, _Asked("latest" if latest else "earliest", "", "", verb), today)
+
+
+def total_of(acts: Sequence[_Act]) -> Worked | None:
+    """The sum of the prices of ``acts`` (those taken back left out), per currency."""
+    return _total(acts, _Asked("total", "", "", ""))
+
+
 def _extreme(acts: Sequence[_Act], asked: _Asked, today: date) -> Worked | None:
     dated = [(d, a) for a in acts if (d := a.day) is not None and d <= today]
     if not dated:
@@ -304,4 +319,5 @@ def _money(amount: Decimal | None, currency: str) -> str:
     return f"{number} {currency}".strip()
 
 
-__all__ = ["action_answer", "action_classes", "asked_action", "verb_class"]
+__all__ = ["action_answer", "action_classes", "actions_of", "asked_action", "latest_action", "total_of",
+           "verb_class"]

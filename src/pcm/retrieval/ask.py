@@ -52,6 +52,7 @@ from pcm.retrieval import answer as answers
 from pcm.retrieval.actions import action_answer
 from pcm.retrieval.answer import EvidenceFact, EvidencePost
 from pcm.retrieval.counts import count_answer
+from pcm.retrieval.frame import Frame, FrameReplyError, Terms, frames_questions, read_frame
 from pcm.retrieval.grounding import (
     GroundedEntity,
     Grounding,
@@ -62,6 +63,7 @@ from pcm.retrieval.grounding import (
 from pcm.retrieval.intervals import interval_answer
 from pcm.retrieval.kinship import kin_answer
 from pcm.retrieval.nl2sparql import MAX_OUTPUT_TOKENS, QueryForm, prompt_version, system_prompt, user_message
+from pcm.retrieval.operations import COMPUTED, Operations
 from pcm.retrieval.plan import (
     DIRECTIONS,
     Bounds,
@@ -121,6 +123,8 @@ class AskResult:
     """How the question was read (kind, decomposition) and, for a planned answer, every step, check and revision."""
     stats: dict[str, Any] = field(default_factory=dict)
     """Timings (ms), LLM calls, cache hits and prompt tokens: useful, but not part of the deterministic output."""
+    frame: dict[str, object] | None = None
+    """The question read into a typed frame (:mod:`pcm.retrieval.frame`), when it was."""
     pending: list[str] = field(default_factory=list)
     """The cited posts whose facts are not extracted yet (no extraction status, or ``pending``), in citation order:
     an answer from the graph cannot have used them (queued extraction, docs/DESIGN.md §5)."""
@@ -137,6 +141,7 @@ class AskResult:
             "trace": [_step_json(s) for s in self.trace],
             "evidence": {"facts": [f.as_json() for f in self.facts], "posts": [p.as_json() for p in self.posts]},
             "plan": self.plan.as_json() if self.plan is not None else None,
+            "frame": self.frame,
             "pending": list(self.pending),
         }
         if stats:
@@ -155,6 +160,8 @@ class AskResult:
             if self.facts:
                 lines.append("facts:")
                 lines += [f"  {f.text}" for f in self.facts[:40]]
+            if self.frame is not None:
+                lines.append("frame: " + json.dumps({k: v for k, v in self.frame.items() if v}, ensure_ascii=False))
             if self.computed:
                 lines.append(f"computed: {self.computed}")
             if self.plan is not None:
@@ -337,13 +344,14 @@ class _Pipeline:
         self.kind = kind
         self.ontology: Ontology = load_ontology()
         self.cache = cache
+        #: Whether the question is read into a typed frame (``PCM_ASK_FRAME``); then no pattern over its wording
+        #: decides anything, and the frame's operation replaces the keyword kind.
+        self.framing = frames_questions(memory.settings.ask_frame, cache)
+        self.frame: Frame | None = None
+        self.notes: list[str] = []
 
     def run(self, started: float) -> AskResult:
         calls_before, hits_before, llm_before_all = self.cache.calls, self.cache.hits, self.cache.ms
-        if self.kind == "conversation":
-            found = self._from_summaries(started)
-            if found is not None:
-                return found
         json_form = output_format(self.memory.settings.llm_output, self.cache) == "json"
         form = "json" if json_form else "sparql"
         whole = catalogue_layout(
@@ -351,7 +359,20 @@ class _Pipeline:
             whole_tokens=lambda: estimate_tokens(system_prompt(whole_catalogue(self.ontology), form))
             + QUESTION_TOKENS + 2 * MAX_OUTPUT_TOKENS,
         ) == WHOLE
-        grounding = build_grounding(self.memory, self.question, as_of=self.as_of, ontology=self.ontology, whole=whole)
+        grounding: Grounding | None = None
+        if self.framing:
+            grounding = build_grounding(self.memory, self.question, as_of=self.as_of, ontology=self.ontology,
+                                        whole=whole)
+            framed = self._from_frame(grounding)
+            if framed is not None:
+                return self._finish(framed, started, grounding, [], calls_before, hits_before, llm_before_all)
+        if self.kind == "conversation":
+            found = self._from_summaries(started)
+            if found is not None:
+                return found
+        if grounding is None:
+            grounding = build_grounding(self.memory, self.question, as_of=self.as_of, ontology=self.ontology,
+                                        whole=whole)
         facts_first = ask_order(self.memory.settings.ask_order, self.cache) == "facts"
         if facts_first:
             llm_before = self.cache.ms
@@ -401,6 +422,10 @@ class _Pipeline:
                 calls_before: int, hits_before: int, llm_before_all: float) -> AskResult:
         """The result with its timings, call counts and prompt versions (``--explain``, ``--json``)."""
         result.explain = self.explain
+        if self.frame is not None:
+            result.frame = self.frame.as_json(self.ontology)
+        if self.notes:
+            result.note = "; ".join([result.note, *self.notes]) if result.note else "; ".join(self.notes)
         total = (time.perf_counter() - started) * 1000
         llm_ms = self.cache.ms - llm_before_all
         result.stats.update(
@@ -417,6 +442,54 @@ class _Pipeline:
                 "prompt_version": prompt_version(),
             }
         )
+        return result
+
+    # -------------------------------------------------------------------------------------------- the frame
+
+    def _from_frame(self, grounding: Grounding) -> AskResult | None:
+        """Read the question into a frame (one constrained call) and answer a computed operation in code; None
+        when the operation is not computed or the graph does not settle it (the pipeline goes on, with the
+        frame's kind)."""
+        terms = Terms.of(grounding.usage, self.ontology)
+        llm_before, started = self.cache.ms, time.perf_counter()
+        try:
+            self.frame = read_frame(self.cache, self.question, terms, as_of=self.as_of,
+                                    owner_name=self.memory.manifest.owner, entities=grounding.entities)
+        except FrameReplyError as error:
+            self.kind = "factual"
+            self.notes.append(f"the question's frame did not parse ({error}): read as a factual question")
+            return None
+        self.kind = self.frame.kind
+        if self.frame.op not in COMPUTED:
+            return None
+        from pcm.retrieval.facts import graph_posts
+        from pcm.retrieval.traversal import TraversalEngine
+
+        engines: list[TraversalEngine] = []
+
+        def vectors() -> Any:
+            if not engines:
+                engines.append(TraversalEngine.for_memory(self.memory))
+            return engines[0].vectors
+
+        operations = Operations(self.memory, self.ontology, grounding.entities, self.as_of.date(), vectors)
+        try:
+            worked = operations.evaluate(self.frame)
+        except (PcmError, OSError) as error:
+            log.info("frame operation unavailable: %s", error)
+            worked = None
+        finally:
+            for engine in engines:
+                engine.close()
+        if worked is None:
+            self.notes.append(f"the frame's {self.frame.op} found no answer in the graph")
+            return None
+        by_graph = graph_posts(self.memory, worked.graphs)
+        posts = answers.posts_of(self.memory, sorted({p for g in worked.graphs for p in by_graph.get(g, ())}))
+        result = AskResult(self.question, worked.text, "frame", self.as_of,
+                           note=f"answered in code from the question's frame ({self.frame.op}): {worked.note}",
+                           posts=_ordered(posts))
+        result.stats.update({"queries_ms": 0.0, "answer_ms": round(self._own_ms(started, llm_before), 1)})
         return result
 
     # -------------------------------------------------------------------------------------------- SPARQL path
@@ -460,7 +533,7 @@ class _Pipeline:
                 if found is not None:
                     return found
         stored, worked = _fact_context(self.memory, self.question, grounding.entities, self.ontology.classes,
-                                       self.as_of.date())
+                                       self.as_of.date(), worded=not self.framing)
         if worked is not None:
             return AskResult(self.question, worked.text, "facts", self.as_of, note=f"{why}; {worked.note}",
                              posts=_ordered(worked.posts))
@@ -651,6 +724,7 @@ class _Worked:
 
 def _fact_context(
     memory: MemoryContext, question: str, entities: Sequence[GroundedEntity], classes: Iterable[str], today: date,
+    *, worded: bool = True,
 ) -> tuple[list[tuple[str, list[EvidencePost]]], _Worked | None]:
     """Stored facts nearest the question (:mod:`pcm.retrieval.facts`), each with its posts, and the answer worked
     out in code where the question is of a kind code answers better than a small model: the latest, first or total
@@ -658,11 +732,15 @@ def _fact_context(
     one kind (:mod:`pcm.retrieval.kinship`; both over the whole graph, so no lines are read for them), how many of a thing a person has (:mod:`pcm.retrieval.counts`), what came just
     before or after a thing of the same kind (:mod:`pcm.retrieval.sequence`), how long lay between two events
     (:mod:`pcm.retrieval.intervals`). Empty when the memory holds none or the graph cannot be
-    read."""
+    read. ``worded``: those worked answers are chosen by patterns over the question's English wording; without it
+    (a question read into a frame, which chose its operation already) only the lines are returned."""
     from pcm.retrieval.facts import fact_context, graph_posts
     from pcm.retrieval.traversal import TraversalEngine
 
     try:
+        if not worded:
+            with TraversalEngine.for_memory(memory) as engine:
+                return fact_context(memory, question, entities, engine.vectors), None
         acted = action_answer(memory, question, entities, classes, today=today) or kin_answer(memory, question, entities)
         if acted is not None:
             by_graph = graph_posts(memory, acted.graphs)

@@ -74,6 +74,9 @@ class _Fact:
     graph: str
     other: str | None
     """The IRI at the fact's other end, when it is a node."""
+    predicate: str = ""
+    term: ox.NamedNode | ox.BlankNode | ox.Literal | None = None
+    """The value as stored (a date's literal, for the operations that order by it)."""
 
     def shown(self, name: str) -> str:
         """The fact as the line of the node called ``name`` prints it: ``pet breed beagle``; pointing at the node,
@@ -208,6 +211,19 @@ def _candidates(nodes: dict[str, _Node], owner: str, namespace: str, skip: froze
     return out
 
 
+def read_nodes(memory: MemoryContext, iris: Sequence[str]) -> dict[str, _Node]:
+    """The facts of ``iris`` both ways, labels in place of IRIs (what :mod:`pcm.retrieval.operations` reads)."""
+    return _facts(memory, iris)
+
+
+def node_line(node: _Node) -> str:
+    """The node as one line (``Biscuit (Pet): pet breed beagle; age 4``), whatever its number of facts."""
+    name = head = node.label or readable_iri(node.iri)
+    if node.types:
+        head += f" ({', '.join(dict.fromkeys(node.types))})"
+    return _cut(f"{head}: {'; '.join(f.shown(name) for f in node.facts)}")
+
+
 def _facts(memory: MemoryContext, iris: Sequence[str]) -> dict[str, _Node]:
     from pcm.resources import render_query
     from pcm.sparql import values_clause
@@ -233,7 +249,7 @@ def _facts(memory: MemoryContext, iris: Sequence[str]) -> dict[str, _Node]:
             node.neighbours.append(other)
         value = label if label is not None else format_term(o)
         phrase = words.get(p) or words.setdefault(p, predicate_words(p))
-        node.facts.append(_Fact(phrase, value, outgoing, graph, other))
+        node.facts.append(_Fact(phrase, value, outgoing, graph, other, p, o))
     labels = labels_for(memory, list(found))
     for iri, node in found.items():
         node.label = labels.get(iri, "")
@@ -294,4 +310,4 @@ def _cut(text: str) -> str:
     return text if len(text) <= LINE_CHARS else text[: LINE_CHARS - 1] + "…"
 
 
-__all__ = ["LINES", "fact_context", "graph_posts"]
+__all__ = ["LINES", "fact_context", "graph_posts", "node_line", "read_nodes"]

@@ -71,7 +71,7 @@ _PLACE_WORDS = re.compile(
     r"located|address|park|office|home|neighbo\w+|went|go(?:es|ing)? to)\b",
     re.IGNORECASE,
 )
-_BOOKKEEPING = frozenset({
+BOOKKEEPING = frozenset({
     "http://www.w3.org/1999/02/22-rdf-syntax-ns#type", "http://www.w3.org/2000/01/rdf-schema#label",
     "http://www.w3.org/ns/prov#wasDerivedFrom", "http://www.w3.org/ns/prov#wasAttributedTo",
     "http://purl.org/dc/terms/identifier", "http://purl.org/dc/terms/created", "http://purl.org/dc/terms/title",
@@ -152,7 +152,7 @@ class Grounding:
             term = ontology.terms.get(iri)
             return term.area if term is not None else ""
 
-        kept = [(t, n) for t, n in counts if t not in _BOOKKEEPING and area(t) not in HIDDEN_AREAS]
+        kept = [(t, n) for t, n in counts if t not in BOOKKEEPING and area(t) not in HIDDEN_AREAS]
         if self.areas is None:
             return kept[:MAX_USED_TERMS]
         inside = [(t, n) for t, n in kept if area(t) in self.areas]

@@ -81,6 +81,15 @@ def kin_answer(memory: MemoryContext, question: str, entities: Sequence[Grounded
     agent = person(asked.who, owner=memory.naming.owner, owner_name=memory.manifest.owner, entities=entities)
     if agent is None:
         return None
+    name = memory.manifest.owner if agent == memory.naming.owner else next(
+        (e.label for e in entities if e.iri == agent), asked.who)
+    return relatives_answer(memory, agent, asked.kind, name=name, alone=asked.alone)
+
+
+def relatives_answer(memory: MemoryContext, agent: str, kind: str, *, name: str, alone: bool = True) -> Worked | None:
+    """``agent``'s relatives of ``kind`` (a key of :data:`KINDS`), "not in memory" when the family is stored
+    without them, else None. ``alone``: nothing else is asked, so the names are the whole answer."""
+    asked = _Asked(name, kind, alone)
     relatives = _relatives(memory, agent)
     general = KINDS[asked.kind]
     if general == asked.kind:  # "children": sons and daughters too
@@ -98,8 +107,6 @@ def kin_answer(memory: MemoryContext, question: str, entities: Sequence[Grounded
     if not relatives or any(p in hiding for p, _, _ in relatives):
         return None
     stored = "; ".join(f"{_kind_word(p)} {label}" for p, label, _ in relatives)
-    name = memory.manifest.owner if agent == memory.naming.owner else next(
-        (e.label for e in entities if e.iri == agent), asked.who)
     # an abstention cites nothing: the relatives are named only to show what is stored
     return Worked(f"Not in memory: no {asked.kind} of {name} is stored (stored relatives: {stored}).", (),
                   f"the person's relatives are stored and none is a {asked.kind}")
@@ -130,4 +137,4 @@ def _kind_word(predicate: str) -> str:
     return re.sub(r"^has", "", local).lower() if local.startswith("has") else local.lower()
 
 
-__all__ = ["KINDS", "asked_kin", "kin_answer"]
+__all__ = ["KINDS", "asked_kin", "kin_answer", "relatives_answer"]

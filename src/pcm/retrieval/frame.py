@@ -1,0 +1,222 @@
+"""A question read as a typed frame: what operation it asks, about whom, of which class or property, relative to
+what, within which time window. The model fills the frame under constrained decoding; code answers it
+(:mod:`pcm.retrieval.operations`).
+
+Why a frame, not a query and not patterns over the wording: a 1.5B model writes a working SPARQL query for few
+questions, and regular expressions over English only catch the wordings they list (the same 25 questions asked in
+other words: 15 right against 21). Reading a question into a dozen fields is what a small model does well, in any
+language, in a few dozen output tokens; the latest, the total, a relative or an interval is then worked out
+deterministically on the graph. The class and property fields are enums of the terms in use in the memory, so the
+model can only name a real term; the schema goes to llama.cpp as a grammar, to OpenAI-compatible servers as
+``json_schema`` and to Anthropic as a forced tool (:class:`pcm.llm.base.JsonSchema`).
+
+The prompt's system part depends only on the memory's terms in use, so an in-process model keeps it as a cached
+prefix from one question to the next; each call reads the question and writes the frame.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from functools import cache
+from typing import TYPE_CHECKING
+
+from pcm.errors import LLMError
+from pcm.llm.base import JsonSchema, LLMClient, Message, constrains
+from pcm.prompts import PromptFile, load
+from pcm.retrieval.grounding import BOOKKEEPING, HIDDEN_AREAS
+
+if TYPE_CHECKING:
+    from pcm.ontology import Ontology
+    from pcm.retrieval.grounding import GroundedEntity, Usage
+
+PROMPT_FILE = "retrieval/frame.v1.md"
+#: What a question can ask; :mod:`pcm.retrieval.operations` answers the computed ones, the others go on to the
+#: fact context and the graph query (``value``, ``list``, ``yesno``, ``other``), event chains (``cause``,
+#: ``consequence``) or session summaries (``conversation``).
+OPERATIONS = (
+    "value", "list", "count", "total", "latest", "earliest", "current", "before", "after", "window", "interval",
+    "relatives", "yesno", "cause", "consequence", "conversation", "other",
+)
+UNITS = ("days", "weeks", "months", "years")
+RELATIVES = (
+    "brother", "sister", "sibling", "son", "daughter", "child", "mother", "father", "parent", "husband", "wife",
+    "spouse", "aunt", "uncle", "cousin", "grandparent", "grandchild",
+)
+#: The ask pipeline's kind (:data:`pcm.retrieval.plan.DIRECTIONS`, summaries) for the operations that have one.
+KINDS = {"cause": "why", "consequence": "after", "conversation": "conversation"}
+MAX_TERMS = 120
+"""Classes and properties each offered in the enums, most used first: the frame's grammar and prompt stay small."""
+FRAME_TOKENS = 160
+"""Output budget of the frame call: ten short fields."""
+TEXT_CHARS = 80
+_FIELDS = ("op", "subject", "class", "property", "anchor", "anchor2", "from", "to", "unit", "relative")
+_DATE = r"^([0-9]{4}-[0-9]{2}-[0-9]{2})?$"
+
+
+class FrameReplyError(LLMError):
+    """The model's frame did not parse or named something outside the schema (the question goes on unframed)."""
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One question, read. Terms are full IRIs; empty strings and None where a field does not apply."""
+
+    op: str
+    subject: str = ""
+    cls: str = ""
+    prop: str = ""
+    anchor: str = ""
+    anchor2: str = ""
+    start: date | None = None
+    end: date | None = None
+    unit: str = ""
+    relative: str = ""
+
+    @property
+    def kind(self) -> str:
+        """The ask pipeline's kind for this operation (``factual`` unless it is a cause, consequence or
+        conversation question)."""
+        return KINDS.get(self.op, "factual")
+
+    def as_json(self, ontology: Ontology | None = None) -> dict[str, object]:
+        def term(iri: str) -> str:
+            return ontology.curie(iri) if ontology is not None and iri else iri
+
+        return {"op": self.op, "subject": self.subject, "class": term(self.cls), "property": term(self.prop),
+                "anchor": self.anchor, "anchor2": self.anchor2,
+                "from": self.start.isoformat() if self.start else "", "to": self.end.isoformat() if self.end else "",
+                "unit": self.unit, "relative": self.relative}
+
+
+@dataclass(frozen=True)
+class Terms:
+    """The classes and properties a frame may name (the memory's terms in use), by their prefixed names."""
+
+    classes: dict[str, str]
+    properties: dict[str, str]
+    counts: dict[str, int]
+
+    @classmethod
+    def of(cls, usage: Usage, ontology: Ontology) -> Terms:
+        def kept(pairs: Sequence[tuple[str, int]], wanted: Callable[[str], bool]) -> dict[str, str]:
+            out: dict[str, str] = {}
+            for iri, _ in pairs:
+                term = ontology.terms.get(iri)
+                if term is None or not wanted(iri) or iri in BOOKKEEPING or term.area in HIDDEN_AREAS:
+                    continue
+                out.setdefault(ontology.curie(iri), iri)
+                if len(out) >= MAX_TERMS:
+                    break
+            return out
+
+        counts = {ontology.curie(i): n for i, n in (*usage.classes, *usage.properties)}
+        return cls(kept(usage.classes, ontology.is_class), kept(usage.properties, ontology.is_property), counts)
+
+    def listing(self, names: dict[str, str]) -> str:
+        return ", ".join(f"{n} {self.counts.get(n, 0)}" for n in names) or "(none yet)"
+
+
+def frame_schema(terms: Terms) -> JsonSchema:
+    """The JSON Schema of a frame over ``terms``: every field required, fixed order, enums for the terms."""
+    text = {"type": "string", "maxLength": TEXT_CHARS}
+    day = {"type": "string", "pattern": _DATE}
+    schema: dict[str, object] = {
+        "type": "object",
+        "properties": {
+            "op": {"type": "string", "enum": list(OPERATIONS)},
+            "subject": text,
+            "class": {"type": "string", "enum": ["", *terms.classes]},
+            "property": {"type": "string", "enum": ["", *terms.properties]},
+            "anchor": text,
+            "anchor2": text,
+            "from": day,
+            "to": day,
+            "unit": {"type": "string", "enum": ["", *UNITS]},
+            "relative": {"type": "string", "enum": ["", *RELATIVES]},
+        },
+        "required": list(_FIELDS),
+        "additionalProperties": False,
+    }
+    return JsonSchema("question_frame", schema, "What the question asks, read into typed fields.")
+
+
+@cache
+def prompt() -> PromptFile:
+    return load(PROMPT_FILE)
+
+
+def system_prompt(terms: Terms) -> str:
+    return prompt().render("system", classes=terms.listing(terms.classes), properties=terms.listing(terms.properties))
+
+
+def user_message(question: str, *, as_of: datetime, owner_name: str, entities: Sequence[GroundedEntity]) -> str:
+    names = "; ".join(dict.fromkeys(" ".join(e.label.split()) for e in entities if e.label)) or "(none matched)"
+    return prompt().render("user", date=as_of.date().isoformat(), owner_name=owner_name, names=names,
+                           question=question)
+
+
+def frames_questions(setting: str, client: object) -> bool:
+    """Whether ask reads questions into frames (``PCM_ASK_FRAME``): ``on``, ``off``, or ``auto`` (a client that
+    holds its output to a schema: llama.cpp, OpenAI-compatible servers, Anthropic; not a scripted double, whose
+    replies were written for the other steps)."""
+    if setting in ("on", "off"):
+        return setting == "on"
+    return constrains(client)
+
+
+def read_frame(client: LLMClient, question: str, terms: Terms, *, as_of: datetime, owner_name: str,
+               entities: Sequence[GroundedEntity]) -> Frame:
+    """One constrained call (operation ``frame``): the question's frame, or :class:`FrameReplyError`."""
+    reply = client.complete(system=system_prompt(terms), messages=[Message.user(user_message(
+        question, as_of=as_of, owner_name=owner_name, entities=entities))], operation="frame",
+        max_tokens=FRAME_TOKENS, schema=frame_schema(terms))
+    return parse_frame(reply.text or "", terms)
+
+
+def parse_frame(text: str, terms: Terms) -> Frame:
+    """The frame in ``text`` (a JSON object, possibly inside a code fence); unknown terms are an error, missing
+    optional fields are empty."""
+    match = re.search(r"\{.*\}", text, re.DOTALL)
+    if match is None:
+        raise FrameReplyError("the frame reply holds no JSON object")
+    try:
+        data = json.loads(match.group(0))
+    except ValueError as error:
+        raise FrameReplyError(f"the frame reply is not JSON ({error})") from error
+    if not isinstance(data, dict):
+        raise FrameReplyError("the frame reply is not a JSON object")
+
+    def field(name: str, choices: Sequence[str] | None = None) -> str:
+        value = data.get(name, "")
+        if not isinstance(value, str):
+            raise FrameReplyError(f"frame field {name!r} is not a string")
+        value = " ".join(value.split())[:TEXT_CHARS]
+        if choices is not None and value not in choices:
+            raise FrameReplyError(f"frame field {name!r}: {value!r} is not one of the schema's values")
+        return value
+
+    op = field("op", OPERATIONS)
+    cls = field("class", ["", *terms.classes])
+    prop = field("property", ["", *terms.properties])
+    return Frame(
+        op=op, subject=field("subject"), cls=terms.classes.get(cls, ""), prop=terms.properties.get(prop, ""),
+        anchor=field("anchor"), anchor2=field("anchor2"), start=_day(field("from")), end=_day(field("to")),
+        unit=field("unit", ["", *UNITS]), relative=field("relative", ["", *RELATIVES]),
+    )
+
+
+def _day(text: str) -> date | None:
+    if not text:
+        return None
+    try:
+        return date.fromisoformat(text)
+    except ValueError as error:
+        raise FrameReplyError(f"frame date {text!r} is not a calendar date") from error
+
+
+__all__ = ["FRAME_TOKENS", "OPERATIONS", "Frame", "FrameReplyError", "Terms", "frame_schema", "frames_questions",
+           "parse_frame", "read_frame"]

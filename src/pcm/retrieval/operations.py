@@ -1,0 +1,475 @@
+"""A question's frame (:mod:`pcm.retrieval.frame`) answered in code on the graph: the count, total, latest,
+earliest, current value, neighbour before or after an anchor, things within a time window, interval between two
+events, or relatives of a kind.
+
+Why code: a small model reads a frame well and computes badly (it counted other people's pets, summed the wrong
+purchases, named the older purchase as the latest). Each operation selects its nodes with one query form of
+``queries/ask/frame_*.rq`` (members of a class, dated nodes, a subject's values; relatives through
+``kin.rq``, priced actions through ``actions.rq``), reads their facts, and works the answer out deterministically,
+naming what it rests on so a wrong pick shows; the answer cites the utterances of the graphs it used. Whatever an
+operation cannot settle (no such class in the memory, an anchor matched twice, no date) returns None, and the
+question goes on to the stored facts, the graph query and episodic recall as any question does.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import date
+from typing import TYPE_CHECKING, Any
+
+import pyoxigraph as ox
+
+from pcm.namespaces import SCHEMA
+from pcm.retrieval.actions import NOT_DONE, actions_of, latest_action, total_of
+from pcm.retrieval.facts import node_line, read_nodes
+from pcm.retrieval.frame import Frame
+from pcm.retrieval.kinship import relatives_answer
+from pcm.retrieval.postprocess import difference, format_date, format_duration
+from pcm.retrieval.worked import Worked, content_words, person
+
+if TYPE_CHECKING:
+    from pcm.context import MemoryContext
+    from pcm.ontology import Ontology
+    from pcm.retrieval.grounding import GroundedEntity
+    from pcm.retrieval.traversal.vectors import TextVectors
+
+ROWS = 400
+"""Nodes read for one operation."""
+MIN_MATCH = 0.3
+"""Least cosine between an anchor and the line of the event it names (as :mod:`pcm.retrieval.intervals`)."""
+MARGIN = 0.1
+"""How much better the chosen event's line must match than the next one."""
+TYPED_MATCH = 0.15
+"""Least cosine when the candidates are of the class the question names (fewer, and all of the asked kind)."""
+HOLDING_MARGIN = 0.02
+"""How much better by meaning one of several cards that hold every word of the anchor must match."""
+#: Datatypes of a date a node is about; partial ones (a month, a year) order as their first day.
+_DATE_TYPES = {"http://www.w3.org/2001/XMLSchema#" + t for t in ("date", "dateTime", "gYearMonth", "gYear")}
+_DATE_RANGES = _DATE_TYPES | {SCHEMA + "Date", SCHEMA + "DateTime"}
+_CONTAINED = SCHEMA + "containedInPlace"
+_STATUS = SCHEMA + "actionStatus"
+_ACTION = SCHEMA + "Action"
+
+
+@dataclass(frozen=True)
+class Card:
+    """A node an operation chooses among: its line, the date it is about, its links and graphs."""
+
+    iri: str
+    label: str
+    line: str
+    day: date | None
+    """The date the node is about: a start date first, else any date it carries (a month or year as its first
+    day)."""
+    full: bool
+    """``day`` is a calendar day, not a month or a year."""
+    end: date | None
+    types: frozenset[str]
+    others: frozenset[str]
+    graphs: frozenset[str]
+    status: str
+
+    @property
+    def done(self) -> bool:
+        return self.status not in NOT_DONE
+
+
+@dataclass
+class Operations:
+    """What the operations need from ask: the memory, its ontology, who the question may name, the day it is
+    asked, and the text vectors (loaded only by the operations that match an event by meaning)."""
+
+    memory: MemoryContext
+    ontology: Ontology
+    entities: Sequence[GroundedEntity]
+    today: date
+    vectors: Callable[[], TextVectors]
+
+    def evaluate(self, frame: Frame) -> Worked | None:
+        """The frame's answer worked out on the graph, or None when its operation is not computed here or the
+        graph does not settle it."""
+        handler = _HANDLERS.get(frame.op)
+        return handler(self, frame) if handler is not None else None
+
+    # ---------------------------------------------------------------------------------------------- the subject
+
+    def subject(self, frame: Frame) -> str | None:
+        """The IRI of the person or thing the frame names (the owner for "I" or an empty subject)."""
+        return person(frame.subject or "I", owner=self.memory.naming.owner, owner_name=self.memory.manifest.owner,
+                      entities=self.entities)
+
+    def name_of(self, iri: str) -> str:
+        if iri == self.memory.naming.owner:
+            return self.memory.manifest.owner
+        return next((e.label for e in self.entities if e.iri == iri), iri.rsplit("/", 1)[-1])
+
+    # ---------------------------------------------------------------------------------------------- reading
+
+    def members(self, cls: str) -> list[Card]:
+        """Every node of ``cls`` (and its subclasses)."""
+        from pcm.resources import render_query
+        from pcm.sparql import values_clause
+
+        classes = sorted(self.ontology.subclasses(cls) | {cls})
+        query = render_query("ask/frame_members", classes=values_clause("class", classes), limit=str(ROWS))
+        return self.cards(_iris(self.memory.store.select(query).dicts()))
+
+    def dated(self) -> list[Card]:
+        """Every node that carries a date through one of the ontology's date properties."""
+        from pcm.resources import render_query
+        from pcm.sparql import values_clause
+
+        query = render_query("ask/frame_dated", dates=values_clause("dp", self.date_properties()), limit=str(ROWS))
+        return [c for c in self.cards(_iris(self.memory.store.select(query).dicts())) if c.day is not None]
+
+    def values(self, subject: str, prop: str) -> list[tuple[ox.NamedNode | ox.BlankNode | ox.Literal, str, str]]:
+        """``(value, label, graph)`` of ``subject``'s ``prop`` (and its subproperties)."""
+        from pcm.resources import render_query
+        from pcm.sparql import iri_term, values_clause
+
+        properties = sorted(self.ontology.subproperties(prop) | {prop})
+        query = render_query("ask/frame_values", properties=values_clause("p", properties), subject=iri_term(subject),
+                             limit=str(ROWS))
+        rows: list[dict[str, Any]] = self.memory.store.select(query).dicts()
+        return [(r["o"], r["label"].value if "label" in r else _shown(r["o"]), r["graph"].value) for r in rows]
+
+    def date_properties(self) -> list[str]:
+        return sorted(iri for iri in self.ontology.properties
+                      if set(self.ontology.terms[iri].range) & _DATE_RANGES)
+
+    def cards(self, iris: Sequence[str]) -> list[Card]:
+        nodes = read_nodes(self.memory, list(dict.fromkeys(iris)))
+        dates = set(self.date_properties())
+        out = []
+        for iri in sorted(nodes):
+            node = nodes[iri]
+            if not node.facts:
+                continue
+            starts: list[tuple[int, str, ox.Literal]] = []
+            ends: list[ox.Literal] = []
+            status = ""
+            for fact in node.facts:
+                if not fact.outgoing:
+                    continue
+                if fact.predicate == _STATUS and fact.other:
+                    status = re.split(r"[/#]", fact.other)[-1]
+                term = fact.term
+                if fact.predicate in dates and isinstance(term, ox.Literal) and term.datatype.value in _DATE_TYPES:
+                    local = re.split(r"[/#]", fact.predicate)[-1].lower()
+                    if "end" in local:
+                        ends.append(term)
+                    else:
+                        starts.append((0 if "start" in local else 1, local, term))
+            first = min(starts, key=lambda s: (s[0], s[1], s[2].value))[2] if starts else None
+            day, full = _day(first if first is not None else min(ends, key=lambda t: t.value) if ends else None)
+            end = _day(min(ends, key=lambda t: t.value))[0] if ends else None
+            types = frozenset(node.types)
+            out.append(Card(iri, node.label, node_line(node), day, full, end, types,
+                            frozenset(f.other for f in node.facts if f.other), frozenset(f.graph for f in node.facts),
+                            status))
+        return out
+
+    def linked(self, cards: Sequence[Card], subject: str) -> list[Card]:
+        """The cards about ``subject``: linked to it directly or through one node (a CV that is about the person
+        holds their jobs); every card when none is and the subject is the owner, whose memory this is."""
+        direct = [c for c in cards if subject in c.others]
+        middle = {c.iri for c in self.cards(sorted({o for c in cards for o in c.others if o != subject
+                                                      and o.startswith(self.memory.naming.namespace)}))
+                  if subject in c.others}
+        near = [c for c in cards if c in direct or c.others & middle]
+        if near:
+            return near
+        return list(cards) if subject == self.memory.naming.owner else []
+
+    def match(self, anchor: str, cards: Sequence[Card], *, typed: bool = False) -> Card | None:
+        """The one card ``anchor`` names, read with what it points at (a purchase with the thing bought): the
+        only one holding all the anchor's content words (the owner's name aside), else the clearly nearest by
+        meaning among those that hold them, else among all; None when that is not clear. ``typed``: the cards
+        are of the class the question names, so a weaker match by meaning is enough."""
+        owner_words = content_words(self.memory.manifest.owner)
+        wanted = content_words(anchor) - owner_words or content_words(anchor)
+        if not wanted or not cards:
+            return None
+        texts = self._with_objects(cards)
+        holding = [c for c in cards if wanted <= content_words(texts[c.iri])]
+        if len(holding) == 1:
+            return holding[0]
+        from pcm.index.text import vector_query
+
+        pool = holding or list(cards)
+        if len(pool) == 1:
+            return None
+        floor, margin = (-1.0, HOLDING_MARGIN) if holding else ((TYPED_MATCH if typed else MIN_MATCH), MARGIN)
+        vectors = self.vectors()
+        asked = " ".join(w for w in re.findall(r"[\w'-]+", anchor) if w.lower() not in owner_words) or anchor
+        scores = (vectors.get([texts[c.iri] for c in pool]) @ vectors.query(vector_query(asked))).tolist()
+        order = sorted(range(len(pool)), key=lambda i: (-scores[i], pool[i].iri))
+        best, rival = scores[order[0]], scores[order[1]]
+        return pool[order[0]] if best >= floor and best - rival >= margin else None
+
+    def _with_objects(self, cards: Sequence[Card]) -> dict[str, str]:
+        """Each card's line followed by the lines of the nodes it points at (the subject and the owner aside)."""
+        skip = {self.memory.naming.owner, self.memory.naming.assistant}
+        pointed = sorted({o for c in cards for o in c.others if o not in skip
+                          and o.startswith(self.memory.naming.namespace)} - {c.iri for c in cards})
+        lines = {c.iri: c.line for c in self.cards(pointed)}
+        return {c.iri: " ".join([c.line, *(lines[o] for o in sorted(c.others) if o in lines)]) for c in cards}
+
+
+# ------------------------------------------------------------------------------------------------ the operations
+
+
+def _relatives(ops: Operations, frame: Frame) -> Worked | None:
+    agent = ops.subject(frame)
+    if agent is None or not frame.relative:
+        return None
+    found = relatives_answer(ops.memory, agent, frame.relative, name=ops.name_of(agent))
+    if found is None or not frame.prop or not found.graphs:
+        return found
+    # "my sister, and where does she live": each relative's value of the asked property too
+    extra = []
+    graphs = set(found.graphs)
+    for kin, label in _kin_of(ops, agent, frame.relative):
+        values = ops.values(kin, frame.prop)
+        if values:
+            extra.append(f"{label}: {', '.join(_with_places(ops, v) for v in values)}")
+            graphs |= {g for *_, g in values}
+    text = found.text + (" (" + "; ".join(extra) + ")" if extra else "")
+    return Worked(text, tuple(sorted(graphs)), found.note)
+
+
+def _kin_of(ops: Operations, agent: str, kind: str) -> list[tuple[str, str]]:
+    from pcm.namespaces import OB
+
+    values = ops.values(agent, OB + "has" + kind.capitalize())
+    return [(str(v[0].value), v[1]) for v in values if isinstance(v[0], ox.NamedNode)]
+
+
+def _count(ops: Operations, frame: Frame) -> Worked | None:
+    subject = ops.subject(frame)
+    if subject is None:
+        return None
+    if frame.prop:
+        values = ops.values(subject, frame.prop)
+        if values:
+            names = sorted({label for _, label, _ in values})
+            return Worked(f"{len(names)} ({', '.join(names)}).", tuple(sorted({g for *_, g in values})),
+                          f"counted over {ops.name_of(subject)}'s values of {ops.ontology.curie(frame.prop)}")
+    if frame.cls:
+        cards = [c for c in ops.linked(ops.members(frame.cls), subject) if c.done]
+        if cards:
+            names = sorted({c.label or c.iri for c in cards})
+            return Worked(f"{len(names)} ({', '.join(names)}).", _graphs(cards),
+                          f"counted over the {ops.ontology.curie(frame.cls)} nodes about {ops.name_of(subject)}")
+    return None
+
+
+def _total(ops: Operations, frame: Frame) -> Worked | None:
+    subject = ops.subject(frame)
+    if subject is None:
+        return None
+    cls = frame.cls if frame.cls and _is_action(ops, frame.cls) else SCHEMA + "BuyAction"
+    return total_of(actions_of(ops.memory, cls, subject))
+
+
+def _extreme(ops: Operations, frame: Frame) -> Worked | None:
+    subject = ops.subject(frame)
+    if subject is None or not frame.cls:
+        return None
+    latest = frame.op == "latest"
+    if _is_action(ops, frame.cls):
+        found = latest_action(actions_of(ops.memory, frame.cls, subject), latest=latest, today=ops.today)
+        if found is not None:
+            return found
+    cards = [c for c in ops.linked(ops.members(frame.cls), subject) if c.done and c.day and c.day <= ops.today]
+    if not cards:
+        return None
+    pick = max if latest else min
+    day = pick(c.day for c in cards if c.day)
+    chosen = [c for c in cards if c.day == day]
+    return Worked(_lines(chosen), _graphs(chosen),
+                  f"the {frame.op} by date of {len(cards)} {ops.ontology.curie(frame.cls)} nodes")
+
+
+def _current(ops: Operations, frame: Frame) -> Worked | None:
+    subject = ops.subject(frame)
+    if subject is None:
+        return None
+    if frame.prop:
+        values = ops.values(subject, frame.prop)
+        if values:
+            said = _said_times(ops, [g for *_, g in values])
+            newest = max(said.get(g, "") for *_, g in values)
+            kept = [v for v in values if said.get(v[2], "") == newest]
+            return Worked(", ".join(_with_places(ops, v) for v in kept) + ".", tuple(sorted({v[2] for v in kept})),
+                          f"the value of {ops.ontology.curie(frame.prop)} said last (earlier values are history)")
+    if frame.cls:
+        cards = [c for c in ops.linked(ops.members(frame.cls), subject)
+                 if c.done and c.day and c.day <= ops.today and (c.end is None or c.end >= ops.today)]
+        if cards:
+            day = max(c.day for c in cards if c.day)
+            chosen = [c for c in cards if c.day == day]
+            return Worked(_lines(chosen), _graphs(chosen),
+                          f"the latest {ops.ontology.curie(frame.cls)} that has not ended")
+    return None
+
+
+def _side(ops: Operations, frame: Frame) -> Worked | None:
+    pool = ops.members(frame.cls) if frame.cls else ops.dated()
+    pool = [c for c in pool if c.day is not None]
+    anchor = ops.match(frame.anchor, pool, typed=bool(frame.cls))
+    if anchor is None or anchor.day is None:
+        return None
+    kin = [c for c in pool if c.iri != anchor.iri and (frame.cls or c.types & anchor.types)]
+    if frame.op == "before":
+        side = [c for c in kin if c.day and c.day < anchor.day]
+        chosen_day = max((c.day for c in side if c.day), default=None)
+    else:
+        side = [c for c in kin if c.day and c.day > anchor.day]
+        chosen_day = min((c.day for c in side if c.day), default=None)
+    chosen = [c for c in side if c.day == chosen_day]
+    if len(chosen) != 1:
+        return None
+    text = f"{chosen[0].line} ({frame.op} {anchor.label or anchor.iri}: {format_date(anchor.day)})."
+    return Worked(text, _graphs([chosen[0], anchor]), f"the nearest dated node of the anchor's kind {frame.op} it")
+
+
+def _window(ops: Operations, frame: Frame) -> Worked | None:
+    if frame.start is None and frame.end is None:
+        return None
+    start, end = frame.start or date.min, frame.end or date.max
+    subject = ops.subject(frame)
+    pool = ops.members(frame.cls) if frame.cls else ops.dated()
+    if subject is not None:
+        pool = ops.linked(pool, subject)
+    inside = [c for c in pool if c.day is not None and c.day <= end and (c.end or c.day) >= start]
+    if not inside:
+        return None
+    inside.sort(key=lambda c: (c.day or date.min, c.iri))
+    text = " ".join(_planned(c) for c in inside)
+    return Worked(text, _graphs(inside), f"dated between {start.isoformat()} and {end.isoformat()}")
+
+
+def _interval(ops: Operations, frame: Frame) -> Worked | None:
+    if not (frame.anchor and frame.anchor2):
+        return None
+    pool = [c for c in ops.dated() if c.full]
+    first = ops.match(frame.anchor, pool)
+    second = ops.match(frame.anchor2, [c for c in pool if first is None or c.iri != first.iri])
+    if first is None or second is None or first.day is None or second.day is None:
+        return None
+    unit = frame.unit or "days"
+    (a, b) = sorted((first, second), key=lambda c: c.day or date.min)
+    assert a.day is not None and b.day is not None
+    count = difference(a.day, b.day, unit)
+    text = (f"{format_duration(count, unit)} ({a.label or a.iri}: {format_date(a.day)}; "
+            f"{b.label or b.iri}: {format_date(b.day)}).")
+    return Worked(text, _graphs([a, b]), "counted between the dates of the two events the question names")
+
+
+def _date_of(ops: Operations, frame: Frame) -> Worked | None:
+    """A ``value`` frame that asks a date of a named thing ("when did I buy the espresso machine"): the date read
+    from the node the anchor names. Other values are read by the model from the stored facts."""
+    if not frame.anchor or frame.prop not in ops.date_properties():
+        return None
+    pool = ops.members(frame.cls) if frame.cls else ops.dated()
+    card = ops.match(frame.anchor, [c for c in pool if c.day is not None] or pool, typed=bool(frame.cls))
+    if card is None:
+        return None
+    values = [v for v in ops.values(card.iri, frame.prop) if isinstance(v[0], ox.Literal)]
+    if not values:
+        return None
+    shown = ", ".join(_shown(v[0]) for v in values)
+    return Worked(f"{shown} ({card.label or card.iri}).", tuple(sorted({v[2] for v in values})),
+                  f"the {ops.ontology.curie(frame.prop)} of the node the question names")
+
+
+_HANDLERS: dict[str, Callable[[Operations, Frame], Worked | None]] = {
+    "value": _date_of, "relatives": _relatives, "count": _count, "total": _total, "latest": _extreme, "earliest": _extreme,
+    "current": _current, "before": _side, "after": _side, "window": _window, "interval": _interval,
+}
+#: The operations answered in code here (``value`` only for a date of a named thing); the others go on through the
+#: pipeline.
+COMPUTED = frozenset(_HANDLERS)
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+
+
+def _is_action(ops: Operations, cls: str) -> bool:
+    return cls == _ACTION or _ACTION in ops.ontology.superclasses(cls)
+
+
+def _day(term: ox.Literal | None) -> tuple[date | None, bool]:
+    if term is None:
+        return None, False
+    text = term.value
+    for size, full in ((10, True), (7, False), (4, False)):
+        try:
+            if size == 10:
+                return date.fromisoformat(text[:10]), full
+            if size == 7:
+                return date.fromisoformat(text[:7] + "-01"), full
+            return date(int(text[:4]), 1, 1), full
+        except ValueError:
+            continue
+    return None, False
+
+
+def _graphs(cards: Iterable[Card]) -> tuple[str, ...]:
+    return tuple(sorted({g for c in cards for g in c.graphs}))
+
+
+def _lines(cards: Sequence[Card]) -> str:
+    return " ".join(c.line.rstrip(".") + "." for c in cards)
+
+
+def _planned(card: Card) -> str:
+    return card.line.rstrip(".") + (" (planned)." if not card.done else ".")
+
+
+def _shown(term: object) -> str:
+    from pcm.retrieval.postprocess import format_term
+
+    return format_term(term)
+
+
+def _iris(rows: Sequence[dict[str, Any]]) -> list[str]:
+    return [r["node"].value for r in rows if isinstance(r.get("node"), ox.NamedNode)]
+
+
+def _with_places(ops: Operations, value: tuple[Any, str, str]) -> str:
+    """A value's label, with the places that contain it when it is a place ("Ballard, Seattle")."""
+    term, label = value[0], value[1]
+    if not isinstance(term, ox.NamedNode):
+        return label
+    names = [label]
+    seen = {term.value}
+    current = term.value
+    for _ in range(3):
+        outer = [v for v in ops.values(current, _CONTAINED) if isinstance(v[0], ox.NamedNode) and v[0].value not in seen]
+        if not outer:
+            break
+        names.append(outer[0][1])
+        current = outer[0][0].value
+        seen.add(current)
+    return ", ".join(names)
+
+
+def _said_times(ops: Operations, graphs: Sequence[str]) -> dict[str, str]:
+    """When each graph's utterance was said (ISO text; empty when unknown), for "the value said last"."""
+    from pcm.retrieval.answer import posts_of
+    from pcm.retrieval.facts import graph_posts
+
+    by_graph = graph_posts(ops.memory, list(dict.fromkeys(graphs)))
+    posts = {p.post: p for p in posts_of(ops.memory, sorted({p for ps in by_graph.values() for p in ps}))}
+    out: dict[str, str] = {}
+    for graph, said in by_graph.items():
+        times = [posts[p].time.isoformat() for p in said if p in posts and posts[p].time is not None]  # type: ignore[union-attr]
+        out[graph] = max(times, default="")
+    return out
+
+
+__all__ = ["COMPUTED", "Card", "Operations"]
