@@ -251,6 +251,8 @@ def _count(ops: Operations, frame: Frame) -> Worked | None:
     subject = ops.subject(frame)
     if subject is None:
         return None
+    if frame.prop and _holds_numbers(ops, frame.prop):
+        return _stored_number(ops, frame, subject)
     if frame.prop:
         values = ops.values(subject, frame.prop)
         if values:
@@ -264,6 +266,36 @@ def _count(ops: Operations, frame: Frame) -> Worked | None:
             return Worked(f"{len(names)} ({', '.join(names)}).", _graphs(cards),
                           f"counted over the {ops.ontology.curie(frame.cls)} nodes about {ops.name_of(subject)}")
     return None
+
+
+def _stored_number(ops: Operations, frame: Frame, subject: str) -> Worked | None:
+    """"How many records are in the collection": the number stored on the subject, or on the one node of the
+    frame's class about the subject (the one the anchor names, when there are several)."""
+    own = [v for v in ops.values(subject, frame.prop) if isinstance(v[0], ox.Literal)]
+    if own:
+        return Worked(", ".join(v[1] for v in own) + ".", tuple(sorted({v[2] for v in own})),
+                      f"the {ops.ontology.curie(frame.prop)} stored for {ops.name_of(subject)}")
+    if not frame.cls:
+        return None
+    holders = [(c, vs) for c in ops.linked(ops.members(frame.cls), subject)
+               if (vs := [v for v in ops.values(c.iri, frame.prop) if isinstance(v[0], ox.Literal)])]
+    if len(holders) > 1 and frame.anchor:
+        named = ops.match(frame.anchor, [c for c, _ in holders], typed=True)
+        holders = [(c, vs) for c, vs in holders if named is not None and c.iri == named.iri]
+    if len(holders) != 1:
+        return None
+    card, values = holders[0]
+    return Worked(f"{', '.join(v[1] for v in values)} ({card.label or card.iri}).",
+                  tuple(sorted({v[2] for v in values})), f"the {ops.ontology.curie(frame.prop)} stored on the node")
+
+
+def _holds_numbers(ops: Operations, prop: str) -> bool:
+    """Whether the property's values are numbers (its range an XSD numeric type or schema:Number)."""
+    numeric = {SCHEMA + "Number", SCHEMA + "Integer"} | {
+        "http://www.w3.org/2001/XMLSchema#" + t for t in ("integer", "nonNegativeInteger", "positiveInteger",
+                                                         "decimal", "double", "float", "int", "long")}
+    term = ops.ontology.terms.get(prop)
+    return term is not None and bool(set(term.range) & numeric)
 
 
 def _total(ops: Operations, frame: Frame) -> Worked | None:
@@ -294,9 +326,15 @@ def _extreme(ops: Operations, frame: Frame) -> Worked | None:
 
 
 def _current(ops: Operations, frame: Frame) -> Worked | None:
+    """The latest node of the class that has not ended (a job, a home), else the value of the property said
+    last: an order by the dates the facts carry is surer than by when they were said, since a value nobody
+    took back ("works in Portland") stays stored."""
     subject = ops.subject(frame)
     if subject is None:
         return None
+    by_class = _current_node(ops, frame, subject) if frame.cls else None
+    if by_class is not None:
+        return by_class
     if frame.prop:
         values = ops.values(subject, frame.prop)
         if values:
@@ -305,15 +343,17 @@ def _current(ops: Operations, frame: Frame) -> Worked | None:
             kept = [v for v in values if said.get(v[2], "") == newest]
             return Worked(", ".join(_with_places(ops, v) for v in kept) + ".", tuple(sorted({v[2] for v in kept})),
                           f"the value of {ops.ontology.curie(frame.prop)} said last (earlier values are history)")
-    if frame.cls:
-        cards = [c for c in ops.linked(ops.members(frame.cls), subject)
-                 if c.done and c.day and c.day <= ops.today and (c.end is None or c.end >= ops.today)]
-        if cards:
-            day = max(c.day for c in cards if c.day)
-            chosen = [c for c in cards if c.day == day]
-            return Worked(_lines(chosen), _graphs(chosen),
-                          f"the latest {ops.ontology.curie(frame.cls)} that has not ended")
     return None
+
+
+def _current_node(ops: Operations, frame: Frame, subject: str) -> Worked | None:
+    cards = [c for c in ops.linked(ops.members(frame.cls), subject)
+             if c.done and c.day and c.day <= ops.today and (c.end is None or c.end >= ops.today)]
+    if not cards:
+        return None
+    day = max(c.day for c in cards if c.day)
+    chosen = [c for c in cards if c.day == day]
+    return Worked(_lines(chosen), _graphs(chosen), f"the latest {ops.ontology.curie(frame.cls)} that has not ended")
 
 
 def _side(ops: Operations, frame: Frame) -> Worked | None:
