@@ -290,7 +290,7 @@ def run(directory: Path, runs: int, use_llm: bool, limit: int | None = None, sav
             if round_ == 0:
                 tokens.append(max(result.stats["prompt_tokens"] or [0]))
                 calls.append(len(client.requests) - requests_before if not use_llm else result.stats["llm_calls"])
-                planned += result.plan is not None and result.plan.mode != "keywords"
+                planned += result.plan is not None and result.plan.mode not in ("keywords", "frame")
                 ok = all(str(e).lower() in result.answer.lower() for e in q["expect"])  # type: ignore[union-attr]
                 cites = cited_ids(result) == set(q["evidence"])  # type: ignore[arg-type]
                 by_values = ok or right_by_values(result.answer, q)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pcm.ontology import load_ontology
-from pcm.retrieval.actions import action_classes, asked_action, verb_class
 from pcm.retrieval.grounding import GroundedEntity
+from pcm.retrieval.wording import action_classes, asked_action, verb_class
 from pcm.retrieval.worked import person
 
 VERBS = action_classes(load_ontology().classes)

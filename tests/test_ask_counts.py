@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pcm.retrieval.counts import asked_count, count_answer
+from pcm.retrieval.counts import count_answer
+from pcm.retrieval.wording import asked_count
 
 LINES = [
     "Pet 142 (Pet): pet species cat; Alex Lindqvist 42 has pet Pet 142",

@@ -239,7 +239,7 @@ def test_a_computed_operation_is_answered_in_code_in_any_language(memory: Memory
     framed = _framed(memory)
     try:
         for question in questions:
-            client, operations = _framing(memory, questions)
+            client, operations = _framing(framed, questions)
             result = ask(framed.context, question, client=client, as_of=AS_OF, plan=False)
             assert result.path == "frame" and result.answer.startswith("$634 in total"), result.render()
             assert operations == ["frame"]  # one short call, no answer call
@@ -253,8 +253,8 @@ def test_a_computed_operation_is_answered_in_code_in_any_language(memory: Memory
 def test_the_frame_not_the_wording_decides_the_path(memory: Memory) -> None:
     # the wording once routed to the latest purchase; a frame that reads it as a plain value sends it to the facts
     question = "What did Dana buy most recently?"
-    client, operations = _framing(memory, {question: frame_json(op="value", subject="Dana")}, "NOT IN MEMORY")
     framed = _framed(memory)
+    client, operations = _framing(framed, {question: frame_json(op="value", subject="Dana")}, "NOT IN MEMORY")
     try:
         result = ask(framed.context, question, client=client, as_of=AS_OF, plan=False)
     finally:
@@ -270,11 +270,27 @@ def test_an_unsettled_operation_or_a_malformed_frame_goes_on_to_the_stored_facts
                                   unit="days"), broken: "the city she lives in"}
     framed = _framed(memory)
     try:
-        client, _ = _framing(memory, frames, "ANSWER: Seattle [cites: 1]")
+        client, _ = _framing(framed, frames, "ANSWER: Seattle [cites: 1]")
         first = ask(framed.context, unknown, client=client, as_of=AS_OF, plan=False)
-        client, _ = _framing(memory, frames, "ANSWER: Seattle [cites: 1]")
+        client, _ = _framing(framed, frames, "ANSWER: Seattle [cites: 1]")
         second = ask(framed.context, broken, client=client, as_of=AS_OF, plan=False)
     finally:
         framed.close()
     assert first.path != "frame" and "found no answer in the graph" in first.note
     assert second.path == "facts" and "did not parse" in second.note and second.answer == "Seattle", second.render()
+
+
+def test_only_a_frame_that_says_separate_parts_asks_for_a_plan(memory: Memory) -> None:
+    # two clauses in the wording; the frame, not the wording, decides whether the model is asked for a plan
+    question = "Who is Joanna, and what does the volcano society do?"
+    framed = _framed(memory)
+    try:
+        seen = {}
+        for op in ("value", "other"):
+            client, operations = _framing(framed, {question: frame_json(op=op, subject="Joanna")})
+            ask(framed.context, question, client=client, as_of=AS_OF)
+            seen[op] = operations
+    finally:
+        framed.close()
+    assert "decompose" not in seen["value"]
+    assert "decompose" in seen["other"]

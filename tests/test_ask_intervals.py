@@ -6,7 +6,8 @@ from datetime import date
 
 import pytest
 
-from pcm.retrieval.intervals import asked_parts, line_date
+from pcm.retrieval.intervals import line_date
+from pcm.retrieval.wording import asked_parts
 
 
 @pytest.mark.parametrize(

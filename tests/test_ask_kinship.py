@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pcm.retrieval.kinship import asked_kin
+from pcm.retrieval.kinship import KINDS
+from pcm.retrieval.wording import asked_kin
 
 
 @pytest.mark.parametrize(
@@ -23,7 +24,7 @@ from pcm.retrieval.kinship import asked_kin
 )
 def test_the_person_the_kind_and_whether_it_is_asked_alone_are_read(question: str, who: str | None,
                                                                      kind: str | None, alone: bool | None) -> None:
-    asked = asked_kin(question)
+    asked = asked_kin(question, KINDS)
     if who is None:
         assert asked is None
     else:
@@ -32,4 +33,4 @@ def test_the_person_the_kind_and_whether_it_is_asked_alone_are_read(question: st
 
 @pytest.mark.parametrize("question", ["What is the name of Dana's dog?", "Who is Dana's vet?", "Where is my car?"])
 def test_other_questions_are_not_about_kin(question: str) -> None:
-    assert asked_kin(question) is None
+    assert asked_kin(question, KINDS) is None

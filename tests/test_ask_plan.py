@@ -21,11 +21,11 @@ from pcm.retrieval.plan import (
     Bounds,
     PlanReplyError,
     StepRecord,
-    may_decompose,
     parse_check,
     parse_decomposition,
     step_question,
 )
+from pcm.retrieval.wording import may_decompose
 from test_ask_support import (
     GOLD_MODEL_QUESTIONS,
     build_sample_memory,

@@ -21,7 +21,7 @@ from pcm.namespaces import turtle_prefixes
 from pcm.retrieval import ask as ask_module
 from pcm.retrieval.answer import posts_of
 from pcm.retrieval.ask import NO_LLM_NOTE, CachingClient, ask
-from pcm.retrieval.plan import route
+from pcm.retrieval.wording import route
 from pcm.settings import Settings
 from test_ask_support import fresh_reply_cache, without_traversal
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pcm.retrieval.sequence import asked_side, neighbour_answer
+from pcm.retrieval.sequence import neighbour_answer
+from pcm.retrieval.wording import asked_side
 
 LINES = [
     "Cascade Health (Company): location Seattle; Dana Whitfield works for Cascade Health",

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 import pyoxigraph as ox
 
 from pcm.retrieval.postprocess import ComputeError, format_date, format_number, format_term, to_number
-from pcm.retrieval.worked import Worked, content_words, person, words
+from pcm.retrieval.wording import AskedAction, action_classes, asked_action
+from pcm.retrieval.worked import Worked, content_words, person
 
 if TYPE_CHECKING:
     from pcm.context import MemoryContext
@@ -36,35 +37,6 @@ ROWS = 2000
 NOT_DONE = frozenset({"PotentialActionStatus", "FailedActionStatus"})
 """Statuses of an action that did not happen: a planned purchase is not among the things bought."""
 
-_END = r"[?.!\s]*$"
-_LATEST = (
-    re.compile(r"^what (?:did|has|have) (?P<rest>.+?) (?P<when>most recently|most lately|lately|last|first|earliest)"
-               + _END, re.IGNORECASE),
-    re.compile(r"^what (?:was|is) the (?P<when>last|latest|most recent|first|earliest) (?:thing |item |one )?"
-               r"(?:that |which )?(?P<rest>.+?)" + _END, re.IGNORECASE),
-)
-_TOTAL = re.compile(
-    r"^how much (?:money )?(?:has|have|did|do|does) (?P<who>.+?) (?:spent|spend|paid|pay)(?: in total| altogether| so far)?"
-    r" (?:on|for) (?:all )?(?:the things|everything|what|the stuff|the items)(?: that| which)? (?P<rest>.+?)"
-    r"(?: in total| altogether| so far)?" + _END,
-    re.IGNORECASE,
-)
-_WHEN = re.compile(
-    r"^(?:when|on what (?:date|day)|on which (?:date|day)|what (?:date|day)|which (?:date|day)) "
-    r"(?:did|has|have) (?P<rest>.+?)" + _END,
-    re.IGNORECASE,
-)
-_PRONOUNS = frozenset({"i", "we", "she", "he", "they", "you"})
-#: Past forms that no suffix rule undoes; the rest ("ordered", "moved", "tried", "shopped") are undone by rule.
-_IRREGULAR = {
-    "bought": "buy", "paid": "pay", "sold": "sell", "ate": "eat", "eaten": "eat", "drank": "drink", "drunk": "drink",
-    "went": "go", "took": "take", "taken": "take", "gave": "give", "given": "give", "got": "get", "made": "make",
-    "wrote": "write", "written": "write", "saw": "see", "seen": "see", "ran": "run", "won": "win", "lost": "lose",
-    "left": "leave", "met": "meet", "sent": "send", "lent": "lend", "flew": "fly", "flown": "fly", "drove": "drive",
-    "driven": "drive", "rode": "ride", "brought": "bring", "found": "find", "told": "tell", "built": "build",
-    "spent": "spend", "chose": "choose", "chosen": "choose", "began": "begin", "begun": "begin", "wore": "wear",
-    "worn": "wear", "read": "read", "rented": "rent", "cooked": "cook", "played": "play", "joined": "join",
-}
 _SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£"}
 
 
@@ -101,90 +73,6 @@ class _Act:
         return content_words(" ".join([self.label, *self.objects, *self.descriptions]))
 
 
-def action_classes(classes: Iterable[str]) -> dict[str, str]:
-    """The verb each action class is named for, lower case, to the class IRI (``buy`` -> ``schema:BuyAction``)."""
-    out: dict[str, str] = {}
-    for iri in sorted(classes):
-        local = re.split(r"[/#]", iri)[-1]
-        if local.endswith("Action") and len(local) > len("Action"):
-            out.setdefault(local[: -len("Action")].lower(), iri)
-    return out
-
-
-def verb_class(word: str, verbs: dict[str, str]) -> str | None:
-    """The action class a verb of the question names, in any tense (``bought``, ``ordered``, ``moved``), or None."""
-    word = word.lower()
-    candidates = [word, _IRREGULAR.get(word, "")]
-    if word.endswith("ied"):
-        candidates.append(word[:-3] + "y")
-    if word.endswith("ed"):
-        candidates += [word[:-2], word[:-1]]
-        if len(word) > 4 and word[-3] == word[-4]:
-            candidates.append(word[:-3])
-    if word.endswith("ing"):
-        candidates += [word[:-3], word[:-3] + "e"]
-    for candidate in candidates:
-        if candidate and candidate in verbs:
-            return verbs[candidate]
-    return None
-
-
-@dataclass(frozen=True)
-class _Asked:
-    kind: str
-    """``latest``, ``earliest``, ``total`` or ``when``."""
-    who: str
-    action_class: str
-    verb: str
-    what: str = ""
-
-
-def asked_action(question: str, verbs: dict[str, str]) -> _Asked | None:
-    """What the question asks of which person's actions, or None when it is not of these kinds or its verb names
-    no action class."""
-    text = " ".join(question.split())
-    for pattern in _LATEST:
-        match = pattern.match(text)
-        if match is not None:
-            split = _subject_verb(match.group("rest").split(), verbs, tail=False)
-            if split is None:
-                return None
-            who, cls, verb, _ = split
-            when = match.group("when").lower()
-            return _Asked("earliest" if when in {"first", "earliest"} else "latest", who, cls, verb)
-    match = _TOTAL.match(text)
-    if match is not None:
-        split = _subject_verb(match.group("rest").split(), verbs, tail=False)
-        if split is None:
-            return None
-        who2, cls, verb, _ = split
-        who = match.group("who")
-        if who2.lower() not in _PRONOUNS and words(who2) != words(who):
-            return None
-        return _Asked("total", who, cls, verb)
-    match = _WHEN.match(text)
-    if match is not None:
-        split = _subject_verb(match.group("rest").split(), verbs, tail=True)
-        if split is None:
-            return None
-        who, cls, verb, what = split
-        return _Asked("when", who, cls, verb, what)
-    return None
-
-
-def _subject_verb(tokens: Sequence[str], verbs: dict[str, str], *, tail: bool) -> tuple[str, str, str, str] | None:
-    """``(subject, class, verb, rest)``: the first word after a subject that names an action class. Without
-    ``tail`` the verb must be the last word ("what did Dana buy"); with it, something must follow ("when did Dana
-    buy the espresso machine")."""
-    for i in range(1, len(tokens)):
-        if (i == len(tokens) - 1) == tail:
-            continue
-        cls = verb_class(tokens[i], verbs)
-        if cls is not None:
-            return " ".join(tokens[:i]), cls, tokens[i].lower(), " ".join(tokens[i + 1:])
-    return None
-
-
 def action_answer(
     memory: MemoryContext, question: str, entities: Sequence[GroundedEntity], classes: Iterable[str],
     *, today: date,
@@ -213,15 +101,15 @@ def actions_of(memory: MemoryContext, action_class: str, agent: str) -> list[_Ac
 
 def latest_action(acts: Sequence[_Act], *, latest: bool, today: date, verb: str = "") -> Worked | None:
     """The latest (or earliest) of ``acts`` by full date, up to ``today``."""
-    return _extreme(acts, _Asked("latest" if latest else "earliest", "", "", verb), today)
+    return _extreme(acts, AskedAction("latest" if latest else "earliest", "", "", verb), today)
 
 
 def total_of(acts: Sequence[_Act]) -> Worked | None:
     """The sum of the prices of ``acts`` (those taken back left out), per currency."""
-    return _total(acts, _Asked("total", "", "", ""))
+    return _total(acts, AskedAction("total", "", "", ""))
 
 
-def _extreme(acts: Sequence[_Act], asked: _Asked, today: date) -> Worked | None:
+def _extreme(acts: Sequence[_Act], asked: AskedAction, today: date) -> Worked | None:
     dated = [(d, a) for a in acts if (d := a.day) is not None and d <= today]
     if not dated:
         return None
@@ -239,7 +127,7 @@ def _extreme(acts: Sequence[_Act], asked: _Asked, today: date) -> Worked | None:
     return Worked(text + ".", _graphs(chosen), f"the {order} of the person's {len(acts)} stored actions of this kind")
 
 
-def _total(acts: Sequence[_Act], asked: _Asked) -> Worked | None:
+def _total(acts: Sequence[_Act], asked: AskedAction) -> Worked | None:
     kept = [a for a in acts if not a.returned]
     priced = [a for a in kept if a.price is not None]
     if not priced:
@@ -260,7 +148,7 @@ def _total(acts: Sequence[_Act], asked: _Asked) -> Worked | None:
     return Worked(text + ".", _graphs(priced), f"summed over the person's {len(priced)} priced actions of this kind")
 
 
-def _when(acts: Sequence[_Act], asked: _Asked) -> Worked | None:
+def _when(acts: Sequence[_Act], asked: AskedAction) -> Worked | None:
     wanted = content_words(asked.what)
     if not wanted:
         return None
@@ -319,5 +207,4 @@ def _money(amount: Decimal | None, currency: str) -> str:
     return f"{number} {currency}".strip()
 
 
-__all__ = ["action_answer", "action_classes", "actions_of", "asked_action", "latest_action", "total_of",
-           "verb_class"]
+__all__ = ["action_answer", "actions_of", "latest_action", "total_of",]

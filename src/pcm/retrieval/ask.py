@@ -72,14 +72,13 @@ from pcm.retrieval.plan import (
     PlanTrace,
     SubQuestion,
     decompose,
-    may_decompose,
     prompt_versions,
-    route,
     run_plan,
 )
 from pcm.retrieval.postprocess import Computed, ComputeError, apply
 from pcm.retrieval.repair import RepairLoop, RepairResult, TraceStep, around_entities
 from pcm.retrieval.sequence import neighbour_answer
+from pcm.retrieval.wording import may_decompose, route
 from pcm.sparql import values_clause
 
 if TYPE_CHECKING:
@@ -216,11 +215,29 @@ def ask(
         result.stats["total_ms"] = round((time.perf_counter() - started) * 1000, 1)
         return result
     cache = client if isinstance(client, CachingClient) else CachingClient(client, memory)
-    trace, decomposition = _read_question(memory, question, cache, as_of, kind, plan)
+    framing = frames_questions(memory.settings.ask_frame, cache)
+    if framing:
+        # the frame decides: its operation gives the kind, and "other" (separate parts) a plan when the question
+        # read as one finds nothing; no pattern over the wording is consulted
+        kind = "factual"
+    trace, decomposition = _read_question(memory, question, cache, as_of, kind, False if framing and plan is None
+                                          else plan)
     if decomposition is not None:
         result = _planned(memory, question, cache, as_of, k, trace, decomposition, started)
     else:
-        result = _Pipeline(memory, question, cache, as_of, explain, k, trace.kind).run(started)
+        pipeline = _Pipeline(memory, question, cache, as_of, explain, k, trace.kind)
+        result = pipeline.run(started)
+        if (plan is None and pipeline.frame is not None and pipeline.frame.op == "other"
+                and result.path in ("none", "episodic") and not runs_here(cache)):
+            trace, decomposition = _read_question(memory, question, cache, as_of, pipeline.kind, None,
+                                                  worded=False)
+            if decomposition is not None:
+                planned = _planned(memory, question, cache, as_of, k, trace, decomposition, started)
+                if planned.path != "none":
+                    result = planned
+        if framing and trace.mode == "keywords":
+            trace.mode, trace.kind = "frame", pipeline.kind
+            trace.notes = [n for n in trace.notes if "single clause" not in n]
         if cache.calls or cache.hits:  # the decomposition call counts too
             result.stats.update({"llm_calls": cache.calls, "cache_hits": cache.hits, "llm_ms": round(cache.ms, 1),
                                  "non_llm_ms": round(result.stats.get("total_ms", 0.0) - cache.ms, 1)})
@@ -251,10 +268,13 @@ def answer_step(memory: MemoryContext, question: str, client: CachingClient, *, 
 
 
 def _read_question(
-    memory: MemoryContext, question: str, cache: CachingClient, as_of: datetime, kind: str, plan: bool | None
+    memory: MemoryContext, question: str, cache: CachingClient, as_of: datetime, kind: str, plan: bool | None,
+    *, worded: bool = True,
 ) -> tuple[PlanTrace, Decomposition | None]:
-    """The question's kind and, when it is to be planned, its decomposition (None: answer it as one question)."""
-    if plan is False or (plan is None and not may_decompose(question)):
+    """The question's kind and, when it is to be planned, its decomposition (None: answer it as one question).
+    ``worded``: a question whose wording shows one clause is not shown to the model (without it, the frame said
+    the question has separate parts)."""
+    if plan is False or (plan is None and worded and not may_decompose(question)):
         trace = PlanTrace("keywords", kind)
         if plan is None:
             trace.notes.append("single clause: not shown to the model for decomposition")

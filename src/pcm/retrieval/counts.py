@@ -12,10 +12,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-_ASKED = re.compile(
-    r"^how many (?P<noun>[a-z][a-z -]*?) (?:does|do|did) (?P<who>.+?) (?:have|own|keep|look after)[?.!\s]*$",
-    re.IGNORECASE,
-)
+from pcm.retrieval.wording import asked_count
+
 _GATHERED = re.compile(r"^(?P<values>.*) \((?P<n>\d+)\)$")
 
 
@@ -25,14 +23,6 @@ class Count:
     """``2 (Biscuit, Mochi)``."""
     line: int
     """Index of the fact line counted."""
-
-
-def asked_count(question: str) -> tuple[str, str] | None:
-    """``(thing, person)`` when the question asks how many of a thing a person has, the thing in the singular."""
-    match = _ASKED.match(" ".join(question.split()))
-    if match is None:
-        return None
-    return _singular(match.group("noun").lower()), re.sub(r"'s?$", "", match.group("who").strip())
 
 
 def count_answer(question: str, lines: Sequence[str], *, owner_name: str = "") -> Count | None:
@@ -75,14 +65,4 @@ def _phrase_end(words: Sequence[str], thing: str) -> int | None:
     return None
 
 
-def _singular(noun: str) -> str:
-    if noun.endswith("children"):
-        return noun[: -len("children")] + "child"
-    if noun.endswith("ies"):
-        return noun[:-3] + "y"
-    if noun.endswith(("ses", "xes", "ches", "shes")):
-        return noun[:-2]
-    return noun[:-1] if noun.endswith("s") and not noun.endswith("ss") else noun
-
-
-__all__ = ["Count", "asked_count", "count_answer"]
+__all__ = ["Count", "count_answer"]

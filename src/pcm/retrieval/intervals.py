@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from pcm.index.text import vector_query
 from pcm.retrieval.postprocess import difference, format_date, format_duration, written_dates
+from pcm.retrieval.wording import asked_parts
 
 if TYPE_CHECKING:
     from pcm.retrieval.traversal.vectors import TextVectors
@@ -31,13 +32,6 @@ MARGIN = 0.1
 """How much better a part's line must match than the next dated line (the gold questions' margins were 0.20-0.32;
 "did Dana's boat sink" had 0.02)."""
 
-_UNIT = r"(?P<unit>days|weeks|months|years)"
-_ASKED = (
-    re.compile(rf"^how many {_UNIT} (?:after|before|since|until|following|prior to) (?P<a>.+?) "
-               r"(?:did|does|do|was|were|had|has|have|is|are|will|would) (?P<b>.+?)[?.!\s]*$", re.IGNORECASE),
-    re.compile(rf"^how many {_UNIT} (?:(?:had |have )?(?:passed|went by|elapsed|were there|are there|lay|lie) )?"
-               r"between (?P<a>.+?) and (?P<b>.+?)[?.!\s]*$", re.IGNORECASE),
-)
 #: The date a fact line is about: its start date, else a date, else the first it writes.
 _ABOUT = (re.compile(r"(?:: |; )start date $"), re.compile(r"(?:: |; )date $"))
 
@@ -49,16 +43,6 @@ class Interval:
     2025).``"""
     lines: tuple[int, int]
     """Indexes of the two fact lines, earlier event first."""
-
-
-def asked_parts(question: str) -> tuple[str, str, str] | None:
-    """``(unit, first part, second part)`` when the question asks how long lay between two things, else None."""
-    text = " ".join(question.split())
-    for pattern in _ASKED:
-        match = pattern.match(text)
-        if match is not None:
-            return match.group("unit").lower(), match.group("a"), match.group("b")
-    return None
 
 
 def line_date(line: str) -> date | None:
@@ -104,4 +88,4 @@ def _head(line: str) -> str:
     return re.split(r" \(|: ", line, maxsplit=1)[0]
 
 
-__all__ = ["Interval", "asked_parts", "interval_answer", "line_date"]
+__all__ = ["Interval", "interval_answer", "line_date"]

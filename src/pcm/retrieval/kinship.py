@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pcm.namespaces import BIO, OB, REL, SCHEMA
+from pcm.retrieval.wording import asked_kin
 from pcm.retrieval.worked import Worked, person
 
 if TYPE_CHECKING:
@@ -37,17 +38,6 @@ NEUTRAL: dict[str, tuple[str, ...]] = {
     "parent": (SCHEMA + "parent", REL + "childOf"),
     "spouse": (SCHEMA + "spouse", REL + "spouseOf", REL + "lifePartnerOf", BIO + "partner"),
 }
-_PLURAL = {"children": "child", "brothers": "brother", "sisters": "sister", "sons": "son", "daughters": "daughter",
-           "cousins": "cousin", "aunts": "aunt", "uncles": "uncle", "grandchildren": "grandchild",
-           "grandparents": "grandparent", "siblings": "sibling", "parents": "parent"}
-_WHOSE = r"(?P<who>my|our|.+?['’]s?)"
-_ASKED = (
-    re.compile(rf"^what(?:['’]s| is| was| are| were) (?:the )?names? of {_WHOSE} (?P<kin>[a-z]+)(?P<rest>.*)$", re.IGNORECASE),
-    re.compile(rf"^(?:who|what)(?:['’]s| is| was| are| were) {_WHOSE} (?P<kin>[a-z]+)(?: called| named)?(?P<rest>.*)$",
-               re.IGNORECASE),
-)
-
-
 @dataclass(frozen=True)
 class _Asked:
     who: str
@@ -56,26 +46,9 @@ class _Asked:
     """Nothing else is asked ("..., and where does she live?" is not alone)."""
 
 
-def asked_kin(question: str) -> _Asked | None:
-    """Whose relative of which kind the question asks, or None."""
-    text = " ".join(question.split())
-    for pattern in _ASKED:
-        match = pattern.match(text)
-        if match is None:
-            continue
-        word = match.group("kin").lower()
-        kind = _PLURAL.get(word, word)
-        if kind not in KINDS:
-            return None
-        who = re.sub(r"['’]s?$", "", match.group("who"))
-        rest = re.sub(r"^['’]s names?\b", "", match.group("rest"))  # "my daughter's name"
-        return _Asked(who, kind, not re.sub(r"[?.!\s]", "", rest))
-    return None
-
-
 def kin_answer(memory: MemoryContext, question: str, entities: Sequence[GroundedEntity]) -> Worked | None:
     """The relatives of the asked kind, "not in memory" when the family is stored without them, else None."""
-    asked = asked_kin(question)
+    asked = asked_kin(question, KINDS)
     if asked is None:
         return None
     agent = person(asked.who, owner=memory.naming.owner, owner_name=memory.manifest.owner, entities=entities)
@@ -137,4 +110,4 @@ def _kind_word(predicate: str) -> str:
     return re.sub(r"^has", "", local).lower() if local.startswith("has") else local.lower()
 
 
-__all__ = ["KINDS", "asked_kin", "kin_answer", "relatives_answer"]
+__all__ = ["KINDS", "kin_answer", "relatives_answer"]

@@ -107,22 +107,40 @@ class Operations:
 
     # ---------------------------------------------------------------------------------------------- reading
 
-    def members(self, cls: str) -> list[Card]:
-        """Every node of ``cls`` (and its subclasses)."""
+    def members(self, cls: str, subject: str | None = None) -> list[Card]:
+        """Every node of ``cls`` (and its subclasses); with ``subject``, those about it (frame_about.rq)."""
         from pcm.resources import render_query
         from pcm.sparql import values_clause
 
         classes = sorted(self.ontology.subclasses(cls) | {cls})
-        query = render_query("ask/frame_members", classes=values_clause("class", classes), limit=str(ROWS))
+        query = render_query("ask/frame_members", classes=values_clause("class", classes), limit=str(ROWS),
+                             about=self._about(subject))
         return self.cards(_iris(self.memory.store.select(query).dicts()))
 
-    def dated(self) -> list[Card]:
-        """Every node that carries a date through one of the ontology's date properties."""
+    def dated(self, subject: str | None = None) -> list[Card]:
+        """Every node that carries a date through one of the ontology's date properties (about ``subject``)."""
         from pcm.resources import render_query
         from pcm.sparql import values_clause
 
-        query = render_query("ask/frame_dated", dates=values_clause("dp", self.date_properties()), limit=str(ROWS))
+        query = render_query("ask/frame_dated", dates=values_clause("dp", self.date_properties()), limit=str(ROWS),
+                             about=self._about(subject))
         return [c for c in self.cards(_iris(self.memory.store.select(query).dicts())) if c.day is not None]
+
+    def about(self, read: Callable[[str | None], list[Card]], subject: str | None) -> list[Card]:
+        """The cards ``read`` finds about ``subject``; every card it finds when none is about the owner, whose
+        memory this is (a fact about them may name no link to them)."""
+        if subject is None:
+            return read(None)
+        near = read(subject)
+        if near or subject != self.memory.naming.owner:
+            return near
+        return read(None)
+
+    def _about(self, subject: str | None) -> str:
+        from pcm.resources import render_query
+        from pcm.sparql import iri_term
+
+        return render_query("ask/frame_about", subject=iri_term(subject)) if subject else ""
 
     def values(self, subject: str, prop: str) -> list[tuple[ox.NamedNode | ox.BlankNode | ox.Literal, str, str]]:
         """``(value, label, graph)`` of ``subject``'s ``prop`` (and its subproperties)."""
@@ -170,18 +188,6 @@ class Operations:
                             frozenset(f.other for f in node.facts if f.other), frozenset(f.graph for f in node.facts),
                             status))
         return out
-
-    def linked(self, cards: Sequence[Card], subject: str) -> list[Card]:
-        """The cards about ``subject``: linked to it directly or through one node (a CV that is about the person
-        holds their jobs); every card when none is and the subject is the owner, whose memory this is."""
-        direct = [c for c in cards if subject in c.others]
-        middle = {c.iri for c in self.cards(sorted({o for c in cards for o in c.others if o != subject
-                                                      and o.startswith(self.memory.naming.namespace)}))
-                  if subject in c.others}
-        near = [c for c in cards if c in direct or c.others & middle]
-        if near:
-            return near
-        return list(cards) if subject == self.memory.naming.owner else []
 
     def match(self, anchor: str, cards: Sequence[Card], *, typed: bool = False) -> Card | None:
         """The one card ``anchor`` names, read with what it points at (a purchase with the thing bought): the
@@ -260,7 +266,7 @@ def _count(ops: Operations, frame: Frame) -> Worked | None:
             return Worked(f"{len(names)} ({', '.join(names)}).", tuple(sorted({g for *_, g in values})),
                           f"counted over {ops.name_of(subject)}'s values of {ops.ontology.curie(frame.prop)}")
     if frame.cls:
-        cards = [c for c in ops.linked(ops.members(frame.cls), subject) if c.done]
+        cards = [c for c in ops.about(lambda about: ops.members(frame.cls, about), subject) if c.done]
         if cards:
             names = sorted({c.label or c.iri for c in cards})
             return Worked(f"{len(names)} ({', '.join(names)}).", _graphs(cards),
@@ -277,7 +283,7 @@ def _stored_number(ops: Operations, frame: Frame, subject: str) -> Worked | None
                       f"the {ops.ontology.curie(frame.prop)} stored for {ops.name_of(subject)}")
     if not frame.cls:
         return None
-    holders = [(c, vs) for c in ops.linked(ops.members(frame.cls), subject)
+    holders = [(c, vs) for c in ops.about(lambda about: ops.members(frame.cls, about), subject)
                if (vs := [v for v in ops.values(c.iri, frame.prop) if isinstance(v[0], ox.Literal)])]
     if len(holders) > 1 and frame.anchor:
         named = ops.match(frame.anchor, [c for c, _ in holders], typed=True)
@@ -315,7 +321,7 @@ def _extreme(ops: Operations, frame: Frame) -> Worked | None:
         found = latest_action(actions_of(ops.memory, frame.cls, subject), latest=latest, today=ops.today)
         if found is not None:
             return found
-    cards = [c for c in ops.linked(ops.members(frame.cls), subject) if c.done and c.day and c.day <= ops.today]
+    cards = [c for c in ops.about(lambda about: ops.members(frame.cls, about), subject) if c.done and c.day and c.day <= ops.today]
     if not cards:
         return None
     pick = max if latest else min
@@ -347,7 +353,7 @@ def _current(ops: Operations, frame: Frame) -> Worked | None:
 
 
 def _current_node(ops: Operations, frame: Frame, subject: str) -> Worked | None:
-    cards = [c for c in ops.linked(ops.members(frame.cls), subject)
+    cards = [c for c in ops.about(lambda about: ops.members(frame.cls, about), subject)
              if c.done and c.day and c.day <= ops.today and (c.end is None or c.end >= ops.today)]
     if not cards:
         return None
@@ -356,9 +362,16 @@ def _current_node(ops: Operations, frame: Frame, subject: str) -> Worked | None:
     return Worked(_lines(chosen), _graphs(chosen), f"the latest {ops.ontology.curie(frame.cls)} that has not ended")
 
 
+def _pool(ops: Operations, frame: Frame) -> list[Card]:
+    """The nodes of the frame's class (else every dated node) about its subject."""
+    cls = frame.cls
+    if cls:
+        return ops.about(lambda about: ops.members(cls, about), ops.subject(frame))
+    return ops.about(ops.dated, ops.subject(frame))
+
+
 def _side(ops: Operations, frame: Frame) -> Worked | None:
-    pool = ops.members(frame.cls) if frame.cls else ops.dated()
-    pool = [c for c in pool if c.day is not None]
+    pool = [c for c in _pool(ops, frame) if c.day is not None]
     anchor = ops.match(frame.anchor, pool, typed=bool(frame.cls))
     if anchor is None or anchor.day is None:
         return None
@@ -380,10 +393,7 @@ def _window(ops: Operations, frame: Frame) -> Worked | None:
     if frame.start is None and frame.end is None:
         return None
     start, end = frame.start or date.min, frame.end or date.max
-    subject = ops.subject(frame)
-    pool = ops.members(frame.cls) if frame.cls else ops.dated()
-    if subject is not None:
-        pool = ops.linked(pool, subject)
+    pool = _pool(ops, frame)
     inside = [c for c in pool if c.day is not None and c.day <= end and (c.end or c.day) >= start]
     if not inside:
         return None
@@ -395,7 +405,7 @@ def _window(ops: Operations, frame: Frame) -> Worked | None:
 def _interval(ops: Operations, frame: Frame) -> Worked | None:
     if not (frame.anchor and frame.anchor2):
         return None
-    pool = [c for c in ops.dated() if c.full]
+    pool = [c for c in ops.about(ops.dated, ops.subject(frame)) if c.full]
     first = ops.match(frame.anchor, pool)
     second = ops.match(frame.anchor2, [c for c in pool if first is None or c.iri != first.iri])
     if first is None or second is None or first.day is None or second.day is None:
@@ -414,7 +424,7 @@ def _date_of(ops: Operations, frame: Frame) -> Worked | None:
     from the node the anchor names. Other values are read by the model from the stored facts."""
     if not frame.anchor or frame.prop not in ops.date_properties():
         return None
-    pool = ops.members(frame.cls) if frame.cls else ops.dated()
+    pool = _pool(ops, frame)
     card = ops.match(frame.anchor, [c for c in pool if c.day is not None] or pool, typed=bool(frame.cls))
     if card is None:
         return None

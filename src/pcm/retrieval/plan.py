@@ -8,10 +8,10 @@ steps?"); and one last call combines the findings into the answer, citing the po
 Why the bounds (:class:`Bounds`): every step is a full pipeline run (one or more model calls), so a plan costs at
 most ``sub_questions x (steps + checks)`` runs plus two calls, and a revision may happen once per sub-question.
 
-Routing without a model call: :func:`route` is a keyword router (why / what happened after / what did we talk
-about) that picks the extra context (event chains, session summaries); :func:`may_decompose` is a cheap filter so
-a single-clause question costs no decomposition call (the model still decides for every question that might have
-several parts). Replies are JSON parsed into typed records; a malformed reply is never fatal: ask falls back to
+Routing without a model call lives in :mod:`pcm.retrieval.wording`: ``route`` is a keyword router (why / what
+happened after / what did we talk about) that picks the extra context (event chains, session summaries) when the
+question is not read into a frame; ``may_decompose`` is a cheap filter so a single-clause question costs no
+decomposition call (the model still decides for every question that might have several parts). Replies are JSON parsed into typed records; a malformed reply is never fatal: ask falls back to
 the single-question pipeline (or keeps the remaining steps) and says so in the ``--explain`` trace.
 """
 
@@ -42,51 +42,10 @@ MAX_REVISIONS = 1
 #: Output budgets: a plan or a check is a small JSON object; the combined answer is one line.
 DECOMPOSE_TOKENS, CHECK_TOKENS, COMBINE_TOKENS = 600, 400, 400
 
-_WHY = re.compile(r"\bwhy\b|\bbecause\b|\bwhat (?:caused|led to|made)\b|\bthe reasons?\b|\bhow come\b", re.IGNORECASE)
-_AFTER = re.compile(
-    r"\bwhat (?:happened|came|followed|did \w+ do) (?:next|after|afterwards|then)\b|\bafter that\b"
-    r"|\bwhat happened (?:to \w+ )?(?:after|since)\b|\bwhat (?:was|is) the outcome\b",
-    re.IGNORECASE,
-)
-_SAY = r"(?:talk(?:ed|ing)?|chat(?:ted|ting)?|discuss(?:ed|ing)?|spoke|speak|mention(?:ed)?|cover(?:ed)?)"
-_CONVERSATION = re.compile(
-    rf"\b(?:we|us|you and i)\b(?:\s+\w+){{0,3}}?\s+{_SAY}\b|\b{_SAY} about\b"
-    r"|\b(?:our|the|last|previous|first|latest|these|those)\s+(?:\w+\s+)?(?:conversations?|chats?|sessions?)\b",
-    re.IGNORECASE,
-)
-_WH = r"(?:what|which|who|whom|whose|where|when|how|why)"
-_AUX = r"(?:did|does|do|is|was|were|are|has|have|had|can|could|will|would|should)"
-_SECOND_CLAUSE = re.compile(rf"(?:,|;|\band\b|\bthen\b)\s+(?:then\s+)?{_WH}\b(?:\s+\w+){{0,2}}?\s+{_AUX}\b", re.IGNORECASE)
-_RELATIVE = re.compile(r"\b(?:the|my|a|an)\s+\w+(?:\s+\w+)?\s+(?:who|that|whom|which)\s+(?!is\b|are\b)\w+", re.IGNORECASE)
 _JSON = re.compile(r"\{.*\}", re.DOTALL)
 
 
 # ------------------------------------------------------------------------------------------------ routing
-
-
-def route(question: str) -> str:
-    """The question's kind from keywords alone: ``why``, ``after``, ``conversation`` or ``factual``.
-
-    Deterministic and free, so ``--no-plan`` costs no model call; the decomposition reply may still name a kind
-    for questions the keywords miss.
-    """
-    if _WHY.search(question):
-        return "why"
-    if _AFTER.search(question):
-        return "after"
-    if _CONVERSATION.search(question):
-        return "conversation"
-    return "factual"
-
-
-def may_decompose(question: str) -> bool:
-    """Whether the question might have several parts: two question marks, a second wh-clause with its own verb
-    (", and where does she live"), or a relative clause naming a bridge entity ("the friend who gave me ...").
-
-    A single-clause question (most questions) is answered by one pipeline run without asking the model first,
-    which keeps simple questions at their old cost; ``--plan`` asks the model regardless.
-    """
-    return question.count("?") >= 2 or bool(_SECOND_CLAUSE.search(question) or _RELATIVE.search(question))
 
 
 @dataclass(frozen=True)
@@ -255,7 +214,8 @@ class PlanTrace:
     """How ask read the question and, when it planned, every step, revision and check: the ``--explain`` part."""
 
     mode: str
-    """``keywords`` (no model call), ``model`` (decomposition asked), ``forced`` (``--plan``)."""
+    """``keywords`` (no model call), ``frame`` (read into a typed frame, :mod:`pcm.retrieval.frame`), ``model``
+    (decomposition asked), ``forced`` (``--plan``)."""
     kind: str
     multi_hop: bool = False
     planned: bool = False
@@ -442,11 +402,9 @@ __all__ = [
     "check_step",
     "combine",
     "decompose",
-    "may_decompose",
     "parse_check",
     "parse_decomposition",
     "prompt_versions",
-    "route",
     "run_plan",
     "step_question",
 ]

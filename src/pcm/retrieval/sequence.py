@@ -18,24 +18,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
 
-from pcm.retrieval.intervals import asked_parts, line_date
-from pcm.retrieval.postprocess import MONTHS, format_date
+from pcm.retrieval.intervals import line_date
+from pcm.retrieval.postprocess import format_date
+from pcm.retrieval.wording import asked_side
 from pcm.retrieval.worked import content_words
 
-_ASKED = re.compile(
-    r"^(?:what|where|who|which|whom)\b(?P<middle>.*?) (?P<side>before|after|prior to|previous to|following) "
-    r"(?P<anchor>.+?)[?.!\s]*$",
-    re.IGNORECASE,
-)
 _HEAD = re.compile(r"^(?P<name>.+?) \((?P<types>[^()]+)\): ")
-#: What follows "before" when it is a time, not a thing: left to the model (it is not a sibling's name).
-_TIME_WORDS = frozenset([m.lower() for m in MONTHS] + [
-    "today", "yesterday", "tomorrow", "noon", "midnight", "morning", "evening", "night", "lunch", "dinner",
-    "breakfast", "week", "month", "year", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
-    "sunday", "that", "then", "this", "now",
-])
-
-
 @dataclass(frozen=True)
 class Neighbour:
     text: str
@@ -43,22 +31,6 @@ class Neighbour:
     Cascade Health: Monday 22 September 2025).``"""
     lines: tuple[int, int]
     """Indexes of the answer's line and the anchor's line."""
-
-
-def asked_side(question: str) -> tuple[str, str] | None:
-    """``(side, anchor)`` when the question asks what came just before or after a named thing, else None."""
-    text = " ".join(question.split())
-    if asked_parts(text) is not None or re.match(r"^how\b", text, re.IGNORECASE):
-        return None
-    match = _ASKED.match(text)
-    if match is None:
-        return None
-    anchor = match.group("anchor")
-    words = content_words(anchor)
-    if not words or words & _TIME_WORDS or re.search(r"\d", anchor):
-        return None
-    side = match.group("side").lower()
-    return ("after" if side in {"after", "following"} else "before"), anchor
 
 
 def neighbour_answer(question: str, lines: Sequence[str]) -> Neighbour | None:
@@ -102,4 +74,4 @@ def _without_types(line: str) -> str:
     return f"{match.group('name')}: {line[match.end():]}" if match else line
 
 
-__all__ = ["Neighbour", "asked_side", "neighbour_answer"]
+__all__ = ["Neighbour", "neighbour_answer"]
