@@ -90,7 +90,10 @@ class Operations:
     def evaluate(self, frame: Frame) -> Worked | None:
         """The frame's answer worked out on the graph, or None when its operation is not computed here or the
         graph does not settle it."""
-        handler = _HANDLERS.get(frame.op)
+        op = frame.op
+        if frame.relative and op in ("value", "list", "other"):
+            op = "relatives"  # the kind of relative is the frame's own sign that relatives are asked
+        handler = _HANDLERS.get(op)
         return handler(self, frame) if handler is not None else None
 
     # ---------------------------------------------------------------------------------------------- the subject
@@ -191,17 +194,20 @@ class Operations:
 
     def match(self, anchor: str, cards: Sequence[Card], *, typed: bool = False) -> Card | None:
         """The one card ``anchor`` names, read with what it points at (a purchase with the thing bought): the
-        only one holding all the anchor's content words (the owner's name aside), else the clearly nearest by
-        meaning among those that hold them, else among all; None when that is not clear. ``typed``: the cards
+        only one holding all the anchor's content words (the owner's name aside), else the only one whose label
+        holds them, else the clearly nearest by meaning among those that hold them, else among all; None when that is not clear. ``typed``: the cards
         are of the class the question names, so a weaker match by meaning is enough."""
         owner_words = content_words(self.memory.manifest.owner)
-        wanted = content_words(anchor) - owner_words or content_words(anchor)
+        said = {w for w in content_words(anchor) if len(w) > 1}
+        wanted = said - owner_words or said
         if not wanted or not cards:
             return None
         texts = self._with_objects(cards)
         holding = [c for c in cards if wanted <= content_words(texts[c.iri])]
-        if len(holding) == 1:
-            return holding[0]
+        named = [c for c in holding if wanted <= content_words(c.label)]
+        for chosen in (holding, named):
+            if len(chosen) == 1:
+                return chosen[0]
         from pcm.index.text import vector_query
 
         pool = holding or list(cards)
@@ -372,7 +378,9 @@ def _pool(ops: Operations, frame: Frame) -> list[Card]:
 
 def _side(ops: Operations, frame: Frame) -> Worked | None:
     pool = [c for c in _pool(ops, frame) if c.day is not None]
-    anchor = ops.match(frame.anchor, pool, typed=bool(frame.cls))
+    # the anchor may be of another kind than the class asked ("the order just before the wedding")
+    dated = {c.iri: c for c in [*pool, *(ops.about(ops.dated, ops.subject(frame)) if frame.cls else [])]}
+    anchor = ops.match(frame.anchor, list(dated.values()))
     if anchor is None or anchor.day is None:
         return None
     kin = [c for c in pool if c.iri != anchor.iri and (frame.cls or c.types & anchor.types)]
@@ -385,6 +393,18 @@ def _side(ops: Operations, frame: Frame) -> Worked | None:
     chosen = [c for c in side if c.day == chosen_day]
     if len(chosen) != 1:
         return None
+    if frame.unit and chosen_day is not None:
+        # "how many days before the wedding did I order the jumpsuit": how long between the anchor and the
+        # nearest node of the class on that side
+        if not (chosen[0].full and anchor.full):
+            return None
+        first, last = sorted((chosen[0], anchor), key=lambda c: c.day or date.min)
+        assert first.day is not None and last.day is not None
+        count = difference(first.day, last.day, frame.unit)
+        text = (f"{format_duration(count, frame.unit)} ({first.label or first.iri}: {format_date(first.day)}; "
+                f"{last.label or last.iri}: {format_date(last.day)}).")
+        return Worked(text, _graphs([chosen[0], anchor]),
+                      f"counted to the nearest node of the class {frame.op} the anchor")
     text = f"{chosen[0].line} ({frame.op} {anchor.label or anchor.iri}: {format_date(anchor.day)})."
     return Worked(text, _graphs([chosen[0], anchor]), f"the nearest dated node of the anchor's kind {frame.op} it")
 
