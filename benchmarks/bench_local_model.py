@@ -356,6 +356,9 @@ def main() -> None:
                              "model otherwise): scores a second configuration without paying again for its calls")
     parser.add_argument("--no-grounding", action="store_true",
                         help="with --labelled, store what the model wrote (PCM_EXTRACTION_GROUNDING=0)")
+    parser.add_argument("--no-state", action="store_true",
+                        help="do not load or save the model's state after the fixed prompt prefix (PCM_LLM_STATE_DIR): "
+                             "every run then pays the whole catalogue prompt on its first call")
     parser.add_argument("--no-gate", action="store_true",
                         help="with --labelled, send small talk to the model too (PCM_EXTRACTION_GATE=off)")
     args = parser.parse_args()
@@ -371,7 +374,8 @@ def main() -> None:
             parser.error(f"{args.data} is missing: give --data, or choose --labelled samples")
     extractor_module.MAX_OUTPUT_TOKENS = args.max_tokens
     started = time.perf_counter()
-    client = LlamaCppClient(model_path=args.model, threads=args.threads, context=args.context)
+    client = LlamaCppClient(model_path=args.model, threads=args.threads, context=args.context,
+                            state_dir=None if args.no_state else Settings().llm_state_dir)
     print(f"model {client.name} loaded in {time.perf_counter() - started:.1f} s; threads {args.threads}, "
           f"context {args.context}, max tokens {args.max_tokens}", flush=True)
     if label_sets is not None:

@@ -8,7 +8,7 @@ import click
 
 from pcm.cli import emit_json, handle_errors, json_option, memory_option, opened, settings_for, warm_server
 from pcm.errors import UsageError
-from pcm.settings import ASK_ORDERS
+from pcm.settings import ASK_FRAMES, ASK_ORDERS
 from pcm.terminal import echo
 
 
@@ -24,15 +24,21 @@ from pcm.terminal import echo
 @click.option("--order", type=click.Choice(ASK_ORDERS), default=None,
               help="What a model tries first: graph (a SPARQL query), facts (the stored facts nearest the question), "
                    "auto (facts for a model on this machine) [env PCM_ASK_ORDER; default auto].")
+@click.option("--frame", type=click.Choice(ASK_FRAMES), default=None,
+              help="Read the question into a typed frame first and compute counts, totals, latest values, intervals "
+                   "and relatives in code: on, off, auto (a model that constrains its output) "
+                   "[env PCM_ASK_FRAME; default auto].")
 @json_option
 @click.pass_context
 @handle_errors
 def ask(ctx: click.Context, memory_path: Path | None, question: str, k: int, explain: bool, as_of: str | None,
-        plan: bool | None, order: str | None, as_json: bool) -> None:
+        plan: bool | None, order: str | None, frame: str | None, as_json: bool) -> None:
     """Answer a question from memory, citing the utterances it rests on.
 
-    With an LLM configured, the question becomes a SPARQL query (checked, bounded, repaired when it fails) and the
-    answer is computed from its results; otherwise pcm answers with the best matching utterances and says so.
+    With an LLM configured, the question is read into a typed frame (operation, subject, class, property, anchors,
+    time window) and counts, totals, latest and current values, intervals and relatives are computed on the graph;
+    other questions are answered from the stored facts or a SPARQL query (checked, bounded, repaired when it
+    fails); otherwise pcm answers with the best matching utterances and says so.
     A question with several parts may be split into sub-questions with search plans (--plan forces it, --no-plan
     never plans); "why" and "what happened after" questions use event chains, questions about the conversations
     themselves use session summaries. ask never modifies the memory.
@@ -44,6 +50,7 @@ def ask(ctx: click.Context, memory_path: Path | None, question: str, k: int, exp
       pcm ask "Where did I travel last month?" --as-of 2025-07-15 --json
       pcm ask "Which shop fixed my car, and where did I fly after that?" --plan --explain
       pcm ask "How much did I pay for the espresso machine?" --order facts
+      pcm ask "¿Cuánto gasté en total en mis compras?" --frame on --explain
     """
     from pcm.conversations import parse_timestamp
 
@@ -53,7 +60,7 @@ def ask(ctx: click.Context, memory_path: Path | None, question: str, k: int, exp
             when = parse_timestamp(as_of)
         except (ValueError, TypeError) as exc:
             raise UsageError(f"--as-of {as_of!r}: expected an ISO 8601 date or time") from exc
-    server = warm_server(ctx, memory_path) if not (explain or as_of or order) else None
+    server = warm_server(ctx, memory_path) if not (explain or as_of or order or frame) else None
     if server is not None:  # `pcm serve` holds the memory: it answers, with its own model and index
         data = server.ask(question, k=k, plan=plan)
         if as_json:
@@ -65,7 +72,7 @@ def ask(ctx: click.Context, memory_path: Path | None, question: str, k: int, exp
     from pcm.llm import make_client  # after the server branch: a warm answer needs neither module
     from pcm.retrieval.ask import ask as run_ask
 
-    with opened(ctx, memory_path, read_only=True, ask_order=order) as memory:
+    with opened(ctx, memory_path, read_only=True, ask_order=order, ask_frame=frame) as memory:
         client = make_client(memory.settings)
         result = run_ask(memory.context, question, client=client, as_of=when, explain=explain, k=k, plan=plan)
     if as_json:
