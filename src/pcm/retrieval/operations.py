@@ -52,6 +52,7 @@ HOLDING_MARGIN = 0.02
 _DATE_TYPES = {"http://www.w3.org/2001/XMLSchema#" + t for t in ("date", "dateTime", "gYearMonth", "gYear")}
 _DATE_RANGES = _DATE_TYPES | {SCHEMA + "Date", SCHEMA + "DateTime"}
 _CONTAINED = SCHEMA + "containedInPlace"
+_LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
 _STATUS = SCHEMA + "actionStatus"
 _ACTION = SCHEMA + "Action"
 
@@ -352,7 +353,7 @@ def _extreme(ops: Operations, frame: Frame) -> Worked | None:
     pick = max if latest else min
     day = pick(c.day for c in cards if c.day)
     chosen = [c for c in cards if c.day == day]
-    return Worked(_lines(chosen), _graphs(chosen),
+    return Worked(_lines(chosen, ops), _graphs(chosen),
                   f"the {frame.op} by date of {len(cards)} {ops.ontology.curie(frame.cls)} nodes")
 
 
@@ -384,7 +385,7 @@ def _current_node(ops: Operations, frame: Frame, subject: str) -> Worked | None:
         return None
     day = max(c.day for c in cards if c.day)
     chosen = [c for c in cards if c.day == day]
-    return Worked(_lines(chosen), _graphs(chosen), f"the latest {ops.ontology.curie(frame.cls)} that has not ended")
+    return Worked(_lines(chosen, ops), _graphs(chosen), f"the latest {ops.ontology.curie(frame.cls)} that has not ended")
 
 
 def _pool(ops: Operations, frame: Frame, reach: int = 1) -> list[Card]:
@@ -526,8 +527,32 @@ def _graphs(cards: Iterable[Card]) -> tuple[str, ...]:
     return tuple(sorted({g for c in cards for g in c.graphs}))
 
 
-def _lines(cards: Sequence[Card]) -> str:
-    return " ".join(c.line.rstrip(".") + "." for c in cards)
+def _lines(cards: Sequence[Card], ops: Operations | None = None) -> str:
+    """The cards' lines; with ``ops``, each followed by where the nodes it points at are (the employer's city)."""
+    out = []
+    for card in cards:
+        text = card.line.rstrip(".")
+        if ops is not None:
+            places = [f"{label}: {place}" for label, place in _linked_places(ops, card)]
+            if places:
+                text += f" ({'; '.join(places)})"
+        out.append(text + ".")
+    return " ".join(out)
+
+
+def _linked_places(ops: Operations, card: Card) -> list[tuple[str, str]]:
+    """``(label, place)`` of the nodes the card points at that have a location (schema:location or a
+    subproperty), the subject's own links aside."""
+    skip = {ops.memory.naming.owner, ops.memory.naming.assistant}
+    found = []
+    for other in sorted(card.others - skip):
+        if not other.startswith(ops.memory.naming.namespace):
+            continue
+        values = ops.values(other, SCHEMA + "location")
+        if values:
+            label = next((lbl for _, lbl, _ in ops.values(other, _LABEL)), other.rsplit("/", 1)[-1])
+            found.append((label, ", ".join(_with_places(ops, v) for v in values)))
+    return found[:3]
 
 
 def _planned(card: Card) -> str:
