@@ -95,10 +95,13 @@ class Operations:
     def evaluate(self, frame: Frame) -> Worked | None:
         """The frame's answer worked out on the graph, or None when its operation is not computed here or the
         graph does not settle it."""
-        op = frame.op
-        if frame.relative and op in ("value", "list", "other"):
-            op = "relatives"  # the kind of relative is the frame's own sign that relatives are asked
-        handler = _HANDLERS.get(op)
+        if frame.relative and frame.op in ("value", "list", "other"):
+            # a kind of relative in the frame is its own sign that relatives are asked; in a frame that did not
+            # say so, only relatives that are stored answer (no "not in memory" for a field filled in passing)
+            found = _relatives(self, frame)
+            if found is not None and found.graphs:
+                return found
+        handler = _HANDLERS.get(frame.op)
         return handler(self, frame) if handler is not None else None
 
     # ---------------------------------------------------------------------------------------------- the subject
@@ -218,9 +221,8 @@ class Operations:
         holds them, else the clearly nearest by meaning among those that hold them, else among all; None when that is not clear. ``typed``: the cards
         are of the class the question names, so a weaker match by meaning is enough."""
         owner_words = content_words(self.memory.manifest.owner)
-        said = {w for w in content_words(anchor) if len(w) > 1}
-        wanted = said - owner_words or said
-        if not wanted or not cards:
+        wanted = {w for w in content_words(anchor) if len(w) > 1} - owner_words
+        if not wanted or not cards:  # an anchor that is only the owner's name names nothing
             return None
         texts = self._with_objects(cards)
         holding = [c for c in cards if wanted <= content_words(texts[c.iri])]
