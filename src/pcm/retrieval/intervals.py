@@ -76,11 +76,14 @@ def interval_answer(question: str, lines: Sequence[str], vectors: TextVectors) -
             return None
         chosen.append(best)
     (i, start), (j, end) = sorted((dated[k] for k in chosen), key=lambda pair: pair[1])
+    return Interval(between(_head(lines[i]), start, _head(lines[j]), end, unit), (i, j))
+
+
+def between(first: str, start: date, second: str, end: date, unit: str) -> str:
+    """``26 days (buying the espresso machine: Tuesday 4 February 2025; car breakdown: Sunday 2 March 2025).``:
+    the interval with both events and their dates, so a wrong match shows."""
     count = difference(start, end, unit)
-    return Interval(
-        f"{format_duration(count, unit)} ({_head(lines[i])}: {format_date(start)}; {_head(lines[j])}: {format_date(end)}).",
-        (i, j),
-    )
+    return f"{format_duration(count, unit)} ({first}: {format_date(start)}; {second}: {format_date(end)})."
 
 
 def _head(line: str) -> str:
@@ -88,4 +91,4 @@ def _head(line: str) -> str:
     return re.split(r" \(|: ", line, maxsplit=1)[0]
 
 
-__all__ = ["Interval", "interval_answer", "line_date"]
+__all__ = ["Interval", "between", "interval_answer", "line_date"]

@@ -25,6 +25,7 @@ from pcm.namespaces import SCHEMA
 from pcm.retrieval.actions import NOT_DONE, actions_of, latest_action, total_of
 from pcm.retrieval.facts import node_line, read_nodes
 from pcm.retrieval.frame import Frame
+from pcm.retrieval.intervals import between
 from pcm.retrieval.kinship import relatives_answer
 from pcm.retrieval.postprocess import difference, format_date, format_duration
 from pcm.retrieval.worked import Worked, content_words, person
@@ -463,12 +464,9 @@ def _interval_in(ops: Operations, frame: Frame, reach: int) -> Worked | None:
     second = ops.match(frame.anchor2, [c for c in pool if first is None or c.iri != first.iri])
     if first is None or second is None or first.day is None or second.day is None:
         return None
-    unit = frame.unit or "days"
-    (a, b) = sorted((first, second), key=lambda c: c.day or date.min)
+    a, b = sorted((first, second), key=lambda c: c.day or date.min)
     assert a.day is not None and b.day is not None
-    count = difference(a.day, b.day, unit)
-    text = (f"{format_duration(count, unit)} ({a.label or a.iri}: {format_date(a.day)}; "
-            f"{b.label or b.iri}: {format_date(b.day)}).")
+    text = between(a.label or a.iri, a.day, b.label or b.iri, b.day, frame.unit or "days")
     return Worked(text, _graphs([a, b]), "counted between the dates of the two events the question names")
 
 
@@ -510,18 +508,16 @@ def _is_action(ops: Operations, cls: str) -> bool:
 
 
 def _day(term: ox.Literal | None) -> tuple[date | None, bool]:
+    """The day a date literal is about (a month or a year as its first day) and whether it is a calendar day."""
     if term is None:
         return None, False
     text = term.value
-    for size, full in ((10, True), (7, False), (4, False)):
-        try:
-            if size == 10:
-                return date.fromisoformat(text[:10]), full
-            if size == 7:
-                return date.fromisoformat(text[:7] + "-01"), full
-            return date(int(text[:4]), 1, 1), full
-        except ValueError:
-            continue
+    for size, shaped, full in ((10, text[:10], True), (7, text[:7] + "-01", False), (4, text[:4] + "-01-01", False)):
+        if len(text) >= size:
+            try:
+                return date.fromisoformat(shaped), full
+            except ValueError:
+                continue
     return None, False
 
 
