@@ -377,6 +377,65 @@ def test_the_fast_step_picks_what_full_grammar_sampling_picks() -> None:
     assert paths == {(1, 0), (0, 1)}
 
 
+def test_a_line_written_a_second_time_is_seen_across_token_boundaries() -> None:
+    from pcm.llm.grammar_first import RepeatedLines
+
+    pieces = {0: b"a b", 1: b" c\n", 2: b"d\n", 3: b"\n", 4: b"a b c", 5: b"\nx"}
+    lines = RepeatedLines(pieces.__getitem__)
+    for token in (0, 1, 2, 3):
+        lines.accept(token)
+    assert not lines.repeated  # blank lines are not lines of the answer
+    lines.accept(4)
+    assert not lines.repeated  # not yet a whole line
+    lines.accept(5)
+    assert lines.repeated
+    lines.reset()
+    assert not lines.repeated
+
+
+@needs_llama
+def test_after_a_repeated_line_the_answer_ends_where_the_grammar_lets_it() -> None:
+    from pcm.llm.grammar_first import GrammarFirst, RepeatedLines
+
+    end = 3
+    pieces = {0: b"x\n", 1: b"y\n", end: b""}
+    lines = RepeatedLines(pieces.__getitem__)
+    step = GrammarFirst(AllowedTokens({0, 1}), lines, end)
+    for token in (0, 1, 0):
+        step.accept(token)
+    cur = candidates([0.5, 2.0, 1.0, 1.5])
+    step.apply(cur)  # the grammar refuses the end here: decoding goes on as before
+    assert greedy(cur) == 1 and not step.ended_repeat
+    step.grammar = AllowedTokens({0, 1, end})
+    cur = candidates([0.5, 2.0, 1.0, 1.5])
+    step.apply(cur)
+    assert (cur.contents.size, greedy(cur), step.ended_repeat) == (1, end, True)
+
+
+@needs_llama
+def test_without_a_repeated_line_the_end_token_is_never_forced() -> None:
+    from pcm.llm.grammar_first import GrammarFirst, RepeatedLines
+
+    step = GrammarFirst(AllowedTokens({0, 1, 3}), RepeatedLines({0: b"x\n", 1: b"y\n"}.__getitem__), 3)
+    for token in (0, 1):
+        step.accept(token)
+    cur = candidates([0.5, 2.0, 1.0, 1.5])
+    step.apply(cur)
+    assert greedy(cur) == 1 and not step.ended_repeat
+
+
+def test_only_a_line_set_answer_asks_the_model_to_end_at_a_repeated_line(gguf: Path) -> None:
+    client = LlamaCppClient(model_path=str(gguf), threads=1, context=512, factory=RecordingLlama,
+                            gbnf=lambda text: text)
+    seen = []
+    for line_set in (True, False):
+        schema = JsonSchema("lines", {}, grammar=lambda n: "root ::= [a-z]", line_set=line_set)
+        client.complete(system="S", messages=[Message.user("U")], operation="extract", schema=schema)
+        seen.append(client._llama.end_at_repeated_line)
+    client.complete(system="S", messages=[Message.user("U")], operation="answer")
+    assert seen + [client._llama.end_at_repeated_line] == [True, False, False]
+
+
 @needs_llama
 def test_in_a_llama_cpp_chain_the_grammar_accepts_each_chosen_token_once() -> None:
     """The step sits in a real llama.cpp sampler chain: the chain's accept reaches the grammar exactly once, and

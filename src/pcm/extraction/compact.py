@@ -658,7 +658,7 @@ def compact_schema(ontology: Ontology, known: Iterable[str] = ()) -> JsonSchema:
 def _schema(ontology: Ontology, known: tuple[str, ...]) -> JsonSchema:
     return JsonSchema(
         SCHEMA_NAME, {}, "Record the facts the current utterance states, one per line.",
-        grammar=partial(_bounded, ontology, known),
+        grammar=partial(_bounded, ontology, known), line_set=True,
     )
 
 

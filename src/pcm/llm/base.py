@@ -67,6 +67,9 @@ class JsonSchema:
     #: ``max_tokens -> GBNF``: the same language as a llama.cpp grammar whose every answer fits in that many
     #: tokens (a JSON Schema cannot bound an answer's total size), for clients that take a grammar.
     grammar: Callable[[int], str] | None = field(default=None, compare=False, repr=False)
+    #: The answer is a set of lines, so a line written twice adds nothing: a client decoding greedily may end the
+    #: answer there (a small model that repeats one line goes on repeating to its budget).
+    line_set: bool = False
 
 
 _COUNTERS = ("calls", "input_tokens", "output_tokens")

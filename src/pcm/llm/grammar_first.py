@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import inspect
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import llama_cpp
@@ -81,23 +82,59 @@ def candidates_view(candidates: Any) -> np.ndarray:
     return np.frombuffer(buffer, dtype=TOKEN_DATA)
 
 
+class RepeatedLines:
+    """Watches the answer's lines for the first one written a second time.
+
+    Why: a greedy decoder that writes a whole line it already wrote has the same context pattern before it again,
+    and Qwen2.5-Coder-1.5B then writes the same block of lines to the grammar's budget (427 tokens for a ~110-token
+    answer). For an answer that is a set of lines (:mod:`pcm.extraction.compact`), a repeated line adds nothing,
+    so the answer may end there.
+    """
+
+    def __init__(self, piece: Callable[[int], bytes]) -> None:
+        self._piece = piece
+        self._line = b""
+        self._seen: set[bytes] = set()
+        #: True once a non-blank line has been completed a second time.
+        self.repeated = False
+
+    def accept(self, token: int) -> None:
+        *done, self._line = (self._line + self._piece(token)).split(b"\n")
+        for line in done:
+            if line.strip():
+                self.repeated = self.repeated or line in self._seen
+                self._seen.add(line)
+
+    def reset(self) -> None:
+        self._line, self._seen, self.repeated = b"", set(), False
+
+
 class GrammarFirst:
     """The sampler step that stands where the grammar stood in the chain (after the penalties, before greedy).
 
     ``apply`` leaves either the one greedy token (when the grammar takes it) or the whole array with the grammar
     applied; greedy then picks the same token full grammar sampling would. ``accept`` advances the grammar with
     the token the chain chose, once per token (the chain calls it; the grammar sampler itself is not in the chain).
+
+    With ``lines`` and ``end`` (the end-of-answer token), the answer ends after its first repeated line wherever
+    the grammar lets it end there (:class:`RepeatedLines`).
     """
 
-    def __init__(self, grammar: Grammar) -> None:
+    def __init__(self, grammar: Grammar, lines: RepeatedLines | None = None, end: int | None = None) -> None:
         self.grammar = grammar
+        self.lines = lines
+        self.end = end
         #: Steps decided by the one-token check, and steps that needed the whole vocabulary (for benchmarks).
         self.checked = 0
         self.full = 0
+        #: Whether the answer was ended at a repeated line.
+        self.ended_repeat = False
 
     def apply(self, candidates: Any) -> None:
         view = candidates_view(candidates)
         if view.size == 0:
+            return
+        if self.lines is not None and self.end is not None and self.lines.repeated and self._end_here(candidates):
             return
         best = int(np.argmax(view["logit"]))
         logit = float(view["logit"][best])
@@ -117,11 +154,30 @@ class GrammarFirst:
         self.full += 1
         self.grammar.apply(candidates)
 
+    def _end_here(self, candidates: Any) -> bool:
+        """Leave only the end token when the grammar takes it at this point."""
+        assert self.end is not None
+        one = llama_cpp.llama_token_data_array(
+            data=ctypes.pointer(llama_cpp.llama_token_data(self.end, 0.0, 0.0)), size=1, selected=-1, sorted=False)
+        self.grammar.apply(ctypes.pointer(one))
+        if one.data[0].logit == float("-inf"):
+            return False
+        array = candidates.contents
+        array.data[0] = llama_cpp.llama_token_data(self.end, 0.0, 1.0)
+        array.size = 1
+        array.selected = 0
+        self.ended_repeat = True
+        return True
+
     def accept(self, token: int) -> None:
         self.grammar.accept(token)
+        if self.lines is not None:
+            self.lines.accept(token)
 
     def reset(self) -> None:
         self.grammar.reset()
+        if self.lines is not None:
+            self.lines.reset()
 
 
 class LlamaGrammarSampler:
@@ -195,6 +251,8 @@ class GrammarFirstLlama(llama_cpp.Llama):
 
     #: The last fast-path step built (its counts say how often the one-token check sufficed).
     last_step: GrammarFirst | None = None
+    #: End the next answers at their first repeated line (:class:`RepeatedLines`); the client sets it per call.
+    end_at_repeated_line = False
 
     def _init_sampler(self, *args: Any, **kwargs: Any) -> Any:
         bound = inspect.signature(llama_cpp.Llama._init_sampler).bind(self, *args, **kwargs)
@@ -212,7 +270,11 @@ class GrammarFirstLlama(llama_cpp.Llama):
             penalty_present=options["presence_penalty"],
         )
         held = LlamaGrammarSampler(self._model, grammar)
-        step = GrammarFirst(held)
+        if self.end_at_repeated_line:
+            lines = RepeatedLines(lambda token: self.detokenize([token]))
+            step = GrammarFirst(held, lines, self.token_eos())
+        else:
+            step = GrammarFirst(held)
         ChainStep(step).add_to(chain)
         chain._exit_stack.callback(held.free)
         chain.add_greedy()

@@ -201,6 +201,8 @@ class LlamaCppClient:
         with self._lock, waiting(self.name, write=self._progress, after=self._progress_after, streaming=False):
             if self.states is not None:
                 self.states.before(system)
+            # read by the fast grammar path (grammar_first.GrammarFirstLlama), per call
+            self._llama.end_at_repeated_line = schema is not None and schema.line_set
             try:
                 reply = self._llama.create_chat_completion(**kwargs)
             except ValueError as exc:  # e.g. the prompt exceeds the context window
