@@ -84,9 +84,13 @@ class Replaying:
 class Counting:
     """The client, counting requests sent twice with the same content (a re-send; must stay 0)."""
 
-    def __init__(self, client: LlamaCppClient, timings: bool = False) -> None:
+    def __init__(self, client: Any, timings: bool = False) -> None:
         self.client = client
         self.timings = timings
+        #: The in-process model under any recording or replaying wrappers (its counters time each call).
+        self.llama = client
+        while not isinstance(self.llama, LlamaCppClient):
+            self.llama = next(getattr(self.llama, a) for a in ("inner", "live", "client") if hasattr(self.llama, a))
         self.seen: set[str] = set()
         self.duplicates = 0
         self.calls = 0
@@ -101,7 +105,7 @@ class Counting:
         self.calls += 1
         if not self.timings:
             return self.client.complete(**kwargs)
-        ctx = self.client._llama._ctx.ctx  # noqa: SLF001 - llama.cpp's own counters for this call
+        ctx = self.llama._llama._ctx.ctx  # noqa: SLF001 - llama.cpp's own counters for this call
         llama_cpp.llama_perf_context_reset(ctx)
         started = time.perf_counter()
         completion = self.client.complete(**kwargs)
