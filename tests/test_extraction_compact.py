@@ -484,6 +484,33 @@ def test_one_extraction_in_compact_form_with_a_repair_round(memory: Memory) -> N
     assert "extract_compact.v1@" in prompt_version("compact") and "extract_compact" not in prompt_version()
 
 
+def test_once_the_rounds_are_spent_the_readable_lines_are_kept_and_the_others_named(memory: Memory) -> None:
+    """Both answers describe a subject nothing declares; the readable lines are stored after the last round, the
+    unreadable ones are left out and named in the post's report. With a round left, the model gets them back."""
+    answer = EXAMPLE + 'pet schema:name "Biscuit"\n'
+    client = Local([answer, answer])
+    report = extract_posts(memory.context, [p.iri for p in memory.store.posts()], client=client, concurrency=1,
+                           output="compact")
+    assert (report.extracted, report.failed, report.repairs) == (1, 0, 1)
+    assert "`pet` is neither declared" in client.requests[1][1][2].content
+    post = next(iter(memory.store.posts()))
+    graph = memory.naming.extraction_graph(post.iri)
+    rows = memory.store.select(f"SELECT ?s ?p ?o WHERE {{ GRAPH <{graph}> {{ ?s ?p ?o }} }}").rows
+    stored = {(r[0].value, r[1].value, r[2].value) for r in rows}
+    ns = memory.naming.namespace
+    assert (ns + "buying-the-breville-barista-express", SCHEMA + "price", "549") in stored
+    assert not any("Biscuit" in o or s == ns + "pet" for s, _, o in stored)
+    notes = memory.store.select(f"SELECT ?r WHERE {{ GRAPH ?g {{ <{post.iri}> <{PCM}extractionReport> ?r }} }}").rows
+    assert any("left out 1 line(s) it could not read: line " in r[0].value for r in notes)
+
+
+def test_unreadable_lines_fail_the_answer_when_nothing_readable_is_left(memory: Memory) -> None:
+    answer = 'pet schema:name "Biscuit"\n'
+    report = extract_posts(memory.context, [p.iri for p in memory.store.posts()], client=Local([answer, answer]),
+                           concurrency=1, output="compact")
+    assert (report.extracted, report.failed) == (0, 1)
+
+
 def test_the_user_message_names_known_entities_as_the_answer_writes_them(memory: Memory) -> None:
     post = next(iter(memory.store.posts()))
     extractor = Extractor(memory.context, ScriptedClient(), output="compact")

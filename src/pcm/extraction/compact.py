@@ -157,6 +157,8 @@ class CompactAnswer:
     undeclared: set[str] = field(default_factory=set)
     """IRIs of the names used as values without a declaration, a known name or a stored node: new things the JSON
     form would also leave undescribed, completed as it completes them (:func:`normalise_answer`)."""
+    skipped: tuple[str, ...] = ()
+    """The lines left out as unreadable, each with why (only when read with ``skip_unreadable``)."""
 
     @property
     def handles(self) -> dict[str, str]:
@@ -226,6 +228,7 @@ def read_compact(
     ontology: Ontology,
     names: Mapping[str, str] | None = None,
     existing: Callable[[set[str]], set[str]] | None = None,
+    skip_unreadable: bool = False,
 ) -> CompactAnswer:
     """The JSON-LD answer (``{"@graph": [...]}``, as :func:`pcm.extraction.jsonld.answer_triples` reads it) that the
     lines state; :class:`OutputProblem` quoting each line that cannot be read.
@@ -243,6 +246,10 @@ def read_compact(
     are skipped, so is a fact whose value is ``null``, ``none`` or ``unknown`` (it states nothing; small models
     write such lines to fill a node's properties), ``m:name`` reads as ``name``, text may hold ``\\"`` and ``\\\\``, and a quoted value is read where
     the property takes a date or a number.
+
+    ``skip_unreadable``: the lines that cannot be read (and the facts of a subject nothing declares) are left out and
+    listed in :attr:`CompactAnswer.skipped` instead of raising, for an answer whose repair rounds are spent: its
+    readable lines are facts as good as any other answer's, and they still go through grounding and validation.
     """
     if not text.strip():
         raise OutputProblem(f"the output was empty; write the fact lines, or '{NOTHING}'", kind="empty")
@@ -290,11 +297,15 @@ def read_compact(
         key = ontology.curie(predicate)
         node[key] = [*node[key], value] if isinstance(node.get(key), list) else (
             [node[key], value] if key in node else value)
+    unknown: set[str] = set()
     for line, subject in unnamed:  # described, but neither declared nor a value anywhere: nothing says what it is
         if subject not in reader.referenced:
             problems.add(line, reader.undeclared(line.tokens[0]))
-    problems.raise_any()
-    return CompactAnswer({"@graph": list(nodes.values())}, minted, reader.referenced)
+            unknown.add(subject)
+    if not skip_unreadable:
+        problems.raise_any()
+    graph = [node for subject, node in nodes.items() if subject not in unknown]
+    return CompactAnswer({"@graph": graph}, minted, reader.referenced, tuple(problems.items))
 
 
 def _lines(text: str, problems: _Problems) -> list[_Line]:

@@ -212,6 +212,14 @@ class Extractor:
             # only bring the same answer back, so the rounds end here
             last = round_ == self.repair_rounds or completion.text == previous
             previous = completion.text
+            if last and self.output == "compact" and not verdict.triples and not verdict.fatal:
+                # the rounds are spent: the lines it can read stand on their own (Extractor.check)
+                verdict = self.check(completion.text, truncated=completion.stop_reason in _TRUNCATED,
+                                     context=context, skip_unreadable=True)
+                result.ungrounded = verdict.ungrounded
+                if verdict.accepted and verdict.triples:
+                    result.status, result.triples, result.report = EXTRACTED, verdict.triples, verdict.grounding_report
+                    return result
             if last and not verdict.fatal:
                 kept, dropped = self.salvage(verdict.triples)
                 if kept:
@@ -296,12 +304,12 @@ class Extractor:
         ]
         return tuple(select_areas(text, entity_types=types, ontology=self.ontology, core=EXTRACTION_CORE))
 
-    def _normalise(self, text: str) -> Normalised:
+    def _normalise(self, text: str, *, skip_unreadable: bool = False) -> Normalised:
         ns = self.memory.naming.namespace
         if self.output == "compact":
             self._turn.answer = None
             self._turn.answer = read_compact(text, namespace=ns, ontology=self.ontology, existing=self._existing,
-                                             names=getattr(self._turn, "names", None))
+                                             names=getattr(self._turn, "names", None), skip_unreadable=skip_unreadable)
             return normalise_answer(self._turn.answer, namespace=ns, ontology=self.ontology)
         if self.output == "json":
             return normalise_json(text, namespace=ns, ontology=self.ontology)
@@ -315,8 +323,13 @@ class Extractor:
             context.post.text, context.post.time, context=[(p.text, p.time) for p in context.previous], names=names
         )
 
-    def check(self, text: str, *, truncated: bool = False, context: TurnContext | None = None) -> Verdict:
+    def check(
+        self, text: str, *, truncated: bool = False, context: TurnContext | None = None, skip_unreadable: bool = False
+    ) -> Verdict:
         """Normalise and validate one output; the report is what the model gets back if it fails.
+
+        ``skip_unreadable`` (the compact form, once the repair rounds are spent): lines that cannot be read are left
+        out and named in the grounding report, and the rest is checked as any answer is.
 
         With the post's ``context`` the values are first checked against the words said
         (:mod:`pcm.extraction.grounding`): what was not said is left out before validation, and is not the model's
@@ -324,7 +337,7 @@ class Extractor:
         (:meth:`salvage`) instead of a repair round: the model wrote nothing wrong there that it could fix.
         """
         try:
-            normalised = self._normalise(text)
+            normalised = self._normalise(text, skip_unreadable=skip_unreadable)
         except OutputProblem as problem:
             return Verdict([], _report([f"[{problem.kind}] {problem}"], truncated), fatal=problem.fatal)
         if normalised.problems:
@@ -337,12 +350,16 @@ class Extractor:
                 return Verdict([], _report([], truncated))
             return Verdict([], _report(["[no-turtle] the output holds no Turtle triples; write Turtle, or "
                                         "'# nothing to extract' when the utterance states no fact"], truncated))
-        triples, ungrounded, grounding_report = normalised.triples, [], ""
+        triples, ungrounded = normalised.triples, []
+        answer = getattr(self._turn, "answer", None) if skip_unreadable else None
+        skipped = answer.skipped if answer is not None else ()
+        grounding_report = f"left out {len(skipped)} line(s) it could not read: {'; '.join(skipped)}" if skipped else ""
         if context is not None and self.grounding is not None:
             grounded = self.grounding.ground(
                 triples, self.said(context), known=(e.iri for e in context.entities), speaker=context.speaker
             )
-            triples, ungrounded, grounding_report = grounded.triples, grounded.dropped, grounded.report()
+            triples, ungrounded = grounded.triples, grounded.dropped
+            grounding_report = _joined(grounding_report, grounded.report())
             if not triples:
                 return Verdict([], "", normalised.unknown_terms, ungrounded=ungrounded, grounding_report=grounding_report)
         lines = self._violations(triples)
