@@ -26,6 +26,11 @@ class InputError(PcmError):
     exit_code = 3
 
 
+class InputTooLarge(InputError):
+    """An input is over a size limit (bytes, triples, a literal's length): the same exit code as any bad input;
+    over HTTP, 413 rather than 400."""
+
+
 class MemoryLockedError(PcmError):
     """Another process holds the memory: its store lock, or a ``pcm serve`` that refuses a write without its token."""
 

@@ -48,8 +48,11 @@ from pcm.namespaces import (
     SIOC,
 )
 from pcm.naming import Naming
+from pcm.private import Hold, hold
 from pcm.provenance import Activity, PostRef, activity_quads, fixed_agent_quads, post_quads, session_quads
+from pcm.rdfbridge import to_rdflib
 from pcm.rdfio import detect_rdf_format, load_staging, serialize
+from pcm.rdflimits import RdfLimits, read_file
 from pcm.resources import render_query
 from pcm.settings import Settings
 from pcm.sparql import check_read_only
@@ -207,6 +210,8 @@ class Memory:
         """Set on a read-only open of a memory whose ontology differs from this pcm's (writes are refused)."""
         self.index_lag: IndexLag | None = None
         """Set when a read-only open found the side index behind the store (see :meth:`_catch_up_read_only`)."""
+        self._private: Hold | None = None
+        """This memory's share of the owner-only umask (:mod:`pcm.private`), given back at :meth:`close`."""
 
     # The facade's parts are its context's, so the facade and the pipelines never see two values.
 
@@ -268,15 +273,22 @@ class Memory:
             manifest.layout = BY_ID  # a server may hold other memories: this one's graphs carry its id
         if namespace:
             manifest.namespace = namespace if namespace.endswith(("/", "#")) else namespace + "/"
-        path.mkdir(parents=True, exist_ok=True)
-        backend = _open_backend(settings, read_only=False)
+        private = hold(path)  # before the first create: the directory and every file in it are the owner's only
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            backend = _open_backend(settings, read_only=False)
+        except BaseException:
+            private.release()
+            raise
         if settings.store_url and not share_store:
             try:
                 _refuse_shared_store(backend, settings.store_url, manifest.namespace)
             except BaseException:
                 backend.close()
+                private.release()
                 raise
         memory = cls(settings, manifest, backend, read_only=False)
+        memory._private = private
         memory.store.replace_ontology(ontology.quads(memory.naming.layout))
         memory.store.write(fixed_agent_quads(memory.naming, owner))
         manifest.save(path)  # last: a memory without memory.toml is not a memory, so a failed init is retried
@@ -306,14 +318,21 @@ class Memory:
             direct = settings
             settings = _through_running_server(settings, read_only=read_only)
             held = settings is not direct
-        backend = _open_backend(settings, read_only=read_only)
+        private = hold(settings.memory)  # owner-only files from here on, and a wider tree repaired (pcm.private)
+        try:
+            backend = _open_backend(settings, read_only=read_only)
+        except BaseException:
+            private.release()
+            raise
         memory = cls(settings, manifest, backend, read_only=read_only)
+        memory._private = private
         memory.held_by_server = held
         if not migrating:
             try:
                 memory._check_ontology()
             except BaseException:
                 backend.close()
+                private.release()
                 raise
         if not read_only and not manifest.seal and not settings.store_url:
             manifest.save(settings.memory)  # a memory made before the seal is sealed on its first writable open
@@ -334,6 +353,8 @@ class Memory:
                 self._index = None
         finally:
             self.backend.close()
+            if self._private is not None:
+                self._private.release()
 
     def __enter__(self) -> Memory:
         return self
@@ -686,8 +707,9 @@ class Memory:
         fmt = detect_rdf_format(path, fmt)
         if not path.is_file():
             raise InputError(f"{path}: no such file")
-        data = path.read_bytes()
-        staging = load_staging(data, fmt, name=path.name, base_iri=path.resolve().as_uri())
+        limits = RdfLimits.of(self.settings)
+        data = read_file(path, limits)  # its size checked before it is read
+        staging = load_staging(data, fmt, name=path.name, base_iri=path.resolve().as_uri(), limits=limits)
         named = [g.value for g in staging.named_graphs() if isinstance(g, ox.NamedNode)]
         if any(layout_of_graph(g) is not None for g in named):
             # an N-Quads dump that needs no rewriting can go straight from the file to the bulk loader
@@ -777,10 +799,10 @@ class Memory:
                     f"{name}: {len(problems)} problem(s), nothing imported; first: {problems[0]}", "\n".join(problems[:20])
                 )
             return
-        import rdflib
-
-        graph = rdflib.Graph()
-        graph.parse(data=serialize(quads, "ntriples"), format="nt")
+        try:
+            graph = to_rdflib(quads)  # term by term: a text round trip grew with the square of a literal's length
+        except ValueError as exc:
+            raise InputError(f"{name}: {exc}; nothing imported") from exc
         report = _validator().validate(graph, memory_namespace=self.manifest.namespace, context=self._context_for(graph))
         if not report.conforms:
             raise ValidationError(
@@ -806,7 +828,7 @@ class Memory:
             )
             result = self.backend.query(q)
             if isinstance(result, list) and result:
-                context.parse(data=ox.serialize(result, format=ox.RdfFormat.N_TRIPLES), format="nt")
+                to_rdflib(result, context)  # type: ignore[arg-type]
         return context
 
     def _sync_entities_after_write(self) -> None:
@@ -992,7 +1014,8 @@ def _through_running_server(settings: Settings, *, read_only: bool) -> Settings:
         return settings
     if not read_only:
         refuse_write_without_token(settings, info)
-    return settings.with_(store_url=info.query_url)
+    # reads through a server beyond loopback need a token: the command's own, else the one serve.json holds
+    return settings.with_(store_url=info.query_url, token=settings.token or info.read_token or None)
 
 
 def refuse_write_without_token(settings: Settings, info: ServerInfo) -> None:

@@ -1,14 +1,17 @@
-"""Reading and writing RDF files: format detection, parse errors as one clear line, schema.org normalisation."""
+"""Reading and writing RDF files: format detection, parse errors as one clear line, input limits
+(:mod:`pcm.rdflimits`), schema.org normalisation."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyoxigraph as ox
 
 from pcm.errors import InputError, UsageError
 from pcm.namespaces import SCHEMA, SCHEMA_HTTP
+from pcm.rdflimits import RdfLimits, checked_triples, read_file
 
 FORMATS: dict[str, ox.RdfFormat] = {
     "turtle": ox.RdfFormat.TURTLE,
@@ -73,20 +76,18 @@ def parse_rdf(
     *,
     base_iri: str | None = None,
     name: str = "input",
+    limits: RdfLimits | None = None,
 ) -> list[ox.Quad]:
-    """Parse a whole document strictly; any syntax error becomes one :class:`InputError` line.
+    """Parse a whole document strictly, within ``limits`` (the default settings' when not given); any syntax error
+    becomes one :class:`InputError` line, a limit passed one :class:`~pcm.errors.InputTooLarge` line.
 
     Returns quads (triples land in the default graph), with schema.org IRIs normalised to https. This is the
     parser of every import (the W3C Turtle suite runs through it).
     """
-    rdf = rdf_format(fmt)
-    data = source.read_bytes() if isinstance(source, Path) else source.encode("utf-8") if isinstance(source, str) else source
-    try:
-        quads = [_as_quad(q) for q in ox.parse(data, format=rdf, base_iri=base_iri)]
-    except SyntaxError as exc:
-        raise InputError(f"{name}: not valid {fmt}: {_one_line(str(exc))}") from exc
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise InputError(f"{name}: cannot read {fmt}: {_one_line(str(exc))}") from exc
+    limits = limits or RdfLimits()
+    data = _bytes(source, limits)
+    with _worded(fmt, name):
+        quads = [_as_quad(q) for q in checked_triples(data, rdf_format(fmt), limits, base_iri=base_iri, name=name)]
     if SCHEMA_HTTP.encode() in data:
         quads = [normalise_quad(q) for q in quads]
     return quads
@@ -98,23 +99,40 @@ def load_staging(
     *,
     base_iri: str | None = None,
     name: str = "input",
+    limits: RdfLimits | None = None,
 ) -> ox.Store:
     """:func:`parse_rdf` into an in-memory store, where imports are checked before anything touches the memory.
 
-    Note that Oxigraph stores typed literals by value: ``"1.0"^^xsd:decimal`` comes back as ``"1"``.
+    The document is parsed as a stream into the store, so one over a limit is refused at the triple that passes
+    it. Note that Oxigraph stores typed literals by value: ``"1.0"^^xsd:decimal`` comes back as ``"1"``.
     """
-    data = source.read_bytes() if isinstance(source, Path) else source.encode("utf-8") if isinstance(source, str) else source
+    limits = limits or RdfLimits()
+    data = _bytes(source, limits)
     staging = ox.Store()
     if SCHEMA_HTTP.encode() in data:  # needs rewriting term by term
-        staging.extend(parse_rdf(data, fmt, base_iri=base_iri, name=name))
+        staging.extend(parse_rdf(data, fmt, base_iri=base_iri, name=name, limits=limits))
         return staging
-    try:  # the same parser as parse_rdf, without a Python object per quad
-        staging.load(data, format=rdf_format(fmt), base_iri=base_iri)
+    with _worded(fmt, name):
+        triples = checked_triples(data, rdf_format(fmt), limits, base_iri=base_iri, name=name)
+        staging.extend(_as_quad(t) for t in triples)
+    return staging
+
+
+def _bytes(source: Path | bytes | str, limits: RdfLimits) -> bytes:
+    if isinstance(source, Path):
+        return read_file(source, limits)
+    return source.encode("utf-8") if isinstance(source, str) else source
+
+
+@contextmanager
+def _worded(fmt: str, name: str) -> Iterator[None]:
+    """Oxigraph's parse errors as one :class:`InputError` line naming the input."""
+    try:
+        yield
     except SyntaxError as exc:
         raise InputError(f"{name}: not valid {fmt}: {_one_line(str(exc))}") from exc
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         raise InputError(f"{name}: cannot read {fmt}: {_one_line(str(exc))}") from exc
-    return staging
 
 
 def _as_quad(t: ox.Triple | ox.Quad) -> ox.Quad:

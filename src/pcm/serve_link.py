@@ -93,7 +93,7 @@ def find(memory_path: Path, *, token: str = "", timeout: float = 1.0) -> Link | 
     parts = urlsplit(info.url)
     if parts.scheme != "http" or not parts.hostname:
         return None
-    link = Link(info.url, parts.hostname, parts.port or 80, token)
+    link = Link(info.url, parts.hostname, parts.port or 80, token or info.read_token)
     try:
         health = link._call("GET", "/api/health", timeout=timeout)
     except PcmError:

@@ -189,6 +189,22 @@ class Settings:
     store_batch: int = 0
     #: Bearer token for the remote endpoint, or the token ``pcm serve`` requires for writes.
     token: str = ""
+    #: The token ``pcm serve`` requires for reads when it listens beyond loopback (the write token is taken too);
+    #: on loopback reads need none. ``PCM_READ_TOKEN``, flag ``--read-token``.
+    read_token: str = ""
+    #: Let ``pcm serve`` beyond loopback answer reads without a token, on purpose (``PCM_PUBLIC_READ=1``, flag
+    #: ``--public-read``): anyone who reaches the address reads every utterance.
+    public_read: bool = False
+    #: ``pcm serve``'s connections (uvicorn's own limits, see :mod:`pcm.endpoint.connections`): connections and
+    #: requests at once before new requests are answered 503 (``limit_concurrency``), seconds an idle keep-alive
+    #: connection is kept (``timeout_keep_alive``), seconds a request head may take from the connection or its first
+    #: byte, seconds a request body may stall between two pieces, and the largest request head in bytes (h11's
+    #: ``max_incomplete_event_size``).
+    serve_max_connections: int = 64
+    serve_idle_timeout: int = 60
+    serve_head_timeout: float = 10.0
+    serve_body_timeout: float = 30.0
+    serve_max_head_bytes: int = 64 * 1024
     #: Turn on the LanceDB side index (off only for benchmarks of the store alone).
     index_enabled: bool = True
     #: Traversal algorithm `ask` falls back to first: wc, bs, astar, wc+bs, bs+astar, astar+wc or all.
@@ -200,6 +216,13 @@ class Settings:
     summaries_enabled: bool = True
     #: Longest utterance ingest accepts, in characters; a longer one is refused before anything is written.
     max_utterance_chars: int = 50_000
+    #: Most RDF one import file or one Graph Store upload may hold (pcm.rdflimits): megabytes, triples, and the
+    #: characters of one literal. Over a limit it is refused before anything is staged; an RDF/XML document that
+    #: declares DTD entities is refused whatever its size. The defaults take a dump of a few million quads, and a
+    #: literal twenty times the longest utterance ingest takes by default.
+    max_rdf_mb: int = 512
+    max_rdf_triples: int = 5_000_000
+    max_literal_chars: int = 1_000_000
 
     def __post_init__(self) -> None:
         # Every way of making settings (the constructor, from_env's overrides, with_) passes here, so a caller that
@@ -229,8 +252,16 @@ class Settings:
             ("query_timeout", float),
             ("query_limit", int),
             ("max_utterance_chars", int),
+            ("max_rdf_mb", int),
+            ("max_rdf_triples", int),
+            ("max_literal_chars", int),
             ("query_memory_mb", int),
             ("store_batch", int),
+            ("serve_max_connections", int),
+            ("serve_idle_timeout", int),
+            ("serve_head_timeout", float),
+            ("serve_body_timeout", float),
+            ("serve_max_head_bytes", int),
         ):
             raw = env.get(f"PCM_{name.upper()}")
             if raw:
@@ -248,6 +279,10 @@ class Settings:
                 kwargs[name] = env[f"PCM_{name.upper()}"]
         if env.get("PCM_TOKEN"):
             kwargs["token"] = env["PCM_TOKEN"]
+        if env.get("PCM_READ_TOKEN"):
+            kwargs["read_token"] = env["PCM_READ_TOKEN"]
+        if env.get("PCM_PUBLIC_READ", "").lower() in {"1", "on", "true", "yes"}:
+            kwargs["public_read"] = True
         if env.get("PCM_TRAVERSAL"):
             kwargs["traversal_algorithm"] = env["PCM_TRAVERSAL"]
         if env.get("PCM_INDEX", "").lower() in {"0", "off", "false", "no"}:
@@ -268,6 +303,13 @@ class Settings:
         kwargs.update({k: v for k, v in overrides.items() if v is not None})
         if int(kwargs.get("max_utterance_chars", 1)) < 1:  # type: ignore[call-overload]
             raise UsageError("PCM_MAX_UTTERANCE_CHARS must be at least 1")
+        for name in ("max_rdf_mb", "max_rdf_triples", "max_literal_chars"):
+            if int(kwargs.get(name, 1)) < 1:  # type: ignore[call-overload]
+                raise UsageError(f"PCM_{name.upper()} must be at least 1")
+        for name in ("serve_max_connections", "serve_idle_timeout", "serve_head_timeout", "serve_body_timeout",
+                     "serve_max_head_bytes"):
+            if name in kwargs and float(kwargs[name]) <= 0:  # type: ignore[arg-type]
+                raise UsageError(f"PCM_{name.upper()} (or its flag) must be more than 0")
         return cls(**kwargs)  # type: ignore[arg-type]
 
     def with_(self, **changes: object) -> Settings:

@@ -31,6 +31,7 @@ from pydantic import ValidationError as ModelError
 from pcm import __version__
 from pcm.backend_remote import CANCELLED_MARKER
 from pcm.endpoint import models
+from pcm.endpoint.access import CHALLENGE, may_read
 from pcm.endpoint.config import ServeConfig, is_loopback
 from pcm.endpoint.drain import ExtractionWorker
 from pcm.endpoint.engine import Watchdog
@@ -45,14 +46,17 @@ from pcm.endpoint.protocol import (
     engine_accept,
     parse_operation,
     service_description,
+    store_target,
     user_positions,
 )
 from pcm.endpoint.timing import Timings
+from pcm.endpoint.uploads import refuse_upload
 from pcm.endpoint.upstream import EngineUnavailable, TimeLimit, TooLarge, Upstream, WriteUnconfirmed
 from pcm.errors import InputError, PcmError, QueryError, UsageError, ValidationError
 from pcm.layout import BY_ID
 from pcm.memory import EPISODIC, QUEUED, Memory
 from pcm.namespaces import PREFIXES
+from pcm.rdflimits import RdfLimits
 from pcm.scope import ScopeError, scope_query
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -188,7 +192,8 @@ class App:
     # -- before the body is read ------------------------------------------------------------------------------
 
     def preflight(self, method: str, path: str, headers: Mapping[str, str]) -> Response | None:
-        """Checks that need no body: Host, CORS preflight, body size, and the token where a write is certain.
+        """Checks that need no body: Host, CORS preflight, a token for any request beyond loopback
+        (:mod:`pcm.endpoint.access`), body size, and the write token where a write is certain.
 
         Refusing here, before the body is read, means no ``100 Continue`` is sent: a client without the token,
         or with a body over the cap, is not asked to upload it.
@@ -197,6 +202,10 @@ class App:
             return json_error(403, "this server answers only on its loopback name (Host header refused)")
         if method == "OPTIONS":
             return Response(204, {"Allow": METHODS})
+        if not may_read(self.config, headers):
+            return replace(json_error(
+                401, "this server listens beyond loopback: reads need its read token "
+                     "(Authorization: Bearer <token>)", **{"WWW-Authenticate": CHALLENGE}), close=True)
         length = headers.get("Content-Length")
         try:
             size = int(length) if length else 0
@@ -392,11 +401,14 @@ class App:
                 501, f"read this memory's graphs from its store at {self.memory.settings.store_url}, "
                      "or with CONSTRUCT queries at /query")
         params = [(k, v) for k, v in request.params if k in _GSP_PARAMS]
-        target = "/store" + ("?" + "&".join(f"{k}={_quote(v)}" if v else k for k, v in params) if params else "")
+        target = store_target(self.public_url + "/store", params)
         if request.method in ("GET", "HEAD"):
             return await self._graph_store_read(request, target)
         if request.method not in ("PUT", "POST", "DELETE"):
             return text_error(405, f"{request.method} is not a Graph Store Protocol method", Allow="GET, HEAD, PUT, POST, DELETE")
+        refused = await self._refuse_upload(request)
+        if refused is not None:
+            return refused
         headers = {"Content-Type": request.header("Content-Type")} if request.header("Content-Type") else {}
         try:
             answer = await self.upstream.fetch(
@@ -414,6 +426,17 @@ class App:
             return text_error(answer.status, _one_line(answer.body))
         await self._after_write()
         return Response(answer.status, {}, answer.body)
+
+    async def _refuse_upload(self, request: Request) -> Response | None:
+        """A body over the memory's RDF limits, or declaring DTD entities, never reaches the engine
+        (:mod:`pcm.endpoint.uploads`); read in a worker thread, as a body may take a second to parse."""
+        from starlette.concurrency import run_in_threadpool
+
+        refused = await run_in_threadpool(
+            refuse_upload, request.body, request.header("Content-Type"), RdfLimits.of(self.memory.settings),
+            base_iri=self.public_url + "/store",
+        )
+        return text_error(*refused) if refused is not None else None
 
     async def _graph_store_read(self, request: Request, target: str) -> Response:
         """Stream the graph (or dataset) through without buffering: a dump may be far larger than a result."""
@@ -706,17 +729,13 @@ def _one_line(body: bytes) -> str:
     return line[:500] if line else "the SPARQL engine refused the request"
 
 
-def _quote(value: str) -> str:
-    from urllib.parse import quote
-
-    return quote(value, safe="")
-
-
 def _json_body(body: bytes) -> Any:
     try:
         return json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"the body is not JSON: {exc}") from exc
+    except RecursionError:  # thousands of nested brackets: Python's parser gives up before the stack does
+        raise InputError("the body is nested too deeply to be read as JSON") from None
 
 
 def validated(model: type[M], data: object) -> M:

@@ -24,7 +24,7 @@ class ServeClient:
 
     def __init__(self, info: ServerInfo, *, token: str = "", timeout: float = 600.0) -> None:
         self.info = info
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        headers = info.auth(token)
         self._http = httpx.Client(base_url=info.api_url, headers=headers, timeout=timeout)
 
     def close(self) -> None:

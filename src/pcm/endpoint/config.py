@@ -19,6 +19,10 @@ class ServeConfig:
     bind: str = DEFAULT_BIND
     #: Bearer token required for updates, Graph Store writes and ingest; empty means the server is read-only.
     token: str = ""
+    #: Bearer token required for reads when the server listens beyond loopback (the write token is taken too).
+    read_token: str = ""
+    #: Beyond loopback, answer reads without a token: chosen on purpose (``--public-read``), never a default.
+    public_read: bool = False
     #: Origin allowed to call the server from a browser page (``*`` for any); empty means CORS is off.
     cors: str = ""
     #: Hard limit for one query, enforced by the front (and by restarting the engine if it does not stop).
@@ -33,6 +37,16 @@ class ServeConfig:
     grace: float = 1.0
     #: Serve MCP over streamable HTTP at ``/mcp`` (writes through it need the token, like every write).
     mcp: bool = True
+    #: Connections and requests at once before new requests are answered 503 (uvicorn's ``limit_concurrency``).
+    max_connections: int = 64
+    #: Seconds an idle keep-alive connection is kept open (uvicorn's ``timeout_keep_alive``).
+    idle_timeout: int = 60
+    #: Seconds a request head may take, from the connection (or its first byte after an idle keep-alive).
+    head_timeout: float = 10.0
+    #: Seconds a request body may stall between two pieces before the request is answered 408.
+    body_timeout: float = 30.0
+    #: Largest request head (request line and headers) in bytes (h11's ``max_incomplete_event_size``).
+    max_head: int = 64 * 1024
 
     @property
     def host(self) -> str:
@@ -49,6 +63,19 @@ class ServeConfig:
     @property
     def writable(self) -> bool:
         return bool(self.token)
+
+    @property
+    def reads_need_token(self) -> bool:
+        """Beyond loopback every read needs a token, unless reads were made public on purpose."""
+        return not self.loopback and not self.public_read
+
+    def check_access(self) -> None:
+        """Refuse to serve beyond loopback with reads nobody chose to open or close."""
+        if self.reads_need_token and not self.read_token:
+            raise UsageError(
+                f"--bind {self.bind} is beyond loopback, where every read needs a token: give --read-token "
+                "(or PCM_READ_TOKEN), or --public-read to let anyone who reaches it read the memory"
+            )
 
 
 def split_bind(bind: str) -> tuple[str, int]:

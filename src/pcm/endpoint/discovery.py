@@ -28,6 +28,10 @@ class ServerInfo:
     """True when the owner configured a token: writes need it. False means the server is read-only over HTTP."""
     memory: str
     started: str
+    read_token: str = ""
+    """The token reads need when the server listens beyond loopback ("" when they need none), so the owner's
+    commands read through it. Kept here because this file is the owner's alone, inside the owner's memory
+    directory (pcm.private): whoever can read it can read the store's files themselves."""
 
     @property
     def query_url(self) -> str:
@@ -48,7 +52,15 @@ class ServerInfo:
         return self.url + "/api"
 
     def as_json(self) -> dict[str, object]:
-        return {**asdict(self), "query_url": self.query_url, "store_url": self.store_url, "api_url": self.api_url}
+        """What a command may print: the read token left out."""
+        shown = {k: v for k, v in asdict(self).items() if k != "read_token"}
+        return {**shown, "query_url": self.query_url, "store_url": self.store_url, "api_url": self.api_url}
+
+    def auth(self, token: str = "") -> dict[str, str]:
+        """The ``Authorization`` header for a command's calls: its own token (the write token also reads), else
+        the server's read token; none when neither is set."""
+        chosen = token or self.read_token
+        return {"Authorization": f"Bearer {chosen}"} if chosen else {}
 
 
 def write_info(memory_path: Path, info: ServerInfo) -> Path:
@@ -80,6 +92,7 @@ def read_info(path: Path) -> ServerInfo | None:
             token_required=bool(data["token_required"]),
             memory=str(data.get("memory", "")),
             started=str(data.get("started", "")),
+            read_token=str(data.get("read_token", "")),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -109,7 +122,7 @@ def discover(memory_path: Path, *, probe: bool = True, timeout: float = 1.0) -> 
     import httpx  # only here: reading the file is on every command's path, probing is not
 
     try:
-        response = httpx.get(info.url + "/api/health", timeout=timeout)
+        response = httpx.get(info.url + "/api/health", headers=info.auth(), timeout=timeout)
         health = response.json()
     except (httpx.HTTPError, ValueError):
         return None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, urlencode, urljoin
 
 import pyoxigraph as ox
 
@@ -70,6 +70,16 @@ class Operation:
         the first line are put back with :func:`user_positions`.
         """
         return base_prefix(base) + self.text
+
+
+def store_target(base: str, params: list[tuple[str, str]]) -> str:
+    """The Graph Store Protocol path and query string for the engine: a relative ``graph=`` IRI is resolved
+    against ``base``, the front's own ``/store`` address (RFC 3986, as the protocol resolves it against the request
+    URI), so the engine's hidden port never names a graph nor appears in an error."""
+    resolved = [(k, urljoin(base, v) if k == "graph" and v else v) for k, v in params]
+    if not resolved:
+        return "/store"
+    return "/store?" + "&".join(f"{k}={_quote(v)}" if v else k for k, v in resolved)
 
 
 def base_prefix(base: str) -> str:

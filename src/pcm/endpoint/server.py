@@ -26,6 +26,7 @@ from pcm.backend import Backend, Capabilities, PurgeScope, QueryIsolation, Query
 from pcm.backend_remote import RemoteBackend
 from pcm.endpoint.app import App
 from pcm.endpoint.config import ServeConfig
+from pcm.endpoint.connections import protocol_class
 from pcm.endpoint.discovery import ServerInfo, discover, remove_info, write_info
 from pcm.endpoint.drain import ExtractionWorker
 from pcm.endpoint.engine import Engine, Watchdog
@@ -35,12 +36,11 @@ from pcm.errors import LLMError, MemoryLockedError, QueryError, UsageError
 from pcm.layout import DatasetLayout
 from pcm.manifest import Manifest
 from pcm.memory import QUEUED, STORE_DIR, Memory
+from pcm.private import Hold, hold
 from pcm.settings import Settings
 
 log = logging.getLogger(__name__)
 
-#: Seconds a client connection may sit idle between requests before the front closes it.
-CLIENT_IDLE_S = 60
 #: Seconds a stopping server waits for requests in flight before closing their connections.
 SHUTDOWN_GRACE_S = 5
 
@@ -150,6 +150,7 @@ class PcmServer:
         self.info: ServerInfo | None = None
         self.extraction: ExtractionWorker | None = None
         """The background extraction worker, when posts are queued for extraction (``PCM_EXTRACTION``)."""
+        self._private: Hold | None = None
 
     def mount(self, path: str, app: ASGIApp, *, lifespan: Lifespan | None = None) -> None:
         """Serve another ASGI application under ``path`` (e.g. the MCP server at ``/mcp``); call before start.
@@ -172,10 +173,13 @@ class PcmServer:
     def start(self) -> None:
         """Take the store, open the memory, bind the front, then announce the server in ``serve.json``."""
         path = self.settings.memory
+        self.config.check_access()  # beyond loopback, reads closed by a token or opened on purpose
         Manifest.load(path)  # a clear "no memory" error before anything starts
         running = discover(path)
         if running is not None:
             raise MemoryLockedError(f"memory {path} is already served by pid {running.pid} at {running.url}")
+        # owner-only files before the engine starts: the child inherits the umask (pcm.private)
+        self._private = hold(path)
         try:
             if self.settings.store_url:
                 self._open_external()
@@ -197,6 +201,7 @@ class PcmServer:
             token_required=self.config.writable,
             memory=str(path),
             started=datetime.now(UTC).isoformat(timespec="seconds"),
+            read_token=self.config.read_token if self.config.reads_need_token else "",
         )
         write_info(path, self.info)
         self._start_extraction()
@@ -269,14 +274,18 @@ class PcmServer:
         if self.config.mcp:
             self._mount_mcp()
         self.asgi = create_app(self.app, mounted=self._mounted)
+        limits = self.config
         config = uvicorn.Config(
             self.asgi,
+            http=protocol_class(limits.head_timeout),  # h11, with a deadline for the request head
             log_config=None,
             log_level=logging.INFO if self.verbose else logging.WARNING,
             access_log=self.verbose,
             proxy_headers=False,
             server_header=False,
-            timeout_keep_alive=CLIENT_IDLE_S,
+            limit_concurrency=limits.max_connections,
+            timeout_keep_alive=limits.idle_timeout,
+            h11_max_incomplete_event_size=limits.max_head,
             timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
             lifespan="on",
         )
@@ -339,6 +348,9 @@ class PcmServer:
         if self.engine is not None:
             self.engine.stop()
             self.engine = None
+        if self._private is not None:
+            self._private.release()
+            self._private = None
 
     def __enter__(self) -> PcmServer:
         self.start()

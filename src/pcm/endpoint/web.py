@@ -9,6 +9,10 @@ only connects them to the front's rules:
   asked to upload it. It also adds the security and CORS headers to every answer, mounted applications included.
 * Each route reads the body (up to the cap, for chunked bodies too), calls its handler, and turns the
   :class:`~pcm.endpoint.app.Response` into Starlette's, with ``Server-Timing`` when the engine was involved.
+* The Guard also bounds how long a body may stall between two pieces (``body_timeout``: answered 408, connection
+  closed), and a client that goes away in the middle of its body is one log line, not an ASGI traceback: both are
+  the client's doing, for every route and mounted application alike. The head's deadline and the connection
+  limits are uvicorn's (:mod:`pcm.endpoint.connections`).
 
 Other ASGI applications (the MCP server's streamable HTTP endpoint, for one) are served beside the front with
 :class:`Mounted` entries given to :func:`create_app` (or ``PcmServer.mount``): they get the same Guard, and their
@@ -17,7 +21,9 @@ lifespan, if they have one, runs with the server's.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
@@ -26,6 +32,7 @@ from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers, MutableHeaders
+from starlette.requests import ClientDisconnect
 from starlette.requests import Request as StarletteRequest
 from starlette.responses import Response as StarletteResponse
 from starlette.responses import StreamingResponse
@@ -40,6 +47,34 @@ ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
 _STARTED = "pcm.started_ns"
 
 Lifespan = Callable[[Starlette], contextlib.AbstractAsyncContextManager[object]]
+
+log = logging.getLogger(__name__)
+
+
+class BodyStalled(Exception):
+    """No piece of the request body arrived within the body timeout."""
+
+
+class BodyDeadline:
+    """``receive`` with a deadline on each piece of the request body; after its last piece (or for a request
+    without one) it waits as long as the application likes, for the disconnect a streamed answer listens for."""
+
+    def __init__(self, receive: Receive, timeout: float) -> None:
+        self.receive = receive
+        self.timeout = timeout
+        self.body_done = False
+
+    async def __call__(self) -> Message:
+        if self.body_done:
+            return await self.receive()
+        try:
+            async with asyncio.timeout(self.timeout):
+                message = await self.receive()
+        except TimeoutError:
+            raise BodyStalled from None
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            self.body_done = True
+        return message
 
 
 @dataclass(frozen=True)
@@ -87,7 +122,31 @@ class Guard:
         if refused is not None:
             await starlette_response(refused)(scope, receive, send_decorated)
             return
-        await self.app(scope, receive, send_decorated)
+        started = False
+
+        async def send_watched(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send_decorated(message)
+
+        try:
+            await self.app(scope, BodyDeadline(receive, self.front.config.body_timeout), send_watched)
+        except ClientDisconnect:
+            log.info("%s: the client went away before sending its whole body", _request_line(scope))
+        except BodyStalled:
+            limit = self.front.config.body_timeout
+            log.info("%s: the body stalled for %g s; answered 408", _request_line(scope), limit)
+            if not started:
+                stalled = json_error(408, f"the request body stalled: no data for {limit:g} s")
+                stalled.close = True
+                await starlette_response(stalled)(scope, receive, send_decorated)
+
+
+def _request_line(scope: Scope) -> str:
+    """``POST /api/ask from 127.0.0.1:53012``: which request a log line is about."""
+    client = scope.get("client")
+    peer = f"{client[0]}:{client[1]}" if client else "a client"
+    return f"{scope['method']} {scope['path']} from {peer}"
 
 
 def starlette_response(response: Response) -> StarletteResponse:

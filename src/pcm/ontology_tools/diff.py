@@ -297,7 +297,7 @@ def data_from_file(path: Path) -> QueryRunner:
     from pcm.rdfio import detect_rdf_format, load_staging
 
     fmt = detect_rdf_format(path, None)
-    staging = load_staging(path.read_bytes(), fmt, name=path.name, base_iri=path.resolve().as_uri())
+    staging = load_staging(path, fmt, name=path.name, base_iri=path.resolve().as_uri())
     store = ox.Store()
     target = ox.NamedNode(LEGACY_LAYOUT.import_graph("data"))
 

@@ -38,6 +38,7 @@ from pcm.namespaces import (
     SIOC,
 )
 from pcm.ontology import Ontology, load_ontology, ontology_digest
+from pcm.rdfbridge import to_rdflib
 from pcm.resources import render_query
 from pcm.sparql import values_clause
 
@@ -364,17 +365,7 @@ def _node_id(node: ox.NamedNode | ox.BlankNode) -> str:
 
 
 def _rdflib_graph(quads: Sequence[ox.Quad]) -> rdflib.Graph:
-    graph = rdflib.Graph()
-    if quads:
-        triples = [ox.Quad(q.subject, q.predicate, q.object) for q in quads]
-        graph.parse(data=_ntriples(triples), format="nt")
-    return graph
-
-
-def _ntriples(triples: Sequence[ox.Triple] | Sequence[ox.Quad]) -> str:
-    data = ox.serialize(triples, format=ox.RdfFormat.N_TRIPLES)
-    assert data is not None, "pyoxigraph returns the bytes when given no output"
-    return data.decode("utf-8")
+    return to_rdflib(quads)  # term by term: an N-Triples round trip grew with the square of a literal's length
 
 
 def _context(memory: MemoryContext, quads: Sequence[ox.Quad]) -> rdflib.Graph:
@@ -384,7 +375,7 @@ def _context(memory: MemoryContext, quads: Sequence[ox.Quad]) -> rdflib.Graph:
     for start in range(0, len(nodes), 400):
         result = memory.backend.query(render_query("node_context", nodes=values_clause("n", nodes[start : start + 400])))
         if isinstance(result, list) and result:
-            context.parse(data=_ntriples(result), format="nt")
+            to_rdflib(result, context)
     return context
 
 
