@@ -86,9 +86,13 @@ def extract(memory: Memory, client: LlamaCppClient, out: Path, minutes: float, o
         if time.perf_counter() - started > minutes * 60:
             break
         began = time.perf_counter()
-        line = f"  {session}: {{}}/{len(iris)}"
-        run = extract_posts(memory.context, iris, client=client, output=output, concurrency=1,
-                            progress=lambda n, line=line: print(line.format(n), flush=True))
+        finished = [0]
+
+        def progress(n: int, finished: list[int] = finished, session: str = session, total: int = len(iris)) -> None:
+            finished[0] += n
+            print(f"  {session}: {finished[0]}/{total}", flush=True)
+
+        run = extract_posts(memory.context, iris, client=client, output=output, concurrency=1, progress=progress)
         memory.sync_index()
         report = run.as_json()
         done[session] = {"posts": len(iris), "seconds": round(time.perf_counter() - began, 1), **{

@@ -8,7 +8,7 @@ from datetime import date, datetime
 import pyoxigraph as ox
 import pytest
 
-from pcm.extraction.grounding import Grounding, Said
+from pcm.extraction.grounding import NAME_COVERAGE, Grounding, Said
 from pcm.extraction.said_dates import said_dates
 from pcm.namespaces import PREFIXES
 from pcm.ontology import load_ontology
@@ -189,3 +189,12 @@ def test_names_in_other_scripts_are_matched_not_erased(grounding: Grounding) -> 
     assert {"barsik", "tokyo"} <= subjects(grounding.ground(triples(turtle), said).triples)
     invented = grounding.ground(triples(turtle.replace("Барсик", "Мурзик")), said).triples
     assert "barsik" not in subjects(invented)
+
+
+def test_a_short_form_grounds_a_word_never_a_name_or_a_filler_word() -> None:
+    said = Said.of("I took Biscuit to the vet, any time is fine, and I got the info.", WHEN)
+    assert said.supports("veterinarian", NAME_COVERAGE, first_is_name=False)
+    assert said.supports("information", NAME_COVERAGE, first_is_name=False)
+    assert not said.supports("Anytown", NAME_COVERAGE)  # "any" is said, the town is not
+    assert not said.has_word("anytime")  # a filler word is nobody's short form
+    assert not said.supports("Vetville", NAME_COVERAGE)  # a name is said as it is written

@@ -11,9 +11,12 @@ fresh rdflib blank node per call, as a parse would make it.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import pyoxigraph as ox
-import rdflib
+
+if TYPE_CHECKING:  # imported where a graph is built: the CLI's start must not pay for rdflib (test_cli_start)
+    import rdflib
 
 XSD_STRING = "http://www.w3.org/2001/XMLSchema#string"
 
@@ -24,6 +27,8 @@ def to_rdflib(triples: Iterable[ox.Quad | ox.Triple], graph: rdflib.Graph | None
     Raises :class:`ValueError` for what rdflib cannot hold: RDF 1.2 triple terms and literals with a base
     direction.
     """
+    import rdflib
+
     target = rdflib.Graph() if graph is None else graph
     blanks: dict[str, rdflib.BNode] = {}
 

@@ -170,10 +170,14 @@ class Said:
             dates=dates, clock_hours=frozenset(_hours(folded)),
         )
 
-    def has_word(self, word: str) -> bool:
+    def has_word(self, word: str, *, short_forms: bool = True) -> bool:
+        """Whether ``word`` (folded) was said: as it is, by its stem, by a short form said for it (``short_forms``;
+        never a filler word: "any" is not said for "anytown"), or within a typo of a said word."""
         if word in self.words or stem(word) in self.stems:
             return True
-        if len(word) >= 6 and any(word.startswith(w) for w in self.words if len(w) >= 3):
+        if short_forms and len(word) >= 6 and any(
+            word.startswith(w) for w in self.words if len(w) >= 3 and w not in _FILLER
+        ):
             return True  # a short form said for the full word: "vet" for "veterinarian", "info" for "information"
         if len(word) < 5:
             return False
@@ -198,7 +202,9 @@ class Said:
         if not all(self.has_any_number(n) for n in _DIGITS.findall(text)):
             return False
         for i, token in enumerate(_TOKEN.findall(_DIGITS.sub(" ", text))):
-            if token[:1].isupper() and (i > 0 or first_is_name) and len(token) > 1 and not self.has_word(fold(token)):
+            # a name is said as it is written (or within a typo): a short form is a word's, not a name's
+            if (token[:1].isupper() and (i > 0 or first_is_name) and len(token) > 1
+                    and not self.has_word(fold(token), short_forms=False)):
                 return False
         return self.coverage(value) >= need - 1e-9
 
