@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
+#: The W3C RDF and SPARQL test files the suite reads, vendored with their licence (fixtures/w3c/README.md).
+W3C_RDF_TESTS = REPO / "tests" / "fixtures" / "w3c" / "w3c-rdf-tests"
 
 
 def shared_path(*parts: str) -> Path:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pyoxigraph as ox
 import pytest
 
+from conftest import W3C_RDF_TESTS
 from pcm.backend_local import LocalBackend, store_fingerprint
 from pcm.errors import QueryError
 from pcm.retrieval.safety import (
@@ -26,8 +27,7 @@ from pcm.retrieval.safety import (
 from pcm.sparql import check_read_only as regex_check_read_only
 from pcm.sparql.query import rdflib_shape as _rdflib_shape
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-SPARQL11 = SHARED / "conformance" / "w3c-rdf-tests" / "sparql" / "sparql11"
+SPARQL11 = W3C_RDF_TESTS / "sparql" / "sparql11"
 MF = "http://www.w3.org/2001/sw/DataAccess/tests/test-manifest#"
 
 
@@ -160,8 +160,6 @@ def test_negated_patterns_are_not_evidence() -> None:
 
 
 def _syntax_tests() -> list[tuple[str, Path]]:
-    if not SPARQL11.is_dir():
-        return []
     tests = []
     for manifest in sorted(SPARQL11.glob("*/manifest.ttl")):
         store = ox.Store()
@@ -178,7 +176,6 @@ def _syntax_tests() -> list[tuple[str, Path]]:
 SYNTAX_TESTS = _syntax_tests()
 
 
-@pytest.mark.skipif(not SYNTAX_TESTS, reason="../shared/conformance SPARQL 1.1 suites not available")
 @pytest.mark.parametrize(("kind", "path"), SYNTAX_TESTS, ids=[f"{p.parent.name}/{p.name}" for _, p in SYNTAX_TESTS])
 def test_w3c_syntax_suite_through_the_checker(kind: str, path: Path) -> None:
     text = path.read_text(encoding="utf-8")
@@ -196,8 +193,6 @@ def test_w3c_syntax_suite_through_the_checker(kind: str, path: Path) -> None:
 
 
 def test_the_w3c_suite_is_all_there() -> None:
-    if not SYNTAX_TESTS:
-        pytest.skip("../shared/conformance SPARQL 1.1 suites not available")
     kinds = {k for k, _ in SYNTAX_TESTS}
     assert {"PositiveSyntaxTest11", "NegativeSyntaxTest11", "PositiveUpdateSyntaxTest11"} <= kinds
     assert len(SYNTAX_TESTS) > 150

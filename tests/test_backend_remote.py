@@ -606,6 +606,7 @@ def on_virtuoso(virtuoso: str) -> Iterator[RemoteBackend]:
     backend.close()
 
 
+@pytest.mark.engine
 def test_virtuoso_is_detected_and_answers_like_local(on_virtuoso: RemoteBackend, local: LocalBackend) -> None:
     assert on_virtuoso.engine == "virtuoso" and on_virtuoso.update_url.endswith("/sparql-auth")
     named = [q for q in sample_quads() if not isinstance(q.graph_name, ox.DefaultGraph)]
@@ -619,6 +620,7 @@ def test_virtuoso_is_detected_and_answers_like_local(on_virtuoso: RemoteBackend,
     assert on_virtuoso.query(f"ASK {{ <{EX}alice> <{EX}knows> <{EX}bob> }}") is True
 
 
+@pytest.mark.engine
 def test_virtuoso_takes_blank_nodes_and_big_writes(on_virtuoso: RemoteBackend, tmp_path: Path) -> None:
     """Blank nodes are skolemised on the way in and come back as blank nodes; 2,500 quads go in batches of 1,000;
     update text with blank nodes (as the ontology's replacement sends) is skolemised too."""
@@ -644,6 +646,7 @@ def test_virtuoso_takes_blank_nodes_and_big_writes(on_virtuoso: RemoteBackend, t
     assert len(list(on_virtuoso.quads())) == len(quads) + 2
 
 
+@pytest.mark.engine
 def test_virtuoso_answers_cut_at_its_row_limit_are_errors(tmp_path: Path) -> None:
     """A stock Virtuoso cuts answers at ResultSetMaxRows: a SELECT says so in a header, a graph read says nothing;
     both become errors instead of short results."""

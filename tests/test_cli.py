@@ -73,6 +73,7 @@ def test_errors_are_one_line_with_distinct_exit_codes(mem: Path, tmp_path: Path)
     assert stats["posts"] == 0  # nothing changed after the failed ingest
 
 
+@pytest.mark.slow
 def test_export_import_and_forget(mem: Path, tmp_path: Path) -> None:
     run(["ingest", "--text", "hello there", "--at", "2025-01-01T09:00", "--session", "s1"], mem, cwd=tmp_path)
     dump = tmp_path / "dump.nq"
@@ -92,6 +93,7 @@ def test_help_shows_an_example(tmp_path: Path) -> None:
         assert "Example" in out.stdout, cmd
 
 
+@pytest.mark.slow
 def test_commands_go_through_a_running_server(mem: Path, tmp_path: Path) -> None:
     """While `pcm serve` holds the memory's lock, CLI commands reach it through the server instead of failing."""
     from pcm.settings import Settings

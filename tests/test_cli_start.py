@@ -111,6 +111,7 @@ def served(stored: Path) -> Iterator[str]:
             proc.wait()
 
 
+@pytest.mark.slow  # with the next test: one `pcm serve` for both
 def test_ask_and_recall_go_through_a_running_server_without_loading_the_model(stored: Path, served: str) -> None:
     out, imported = _run(stored, "ask", "What is my dog called?")
     assert "Biscuit" in out and f"answered by pcm serve at {served}" in out
@@ -123,6 +124,7 @@ def test_ask_and_recall_go_through_a_running_server_without_loading_the_model(st
     assert json.loads(out)["evidence"]["posts"][0]["source_id"] == "m-1"
 
 
+@pytest.mark.slow
 def test_a_server_error_is_one_line_with_its_exit_code(stored: Path, served: str) -> None:
     out = subprocess.run([sys.executable, "-m", "pcm.cli", "--memory", str(stored), "recall", " "],
                          capture_output=True, text=True, env=_env(), timeout=600)

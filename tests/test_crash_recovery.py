@@ -37,6 +37,7 @@ from pcm.settings import Settings
 DRIVER = Path(__file__).with_name("fault_driver.py")
 SAMPLES = samples_dir()
 WORK, FAMILY, PURCHASE = SAMPLES / "01-work.json", SAMPLES / "02-family.json", SAMPLES / "03-purchase.json"
+pytestmark = pytest.mark.slow  # every case kills a child process and reopens what it left
 EXTRACTION = [f'm:item-{n} a pcm:Pet ; rdfs:label "Pet {n}" .\nm:owner pcm:hasPet m:item-{n} .'
               for n in range(8)] + ["Dana bought things and talked about them."]
 

@@ -62,6 +62,7 @@ def test_result_size_is_capped(limited: PcmServer) -> None:
     ],
 )
 @pytest.mark.timeout(90)
+@pytest.mark.slow
 def test_runaway_query_is_stopped_while_the_server_answers_others(limited: PcmServer, runaway: str) -> None:
     url = limited.url
     outcome: dict[str, object] = {}

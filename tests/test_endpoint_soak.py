@@ -32,6 +32,7 @@ def _counted_insert(round_no: int, client: str) -> str:
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_idle_gaps_longer_than_the_engine_keepalive_lose_nothing(tmp_path: Path) -> None:
     from rdflib.plugins.stores.sparqlstore import SPARQLUpdateStore
     from SPARQLWrapper import JSON, POST, SPARQLWrapper

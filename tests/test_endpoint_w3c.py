@@ -26,7 +26,7 @@ from tests.test_endpoint_support import TOKEN, build_memory, serving
 
 from pcm.endpoint.server import PcmServer
 
-SUITE = Path(__file__).resolve().parents[1].parent / "shared" / "conformance" / "w3c-rdf-tests" / "sparql" / "sparql11" / "protocol"
+SUITE = Path(__file__).resolve().parent / "fixtures" / "w3c" / "w3c-rdf-tests" / "sparql" / "sparql11" / "protocol"
 MF = rdflib.Namespace("http://www.w3.org/2001/sw/DataAccess/tests/test-manifest#")
 HT = rdflib.Namespace("http://www.w3.org/2011/http#")
 CNT = rdflib.Namespace("http://www.w3.org/2011/content#")

@@ -36,6 +36,7 @@ except ImportError:  # pragma: no cover - depends on the machine
     webdriver = None  # type: ignore[assignment]
 
 pytestmark = [
+    pytest.mark.browser,
     pytest.mark.slow,
     pytest.mark.skipif(webdriver is None, reason="selenium is not installed (pip install selenium)"),
     pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)"),

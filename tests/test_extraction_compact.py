@@ -384,6 +384,7 @@ def test_a_repeated_line_is_refused_once_the_budget_is_spent() -> None:
 
 
 @pytest.mark.skipif(not GGUF or not Path(GGUF).is_file(), reason="PCM_TEST_GGUF does not name a GGUF model file")
+@pytest.mark.model
 def test_llama_cpp_parses_the_grammar_and_holds_decoding_to_it() -> None:
     llama_cpp = pytest.importorskip("llama_cpp")
     from pcm.llm.grammar_first import LlamaGrammarSampler

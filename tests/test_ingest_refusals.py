@@ -198,6 +198,7 @@ def test_cli_refuses_a_long_text_with_exit_3(mem: Path, tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------------------ exit codes
 
 
+@pytest.mark.slow
 def test_a_write_to_a_served_memory_without_the_token_exits_4_for_every_command(mem: Path, tmp_path: Path) -> None:
     notes = tmp_path / "notes.json"
     notes.write_text(json.dumps([conversation("n", "hello")]))

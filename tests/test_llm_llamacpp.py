@@ -160,6 +160,7 @@ def test_auto_output_is_json_for_the_in_process_model(gguf: Path) -> None:
 
 @pytest.mark.skipif(not HAVE_LLAMA, reason="llama-cpp-python is not installed (pip install 'pcm[local]')")
 @pytest.mark.skipif(not GGUF or not Path(GGUF).is_file(), reason="PCM_TEST_GGUF does not name a GGUF model file")
+@pytest.mark.model
 def test_a_real_model_answers_inside_the_schema() -> None:
     import jsonschema
 
@@ -261,6 +262,7 @@ def test_grammars_made_per_call_are_kept_only_for_the_last_few_calls(gguf: Path)
 
 @pytest.mark.skipif(not HAVE_LLAMA, reason="llama-cpp-python is not installed (pip install 'pcm[local]')")
 @pytest.mark.skipif(not GGUF or not Path(GGUF).is_file(), reason="PCM_TEST_GGUF does not name a GGUF model file")
+@pytest.mark.model
 def test_the_bounded_grammar_loads_in_llama_cpp() -> None:
     """llama.cpp's own GBNF parser reads the generated grammar (only the model's vocabulary is loaded)."""
     from llama_cpp import Llama, LlamaGrammar
@@ -499,6 +501,7 @@ def both_paths(schema: JsonSchema, system: str, utterance: str, max_tokens: int)
 
 @needs_llama
 @needs_gguf
+@pytest.mark.model
 def test_a_real_model_writes_the_same_answer_on_both_paths_under_a_small_grammar() -> None:
     """A grammar whose opening the model would not write unprompted, so both the one-token check and the fallback
     to the whole vocabulary are taken."""
@@ -513,6 +516,7 @@ def test_a_real_model_writes_the_same_answer_on_both_paths_under_a_small_grammar
 
 @needs_llama
 @needs_gguf
+@pytest.mark.model
 def test_a_real_model_writes_the_same_extraction_on_both_paths() -> None:
     from pcm.extraction.jsonld import extraction_schema
     from pcm.ontology import load_ontology

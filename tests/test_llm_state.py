@@ -345,6 +345,7 @@ GGUF = os.environ.get("PCM_TEST_GGUF", "")
 
 @pytest.mark.skipif(not HAVE_LLAMA, reason="llama-cpp-python is not installed (pip install 'pcm[local]')")
 @pytest.mark.skipif(not GGUF or not Path(GGUF).is_file(), reason="PCM_TEST_GGUF does not name a GGUF model file")
+@pytest.mark.model
 def test_a_real_models_restored_state_gives_the_same_answer(tmp_path: Path) -> None:
     """llama.cpp's sequence state written by one model object and read by another: the same greedy answer as a
     model that read the whole prompt."""

@@ -66,6 +66,7 @@ async def _remember_recall_ask(client: Client) -> str:
 # -- stdio: `pcm mcp` as an assistant starts it ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_pcm_mcp_over_stdio(tmp_path: Path) -> None:
     path = tmp_path / "memory"
     Memory.init(Settings(memory=path, index_enabled=False), owner="Dana").close()

@@ -48,6 +48,7 @@ def indexed(tmp_path: Path) -> Settings:
     return settings
 
 
+@pytest.mark.slow
 def test_a_killed_ingest_loses_nothing_and_the_index_catches_up(indexed: Settings) -> None:
     # the writer kills itself (SIGKILL) right after its 20th store write, before that utterance reaches the index
     env = {**os.environ, "PCM_FAULT_POINT": "store:20"}

@@ -17,7 +17,7 @@ from pcm.memory import Memory
 from pcm.settings import Settings
 from virtuoso_server import VIRTUOSO_PASSWORD, VIRTUOSO_USER, start_virtuoso
 
-ENGINES = ["oxigraph", "virtuoso"]
+ENGINES = ["oxigraph", pytest.param("virtuoso", marks=pytest.mark.engine)]
 
 
 @pytest.fixture(scope="module", params=ENGINES)

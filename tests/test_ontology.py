@@ -316,6 +316,7 @@ def test_load_errors_are_one_line_pcm_errors(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(shutil.which("java") is None, reason="HermiT needs java")
+@pytest.mark.engine
 def test_ontology_is_owl_consistent_under_hermit(
     onto: Ontology, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

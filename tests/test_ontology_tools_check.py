@@ -72,6 +72,7 @@ def codes(findings: list[Finding]) -> list[tuple[str, str]]:
 
 
 @needs_java
+@pytest.mark.engine
 def test_a_clean_small_ontology_passes_with_the_reasoner(tmp_path: Path) -> None:
     saved = tempfile.tempdir
     report = run_check(**small_project(tmp_path), reasoner=True)  # type: ignore[arg-type]
@@ -83,6 +84,7 @@ def test_a_clean_small_ontology_passes_with_the_reasoner(tmp_path: Path) -> None
 
 
 @needs_java
+@pytest.mark.engine
 def test_an_inconsistent_axiom_is_caught(tmp_path: Path) -> None:
     broken = SMALL + """
 pcm:Pet owl:disjointWith pcm:Plant .
@@ -98,6 +100,7 @@ pcm:rex a owl:NamedIndividual, pcm:Pet, pcm:Plant ; rdfs:label "Rex" ; rdfs:comm
 
 
 @needs_java
+@pytest.mark.engine
 def test_an_unsatisfiable_class_is_named(tmp_path: Path) -> None:
     broken = SMALL + """
 pcm:Pet owl:disjointWith pcm:Plant .
@@ -112,6 +115,7 @@ pcm:Chimera a owl:Class ; rdfs:label "Chimera" ; rdfs:comment "Both a pet and a 
 
 
 @needs_java
+@pytest.mark.engine
 @pytest.mark.slow
 def test_an_unsatisfiable_class_is_explained_within_the_whole_ontology(tmp_path: Path) -> None:
     from pcm.ontology_tools.explain import explain_unsatisfiable
@@ -296,6 +300,7 @@ IMPORTING = SMALL.replace(
 
 
 @needs_java
+@pytest.mark.engine
 def test_imports_are_read_through_an_xml_catalog_from_local_files(tmp_path: Path) -> None:
     if not (VOCAB / "skos.nq").is_file():
         pytest.skip("../shared/vocab/skos.nq is not available")
@@ -314,6 +319,7 @@ def test_imports_are_read_through_an_xml_catalog_from_local_files(tmp_path: Path
 
 
 @needs_java
+@pytest.mark.engine
 def test_the_reasoner_sees_the_imported_axioms_through_a_toml_catalog(tmp_path: Path) -> None:
     vocab = tmp_path / "vocab" / "kinds.ttl"
     vocab.parent.mkdir()
@@ -332,6 +338,7 @@ def test_the_reasoner_sees_the_imported_axioms_through_a_toml_catalog(tmp_path: 
     assert [f.code for f in report.errors] == ["inconsistent"], report.text()
 
 
+@pytest.mark.engine  # HermiT runs too (java), though the import finding is the point
 def test_an_unresolved_import_is_one_finding_not_a_traceback(tmp_path: Path) -> None:
     project = small_project(tmp_path, IMPORTING)
     args = ["check", "--ontology", str(project["ontology_dir"]), "--queries", str(project["queries_dir"]),

@@ -100,6 +100,7 @@ def test_cli_docs_writes_the_chosen_formats(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium is not installed (apt-get install chromium)")
+@pytest.mark.browser
 def test_docs_open_in_headless_chromium(site: Path, tmp_path: Path) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "ontology-docs.png"

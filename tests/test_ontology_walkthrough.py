@@ -87,6 +87,7 @@ def fresh_process(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(memory_module, "_VALIDATOR", None)
 
 
+@pytest.mark.slow
 def test_the_walkthrough_runs_as_written(checkout: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     memory = tmp_path / "dana-memory"
     ran = 0

@@ -92,6 +92,7 @@ def test_pcm_sparql_reports_the_memory_bound(sample_memory: Path) -> None:
     assert "200 MB" in out.stderr and "Traceback" not in out.stderr
 
 
+@pytest.mark.slow
 def test_pcm_ask_stops_a_runaway_generated_query_and_says_so(sample_memory: Path, tmp_path: Path) -> None:
     script = tmp_path / "replies.json"
     runaway = RUNAWAY["aggregate over a cross product"]

@@ -26,6 +26,7 @@ from pcm.memory import Memory
 from pcm.settings import Settings
 from virtuoso_server import VIRTUOSO_PASSWORD, VIRTUOSO_USER, start_virtuoso
 
+pytestmark = pytest.mark.slow  # a store server and a `pcm serve` in front of it, per engine
 REPO = Path(__file__).resolve().parents[1]
 TOKEN = "front-secret"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -33,7 +34,7 @@ BISCUIT = "I adopted a beagle called Biscuit"
 RIVER = "We walk along the river every Sunday"
 
 
-@pytest.fixture(scope="module", params=["oxigraph", "virtuoso"])
+@pytest.fixture(scope="module", params=["oxigraph", pytest.param("virtuoso", marks=pytest.mark.engine)])
 def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
     location = tmp_path_factory.mktemp(request.param)
     if request.param == "oxigraph":

@@ -6,7 +6,7 @@ are anchored, projected variables) as rdflib wherever it does not defer. Two sou
 - generated ones (hypothesis, derandomised): prologues, every graph-pattern form the fast path claims (groups,
   OPTIONAL, UNION, MINUS, GRAPH, FILTER [NOT] EXISTS, BIND, VALUES, subqueries, property paths, blank node
   property lists), literals with escapes, language tags and datatypes; each must also pass Oxigraph's parser;
-- every query of the W3C SPARQL 1.1 suites in ../shared/conformance (the syntax tests and the evaluation tests'
+- every query of the W3C SPARQL 1.1 suites (vendored in tests/fixtures/w3c) (the syntax tests and the evaluation tests'
   queries): on valid ones the fast path agrees with rdflib or defers; invalid ones never reach it, because the
   checker's Oxigraph parse rejects them first.
 
@@ -23,11 +23,12 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from conftest import W3C_RDF_TESTS
 from pcm.sparql.check import QueryRefused, check_query
 from pcm.sparql.lexer import string_value, tokenize
 from pcm.sparql.query import QueryShape, _ShapeParser, _Unsupported, parse, query_shape, rdflib_shape
 
-SPARQL11 = Path(__file__).resolve().parents[1].parent / "shared" / "conformance" / "w3c-rdf-tests" / "sparql" / "sparql11"
+SPARQL11 = W3C_RDF_TESTS / "sparql" / "sparql11"
 MF = "http://www.w3.org/2001/sw/DataAccess/tests/test-manifest#"
 QT = "http://www.w3.org/2001/sw/DataAccess/tests/test-query#"
 #: Queries of the suite where rdflib is wrong and the fast path right (name -> what rdflib does).
@@ -241,6 +242,7 @@ PHASES = (Phase.explicit, Phase.reuse, Phase.generate)
 
 @settings(max_examples=300, deadline=None, derandomize=True, phases=PHASES, suppress_health_check=[HealthCheck.too_slow])
 @given(queries())
+@pytest.mark.slow
 def test_generated_queries_the_fast_path_reads_as_rdflib_does(text: str) -> None:
     try:
         check_query(text, policy=False)
@@ -284,8 +286,6 @@ def test_any_text_tokenizes_and_shapes_without_raising(text: str) -> None:
 
 def _w3c() -> tuple[list[Path], dict[Path, str]]:
     """Every query file the suites' manifests name (syntax tests and evaluation tests), and each one's test type."""
-    if not SPARQL11.is_dir():
-        return [], {}
     kinds: dict[Path, str] = {}
     for manifest in sorted(SPARQL11.glob("*/manifest.ttl")):
         store = ox.Store()
@@ -303,7 +303,6 @@ def _w3c() -> tuple[list[Path], dict[Path, str]]:
 W3C_FILES, W3C_KINDS = _w3c()
 
 
-@pytest.mark.skipif(not W3C_FILES, reason="../shared/conformance SPARQL 1.1 suites not available")
 def test_the_w3c_queries_read_the_same_by_both_parsers() -> None:
     counts = {"fast": 0, "deferred": 0, "fast only": 0, "rejected by the checker": 0, "rdflib wrong": 0}
     for path in W3C_FILES:

@@ -14,6 +14,7 @@ from pcm import faults
 from pcm.backend import Capabilities, PurgeScope, QueryIsolation, QueryResult, materialise
 from pcm.errors import MemoryClosedError, MemoryLockedError, QueryError
 from pcm.layout import LEGACY_LAYOUT, DatasetLayout
+from pcm.oserrors import resource_error, resource_errors
 
 
 class LocalBackend:
@@ -85,13 +86,14 @@ class LocalBackend:
         except SyntaxError as exc:
             raise QueryError(f"SPARQL syntax error: {exc}") from exc
         except OSError as exc:
-            raise QueryError(f"query failed: {exc}") from exc
+            raise resource_error(exc) or QueryError(f"query failed: {exc}") from exc
 
     def update(self, sparql: str) -> None:
         """Apply a SPARQL Update in one transaction; one that does not parse or fails to run raises QueryError.
 
         pyoxigraph reports a failed operation (CREATE of a graph that exists, DROP of one that does not) as a
-        RuntimeError and a failed LOAD or storage write as an OSError; the update then applied nothing.
+        RuntimeError and a failed LOAD or storage write as an OSError; the update then applied nothing. A write the
+        machine refused (a full disk, ...) is a ResourceError, not the query's fault.
         """
         store = self._store
         try:
@@ -99,7 +101,7 @@ class LocalBackend:
         except SyntaxError as exc:
             raise QueryError(f"SPARQL Update syntax error: {exc}") from exc
         except (RuntimeError, OSError) as exc:
-            raise QueryError(f"SPARQL Update failed: {exc}") from exc
+            raise resource_error(exc) or QueryError(f"SPARQL Update failed: {exc}") from exc
         faults.reached("store")
 
     def extend(self, quads: Sequence[ox.Quad]) -> None:
@@ -190,10 +192,14 @@ class LocalBackend:
         return quads
 
     def close(self) -> None:
-        """Flush and release the store; a second call does nothing."""
+        """Flush and release the store; a second call does nothing.
+
+        The store is released even when the flush is refused (a full disk): every write that returned is in
+        RocksDB's write-ahead log, which the next open replays, so the refusal says that nothing was lost."""
         handle, self._handle = self._handle, None
         if handle is not None and not self.read_only:
-            handle.flush()
+            with resource_errors(lambda: "the store's writes are kept in its log and replayed at the next open"):
+                handle.flush()
 
 
 def store_fingerprint(path: Path) -> str:

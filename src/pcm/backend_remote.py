@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import time
 import uuid
 from collections.abc import Generator, Iterable, Iterator, Sequence
@@ -60,6 +61,7 @@ from pcm.backend import (
 )
 from pcm.errors import InputError, MemoryClosedError, MemoryLockedError, PcmError, QueryError, UsageError
 from pcm.layout import LEGACY_LAYOUT, DatasetLayout
+from pcm.oserrors import refused_in_text
 from pcm.scope import scope_query, strip_hidden
 from pcm.sparql.lexer import apply_edits, tokenize
 from pcm.sparql.query import parse
@@ -79,6 +81,11 @@ DEFAULT_BATCH = 50_000
 VIRTUOSO_BATCH = 1_000
 #: The one column of the table Virtuoso answers an ASK with (one row ``1`` for true, no row for false).
 _VIRTUOSO_ASK = "__ASK_RETVAL"
+#: How a server says the account may not do what was asked: Virtuoso's SR186 (no right to run the procedure behind
+#: an update, e.g. "SR186:SECURITY: No permission to execute procedure DB.DBA.SPARQL_INSERT_DICT_CONTENT with user ID
+#: 107", a write sent without dba's credentials) and SR619 ("SPARUL INSERT access denied: database user 107 (SPARQL)
+#: has no write permission on graph ...").
+_DENIED = re.compile(r"\bSR186\b|\bSR619\b|No permission to execute|has no write permission", re.IGNORECASE)
 #: Service descriptions longer than this are not read (a root URL may answer with anything).
 _MAX_DESCRIPTION = 1_000_000
 _SD_LANGUAGE = ox.NamedNode("http://www.w3.org/ns/sparql-service-description#supportedLanguage")
@@ -316,18 +323,23 @@ class RemoteBackend:
         user: str = "",
         password: str = "",
         timeout: float = 30.0,
+        write_timeout: float | None = None,
         engine: str = "auto",
         batch: int | None = None,
         union_default_graph: bool | None = None,
         keepalive_expiry: float | None = None,
     ) -> None:
-        """``keepalive_expiry``: seconds a pooled connection may sit idle (httpx's default when None); shorter than
+        """``timeout``: seconds to wait for any answer (a query's own limit may be shorter); ``write_timeout``: for
+        the answer to a write (an update, a load; ``timeout`` when None), which a slow server takes longer to give.
+        ``keepalive_expiry``: seconds a pooled connection may sit idle (httpx's default when None); shorter than
         the server's own idle timeout when that server answers an idle connection with an unasked error."""
         if engine not in ENGINES:
             raise UsageError(f"store engine {engine!r}: expected one of {', '.join(ENGINES)}")
         if token and user:
             raise UsageError("a remote store takes a bearer token or a user and password, not both")
         self._timeout = timeout
+        self._write_timeout = timeout if write_timeout is None else write_timeout
+        self._anonymous = not (token or user)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         auth = ChallengeAuth(user, password) if user else None
         limits = httpx.Limits(keepalive_expiry=keepalive_expiry) if keepalive_expiry else httpx.Limits()
@@ -392,7 +404,8 @@ class RemoteBackend:
         except httpx.ReadTimeout as exc:
             if what == "query":
                 raise QueryError(_TIME_LIMIT) from exc
-            raise PcmError(f"the SPARQL server at {url} did not answer the {what} within {read:g} s") from exc
+            setting = " (PCM_STORE_WRITE_TIMEOUT)" if method == "POST" else ""
+            raise PcmError(f"the SPARQL server at {url} did not answer the {what} within {read:g} s{setting}") from exc
         except httpx.HTTPError as exc:
             reason = _one_line(str(exc)) or type(exc).__name__
             raise PcmError(f"cannot reach the SPARQL server at {url}: {reason}") from exc
@@ -408,6 +421,23 @@ class RemoteBackend:
         status = response.status_code
         if CANCELLED_MARKER in message:
             return QueryError(f"{_TIME_LIMIT} of the SPARQL server at {response.request.url.host}")
+        if _DENIED.search(message):  # the account may not do this (Virtuoso answers 400 or 500, not 403)
+            fix = "give a user allowed to write" if what != "query" else "give a user allowed to read"
+            return PcmError(
+                f"the SPARQL server at {response.request.url.host} refused the {what}: the account has no permission "
+                f"for it ({message}); {fix} (PCM_STORE_USER and PCM_STORE_PASSWORD)"
+            )
+        if self.profile.name == "virtuoso" and self._anonymous and what != "query":
+            # Virtuoso's anonymous account may not write: a big update fails to compile before the rights are checked
+            # (SP031, "the length of generated SQL text has exceeded ..."), so its message need not say why
+            return PcmError(
+                f"the SPARQL server at {response.request.url.host} refused the {what} sent without credentials "
+                f"(HTTP {status}: {message or response.reason_phrase}); Virtuoso's anonymous account has no permission "
+                "to write: give a user allowed to write (PCM_STORE_USER and PCM_STORE_PASSWORD)"
+            )
+        refused = refused_in_text(message) if status >= 500 else None
+        if refused is not None:  # the server's disk is full (or its files read-only): not the query's fault
+            return refused
         if status in (401, 403):
             return PcmError(
                 f"the SPARQL server at {response.request.url} refused the {what} (HTTP {status}): check the token, or the user and password"
@@ -519,13 +549,15 @@ class RemoteBackend:
 
     # -- writes ----------------------------------------------------------------------------------------------
 
-    def update(self, sparql: str) -> None:
+    def update(self, sparql: str, *, timeout: float | None = None) -> None:
         """POST a SPARQL Update: one request, which Oxigraph applies in one transaction (see the module
-        docstring for Virtuoso). Blank nodes in it are skolemised first where the profile asks."""
+        docstring for Virtuoso). Blank nodes in it are skolemised first where the profile asks. ``timeout``: seconds
+        to wait for the answer, instead of the write timeout."""
         sparql = (self.layout or LEGACY_LAYOUT).render(sparql)
         if self.profile.skolemise:
             sparql = skolemise_text(sparql)
-        response = self._send("POST", self.update_url, "update", **self._operation("update", sparql))
+        response = self._send("POST", self.update_url, "update", read_timeout=timeout or self._write_timeout,
+                              **self._operation("update", sparql))
         if response.status_code >= 400:
             raise self._refusal(response, "update")
         response.read()
@@ -577,7 +609,7 @@ class RemoteBackend:
                 "POST",
                 self.gsp_url,
                 f"load of {path}",
-                read_timeout=max(self._timeout, size_mb),
+                read_timeout=max(self._write_timeout, size_mb),
                 params=params,
                 content=body,
                 headers={"Content-Type": fmt.media_type},

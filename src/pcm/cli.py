@@ -1,9 +1,10 @@
 """The ``pcm`` command line. Each command is a thin shell over :class:`pcm.memory.Memory`.
 
-Exit codes scripts can trust, one meaning each across commands (the table in README.md): 0 ok, 1 generic failure,
-2 usage, 3 bad input, 4 memory locked (a write while `pcm serve` holds the memory, without its token, included),
-5 version or model mismatch (a write to a memory whose ontology differs from this pcm's included: run
-`pcm ontology migrate`), 6 no memory, 7 validation failed, 8 query refused or failed, 9 LLM error.
+Exit codes scripts can trust, one meaning each across commands (the table in docs/benchmarks.md): 0 ok, 1 generic
+failure, 2 usage, 3 bad input, 4 memory locked (a write while `pcm serve` holds the memory, without its token,
+included), 5 version or model mismatch (a write to a memory whose ontology differs from this pcm's included: run
+`pcm ontology migrate`), 6 no memory, 7 validation failed, 8 query refused or failed, 9 LLM error, 10 the machine
+refused (disk or quota full, permissions, read-only file system, out of memory).
 Human output goes through :func:`pcm.terminal.echo`, which escapes control characters in stored text.
 """
 
@@ -52,6 +53,13 @@ def handle_errors(func: F) -> F:
             if report:
                 echo(report, err=True, newlines=True)
             _fail(str(exc), exc.exit_code)
+        except (OSError, MemoryError, RuntimeError) as exc:  # a full disk, a quota, permissions, memory: one line
+            from pcm.oserrors import resource_error
+
+            refused = resource_error(exc)
+            if refused is None:
+                raise  # any other failure is a bug, and keeps its traceback
+            _fail(str(refused), refused.exit_code)
         except KeyboardInterrupt:
             _fail("interrupted", 130)
 
@@ -158,7 +166,7 @@ def running_server(ctx: click.Context, memory_path: Path | None, *, write: bool 
     from pcm.endpoint.discovery import discover
 
     settings = settings_for(ctx, memory_path)
-    if settings.store_url:
+    if on_server(settings):
         return None
     info = discover(settings.memory)
     if info is None:
@@ -178,7 +186,17 @@ def warm_server(ctx: click.Context, memory_path: Path | None) -> Link | None:
     from pcm.serve_link import find
 
     settings = settings_for(ctx, memory_path)
-    return None if settings.store_url else find(settings.memory, token=settings.token)
+    return None if on_server(settings) else find(settings.memory, token=settings.token)
+
+
+def on_server(settings: Settings) -> bool:
+    """Whether the memory lives on a SPARQL server (given, or recorded in its memory.toml): commands then reach
+    that server themselves, never a `pcm serve` over it."""
+    from pcm.manifest import MANIFEST, Manifest
+
+    if settings.store_url:
+        return True
+    return (settings.memory / MANIFEST).is_file() and bool(Manifest.load(settings.memory).store_url)
 
 
 class LazyGroup(click.Group):
@@ -329,18 +347,19 @@ def ingest(ctx: click.Context, memory_path: Path | None, files: tuple[Path, ...]
                 conversations[0].utterances[0] = replace(conversations[0].utterances[0], position=last[1] + 1)
         with progress_bar(total, "ingest") as bar:
             report = memory.ingest(conversations, progress=bar.update)
-    if as_json:
-        emit_json(report.as_json())
-    else:
-        echo(
-            f"ingested {report.added} new utterance(s) from {report.conversations} conversation(s)"
-            f" ({report.skipped} already stored); mode: {report.mode}"
-        )
-        if not settings.llm.enabled:
-            echo("no LLM configured (PCM_LLM=none): facts are not extracted yet; recall and ask use the utterances")
-        elif report.mode == "queued" and report.pending:
-            echo(f"{report.pending} utterance(s) wait for extraction: run `pcm extract --pending`, or leave "
-                 "`pcm serve` running to extract them in the background")
+        # said before the close, whose flush a full disk can refuse after every post was stored
+        if as_json:
+            emit_json(report.as_json())
+        else:
+            echo(
+                f"ingested {report.added} new utterance(s) from {report.conversations} conversation(s)"
+                f" ({report.skipped} already stored); mode: {report.mode}"
+            )
+            if not settings.llm.enabled:
+                echo("no LLM configured (PCM_LLM=none): facts are not extracted yet; recall and ask use the utterances")
+            elif report.mode == "queued" and report.pending:
+                echo(f"{report.pending} utterance(s) wait for extraction: run `pcm extract --pending`, or leave "
+                     "`pcm serve` running to extract them in the background")
 
 
 @main.command(name="import")
@@ -557,7 +576,9 @@ def forget(ctx: click.Context, memory_path: Path | None, post: str | None, sessi
             note = f"files not purged: {error}"
             echo(f"pcm: note: {note}", err=True)
         except (PcmError, OSError) as error:  # the forget itself holds: say so, and that the files still hold it
-            failed = error if isinstance(error, PcmError) else PcmError(str(error))
+            from pcm.oserrors import resource_error
+
+            failed = error if isinstance(error, PcmError) else resource_error(error) or PcmError(str(error))
             note = f"forgotten, but the purge failed ({failed}); the files still hold the text until `pcm purge` succeeds"
     if report is not None:
         _warn_unreadable_backups(report.backups_unreadable)

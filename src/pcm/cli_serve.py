@@ -52,6 +52,7 @@ def _stop_on_sigterm() -> None:
 @click.option("--head-timeout", type=float, default=None, help="Seconds a request head may take (default: $PCM_SERVE_HEAD_TIMEOUT, 10).")
 @click.option("--body-timeout", type=float, default=None, help="Seconds a request body may stall (default: $PCM_SERVE_BODY_TIMEOUT, 30).")
 @click.option("--max-head-bytes", type=int, default=None, help="Largest request head (default: $PCM_SERVE_MAX_HEAD_BYTES, 65536).")
+@click.option("--bodies-in-flight-mb", type=int, default=None, help="Request bodies received at once before 503 (default: $PCM_SERVE_BODIES_IN_FLIGHT_MB, 64).")
 @click.option("--verbose", "-v", is_flag=True, help="Log every request on stderr.")
 @json_option
 @click.pass_context
@@ -59,8 +60,8 @@ def _stop_on_sigterm() -> None:
 def serve(ctx: click.Context, memory_path: Path | None, bind: str, token: str | None, read_token: str | None,
           public_read: bool | None, cors: str | None, query_timeout: float | None, update_timeout: float,
           max_body_mb: float, max_result_mb: float, max_connections: int | None, idle_timeout: int | None,
-          head_timeout: float | None, body_timeout: float | None, max_head_bytes: int | None, verbose: bool,
-          as_json: bool) -> None:
+          head_timeout: float | None, body_timeout: float | None, max_head_bytes: int | None,
+          bodies_in_flight_mb: int | None, verbose: bool, as_json: bool) -> None:
     """Serve the memory: SPARQL endpoint, JSON API for assistants, and the explorer in the browser.
 
     One process owns the memory while it runs; other pcm commands go through it. It listens on loopback only
@@ -93,6 +94,7 @@ def serve(ctx: click.Context, memory_path: Path | None, bind: str, token: str | 
         ctx, memory_path, token=token, read_token=read_token, public_read=public_read, query_timeout=query_timeout,
         serve_max_connections=max_connections, serve_idle_timeout=idle_timeout, serve_head_timeout=head_timeout,
         serve_body_timeout=body_timeout, serve_max_head_bytes=max_head_bytes,
+        serve_bodies_in_flight_mb=bodies_in_flight_mb,
     )
     config = ServeConfig(
         bind=bind,
@@ -109,13 +111,14 @@ def serve(ctx: click.Context, memory_path: Path | None, bind: str, token: str | 
         head_timeout=settings.serve_head_timeout,
         body_timeout=settings.serve_body_timeout,
         max_head=settings.serve_max_head_bytes,
+        max_bodies_in_flight=settings.serve_bodies_in_flight_mb * MB,
     )
     server = PcmServer(settings, config, verbose=verbose)
     _stop_on_sigterm()
     _log_to_stderr()
     try:
         server.start()
-        _announce(server.url, settings.memory, config, as_json, store=settings.store_url)
+        _announce(server.url, settings.memory, config, as_json, store=server.settings.store_url)
         server.serve_forever()
     except KeyboardInterrupt:
         pass

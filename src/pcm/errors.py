@@ -75,3 +75,19 @@ class LLMError(PcmError):
     """The language model could not be reached or answered unusably."""
 
     exit_code = 9
+
+
+class ResourceError(PcmError):
+    """The machine refused, not the input: the disk or the quota is full, a file may not be written (permissions,
+    a read-only file system), or memory ran out. The message says what was done before it stopped; free the
+    resource and run the command again. Over HTTP, 507 when storage is full, 500 otherwise."""
+
+    exit_code = 10
+
+    def __init__(self, message: str, *, storage_full: bool = False) -> None:
+        super().__init__(message)
+        self.storage_full = storage_full
+
+    def after(self, note: str) -> ResourceError:
+        """The same refusal with what the interrupted operation had done (``note``) after its reason."""
+        return ResourceError(f"{self}; {note}", storage_full=self.storage_full)

@@ -25,6 +25,8 @@ DEFAULT_EMBEDDING_DIM = 384
 #: Fields pcm alone writes: they say what the store and the index hold, so a value edited by hand would make pcm
 #: trust something the data is not. Each is sealed with a digest of the value pcm wrote.
 SEALED = ("memory_id", "namespace", "embedding_model", "embedding_dim", "ontology_version", "schema_version", "layout")
+#: Fields that say which SPARQL server holds the memory (none for an embedded memory): see :mod:`pcm.store_binding`.
+STORE_FIELDS = ("store_url", "store_engine", "store_update_url", "store_gsp_url")
 
 
 @dataclass
@@ -44,6 +46,15 @@ class Manifest:
     layout: str = LEGACY
     """How the store names this memory's graphs (:mod:`pcm.layout`): ``fixed`` (every embedded memory, and any made
     before this was recorded) or ``memory-id`` (a memory made on a SPARQL server, which other memories may share)."""
+    store_url: str = ""
+    """The SPARQL server the memory lives in (:mod:`pcm.store_binding`), without credentials; empty for an embedded
+    memory (and any made before pcm recorded it). Not sealed: it says where the data is, not what it is, so a
+    memory whose server moved is pointed at its new address here (an open checks the server holds the memory)."""
+    store_engine: str = ""
+    """That server's engine profile (:data:`pcm.backend_remote.PROFILES`), as detected or given when it was made."""
+    store_update_url: str = ""
+    store_gsp_url: str = ""
+    """Its update and Graph Store URLs, when they were given rather than derived from ``store_url``."""
     seal: dict[str, str] = field(default_factory=dict)
     """Digest of each :data:`SEALED` field as pcm last wrote it (empty in memories made before the seal)."""
 
@@ -73,6 +84,9 @@ class Manifest:
         if "owner" not in data:
             raise InputError(f"{path} has no owner")
         manifest = cls(**{k: v for k, v in data.items() if k not in unknown})
+        wrong = [name for name in STORE_FIELDS if not isinstance(getattr(manifest, name), str)]
+        if wrong:
+            raise InputError(f"{path}: {wrong[0]} must be a string (a URL, or the engine's name)")
         if manifest.layout not in LAYOUTS:
             raise InputError(f"{path}: unknown layout {manifest.layout!r} (expected one of {', '.join(LAYOUTS)})")
         manifest._check_seal(path)
@@ -94,7 +108,9 @@ class Manifest:
         directory.mkdir(parents=True, exist_ok=True)
         self.seal = {name: _digest(getattr(self, name)) for name in SEALED}
         tmp = directory / (MANIFEST + ".tmp")
-        tmp.write_text(tomli_w.dumps(asdict(self)), encoding="utf-8")
+        # an embedded memory's file carries no empty store fields (it reads the same as one written before them)
+        data = {k: v for k, v in asdict(self).items() if v or k not in STORE_FIELDS}
+        tmp.write_text(tomli_w.dumps(data), encoding="utf-8")
         tmp.replace(directory / MANIFEST)
 
 

@@ -35,6 +35,7 @@ from pcm.errors import (
     MemoryVersionError,
     OntologyMigrationNeeded,
     PcmError,
+    ResourceError,
     UsageError,
     ValidationError,
 )
@@ -48,6 +49,7 @@ from pcm.namespaces import (
     SIOC,
 )
 from pcm.naming import Naming
+from pcm.oserrors import resource_errors
 from pcm.private import Hold, hold
 from pcm.provenance import Activity, PostRef, activity_quads, fixed_agent_quads, post_quads, session_quads
 from pcm.rdfbridge import to_rdflib
@@ -57,6 +59,7 @@ from pcm.resources import render_query
 from pcm.settings import Settings
 from pcm.sparql import check_read_only
 from pcm.store import MemoryStore, PostInfo, Source, Stats
+from pcm.store_binding import STORE_DIR, bind, check_holds, record
 
 if TYPE_CHECKING:
     from pcm.endpoint.discovery import ServerInfo
@@ -67,7 +70,6 @@ if TYPE_CHECKING:
     from pcm.ontology_tools.migrate import OntologyDrift
     from pcm.retrieval.ask import AskResult
 
-STORE_DIR = "oxigraph"
 INDEX_DIR = "index"
 #: A read-only open that finds at most this many posts missing from the side index embeds them in memory so recall
 #: still finds them (~2-5 ms a post); beyond it, it only says they are missing.
@@ -132,19 +134,26 @@ class ImportReport:
 
 
 def _open_backend(settings: Settings, *, read_only: bool) -> Backend:
-    if settings.store_url:
+    """The memory's store: pcm's own server over its files (``engine_url``, with ``pcm serve``'s token), a SPARQL
+    server (``store_url``, with the store's own credentials), else the embedded store."""
+    if settings.engine_url or settings.store_url:
         from pcm.backend_remote import RemoteBackend
 
+        timeout = max(settings.query_timeout, 30.0)
+        if settings.engine_url:
+            return RemoteBackend(settings.engine_url, token=settings.token, batch=settings.store_batch,
+                                 timeout=timeout, write_timeout=settings.store_write_timeout)
         return RemoteBackend(
             settings.store_url,
             update_url=settings.store_update_url,
             gsp_url=settings.store_gsp_url,
-            token=settings.token,
+            token=settings.store_token,
             user=settings.store_user,
             password=settings.store_password,
             engine=settings.store_engine,
             batch=settings.store_batch,
-            timeout=max(settings.query_timeout, 30.0),
+            timeout=timeout,
+            write_timeout=settings.store_write_timeout,
         )
     from pcm.backend_local import LocalBackend
 
@@ -289,8 +298,20 @@ class Memory:
                 raise
         memory = cls(settings, manifest, backend, read_only=False)
         memory._private = private
-        memory.store.replace_ontology(ontology.quads(memory.naming.layout))
-        memory.store.write(fixed_agent_quads(memory.naming, owner))
+        try:
+            memory.store.replace_ontology(ontology.quads(memory.naming.layout))
+            memory.store.write(fixed_agent_quads(memory.naming, owner))
+        except PcmError as exc:
+            note = _undo_init(memory) if settings.store_url else ""
+            memory.close()
+            if not note:
+                raise
+            raise (exc.after(note) if isinstance(exc, ResourceError) else type(exc)(f"{exc}; {note}")) from exc
+        except BaseException:
+            memory.close()
+            raise
+        if settings.store_url:  # every later command finds the server here, PCM_STORE_URL or not
+            record(manifest, settings, getattr(backend, "engine", settings.store_engine))
         manifest.save(path)  # last: a memory without memory.toml is not a memory, so a failed init is retried
         return memory
 
@@ -313,8 +334,10 @@ class Memory:
         if not isinstance(settings, Settings):
             settings = Settings.from_env(memory=Path(settings).expanduser())
         manifest = Manifest.load(settings.memory)
+        settings = bind(settings, manifest)  # the server memory.toml records; PCM_STORE_URL must agree with it
+        adopted = bool(settings.store_url) and not manifest.store_url  # made on a server before pcm recorded it
         held = False
-        if not settings.store_url:
+        if not settings.store_url and not settings.engine_url:
             direct = settings
             settings = _through_running_server(settings, read_only=read_only)
             held = settings is not direct
@@ -327,14 +350,19 @@ class Memory:
         memory = cls(settings, manifest, backend, read_only=read_only)
         memory._private = private
         memory.held_by_server = held
-        if not migrating:
-            try:
+        try:
+            if settings.store_url:
+                check_holds(backend, memory.naming, settings, manifest)
+            if not migrating:
                 memory._check_ontology()
-            except BaseException:
-                backend.close()
-                private.release()
-                raise
-        if not read_only and not manifest.seal and not settings.store_url:
+        except BaseException:
+            backend.close()
+            private.release()
+            raise
+        if not read_only and adopted:
+            record(manifest, settings, getattr(backend, "engine", settings.store_engine))
+            manifest.save(settings.memory)
+        elif not read_only and not manifest.seal and not settings.store_url and not settings.engine_url:
             manifest.save(settings.memory)  # a memory made before the seal is sealed on its first writable open
         if not read_only and not migrating:
             memory._catch_up_summaries()
@@ -352,15 +380,22 @@ class Memory:
                 self._index.close()
                 self._index = None
         finally:
-            self.backend.close()
-            if self._private is not None:
-                self._private.release()
+            try:
+                self.backend.close()
+            finally:  # a close that fails (a full disk at the last flush) still gives the umask back
+                if self._private is not None:
+                    self._private.release()
 
     def __enter__(self) -> Memory:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        try:
+            self.close()
+        except ResourceError:
+            if exc is None:
+                raise
+            # the error under way says more (a full disk that stopped an ingest also refuses the flush at close)
 
     def _check_ontology(self) -> None:
         """Refuse a writable open of a memory whose ontology differs from this pcm's; note it on a read-only one.
@@ -544,51 +579,58 @@ class Memory:
             _ = self.index  # an index built with another embedding model is refused before a post is stored
         report = IngestReport()
         to_index: list[PostInfo] = []
-        for conv, refs in zip(conversations, planned, strict=True):
-            report.conversations += 1
-            session_iri = self.naming.session(conv.id)
-            existing = self.store.existing_posts([r.iri for r in refs])
-            last = self.store.last_post_of_session(session_iri)
-            previous = last[0] if last else None
-            thread_written = last is not None
-            for u, ref in zip(conv.utterances, refs, strict=True):
-                report.utterances += 1
-                if ref.iri in existing:
-                    report.skipped += 1
+        last_stored = ""  # the message stored last, named for the person if a full disk stops the ingest
+        every_post_stored = False
+        # a full disk (or memory, quota, permissions) stops the ingest with what it had stored: each post is one
+        # atomic write, and the side index and summaries catch up on the next open (the markers those writes set)
+        with resource_errors(lambda: _ingest_stopped(report, last_stored, every_post_stored)):
+            for conv, refs in zip(conversations, planned, strict=True):
+                report.conversations += 1
+                session_iri = self.naming.session(conv.id)
+                existing = self.store.existing_posts([r.iri for r in refs])
+                last = self.store.last_post_of_session(session_iri)
+                previous = last[0] if last else None
+                thread_written = last is not None
+                for u, ref in zip(conv.utterances, refs, strict=True):
+                    report.utterances += 1
+                    if ref.iri in existing:
+                        report.skipped += 1
+                        previous = ref.iri
+                        continue
+                    _, quads = post_quads(self.naming, u, previous)
+                    if not thread_written:
+                        quads = session_quads(self.naming, conv.id, conv.title, conv.started) + quads
+                        thread_written = True
+                    if self.settings.summaries_enabled:
+                        quads.append(self.store.summaries_marker)  # the post and "its summary is behind" land together
+                    self.store.write(quads)
+                    report.added += 1
+                    report.pending += 1
+                    report.posts.append(ref.iri)
+                    last_stored = f"conversation {conv.id!r}, message {u.source_id or u.position!r}"
                     previous = ref.iri
-                    continue
-                _, quads = post_quads(self.naming, u, previous)
-                if not thread_written:
-                    quads = session_quads(self.naming, conv.id, conv.title, conv.started) + quads
-                    thread_written = True
-                if self.settings.summaries_enabled:
-                    quads.append(self.store.summaries_marker)  # the post and "its summary is behind" land together
-                self.store.write(quads)
-                report.added += 1
-                report.pending += 1
-                report.posts.append(ref.iri)
-                previous = ref.iri
-                to_index.append(
-                    PostInfo(ref.iri, conv.id, u.role, u.speaker, u.timestamp, u.content, u.source_id, u.position)
-                )
-                if progress:
-                    progress(1)
-                if len(to_index) >= 256:
-                    self._index_posts(to_index)
-                    to_index = []
-        self._index_posts(to_index)
-        mode = self.extraction_mode() if report.posts else EPISODIC
-        if mode == INLINE:
-            self._extract(report, progress)
-        elif mode == QUEUED:
-            report.mode = QUEUED  # every new post keeps its "pending" status: that status is the queue
-        if self.settings.summaries_enabled and report.posts:
-            from pcm.summaries import summarise_posts
+                    to_index.append(
+                        PostInfo(ref.iri, conv.id, u.role, u.speaker, u.timestamp, u.content, u.source_id, u.position)
+                    )
+                    if progress:
+                        progress(1)
+                    if len(to_index) >= 256:
+                        self._index_posts(to_index)
+                        to_index = []
+            every_post_stored = True
+            self._index_posts(to_index)
+            mode = self.extraction_mode() if report.posts else EPISODIC
+            if mode == INLINE:
+                self._extract(report, progress)
+            elif mode == QUEUED:
+                report.mode = QUEUED  # every new post keeps its "pending" status: that status is the queue
+            if self.settings.summaries_enabled and report.posts:
+                from pcm.summaries import summarise_posts
 
-            # once per touched session per batch; extractive unless the model extracts here too (a queued ingest
-            # must not wait on the model for a summary either)
-            summarise_posts(self.context, report.posts, self._client if mode == INLINE else None)
-            self.store.clear_summaries_pending()
+                # once per touched session per batch; extractive unless the model extracts here too (a queued
+                # ingest must not wait on the model for a summary either)
+                summarise_posts(self.context, report.posts, self._client if mode == INLINE else None)
+                self.store.clear_summaries_pending()
         if mode == QUEUED:
             for listener in list(self.queued_listeners):
                 listener(report.pending)
@@ -696,7 +738,11 @@ class Memory:
 
     def _index_posts(self, posts: Sequence[PostInfo]) -> None:
         if posts and self.settings.index_enabled:
-            self.index.upsert_posts(list(posts))
+            try:
+                self.index.upsert_posts(list(posts))
+            except BaseException:
+                self.store.keep_index_pending()  # a later index write must not clear the marker these posts set
+                raise
 
     def import_rdf(self, path: Path, fmt: str | None = None) -> ImportReport:
         """Import RDF: plain triples become an import graph (validated); a pcm dataset dump is restored.
@@ -966,6 +1012,17 @@ class Memory:
 
 _VALIDATOR = None
 
+def _ingest_stopped(report: IngestReport, last_stored: str, every_post_stored: bool) -> str:
+    """What an ingest a full disk (or memory, ...) stopped had stored, for the one line that reports it."""
+    if every_post_stored:
+        return (f"all {report.added} new utterance(s) were stored ({report.skipped} already were); the side index and "
+                "summaries catch up at the next open")
+    if not report.added:
+        return "no new utterance was stored: run the ingest again once there is room"
+    return (f"{report.added} new utterance(s) were stored before it stopped (the last: {last_stored}), the rest were "
+            "not: run the same ingest again once there is room (what is stored is skipped)")
+
+
 def check_vocabulary(quads: Sequence[ox.Quad], ontology: Ontology, naming: Naming) -> list[str]:
     """Every predicate and class used must be defined by the ontology (distinct terms only, so it is fast).
 
@@ -1015,7 +1072,7 @@ def _through_running_server(settings: Settings, *, read_only: bool) -> Settings:
     if not read_only:
         refuse_write_without_token(settings, info)
     # reads through a server beyond loopback need a token: the command's own, else the one serve.json holds
-    return settings.with_(store_url=info.query_url, token=settings.token or info.read_token or None)
+    return settings.with_(engine_url=info.query_url, token=settings.token or info.read_token or None)
 
 
 def refuse_write_without_token(settings: Settings, info: ServerInfo) -> None:
@@ -1040,6 +1097,33 @@ def expand_iri(iri: str, namespace: str) -> str:
     if "://" not in iri and not iri.startswith("urn:"):
         return namespace + iri
     return iri
+
+
+def _undo_init(memory: Memory) -> str:
+    """Drop what an init the server did not finish wrote there (a write that ran past PCM_STORE_WRITE_TIMEOUT may
+    still land), so no orphan graph is left for the next init to take for another memory; the note for its error.
+
+    The drop waits longer than a write (a server that applies updates in order answers it after the write it is
+    still busy with); what is found left after it is named, for the person to drop."""
+    from pcm.backend_remote import RemoteBackend
+
+    backend, layout = memory.backend, memory.naming.layout
+    assert isinstance(backend, RemoteBackend)
+    refused: PcmError | None = None
+    try:
+        graphs = sorted({*layout.fixed_graphs, *backend.named_graphs()})
+        drop = " ;\n".join(f"DROP SILENT GRAPH <{graph}>" for graph in graphs)
+        try:
+            backend.update(drop, timeout=max(4 * memory.settings.store_write_timeout, 60.0))
+        except PcmError as exc:  # e.g. an account that may not write: then nothing was written either
+            refused = exc
+        left = backend.named_graphs()
+    except PcmError as exc:
+        return f"graphs of the unfinished memory may be left on the server under <{layout.prefix}> ({exc}): drop them"
+    if left:
+        why = f" (pcm could not drop them: {refused})" if refused else ""
+        return f"{len(left)} graph(s) of the unfinished memory are left on the server under <{layout.prefix}>{why}: drop them"
+    return "no memory was made, and the server keeps nothing of it"
 
 
 def _refuse_shared_store(backend: Backend, url: str, namespace: str) -> None:

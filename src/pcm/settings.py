@@ -175,19 +175,31 @@ class Settings:
     query_limit: int = 1000
     #: Heap, in MB, a user or generated query may use before it is stopped (the query worker's RLIMIT_DATA).
     query_memory_mb: int = 1024
-    #: Remote SPARQL store instead of the embedded one: its root or its query URL (see pcm.backend_remote).
+    #: Remote SPARQL store instead of the embedded one: its root or its query URL (see pcm.backend_remote). Given at
+    #: init, it is recorded in memory.toml; later it need not be set, and must name that server if it is
+    #: (pcm.store_binding).
     store_url: str = ""
     #: Update and Graph Store URLs of the remote store, when the engine's layout does not give them.
     store_update_url: str = ""
     store_gsp_url: str = ""
-    #: User and password for the remote store (Basic or Digest, as the server asks); or use ``token``.
+    #: User and password for the remote store (Basic or Digest, as the server asks); or use ``store_token``.
     store_user: str = ""
     store_password: str = ""
+    #: Bearer token for the remote store (``PCM_STORE_TOKEN``); never ``pcm serve``'s own token (``token``).
+    store_token: str = ""
+    #: Seconds pcm waits for the remote store to answer a write (an update, a load) before it gives up; a slow
+    #: server needs more. A query keeps its own limit (``query_timeout``).
+    store_write_timeout: float = 30.0
+    #: The query URL of pcm's own server over this embedded memory's files: a running ``pcm serve`` a command goes
+    #: through, or that server's engine. Set by pcm, never read from the environment; unlike ``store_url`` it
+    #: does not make the memory a server's.
+    engine_url: str = ""
     #: The remote store's engine: auto (detected), oxigraph, virtuoso or generic (the standard protocols alone).
     store_engine: str = "auto"
     #: Most quads one write request to the remote store carries (0: the default, 50,000, or the engine's limit).
     store_batch: int = 0
-    #: Bearer token for the remote endpoint, or the token ``pcm serve`` requires for writes.
+    #: The token ``pcm serve`` requires for writes, which commands send to a running ``pcm serve``
+    #: (``PCM_TOKEN``). A remote store's bearer token is ``store_token``.
     token: str = ""
     #: The token ``pcm serve`` requires for reads when it listens beyond loopback (the write token is taken too);
     #: on loopback reads need none. ``PCM_READ_TOKEN``, flag ``--read-token``.
@@ -205,6 +217,10 @@ class Settings:
     serve_head_timeout: float = 10.0
     serve_body_timeout: float = 30.0
     serve_max_head_bytes: int = 64 * 1024
+    #: Megabytes of request bodies ``pcm serve`` receives or holds at once, over all requests (flag
+    #: ``--bodies-in-flight-mb``); a body that would pass it is answered 503 before it is read, so slow uploads on
+    #: every connection cannot add up to the machine's memory (:mod:`pcm.endpoint.inflight`).
+    serve_bodies_in_flight_mb: int = 64
     #: Turn on the LanceDB side index (off only for benchmarks of the store alone).
     index_enabled: bool = True
     #: Traversal algorithm `ask` falls back to first: wc, bs, astar, wc+bs, bs+astar, astar+wc or all.
@@ -257,11 +273,13 @@ class Settings:
             ("max_literal_chars", int),
             ("query_memory_mb", int),
             ("store_batch", int),
+            ("store_write_timeout", float),
             ("serve_max_connections", int),
             ("serve_idle_timeout", int),
             ("serve_head_timeout", float),
             ("serve_body_timeout", float),
             ("serve_max_head_bytes", int),
+            ("serve_bodies_in_flight_mb", int),
         ):
             raw = env.get(f"PCM_{name.upper()}")
             if raw:
@@ -274,7 +292,7 @@ class Settings:
                 kwargs[name] = _choice(f"PCM_{name.upper()}", env[f"PCM_{name.upper()}"], choices)
         if env.get("PCM_STORE_URL"):
             kwargs["store_url"] = env["PCM_STORE_URL"]
-        for name in ("store_update_url", "store_gsp_url", "store_user", "store_password"):
+        for name in ("store_update_url", "store_gsp_url", "store_user", "store_password", "store_token"):
             if env.get(f"PCM_{name.upper()}"):
                 kwargs[name] = env[f"PCM_{name.upper()}"]
         if env.get("PCM_TOKEN"):
@@ -307,7 +325,7 @@ class Settings:
             if int(kwargs.get(name, 1)) < 1:  # type: ignore[call-overload]
                 raise UsageError(f"PCM_{name.upper()} must be at least 1")
         for name in ("serve_max_connections", "serve_idle_timeout", "serve_head_timeout", "serve_body_timeout",
-                     "serve_max_head_bytes"):
+                     "serve_max_head_bytes", "serve_bodies_in_flight_mb", "store_write_timeout"):
             if name in kwargs and float(kwargs[name]) <= 0:  # type: ignore[arg-type]
                 raise UsageError(f"PCM_{name.upper()} (or its flag) must be more than 0")
         return cls(**kwargs)  # type: ignore[arg-type]

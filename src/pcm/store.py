@@ -100,6 +100,11 @@ def _value(term: object) -> str | None:
     return None if term is None else term.value  # type: ignore[attr-defined]
 
 
+def _count(term: object) -> int:
+    """A COUNT's value (0 when the engine left it unbound)."""
+    return int(_value(term) or 0)
+
+
 def _datetime(term: object) -> datetime | None:
     text = _value(term)
     if not text:
@@ -212,9 +217,13 @@ class MemoryStore:
             yield row["e"].value, row["label"].value, types, alts
 
     def stats(self) -> Stats:
+        """Counts by kind. A row without its group key is skipped: some engines (rdflib's) answer a grouped count
+        over nothing with one row whose key is unbound, rather than with no row."""
         stats = Stats()
         for row in self.select(render_query("stats_posts")).dicts():
-            kind, n = row["kind"].value, int(row["n"].value)
+            if "kind" not in row:
+                continue
+            kind, n = row["kind"].value, _count(row.get("n"))
             if kind == "posts":
                 stats.posts = n
             elif kind == "sessions":
@@ -222,10 +231,12 @@ class MemoryStore:
             else:
                 stats.status[kind.removeprefix("status:")] = n
         stats.entities_by_class = [
-            (row["class"].value, int(row["n"].value)) for row in self.select(render_query("stats_entities")).dicts()
+            (row["class"].value, _count(row.get("n")))
+            for row in self.select(render_query("stats_entities")).dicts() if "class" in row
         ]
         for row in self.select(render_query("stats_graphs")).dicts():
-            stats.graphs[row["kind"].value] = {"graphs": int(row["graphs"].value), "triples": int(row["triples"].value)}
+            if "kind" in row:
+                stats.graphs[row["kind"].value] = {"graphs": _count(row.get("graphs")), "triples": _count(row.get("triples"))}
         return stats
 
     def why(self, iri: str) -> list[Source]:
@@ -359,6 +370,11 @@ class MemoryStore:
         self.index_writes += 1
         self.index_dirty = True
         self.backend.extend([self.index_marker])
+
+    def keep_index_pending(self) -> None:
+        """An index write failed after store writes that set the marker: keep it until a full reconcile, so a later
+        index write that succeeds does not clear it (no store write: the marker is there, and the disk may be full)."""
+        self.index_dirty = True
 
     def clear_index_pending(self) -> None:
         """Remove the marker: call only once the index holds every write that set it."""

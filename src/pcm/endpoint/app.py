@@ -52,10 +52,11 @@ from pcm.endpoint.protocol import (
 from pcm.endpoint.timing import Timings
 from pcm.endpoint.uploads import refuse_upload
 from pcm.endpoint.upstream import EngineUnavailable, TimeLimit, TooLarge, Upstream, WriteUnconfirmed
-from pcm.errors import InputError, PcmError, QueryError, UsageError, ValidationError
+from pcm.errors import InputError, PcmError, QueryError, ResourceError, UsageError, ValidationError
 from pcm.layout import BY_ID
 from pcm.memory import EPISODIC, QUEUED, Memory
 from pcm.namespaces import PREFIXES
+from pcm.oserrors import refused_in_text, resource_error, resource_errors
 from pcm.rdflimits import RdfLimits
 from pcm.scope import ScopeError, scope_query
 
@@ -127,6 +128,21 @@ def json_error(status: int, message: str, **headers: str) -> Response:
     return response
 
 
+def refused_error(exc: BaseException) -> Response | None:
+    """A refusal of the machine's (:mod:`pcm.oserrors`) as one JSON line: 507 Insufficient Storage for a full disk
+    or quota, 500 for the others (permissions, a read-only file system, memory); None for any other error."""
+    refused = resource_error(exc)
+    if refused is None:
+        return None
+    return json_error(507 if refused.storage_full else 500, str(refused))
+
+
+def _engine_status(status: int, message: str) -> int:
+    """The engine's status for its refusal, but 507 Insufficient Storage when its 5xx says its disk is full."""
+    refused = refused_in_text(message) if status >= 500 else None
+    return 507 if refused is not None and refused.storage_full else status
+
+
 def _json_default(value: object) -> object:
     if isinstance(value, datetime):
         return value.isoformat()
@@ -141,6 +157,11 @@ def _json_default(value: object) -> object:
 
 class App:
     """Everything the front decides for one request, over one memory and one engine."""
+
+    #: JSON API paths answered on the event loop rather than in a worker thread: their handler does no blocking
+    #: work, and the health check must answer when every worker thread is taken (asks waiting for the memory lock),
+    #: which is when a supervisor asks. It is answered beyond the connection limit too (:mod:`.connections`).
+    ON_LOOP = frozenset({"/api/health"})
 
     def __init__(
         self, config: ServeConfig, memory: Memory, upstream: Upstream | None, watchdog: Watchdog | None,
@@ -314,7 +335,7 @@ class App:
     def _engine_error(self, answer_body: bytes, status: int, base: str, engine_ns: int) -> Response:
         """The engine's refusal on one line, with positions in the user's text (not the text sent on)."""
         message = user_positions(_one_line(answer_body), len(base_prefix(base)))
-        return replace(text_error(status, message), engine_ns=engine_ns)
+        return replace(text_error(_engine_status(status, message), message), engine_ns=engine_ns)
 
     async def _query(self, operation: Operation, endpoint: str, accept: str) -> Response:
         assert self.upstream is not None and self.watchdog is not None, "forwarded only to an engine of pcm's"
@@ -389,7 +410,8 @@ class App:
     def sync_index(self) -> None:
         with self.memory_lock:
             try:
-                self.memory.sync_index()
+                with resource_errors():  # LanceDB's full disk too: one line in the log, not a failed write
+                    self.memory.sync_index()
             except PcmError as exc:  # the write holds; the index catches up at the next reconcile
                 print(f"pcm serve: the side index could not follow a write: {exc}", file=sys.stderr)
 
@@ -423,7 +445,8 @@ class App:
         except (TooLarge, EngineUnavailable) as exc:
             return text_error(503, f"the SPARQL engine is unavailable, nothing was written: {exc}")
         if answer.status >= 400:
-            return text_error(answer.status, _one_line(answer.body))
+            message = _one_line(answer.body)
+            return text_error(_engine_status(answer.status, message), message)
         await self._after_write()
         return Response(answer.status, {}, answer.body)
 
@@ -528,6 +551,11 @@ class App:
             return json_error(400, str(exc))
         except QueryError as exc:
             return json_error(503 if "time limit" in str(exc) else 400, str(exc))
+        except (ResourceError, OSError, MemoryError, RuntimeError) as exc:  # a full disk is not a bug: one line
+            refused = refused_error(exc)
+            if refused is None:
+                raise
+            return refused
         except PcmError as exc:
             return json_error(500, str(exc))
 

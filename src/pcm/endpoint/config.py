@@ -47,6 +47,9 @@ class ServeConfig:
     body_timeout: float = 30.0
     #: Largest request head (request line and headers) in bytes (h11's ``max_incomplete_event_size``).
     max_head: int = 64 * 1024
+    #: Most bytes of request bodies received or held at once, over all requests; a body that would pass it is
+    #: answered 503 before it is read (:mod:`pcm.endpoint.inflight`). Never less than ``max_body`` in effect.
+    max_bodies_in_flight: int = 64 * MB
 
     @property
     def host(self) -> str:

@@ -10,6 +10,15 @@ when the first byte of a later request arrives, disarmed once the head is in; wh
 closed without an answer, as uvicorn closes an idle keep-alive one. The body's own deadline, a stall between two
 pieces, is the front's (:class:`pcm.endpoint.web.Guard`), where a request can still be answered 408.
 
+The health check (``GET /api/health``) is answered beyond ``limit_concurrency``. uvicorn counts every open
+connection against the limit, idle and half-open ones too, so while a few dozen slow clients hold their sockets
+(until the head deadline closes them) every request is answered 503, the supervisor's health check included, and a
+server that is only busy would be taken for dead and restarted. The check reads no body, runs on the event loop
+(not in a worker thread: :data:`pcm.endpoint.app.App.ON_LOOP`) and is answered in about a millisecond, so exempting
+it costs little more than the 503 it replaces; the Guard still applies to it (Host, the read token beyond loopback).
+The exemption rests on when uvicorn's h11 protocol reads its limit (see :attr:`HeadDeadline.limit_concurrency`);
+``tests/test_endpoint_connections.py`` and ``tests/test_endpoint_slow_clients.py`` hold it across upgrades.
+
 h11 rather than httptools because the head limit is h11's: its parsing costs about 40 µs a request (measured on the
 build machine), against the milliseconds the front spends on a request.
 """
@@ -24,12 +33,28 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 log = logging.getLogger(__name__)
 
+#: (method, path) of the requests answered whatever ``limit_concurrency`` says (see the module's docstring).
+UNLIMITED = frozenset({("GET", "/api/health")})
+
 
 class HeadDeadline(H11Protocol):
     """uvicorn's h11 protocol, closing a connection whose request head has not arrived within ``head_timeout``."""
 
     #: Seconds from a connection (or the first byte of a request after an idle keep-alive) to a complete head.
     head_timeout: float = 10.0
+
+    @property
+    def limit_concurrency(self) -> int | None:
+        """uvicorn's limit, read once per request right after ``self.scope`` became that request's, to decide
+        whether to answer 503 instead: None (no limit) for the requests in :data:`UNLIMITED`."""
+        scope = getattr(self, "scope", None)
+        if scope is not None and (scope["method"], scope["path"].rstrip("/")) in UNLIMITED:
+            return None
+        return self._limit_concurrency
+
+    @limit_concurrency.setter
+    def limit_concurrency(self, value: int | None) -> None:
+        self._limit_concurrency = value
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._head_timer: asyncio.TimerHandle | None = None

@@ -35,7 +35,7 @@ class ServerInfo:
 
     @property
     def query_url(self) -> str:
-        """SPARQL query endpoint: give it to :class:`pcm.backend_remote.RemoteBackend` (``settings.store_url``)."""
+        """SPARQL query endpoint: give it to :class:`pcm.backend_remote.RemoteBackend` (``settings.engine_url``)."""
         return self.url + "/query"
 
     @property

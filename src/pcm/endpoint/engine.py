@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import ctypes
 import math
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -32,12 +30,12 @@ from pathlib import Path
 import anyio.to_thread
 import httpx
 
+from pcm.endpoint import deathsig
 from pcm.errors import MemoryLockedError, PcmError
 
 #: Bounded waits for the engine to answer after start and to exit after a signal.
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 5.0
-_PR_SET_PDEATHSIG = 1
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -47,11 +45,12 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
-def _die_with_parent() -> None:
-    """Ask Linux to SIGTERM the engine if ``pcm serve`` dies, so no orphan keeps the store lock."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+def _dying_with_parent(command: list[str]) -> list[str]:
+    """On Linux, ``command`` started through :mod:`pcm.endpoint.deathsig`, which has Linux SIGTERM the engine if
+    ``pcm serve`` dies (no orphan keeps the store lock) and is started without forking the server."""
+    if not sys.platform.startswith("linux"):
+        return command
+    return [sys.executable, "-I", "-S", str(Path(deathsig.__file__)), str(os.getpid()), *command]
 
 
 class Engine:
@@ -113,22 +112,24 @@ class Engine:
         if self.timeout_s > 0:
             command += ["--timeout-s", str(max(1, math.ceil(self.timeout_s)))]
         self._stderr.clear()
+        # no preexec_fn: it would make subprocess fork this process, LanceDB and all (docstring of deathsig)
         self._proc = subprocess.Popen(
-            command,
+            _dying_with_parent(command),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
-            preexec_fn=_die_with_parent if os.name == "posix" else None,  # noqa: PLW1509
+            close_fds=True,
         )
         threading.Thread(target=self._drain, args=(self._proc,), daemon=True).start()
 
     def _drain(self, proc: subprocess.Popen[bytes]) -> None:
         """Keep the stderr pipe from filling up; remember its last lines for error messages."""
         assert proc.stderr is not None
-        for line in proc.stderr:
-            text = line.decode("utf-8", "replace").rstrip()
-            if text:
-                self._stderr.append(text)
+        with proc.stderr:  # closed at the engine's exit, by the thread that reads it
+            for line in proc.stderr:
+                text = line.decode("utf-8", "replace").rstrip()
+                if text:
+                    self._stderr.append(text)
 
     def _wait_until_up(self) -> bool:
         """True once the engine answers HTTP; False if it exited first (port taken, store locked)."""

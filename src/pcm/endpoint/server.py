@@ -38,6 +38,7 @@ from pcm.manifest import Manifest
 from pcm.memory import QUEUED, STORE_DIR, Memory
 from pcm.private import Hold, hold
 from pcm.settings import Settings
+from pcm.store_binding import bind
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +175,9 @@ class PcmServer:
         """Take the store, open the memory, bind the front, then announce the server in ``serve.json``."""
         path = self.settings.memory
         self.config.check_access()  # beyond loopback, reads closed by a token or opened on purpose
-        Manifest.load(path)  # a clear "no memory" error before anything starts
+        # a clear "no memory" error before anything starts; a memory on a server is served from it, never from an
+        # engine over a store made here (pcm.store_binding)
+        self.settings = bind(self.settings, Manifest.load(path))
         running = discover(path)
         if running is not None:
             raise MemoryLockedError(f"memory {path} is already served by pid {running.pid} at {running.url}")
@@ -217,7 +220,7 @@ class PcmServer:
         engine = self.engine
         watchdog = Watchdog(engine, grace=self.config.grace)
         upstream = Upstream(engine, watchdog)
-        settings = self.settings.with_(store_url=engine.query_url, token="")
+        settings = self.settings.with_(engine_url=engine.query_url, token="")
         memory = Memory.open(settings)
         # the memory's own client to the engine gets the front's keep-alive rule (see pcm.endpoint.upstream): a
         # connection idle for the engine's timeout gets an unasked 500 and is closed
@@ -235,10 +238,9 @@ class PcmServer:
     def _open_external(self) -> None:
         """Over an external store (``PCM_STORE_URL``) no engine is pcm's: the memory talks to the server as every
         command does, its server bounds runaway queries (``QueryIsolation.SERVER``), and the front answers reads
-        through the memory. The token guards the front's writes; it goes to the store too only when the store is
-        given no user (a store takes a bearer token or a user and password)."""
-        settings = self.settings.with_(token="") if self.settings.store_user else self.settings
-        memory = Memory.open(settings)
+        through the memory. The token guards the front's writes; the store has its own credentials
+        (PCM_STORE_USER and PCM_STORE_PASSWORD, or PCM_STORE_TOKEN)."""
+        memory = Memory.open(self.settings)
         self.memory = memory
         self.app = App(self.config, memory, None, None, public_url="http://" + self.config.bind)
 

@@ -13,6 +13,8 @@ only connects them to the front's rules:
   closed), and a client that goes away in the middle of its body is one log line, not an ASGI traceback: both are
   the client's doing, for every route and mounted application alike. The head's deadline and the connection
   limits are uvicorn's (:mod:`pcm.endpoint.connections`).
+* It holds the sum of the bodies in flight to a budget (:mod:`pcm.endpoint.inflight`): a request whose body would
+  pass it is answered 503 before its body is read.
 
 Other ASGI applications (the MCP server's streamable HTTP endpoint, for one) are served beside the front with
 :class:`Mounted` entries given to :func:`create_app` (or ``PcmServer.mount``): they get the same Guard, and their
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -39,7 +42,18 @@ from starlette.responses import StreamingResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from pcm.endpoint.app import SECURITY_HEADERS, App, AsyncHandler, Handler, Request, Response, json_error
+from pcm.endpoint.app import (
+    SECURITY_HEADERS,
+    App,
+    AsyncHandler,
+    Handler,
+    Request,
+    Response,
+    json_error,
+    refused_error,
+)
+from pcm.endpoint.config import MB
+from pcm.endpoint.inflight import BodyBudget, Metered, OverBudget
 from pcm.endpoint.timing import server_timing
 
 #: Every route takes every method: which ones a path accepts is the front's rule (its 405s say what to use).
@@ -96,6 +110,8 @@ class Guard:
         self.app = app
         self.front = front
         self.paths = {*front.protocol_routes(), *front.api_routes()}
+        # never less than one body of the largest size accepted, which could otherwise never be received
+        self.bodies = BodyBudget(max(front.config.max_bodies_in_flight, front.config.max_body))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -122,6 +138,12 @@ class Guard:
         if refused is not None:
             await starlette_response(refused)(scope, receive, send_decorated)
             return
+        reserved = _declared_length(headers)
+        if not self.bodies.reserve(reserved):
+            log.info("%s: %d bytes of bodies in flight already; answered 503", _request_line(scope), self.bodies.held)
+            await starlette_response(self._busy())(scope, receive, send_decorated)
+            return
+        metered = Metered(BodyDeadline(receive, self.front.config.body_timeout), self.bodies, reserved)
         started = False
 
         async def send_watched(message: Message) -> None:
@@ -130,7 +152,11 @@ class Guard:
             await send_decorated(message)
 
         try:
-            await self.app(scope, BodyDeadline(receive, self.front.config.body_timeout), send_watched)
+            await self.app(scope, metered, send_watched)
+        except OverBudget:
+            log.info("%s: a chunked body passed the bodies in flight; answered 503", _request_line(scope))
+            if not started:
+                await starlette_response(self._busy())(scope, receive, send_decorated)
         except ClientDisconnect:
             log.info("%s: the client went away before sending its whole body", _request_line(scope))
         except BodyStalled:
@@ -140,6 +166,25 @@ class Guard:
                 stalled = json_error(408, f"the request body stalled: no data for {limit:g} s")
                 stalled.close = True
                 await starlette_response(stalled)(scope, receive, send_decorated)
+        finally:
+            metered.release()
+
+    def _busy(self) -> Response:
+        """503 for a body the budget cannot take now; the body was not read, so the connection is closed."""
+        busy = json_error(
+            503, f"the server is receiving all the request bodies it holds at once ({self.bodies.limit // MB} MB, "
+                 "PCM_SERVE_BODIES_IN_FLIGHT_MB): try again shortly", **{"Retry-After": "1"})
+        busy.close = True
+        return busy
+
+
+def _declared_length(headers: Headers) -> int:
+    """The body's ``Content-Length`` (the preflight refused one that is not a number); 0 for a chunked body, which is
+    charged as it arrives."""
+    try:
+        return max(0, int(headers.get("content-length") or 0))
+    except ValueError:
+        return 0
 
 
 def _request_line(scope: Scope) -> str:
@@ -178,6 +223,8 @@ async def _read_body(request: StarletteRequest, front: App) -> bytes | Response:
 
 
 def _route(path: str, front: App, handler: Handler | AsyncHandler, *, blocking: bool) -> Route:
+    """``blocking``: the handler runs in a worker thread; otherwise on the event loop (awaited if it is async)."""
+
     async def endpoint(http: StarletteRequest) -> StarletteResponse:
         body = await _read_body(http, front)
         if isinstance(body, Response):
@@ -186,7 +233,8 @@ def _route(path: str, front: App, handler: Handler | AsyncHandler, *, blocking: 
         if blocking:
             response: Response = await run_in_threadpool(handler, request)  # type: ignore[arg-type]
         else:
-            response = await handler(request)  # type: ignore[misc]
+            answer = handler(request)
+            response = await answer if inspect.isawaitable(answer) else answer
         return _timed(front, http, response)
 
     return Route(path, endpoint, methods=ALL_METHODS)
@@ -207,7 +255,7 @@ def create_app(front: App, *, mounted: Sequence[Mounted] = ()) -> Starlette:
     """The ASGI application of one ``pcm serve``: the front's routes, then any mounted applications, then the
     explorer's files (and 404) for every other path."""
     routes: list[BaseRoute] = [_route(p, front, h, blocking=False) for p, h in front.protocol_routes().items()]
-    routes += [_route(p, front, h, blocking=True) for p, h in front.api_routes().items()]
+    routes += [_route(p, front, h, blocking=p not in front.ON_LOOP) for p, h in front.api_routes().items()]
     routes += [Route(m.path, endpoint=m.app) if m.exact else Mount(m.path, app=m.app) for m in mounted]
     routes.append(_route("/{path:path}", front, front.not_found, blocking=True))
 
@@ -224,8 +272,9 @@ def create_app(front: App, *, mounted: Sequence[Mounted] = ()) -> Starlette:
                     await front.upstream.aclose()
 
     async def internal_error(request: StarletteRequest, exc: Exception) -> StarletteResponse:
-        """One request's bug must not kill the server: a JSON 500 (uvicorn logs the traceback on stderr)."""
-        return starlette_response(json_error(500, f"internal error: {type(exc).__name__}"))
+        """One request's bug must not kill the server: a JSON 500 (uvicorn logs the traceback on stderr). A full
+        disk (or quota, permissions, memory) is no bug: its own status and one line (:func:`refused_error`)."""
+        return starlette_response(refused_error(exc) or json_error(500, f"internal error: {type(exc).__name__}"))
 
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={Exception: internal_error})
     app.add_middleware(Guard, front=front)
