@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,6 +15,7 @@ import pytest
 
 from pcm.memory import Memory
 from pcm.settings import Settings
+from serve_process import serve_process
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL_LIBRARIES = ("torch", "sentence_transformers", "transformers", "lancedb")
@@ -91,24 +91,11 @@ def test_stats_names_entity_classes_and_still_needs_no_model(stored: Path) -> No
 @pytest.fixture(scope="module")
 def served(stored: Path) -> Iterator[str]:
     """`pcm serve` for the memory, as a user starts it; ready once it has announced itself on stdout."""
-    proc = subprocess.Popen([sys.executable, "-m", "pcm.cli", "--memory", str(stored), "serve", "--bind",
-                             "127.0.0.1:0", "--json"], env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    try:
-        assert proc.stdout is not None
-        lines: list[str] = []
-        while not lines or lines[-1].rstrip() != "}":
-            line = proc.stdout.readline()
-            assert line, proc.stderr.read() if proc.stderr else "pcm serve printed nothing"
-            lines.append(line)
-        yield json.loads("".join(lines))["url"]
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    def why(proc: subprocess.Popen[str]) -> str:
+        return proc.stderr.read() if proc.stderr else "pcm serve printed nothing"
+
+    with serve_process(stored, env=_env(), stderr=subprocess.PIPE, why=why) as (_, announced):
+        yield announced["url"]
 
 
 @pytest.mark.slow  # with the next test: one `pcm serve` for both

@@ -6,12 +6,8 @@ nested JSON is a 400, and a relative graph IRI at /store is resolved against the
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import signal
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,6 +20,7 @@ from tests.test_endpoint_support import AUTH, TOKEN, build_memory
 
 from pcm.errors import UsageError
 from pcm.settings import Settings
+from serve_process import serve_process
 
 REPO = Path(__file__).resolve().parents[1]
 HEAD_TIMEOUT = 2.0
@@ -60,28 +57,12 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     env.pop("PCM_MEMORY", None)
     env.pop("PCM_STORE_URL", None)
     log = root / "serve.log"
-    with log.open("w") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "pcm.cli", "--memory", str(settings.memory), "serve", "--bind", "127.0.0.1:0",
-             "--json", "--head-timeout", str(HEAD_TIMEOUT), "--body-timeout", str(BODY_TIMEOUT),
-             "--max-connections", str(MAX_CONNECTIONS), "--max-head-bytes", str(MAX_HEAD)],
-            env=env, stdout=subprocess.PIPE, stderr=err, text=True,
-        )
-    try:
-        assert proc.stdout is not None
-        lines: list[str] = []
-        while not lines or lines[-1].rstrip() != "}":
-            line = proc.stdout.readline()
-            assert line, log.read_text()
-            lines.append(line)
-        yield Served(json.loads("".join(lines))["url"], log)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    flags = ("--head-timeout", str(HEAD_TIMEOUT), "--body-timeout", str(BODY_TIMEOUT), "--max-connections",
+             str(MAX_CONNECTIONS), "--max-head-bytes", str(MAX_HEAD))
+    with log.open("w") as err, serve_process(
+        settings.memory, *flags, env=env, stderr=err, why=lambda _: log.read_text()
+    ) as (_, announced):
+        yield Served(announced["url"], log)
 
 
 def wait_closed(sock: socket.socket) -> tuple[float, bytes]:

@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -38,6 +37,7 @@ from tests.test_endpoint_support import TOKEN, build_memory
 from pcm.endpoint.inflight import BodyBudget, Metered, OverBudget
 from pcm.errors import UsageError
 from pcm.settings import Settings
+from serve_process import serve_process
 
 REPO = Path(__file__).resolve().parents[1]
 MB = 1024 * 1024
@@ -78,28 +78,12 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     env.pop("PCM_MEMORY", None)
     env.pop("PCM_STORE_URL", None)
     log = root / "serve.log"
-    with log.open("w") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "pcm.cli", "--memory", str(settings.memory), "serve", "--bind", "127.0.0.1:0",
-             "--json", "--head-timeout", str(HEAD_TIMEOUT), "--idle-timeout", str(IDLE_TIMEOUT),
-             "--bodies-in-flight-mb", str(BODIES_IN_FLIGHT_MB)],
-            env=env, stdout=subprocess.PIPE, stderr=err, text=True,
-        )
-    try:
-        assert proc.stdout is not None
-        lines: list[str] = []
-        while not lines or lines[-1].rstrip() != "}":
-            line = proc.stdout.readline()
-            assert line, log.read_text()
-            lines.append(line)
-        yield Served(json.loads("".join(lines))["url"], proc.pid, log)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    flags = ("--head-timeout", str(HEAD_TIMEOUT), "--idle-timeout", str(IDLE_TIMEOUT), "--bodies-in-flight-mb",
+             str(BODIES_IN_FLIGHT_MB))
+    with log.open("w") as err, serve_process(
+        settings.memory, *flags, env=env, stderr=err, why=lambda _: log.read_text()
+    ) as (proc, announced):
+        yield Served(announced["url"], proc.pid, log)
 
 
 def resident_mb(pid: int) -> float:
