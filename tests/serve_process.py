@@ -4,13 +4,58 @@ and stop every such test shares)."""
 from __future__ import annotations
 
 import json
+import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import urlsplit
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+@dataclass
+class Served:
+    """A running ``pcm serve``: its URL, pid, and the file its stderr goes to."""
+
+    url: str
+    pid: int
+    log: Path
+
+    @property
+    def address(self) -> tuple[str, int]:
+        parts = urlsplit(self.url)
+        assert parts.hostname and parts.port
+        return parts.hostname, parts.port
+
+    def connect(self) -> socket.socket:
+        return socket.create_connection(self.address, timeout=30)
+
+    def log_text(self) -> str:
+        return self.log.read_text(encoding="utf-8", errors="replace")
+
+
+def serve_env(token: str) -> dict[str, str]:
+    """This environment for a served test memory: no model, no index, ``token`` as the write token, and none of the
+    caller's memory or store settings."""
+    env = {**os.environ, "PYTHONPATH": str(SRC), "PCM_LLM": "none", "PCM_INDEX": "off", "PCM_TOKEN": token}
+    env.pop("PCM_MEMORY", None)
+    env.pop("PCM_STORE_URL", None)
+    return env
+
+
+@contextmanager
+def served_with_log(memory: Path, log: Path, *flags: str, token: str) -> Iterator[Served]:
+    """:func:`serve_process` with stderr in ``log``, as a :class:`Served`."""
+    with log.open("w") as err, serve_process(
+        memory, *flags, env=serve_env(token), stderr=err, why=lambda _: log.read_text()
+    ) as (proc, announced):
+        yield Served(announced["url"], proc.pid, log)
 
 
 @contextmanager

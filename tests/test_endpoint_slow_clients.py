@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -27,7 +26,6 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -37,7 +35,7 @@ from tests.test_endpoint_support import TOKEN, build_memory
 from pcm.endpoint.inflight import BodyBudget, Metered, OverBudget
 from pcm.errors import UsageError
 from pcm.settings import Settings
-from serve_process import serve_process
+from serve_process import Served, served_with_log
 
 REPO = Path(__file__).resolve().parents[1]
 MB = 1024 * 1024
@@ -55,35 +53,17 @@ RSS_GROWTH_LIMIT_MB = 200
 SLACK_S = 3.0  # on top of a timeout, for a loaded machine
 
 
-@dataclass
-class Served:
-    url: str
-    pid: int
-    log: Path
-
-    @property
-    def address(self) -> tuple[str, int]:
-        parts = urlsplit(self.url)
-        assert parts.hostname and parts.port
-        return parts.hostname, parts.port
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """`pcm serve` with the default connection limit (64), short head and idle timeouts and 32 MB of bodies in
     flight, set by its flags."""
     root = tmp_path_factory.mktemp("slow-clients")
     settings = build_memory(root / "memory", samples=(), facts=False)
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "PCM_LLM": "none", "PCM_INDEX": "off", "PCM_TOKEN": TOKEN}
-    env.pop("PCM_MEMORY", None)
-    env.pop("PCM_STORE_URL", None)
     log = root / "serve.log"
     flags = ("--head-timeout", str(HEAD_TIMEOUT), "--idle-timeout", str(IDLE_TIMEOUT), "--bodies-in-flight-mb",
              str(BODIES_IN_FLIGHT_MB))
-    with log.open("w") as err, serve_process(
-        settings.memory, *flags, env=env, stderr=err, why=lambda _: log.read_text()
-    ) as (proc, announced):
-        yield Served(announced["url"], proc.pid, log)
+    with served_with_log(settings.memory, log, *flags, token=TOKEN) as server:
+        yield server
 
 
 def resident_mb(pid: int) -> float:
