@@ -8,6 +8,7 @@ is absent; ``.ci/run`` installs them.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +28,7 @@ EDITOR = "#sparql-query .yasqe .CodeMirror"
 
 try:
     from selenium import webdriver
+    from selenium.common.exceptions import TimeoutException
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
@@ -107,10 +109,33 @@ def press_ctrl(browser: Any, key: str) -> None:
     ActionChains(browser).key_down(Keys.CONTROL).send_keys(key).key_up(Keys.CONTROL).perform()
 
 
+# The offers shown and the word before the cursor, read in one script: CodeMirror replaces its hint list as keys
+# arrive, so elements found in one call may be gone by the next.
+_HINTS_AND_WORD = f"""
+const cm = document.querySelector({EDITOR!r}).CodeMirror;
+const before = cm.getLine(cm.getCursor().line).slice(0, cm.getCursor().ch);
+const items = document.querySelectorAll('#sparql-query .CodeMirror-hints li.CodeMirror-hint');
+return [Array.from(items, li => li.textContent), before.split(/\\s/).pop()];
+"""
+
+
 def offered(browser: Any) -> list[str]:
-    """The completions the editor shows, once it shows some."""
-    hints = wait_for(browser, "#sparql-query .CodeMirror-hints")
-    return [li.text for li in hints.find_elements(By.CSS_SELECTOR, "li.CodeMirror-hint")]
+    """The completions the editor shows for the word just typed, once it shows them.
+
+    A list left over from an earlier word (closing while the next keys arrive) is not an answer: the wait ends
+    when the editor offers something and every offer continues the word before the cursor, or after ``WAIT_S``
+    with whatever is shown then (for the assertion to report).
+    """
+    seen: list[list[str]] = [[]]
+
+    def settled(b: Any) -> bool:
+        items, word = b.execute_script(_HINTS_AND_WORD)
+        seen[0] = list(items)
+        return bool(items) and all(item.startswith(word) for item in items)
+
+    with contextlib.suppress(TimeoutException):
+        WebDriverWait(browser, WAIT_S).until(settled)
+    return seen[0]
 
 
 def test_query_entity_and_the_utterance_behind_a_fact(browser: Any, url: str) -> None:
