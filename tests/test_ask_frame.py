@@ -153,6 +153,18 @@ def test_count_reads_a_property_or_the_members_of_a_class(ops: Operations) -> No
     assert by_property is not None and by_property.text == "2 (Biscuit, Mochi)."
     assert by_class is not None and by_class.text == "2 (Biscuit, Mochi)."
     assert by_property.graphs
+    # the property's values that are not of the class named leave the count to the class
+    jobs = ops.evaluate(Frame("count", "Dana", cls=CV + "WorkHistory", prop=SCHEMA + "homeLocation"))
+    assert jobs is not None and jobs.text.startswith("2 (")
+    both = ops.evaluate(Frame("count", "Dana", cls=PCM + "Pet", prop=PCM + "hasPet"))
+    assert both is not None and both.text == "2 (Biscuit, Mochi)."
+
+
+def test_a_count_of_a_kind_of_relative_counts_the_relatives_whatever_property_the_frame_names(ops: Operations) -> None:
+    children = ops.evaluate(Frame("count", "Dana", prop=PCM + "hasPet", relative="child"))
+    brothers = ops.evaluate(Frame("count", "Dana", relative="brother"))
+    assert children is not None and children.text == "2 (Lily and Owen)." and children.graphs
+    assert brothers is not None and brothers.text.startswith("Not in memory") and not brothers.graphs
 
 
 def test_relatives_of_a_kind_named_or_not_in_memory(ops: Operations) -> None:
@@ -261,6 +273,24 @@ def test_the_frame_not_the_wording_decides_the_path(memory: Memory) -> None:
         framed.close()
     assert result.path != "frame" and "latest" not in result.note and not result.answer.startswith("Rumours")
     assert operations[0] == "frame" and "answer" in operations
+
+
+def test_only_a_frame_read_as_other_writes_a_free_graph_query(memory: Memory) -> None:
+    # a placed question whose operation and stored facts find nothing goes to recall, not to a free query (the
+    # slow tail); a question the frame cannot place ("other") still gets one
+    placed = "What breed is Dana's cat Mochi?"
+    unplaced = "Anything notable about the volcano society?"
+    frames = {placed: frame_json(op="value", subject="Dana", anchor="Mochi"), unplaced: frame_json(op="other")}
+    framed = _framed(memory)
+    try:
+        client, first_ops = _framing(framed, frames)
+        first = ask(framed.context, placed, client=client, as_of=AS_OF, plan=False)
+        client, second_ops = _framing(framed, frames)
+        ask(framed.context, unplaced, client=client, as_of=AS_OF, plan=False)
+    finally:
+        framed.close()
+    assert "nl2sparql" not in first_ops and "no free graph query for a question the frame reads as value" in first.note
+    assert "nl2sparql" in second_ops
 
 
 def test_an_unsettled_operation_or_a_malformed_frame_goes_on_to_the_stored_facts(memory: Memory) -> None:

@@ -60,6 +60,22 @@ def test_values_not_said_are_left_out_and_counted(grounding: Grounding) -> None:
     assert "not in the words said" in result.report()
 
 
+def test_a_new_node_none_of_whose_values_was_said_goes_with_its_links(grounding: Grounding) -> None:
+    said = Said.of("We moved to a bigger flat near the river last spring.", WHEN)
+    turtle = """
+    m:flat a schema:Residence ; rdfs:label "bigger flat near the river" ; schema:address m:address .
+    m:address a schema:PostalAddress ; schema:streetAddress "456 Elm St" ; schema:addressLocality "Anytown" .
+    m:owner schema:homeLocation m:flat .
+    """
+    result = grounding.ground(triples(turtle), said)
+    assert "address" not in subjects(result.triples) and "flat" in subjects(result.triples)
+    assert not any(t.object == ox.NamedNode(M + "address") for t in result.triples)
+    assert any("no value of it was said" in line for line in result.dropped)
+    # a node that had no values to begin with (an action linking what was said) is not touched
+    linking = grounding.ground(triples(turtle.replace('rdfs:label "bigger flat near the river" ;', "")), said)
+    assert "flat" in subjects(linking.triples)
+
+
 def test_a_day_is_cut_back_to_the_year_said(grounding: Grounding) -> None:
     said = Said.of("My mom gave me this pendant in 2010.", WHEN)
     kept = grounding.ground(triples(PENDANT), said).triples

@@ -22,7 +22,7 @@ What it does, in order:
    date must follow from the words and the message time at the precision said, and a day the words do not give is
    cut back to the month or year they do give; a duration's numbers and a time's hour must be said; a currency
    code needs its symbol or name; a value that only classifies what was said ("positive", "dog") is kept
-   (:data:`CATEGORY_PROPERTIES`).
+   (:data:`CATEGORY_PROPERTIES`). A new node none of whose values was said goes whole, with its links.
 4. One entity per thing said: new nodes of the same kind whose names are one and the same thing ("pendant",
    "heart-shaped pendant") become one node.
 
@@ -317,6 +317,7 @@ class Grounding:
                 gone.add(node)
                 result.dropped.append(f"{self._show(node)} ({why})")
         kept: list[ox.Triple] = []
+        said_values: dict[str, int] = {}  # per node: its literals, less each one left out
         for t in triples:
             s, o = _node(t.subject), _node(t.object)
             if s in gone or o in gone:
@@ -328,6 +329,7 @@ class Grounding:
                 kept.append(t)
                 continue
             checked = self._literal(t, said, types.get(s, set()), known=s in known_set)
+            said_values[s] = said_values.get(s, 0) + (checked is not None)
             if checked is None:
                 whole = t.predicate.value in NAME_PROPERTIES and s not in known_set
                 result.dropped.append(f"{self._show(s)} {self._curie(t.predicate.value)} {_quote(t.object)}"
@@ -336,6 +338,12 @@ class Grounding:
                     gone.add(s)
                 continue
             kept.append(checked)
+        for node, count in said_values.items():
+            # a new node all of whose values were left out (an address of invented street and town) was made of
+            # what no one said: what is left of it is a type and links, and it goes with them
+            if count == 0 and node not in known_set and node not in gone:
+                gone.add(node)
+                result.dropped.append(f"{self._show(node)} (no value of it was said)")
         kept = [t for t in kept if _node(t.subject) not in gone and _node(t.object) not in gone]
         result.triples, merged = self._merge(kept, known_set)
         result.merged = merged

@@ -401,6 +401,14 @@ class _Pipeline:
             if early is not None:
                 early.stats.update({"queries_ms": 0.0, "answer_ms": round(self._own_ms(answer_started, llm_before), 1)})
                 return self._finish(early, started, grounding, [], calls_before, hits_before, llm_before_all)
+        if self.frame is not None and self.frame.op != "other":
+            # the frame placed the question among the operations, so a free query has nothing to add to what the
+            # operation and the stored facts found: recall answers next (the slow tail was this query's repairs)
+            why = f"no free graph query for a question the frame reads as {self.frame.op}"
+            answer_started, llm_before = time.perf_counter(), self.cache.ms
+            result = self._fallback(grounding, why, facts_tried=facts_first)
+            result.stats.update({"queries_ms": 0.0, "answer_ms": round(self._own_ms(answer_started, llm_before), 1)})
+            return self._finish(result, started, grounding, [], calls_before, hits_before, llm_before_all)
         system = system_prompt(grounding.catalogue, form)
         user = user_message(grounding, self.ontology)
         loop = RepairLoop(
@@ -427,7 +435,9 @@ class _Pipeline:
         if repaired.attempt is not None:
             result = self._from_sparql(repaired)
         else:
-            result = self._fallback(grounding, repaired, facts_tried=facts_first)
+            why = ("the graph query found nothing" if repaired.no_query is None
+                   else f"no graph query fits ({repaired.no_query})")
+            result = self._fallback(grounding, why, facts_tried=facts_first)
         result.stats["queries_ms"] = round(queries_ms, 1)
         result.stats["answer_ms"] = round(self._own_ms(answer_started, llm_before), 1)
         result.trace = repaired.trace
@@ -561,8 +571,7 @@ class _Pipeline:
             return None
         return self._from_context(stored, "facts", f"{why}; answered from the stored facts nearest the question")
 
-    def _fallback(self, grounding: Grounding, repaired: RepairResult, *, facts_tried: bool = False) -> AskResult:
-        why = "the graph query found nothing" if repaired.no_query is None else f"no graph query fits ({repaired.no_query})"
+    def _fallback(self, grounding: Grounding, why: str, *, facts_tried: bool = False) -> AskResult:
         if facts_tried:
             why = f"the stored facts held no answer and {why}"
         starts = [e.iri for e in grounding.entities]

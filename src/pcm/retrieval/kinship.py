@@ -59,9 +59,11 @@ def kin_answer(memory: MemoryContext, question: str, entities: Sequence[Grounded
     return relatives_answer(memory, agent, asked.kind, name=name, alone=asked.alone)
 
 
-def relatives_answer(memory: MemoryContext, agent: str, kind: str, *, name: str, alone: bool = True) -> Worked | None:
+def relatives_answer(memory: MemoryContext, agent: str, kind: str, *, name: str, alone: bool = True,
+                     count: bool = False) -> Worked | None:
     """``agent``'s relatives of ``kind`` (a key of :data:`KINDS`), "not in memory" when the family is stored
-    without them, else None. ``alone``: nothing else is asked, so the names are the whole answer."""
+    without them, else None. ``alone``: nothing else is asked, so the names are the whole answer. ``count``: how
+    many there are, then their names."""
     asked = _Asked(name, kind, alone)
     relatives = _relatives(memory, agent)
     general = KINDS[asked.kind]
@@ -75,8 +77,11 @@ def relatives_answer(memory: MemoryContext, agent: str, kind: str, *, name: str,
     if named:
         if not asked.alone:
             return None
-        return Worked(_listed([label for _, label, _ in named]), tuple(sorted({g for *_, g in named})),
-                      f"read from the person's {asked.kind} facts")
+        graphs = tuple(sorted({g for *_, g in named}))
+        names = list(dict.fromkeys(label for _, label, _ in named))
+        if count:
+            return Worked(f"{len(names)} ({_listed(names)}).", graphs, f"counted over the person's {asked.kind} facts")
+        return Worked(_listed(names), graphs, f"read from the person's {asked.kind} facts")
     if not relatives or any(p in hiding for p, _, _ in relatives):
         return None
     stored = "; ".join(f"{_kind_word(p)} {label}" for p, label, _ in relatives)

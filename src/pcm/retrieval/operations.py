@@ -286,10 +286,20 @@ def _count(ops: Operations, frame: Frame) -> Worked | None:
     subject = ops.subject(frame)
     if subject is None:
         return None
+    if frame.relative:
+        # "how many children": the relatives of the kind, named; "not in memory" when the family is stored
+        # without them (the kind of relative is the frame's sign of what is counted, whatever property it names)
+        return relatives_answer(ops.memory, subject, frame.relative, name=ops.name_of(subject), count=True)
     if frame.prop and _holds_numbers(ops, frame.prop):
         return _stored_number(ops, frame, subject)
     if frame.prop:
         values = ops.values(subject, frame.prop)
+        if values and frame.cls:
+            # a frame names the kind counted and the link to it; values that are not of that kind ("the
+            # companies she worked for" read as her work places) leave the count to the members of the class
+            kind = {c.iri for c in ops.members(frame.cls, [str(v[0].value) for v in values
+                                                           if isinstance(v[0], ox.NamedNode)])}
+            values = [v for v in values if isinstance(v[0], ox.NamedNode) and v[0].value in kind]
         if values:
             names = sorted({label for _, label, _ in values})
             return Worked(f"{len(names)} ({', '.join(names)}).", tuple(sorted({g for *_, g in values})),
@@ -372,6 +382,12 @@ def _current(ops: Operations, frame: Frame) -> Worked | None:
         return by_class
     if frame.prop:
         values = ops.values(subject, frame.prop)
+        if values and frame.cls:
+            # a frame names the kind counted and the link to it; values that are not of that kind ("the
+            # companies she worked for" read as her work places) leave the count to the members of the class
+            kind = {c.iri for c in ops.members(frame.cls, [str(v[0].value) for v in values
+                                                           if isinstance(v[0], ox.NamedNode)])}
+            values = [v for v in values if isinstance(v[0], ox.NamedNode) and v[0].value in kind]
         if values:
             said = _said_times(ops, [g for *_, g in values])
             newest = max(said.get(g, "") for *_, g in values)
