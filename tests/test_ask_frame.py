@@ -335,3 +335,7 @@ def test_how_long_before_an_anchor_of_another_kind_counts_to_the_nearest_node_of
 def test_a_kind_of_relative_in_a_value_frame_reads_the_relatives(ops: Operations) -> None:
     found = ops.evaluate(Frame("value", "Dana", prop=SCHEMA + "homeLocation", relative="sister"))
     assert found is not None and found.text.startswith("Joanna") and "Denver" in found.text
+    person = ops.evaluate(Frame("value", "Dana", cls=SCHEMA + "Person", relative="sister"))
+    assert person is not None and person.text.startswith("Joanna")
+    # a relative filled in passing in a frame about another kind of thing (a pet's breed) reads no relatives
+    assert ops.evaluate(Frame("value", "Dana", cls=PCM + "Pet", prop=PCM + "petBreed", relative="child")) is None

@@ -56,6 +56,7 @@ _CONTAINED = SCHEMA + "containedInPlace"
 _LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
 _STATUS = SCHEMA + "actionStatus"
 _ACTION = SCHEMA + "Action"
+_PEOPLE = (SCHEMA + "Person", "http://xmlns.com/foaf/0.1/Person")
 
 
 @dataclass(frozen=True)
@@ -96,14 +97,19 @@ class Operations:
     def evaluate(self, frame: Frame) -> Worked | None:
         """The frame's answer worked out on the graph, or None when its operation is not computed here or the
         graph does not settle it."""
-        if frame.relative and frame.op in ("value", "list", "other"):
+        if frame.relative and frame.op in ("value", "list", "other") and self._about_people(frame.cls):
             # a kind of relative in the frame is its own sign that relatives are asked; in a frame that did not
-            # say so, only relatives that are stored answer (no "not in memory" for a field filled in passing)
+            # say so, only relatives that are stored answer (no "not in memory" for a field filled in passing), and
+            # only when the class it names is people (a pet's breed asked with a relative filled in passing is not)
             found = _relatives(self, frame)
             if found is not None and found.graphs:
                 return found
         handler = _HANDLERS.get(frame.op)
         return handler(self, frame) if handler is not None else None
+
+    def _about_people(self, cls: str) -> bool:
+        """Whether a frame's class allows a question about people: none named, or a kind of person."""
+        return not cls or any(cls == p or p in self.ontology.superclasses(cls) for p in _PEOPLE)
 
     # ---------------------------------------------------------------------------------------------- the subject
 
