@@ -337,5 +337,9 @@ def test_a_kind_of_relative_in_a_value_frame_reads_the_relatives(ops: Operations
     assert found is not None and found.text.startswith("Joanna") and "Denver" in found.text
     person = ops.evaluate(Frame("value", "Dana", cls=SCHEMA + "Person", relative="sister"))
     assert person is not None and person.text.startswith("Joanna")
+    # a relatives frame about another kind of thing answers the relatives it finds, never that one is missing
+    trip = ops.evaluate(Frame("relatives", "Dana", cls=SCHEMA + "TravelAction", relative="brother"))
+    cousin = ops.evaluate(Frame("relatives", "Dana", cls=SCHEMA + "TravelAction", relative="cousin"))
+    assert trip is None and cousin is not None and cousin.text == "Rachel"
     # a relative filled in passing in a frame about another kind of thing (a pet's breed) reads no relatives
     assert ops.evaluate(Frame("value", "Dana", cls=PCM + "Pet", prop=PCM + "petBreed", relative="child")) is None

@@ -105,7 +105,12 @@ class Operations:
             if found is not None and found.graphs:
                 return found
         handler = _HANDLERS.get(frame.op)
-        return handler(self, frame) if handler is not None else None
+        found = handler(self, frame) if handler is not None else None
+        if found is not None and not found.graphs and frame.op == "relatives" and not self._about_people(frame.cls):
+            # "no such relative" from a frame whose class is another kind of thing (a trip "and with whom" read
+            # as a relative): the frame contradicts itself, so it settles nothing
+            return None
+        return found
 
     def _about_people(self, cls: str) -> bool:
         """Whether a frame's class allows a question about people: none named, or a kind of person."""
