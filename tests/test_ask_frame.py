@@ -210,6 +210,11 @@ def test_interval_counts_between_the_two_events_the_anchors_name(ops: Operations
 def test_a_date_of_a_named_thing_is_read_from_its_node(ops: Operations) -> None:
     found = ops.evaluate(Frame("value", "Dana", SCHEMA + "BuyAction", SCHEMA + "startDate", anchor="the espresso machine"))
     assert found is not None and found.text == "Tuesday 4 February 2025 (buying the Breville Barista Express)."
+    # a class guessed wrong (the promotion is stored as an event) leaves the anchor to name a node of any kind
+    guessed = ops.evaluate(Frame("value", "Dana", SCHEMA + "TransferAction", SCHEMA + "startDate",
+                                 anchor="Senior Data Analyst"))
+    assert guessed is not None and "1 March 2025 (promotion to Senior Data Analyst)" in guessed.text
+    assert ops.evaluate(Frame("value", "Dana", SCHEMA + "TravelAction", SCHEMA + "startDate", anchor="Tokyo")) is None
 
 
 def test_operations_the_graph_does_not_settle_are_left_to_the_pipeline(ops: Operations) -> None:

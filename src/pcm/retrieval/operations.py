@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
@@ -502,7 +502,13 @@ def _date_of(ops: Operations, frame: Frame) -> Worked | None:
     from the node the anchor names. Other values are read by the model from the stored facts."""
     if not frame.anchor or frame.prop not in ops.date_properties():
         return None
-    return _anchored(ops, frame, lambda reach: _date_in(ops, frame, reach))
+    found = _anchored(ops, frame, lambda reach: _date_in(ops, frame, reach))
+    if found is None and frame.cls:
+        # the class is the model's guess at how the thing was stored (a promotion as a transfer, a job or an
+        # event): the dated nodes of any kind, matched by the anchor alone with the stricter untyped margin
+        untyped = replace(frame, cls="")
+        found = _anchored(ops, untyped, lambda reach: _date_in(ops, untyped, reach))
+    return found
 
 
 def _date_in(ops: Operations, frame: Frame, reach: int) -> Worked | None:
