@@ -18,7 +18,7 @@ overall, per category and per language. Such a set has no gold SPARQL: the scrip
 model call with nothing (``NO QUERY``), so without ``--llm`` it measures what ask does without a model.
 
 Run: ``python benchmarks/bench_ask.py [--memory DIR] [--posts 100000] [--graphs 8000] [--runs 3] [--llm]
-[--questions N] [--set FILE]``.
+[--questions N] [--set FILE] [--record DIR]``.
 The memory is built once into DIR (default: a temp dir) and reused when it exists.
 """
 
@@ -229,7 +229,7 @@ def holds_values(answer: str, values: list[object]) -> bool:
 
 
 def run(directory: Path, runs: int, use_llm: bool, limit: int | None = None, save: Path | None = None,
-        question_set: Path = GOLD_SET) -> None:
+        question_set: Path = GOLD_SET, record: Path | None = None) -> None:
     from pcm.llm import ScriptedClient, make_client
     from pcm.retrieval.ask import ask
 
@@ -251,6 +251,10 @@ def run(directory: Path, runs: int, use_llm: bool, limit: int | None = None, sav
     client = make_client(settings) if use_llm else ScriptedClient([respond] * 100_000)
     if client is None:
         raise SystemExit("--llm needs PCM_LLM set to a model")
+    if record is not None:
+        from pcm.llm.record import RecordingClient
+
+        client = RecordingClient(client, record)
     memory = Memory.open(settings.with_(llm=None), read_only=True)
     as_of = datetime(2025, 10, 1, tzinfo=UTC)
     t = time.perf_counter()
@@ -395,13 +399,15 @@ def main() -> None:
     parser.add_argument("--set", type=Path, default=GOLD_SET, dest="question_set",
                         help="question set (default: the gold questions; a set in the varied shape is scored "
                              "by values, abstentions and citations)")
+    parser.add_argument("--record", type=Path,
+                        help="write every model exchange to DIR; PCM_LLM=replay:DIR re-scores it without the model")
     args = parser.parse_args()
     directory = args.memory or Path(tempfile.mkdtemp(prefix="pcm-bench-ask-")) / "memory"
     if not (directory / "memory.toml").exists():
         build(directory, args.posts, args.graphs)
     elif args.reindex:
         index_entities(directory)
-    run(directory, args.runs, args.llm, args.questions, args.save, args.question_set)
+    run(directory, args.runs, args.llm, args.questions, args.save, args.question_set, args.record)
 
 
 if __name__ == "__main__":
