@@ -265,24 +265,34 @@ def test_nodes_left_unlinked_after_the_repair_rounds_are_dropped_and_the_rest_is
     assert text == "kept without 3 node(s) it could not link: m:neighbour, m:park, m:walk"
 
 
-@pytest.mark.parametrize(
-    ("said", "written", "rule"),
-    [
-        ('"2025-03-02"^^xsd:date', '"yesterday"', "[date-literal]"),
-        ('pcm:petBreed "beagle" .', 'pcm:petBreed "beagle", "basset" .', "[single-valued]"),  # no node to drop
-    ],
-    ids=["date-literal", "single-valued"],
-)
-def test_an_answer_with_another_fault_is_not_salvaged(memory: Memory, said: str, written: str, rule: str) -> None:
-    # both breeds are said, so the grounding check leaves the two values for the single-valued rule to refuse
-    [post] = ingest(memory, "I adopted a beagle (or a basset?) called Biscuit yesterday; my neighbour walks in the park.")
-    faulty = LOOSE_NEIGHBOUR.replace(said, written)
+def test_an_answer_with_another_fault_is_not_salvaged(memory: Memory) -> None:
+    [post] = ingest(memory, "I adopted a beagle called Biscuit yesterday; my neighbour walks in the park.")
+    faulty = LOOSE_NEIGHBOUR.replace('"2025-03-02"^^xsd:date', '"yesterday"')
     report, _ = run(memory, [post], faulty, faulty)
 
     assert (report.extracted, report.failed) == (0, 1)
     state, text = status(memory, post)
-    assert state == "failed" and text and rule in text
+    assert state == "failed" and text and "[date-literal]" in text
     assert graph_triples(memory, memory.naming.extraction_graph(post)) == set()
+
+
+def test_two_values_for_a_single_valued_property_after_the_rounds_leave_both_out_and_keep_the_rest(
+    memory: Memory,
+) -> None:
+    # both breeds are said, so the grounding check leaves the two values for the single-valued rule; the model is
+    # asked to choose first, and once the rounds are spent neither is stored, since which is true is not known
+    [post] = ingest(memory, "I adopted a beagle (or a basset?) called Biscuit yesterday; my neighbour walks in the park.")
+    faulty = LOOSE_NEIGHBOUR.replace('pcm:petBreed "beagle" .', 'pcm:petBreed "beagle", "basset" .')
+    report, client = run(memory, [post], faulty, faulty)
+
+    assert "[single-valued]" in client.requests[1][1][2].content
+    assert (report.extracted, report.failed) == (1, 0)
+    ns = memory.manifest.namespace
+    stored = graph_triples(memory, memory.naming.extraction_graph(post))
+    assert not {o for s, p, o in stored if p == PCM + "petBreed"}
+    assert (ns + "owner", PCM + "hasPet", ns + "biscuit") in stored
+    state, text = status(memory, post)
+    assert state == "extracted" and text and "m:biscuit pcm:petBreed" in text and "single-valued" in text
 
 
 def test_an_answer_of_nothing_but_unlinked_nodes_still_fails(memory: Memory) -> None:

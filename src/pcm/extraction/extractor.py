@@ -94,6 +94,9 @@ GATED = "gated"
 #: Rules about a new node's links: once the repair rounds are spent, the nodes that break them are left out and
 #: the rest of the answer is kept (:meth:`Extractor.salvage`).
 _DROPPABLE = frozenset({"isolated-individual", "action-has-agent", "problem-affects", "service-has-object"})
+#: The shapes' rule for a property that holds one value on a subject of some class (``sh:maxCount 1``): once the
+#: rounds are spent, a subject's clashing values of it are left out (:meth:`Extractor.salvage`).
+_SINGLE_VALUED = "single-valued"
 
 
 @dataclass
@@ -221,11 +224,13 @@ class Extractor:
                     result.status, result.triples, result.report = EXTRACTED, verdict.triples, verdict.grounding_report
                     return result
             if last and not verdict.fatal:
-                kept, dropped = self.salvage(verdict.triples)
+                kept, dropped, values = self.salvage(verdict.triples, clashes=True)
                 if kept:
                     result.status, result.triples = EXTRACTED, kept
                     result.report = _joined(
-                        f"kept without {len(dropped)} node(s) it could not link: {', '.join(dropped)}",
+                        f"kept without {len(dropped)} node(s) it could not link: {', '.join(dropped)}" if dropped else "",
+                        f"kept without the values of {len(values)} single-valued propert(ies) given more than one: "
+                        + ", ".join(values) if values else "",
                         verdict.grounding_report,
                     )
                     return result
@@ -364,7 +369,7 @@ class Extractor:
                 return Verdict([], "", normalised.unknown_terms, ungrounded=ungrounded, grounding_report=grounding_report)
         lines = self._violations(triples)
         if lines and ungrounded:
-            kept, dropped = self.salvage(triples)
+            kept, dropped, _ = self.salvage(triples)
             if kept:
                 note = f"left out {len(dropped)} node(s) no longer linked: {', '.join(dropped)}" if dropped else ""
                 return Verdict(kept, "", normalised.unknown_terms, ungrounded=ungrounded,
@@ -383,27 +388,49 @@ class Extractor:
         existing = {str(s) for s in node_context(self.memory, dangling).subjects()}
         return complete_references(triples, dangling - existing, namespace=ns, ontology=self.ontology)
 
-    def salvage(self, triples: list[ox.Triple]) -> tuple[list[ox.Triple], list[str]]:
-        """What an answer still holds once the repair rounds are spent: ``(triples, dropped names)``, the triples
+    def salvage(self, triples: list[ox.Triple], *, clashes: bool = False) -> tuple[list[ox.Triple], list[str], list[str]]:
+        """What an answer still holds once the repair rounds are spent: ``(triples, dropped nodes, dropped values)``, the triples
         without the new nodes that break a rule about what a new node must be linked to (isolated, an action
         without an agent, a problem affecting nothing, a service without an object), and without what only they
-        held up. Empty when anything else is wrong or nothing is left.
+        held up; with ``clashes``, a subject's values of a single-valued property it was given several of are
+        left out too (before the rounds are spent, the model is asked to choose). Empty when anything else is wrong
+        or nothing is left.
 
         Why: small models name a side thing (``m:neighbor``, ``m:plant``) and never link it, round after round,
         and refusing the whole answer for it loses the utterance's other facts. The rules stay as they are:
         nothing unlinked is stored.
         """
         dropped: list[str] = []
+        values: list[str] = []
         while triples:
+            clashing = self._clashing(triples) if clashes else set()
+            if clashing:
+                # two values for what holds one, and rounds spent without the model choosing: which one is true is
+                # not known, so neither is stored (the rest of the answer is)
+                values += sorted(f"{self._show(s)} {self.ontology.curie(p)}" for s, p in clashing)
+                triples = [t for t in triples if (_node_id(t.subject), t.predicate.value) not in clashing]
+                continue
             violations = self._checked(triples)
             if self._multiple_values(triples) or any(v.rule not in _DROPPABLE for v in violations):
-                return [], []
+                return [], [], []
             if not violations:
-                return triples, sorted(self._show(n) for n in dropped)
+                return triples, sorted(dropped), values
             names = {v.focus for v in violations}
-            dropped += sorted(names)
+            dropped += sorted(self._show(n) for n in names)
             triples = [t for t in triples if _node_id(t.subject) not in names and _node_id(t.object) not in names]
-        return [], []
+        return [], [], []
+
+    def _clashing(self, triples: list[ox.Triple]) -> set[tuple[str, str]]:
+        """``(subject, property)`` pairs given several values where one is allowed: the properties single-valued
+        for every subject, and those the shapes hold to one value on the subjects' classes."""
+        values: dict[tuple[str, str], set[str]] = {}
+        for t in triples:
+            values.setdefault((_node_id(t.subject), t.predicate.value), set()).add(str(t.object))
+        strict = {k for k, v in values.items() if len(v) > 1 and k[1] in self.single_valued.strict}
+        if strict:
+            return strict
+        return {(v.focus, v.path) for v in self._checked(triples)
+                if v.rule == _SINGLE_VALUED and v.path and len(values.get((v.focus, v.path), ())) > 1}
 
     def _show(self, iri: str) -> str:
         return show_iri(iri, self.memory.naming.namespace, self.ontology)
