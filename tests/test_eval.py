@@ -188,6 +188,24 @@ def test_a_replay_declares_what_the_recorded_client_declared(tmp_path: Path) -> 
     assert replay.complete(system="s", messages=[Message.user("q")], operation="answer").text == "answer"
 
 
+def test_a_recorder_inside_another_wrapper_still_declares_the_model_it_records(tmp_path: Path) -> None:
+    """A reply cache around a recorder around an in-process model: every decision that depends on the model being
+    local (facts first, no plan, json output, the whole catalogue) sees through both wrappers."""
+    from pcm.llm.base import constrains, runs_here
+
+    inner = ScriptedClient(["answer"])
+    inner.local, inner.prefix_cache, inner.context = True, True, 4096  # type: ignore[attr-defined]
+    inner.constrained = True  # type: ignore[attr-defined]
+
+    class Outer:
+        def __init__(self, client: object) -> None:
+            self.client = client
+
+    wrapped = Outer(RecordingClient(inner, tmp_path / "rec"))
+    assert runs_here(wrapped) and constrains(wrapped) and output_format("auto", wrapped) == "json"
+    assert catalogue_layout("auto", wrapped, whole_tokens=lambda: 5000) == "areas"  # the recorded model's window
+
+
 def test_a_recording_without_flags_replays_as_a_hosted_client(tmp_path: Path) -> None:
     RecordingClient(ScriptedClient(["a"]), tmp_path / "rec").complete(system="s", messages=[], operation="answer")
     (tmp_path / "rec" / METADATA).unlink()  # as an older recording has it

@@ -142,7 +142,7 @@ def output_format(setting: str, client: object, *, forms: tuple[str, ...] = OUTP
     A wrapper (a cache, a recorder) is looked through to the client it wraps.
     """
     if setting == "compact":
-        provider = any(hasattr(c, "constrained") for c in (client, _inner(client)))
+        provider = any(hasattr(c, "constrained") for c in _wrapped(client))
         takes = "compact" in forms and (_declares(client, "in_process") or not provider)
         return "compact" if takes else "json"
     if setting in ("turtle", "json"):
@@ -186,7 +186,7 @@ def catalogue_layout(
     """
     if setting == AREAS or (setting != WHOLE and not _declares(client, "prefix_cache")):
         return AREAS
-    window = getattr(_inner(client), "context", None)
+    window = next((w for c in _wrapped(client) if isinstance(w := getattr(c, "context", None), int)), None)
     if not isinstance(window, int) or isinstance(window, bool):
         return WHOLE
     needed = whole_tokens()
@@ -216,10 +216,18 @@ def estimate_tokens(text: str) -> int:
     return -(-len(text) * 10 // round(CHARS_PER_TOKEN * 10))
 
 
-def _inner(client: object) -> object:
-    return getattr(client, "inner", None) or getattr(client, "client", None) or client
+def _wrapped(client: object) -> list[object]:
+    """The client and every client under it: a wrapper keeps the one it wraps as ``inner`` or ``client`` (a reply
+    cache around a recorder around a model is three deep)."""
+    chain = [client]
+    while len(chain) < 8:
+        inner = getattr(chain[-1], "inner", None) or getattr(chain[-1], "client", None)
+        if inner is None or any(inner is seen for seen in chain):
+            break
+        chain.append(inner)
+    return chain
 
 
 def _declares(client: object, attribute: str) -> bool:
-    """The client, or the client a wrapper wraps, declares ``attribute`` true."""
-    return bool(getattr(_inner(client), attribute, False) or getattr(client, attribute, False))
+    """The client, or a client a wrapper wraps at any depth, declares ``attribute`` true."""
+    return any(getattr(c, attribute, False) for c in _wrapped(client))
