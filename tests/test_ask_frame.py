@@ -171,7 +171,8 @@ def test_relatives_of_a_kind_named_or_not_in_memory(ops: Operations) -> None:
     children = ops.evaluate(Frame("relatives", "Dana", relative="child"))
     brother = ops.evaluate(Frame("relatives", "Dana", relative="brother"))
     sister = ops.evaluate(Frame("relatives", "Dana", prop=SCHEMA + "homeLocation", relative="sister"))
-    assert children is not None and children.text == "Lily and Owen"
+    # the names first, then what is stored about each of them
+    assert children is not None and children.text.startswith("Lily and Owen. Lily") and "Owen (" in children.text
     assert brother is not None and brother.text.startswith("Not in memory") and not brother.graphs
     assert sister is not None and "Joanna" in sister.text and "Denver" in sister.text
 
@@ -345,6 +346,6 @@ def test_a_kind_of_relative_in_a_value_frame_reads_the_relatives(ops: Operations
     # a relatives frame about another kind of thing answers the relatives it finds, never that one is missing
     trip = ops.evaluate(Frame("relatives", "Dana", cls=SCHEMA + "TravelAction", relative="brother"))
     cousin = ops.evaluate(Frame("relatives", "Dana", cls=SCHEMA + "TravelAction", relative="cousin"))
-    assert trip is None and cousin is not None and cousin.text == "Rachel"
+    assert trip is None and cousin is not None and cousin.text.startswith("Rachel. ")
     # a relative filled in passing in a frame about another kind of thing (a pet's breed) reads no relatives
     assert ops.evaluate(Frame("value", "Dana", cls=PCM + "Pet", prop=PCM + "petBreed", relative="child")) is None

@@ -272,8 +272,16 @@ def _relatives(ops: Operations, frame: Frame) -> Worked | None:
     if agent is None or not frame.relative:
         return None
     found = relatives_answer(ops.memory, agent, frame.relative, name=ops.name_of(agent))
-    if found is None or not frame.prop or not found.graphs:
+    if found is None or not found.graphs:
         return found
+    if not frame.prop:
+        # the names, then what is stored about each relative ("Joanna, and where does she live?" names no
+        # property the frame could hold apart from the relatives)
+        cards = ops.cards([kin for kin, _ in _kin_of(ops, agent, frame.relative)])
+        if not cards:
+            return found
+        return Worked(f"{found.text}. " + " ".join(c.line for c in cards),
+                      tuple(sorted(set(found.graphs) | set(_graphs(cards)))), found.note)
     # "my sister, and where does she live": each relative's value of the asked property too
     extra = []
     graphs = set(found.graphs)
