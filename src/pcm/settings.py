@@ -223,6 +223,10 @@ class Settings:
     serve_bodies_in_flight_mb: int = 64
     #: Turn on the LanceDB side index (off only for benchmarks of the store alone).
     index_enabled: bool = True
+    #: Rows of an index table (utterances, entities) from which its vector searches go through LanceDB's own
+    #: approximate index (IVF-HNSW-SQ, built when the table reaches this size, candidates re-scored exactly)
+    #: instead of the exact scan of every vector (``PCM_INDEX_ANN_MIN_ROWS``). MEASURED_FIGURE
+    index_ann_min_rows: int = 50_000
     #: Traversal algorithm `ask` falls back to first: wc, bs, astar, wc+bs, bs+astar, astar+wc or all.
     traversal_algorithm: str = "wc"
     #: OpenMP wait policy of the embedding model's threads, applied before torch is first imported. PASSIVE lets
@@ -280,6 +284,7 @@ class Settings:
             ("serve_body_timeout", float),
             ("serve_max_head_bytes", int),
             ("serve_bodies_in_flight_mb", int),
+            ("index_ann_min_rows", int),
         ):
             raw = env.get(f"PCM_{name.upper()}")
             if raw:
