@@ -11,7 +11,7 @@ deleted (LanceDB's deletion files), whatever the index holds.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from lancedb.index import IvfHnswSq, IvfPq
@@ -20,7 +20,7 @@ INDEX_NAME = "vector_idx"
 KINDS = ("IVF_HNSW_SQ", "IVF_PQ")
 KIND = "IVF_HNSW_SQ"
 """The index type built (``bench_ann.py`` compares the two)."""
-METRIC = "cosine"
+METRIC: Literal["cosine"] = "cosine"
 """The embedder writes unit vectors, so cosine ranks as the dot products the mirror re-scores with."""
 NPROBES = 20
 """IVF partitions searched per query."""
@@ -30,7 +30,7 @@ EF = 200
 """HNSW candidate list per partition (at least ``k``)."""
 MIN_ROWS = 50_000
 """Rows of a table from which its vector searches use the index (the default of ``Settings.index_ann_min_rows``;
-see there for the figures that set it)."""
+its docstring holds the figures that set it)."""
 RETRAIN_GROWTH = 4.0
 """A table this many times larger than when its index was built gets a new index (partitions sized for it)
 instead of an update that only appends to the old partitions."""

@@ -781,7 +781,7 @@ class SideIndex:
             and (weights is None or favoured is not None)
         )
         if not usable:
-            return mirror.top_by_vector(query, n, mask, weights, near=near)
+            return self._scan(mirror, query, n, mask, weights, near)
         wanted = min(n, len(mirror))
         if mask is not None:
             allowed = mirror.allowed_slots(mask)
@@ -796,8 +796,22 @@ class SideIndex:
         found = np.fromiter((slot_of[i] for i in iris if i in slot_of), dtype=np.int64)
         slots, scores = mirror.rescore(found, query, n, mask, weights)
         if len(slots) < wanted:
-            return mirror.top_by_vector(query, n, mask, weights, near=near)
+            return self._scan(mirror, query, n, mask, weights, near)
         return slots, scores
+
+    @staticmethod
+    def _scan(
+        mirror: PostMirror | EntityMirror,
+        query: np.ndarray,
+        n: int,
+        mask: np.ndarray | None,
+        weights: np.ndarray | None,
+        near: tuple[np.ndarray, float] | None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The exact scan of every vector (:meth:`~pcm.index.mirror.PostMirror.top_by_vector`)."""
+        if near is None:
+            return mirror.top_by_vector(query, n, mask, weights)
+        return mirror.top_by_vector(query, n, mask, weights, near=near)
 
     # -- internals: reading ---------------------------------------------------------------------------------------
     @property
