@@ -28,7 +28,7 @@ REFINE_FACTOR = 5
 """LanceDB re-ranks ``refine_factor * k`` candidates by their full vectors before cutting to ``k``."""
 EF = 200
 """HNSW candidate list per partition (at least ``k``)."""
-MIN_ROWS = 50_000
+MIN_ROWS = 1_000_000
 """Rows of a table from which its vector searches use the index (the default of ``Settings.index_ann_min_rows``;
 its docstring holds the figures that set it)."""
 RETRAIN_GROWTH = 4.0
