@@ -502,7 +502,11 @@ class Memory:
                     f"(dim {self.manifest.embedding_dim}); this pcm embeds with {embedder.name} (dim {embedder.dim}); "
                     "run `pcm reindex`"
                 )
-            self._index = SideIndex.open(self.settings.memory / INDEX_DIR, embedder=embedder)
+            self._index = SideIndex.open(
+                self.settings.memory / INDEX_DIR,
+                embedder=embedder,
+                ann_min_rows=self.settings.index_ann_min_rows,
+            )
         return self._index
 
     def _sync_stamp(self) -> dict[str, object]:

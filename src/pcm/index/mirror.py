@@ -126,6 +126,24 @@ class _Slots(Generic[R]):
         rows = np.flatnonzero(scores >= cut - np.float32(2 * error))
         return _best(rows, self._scores_at(rows, query, weights), n)
 
+    def rescore(
+        self,
+        slots: np.ndarray,
+        query: np.ndarray,
+        n: int,
+        mask: np.ndarray | None = None,
+        weights: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The ``n`` best of the candidate ``slots`` (from an approximate index), scored exactly as
+        :meth:`top_by_vector` scores them, live rows that ``mask`` allows only, best first (equal scores by slot)."""
+        rows = np.unique(np.asarray(slots, dtype=np.int64))
+        if len(rows):
+            rows = rows[self._allowed(mask)[rows]]
+        if not len(rows) or n <= 0:
+            return _NO_SLOTS, _NO_SCORES
+        query = np.asarray(query, dtype=np.float32)
+        return _best(rows, self._scores_at(rows, query, weights), n)
+
     def near_products(self, query: np.ndarray) -> tuple[np.ndarray, float]:
         """The product of every slot's vector with ``query`` (0 for a free slot), fast and approximate, and how far
         any of them may be from the exact product.
@@ -164,6 +182,10 @@ class _Slots(Generic[R]):
             np.maximum(scores, 0.0, out=scores)
             scores *= weights[rows]
         return scores
+
+    def allowed_slots(self, mask: np.ndarray | None) -> np.ndarray:
+        """The live slots ``mask`` allows, ascending."""
+        return np.flatnonzero(self._allowed(mask))
 
     def _allowed(self, mask: np.ndarray | None) -> np.ndarray:
         size = self.capacity()

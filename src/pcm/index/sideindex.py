@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from pcm.errors import MemoryVersionError, PcmError, UsageError
-from pcm.index import cooccurrence, quantity
+from pcm.index import ann, cooccurrence, quantity
 from pcm.index import entities as entity_ranking
 from pcm.index import recall as ranking
 from pcm.index.embedder import Embedder, get_embedder
@@ -38,7 +38,9 @@ from pcm.index.relevance import (
     unit_scores,
 )
 from pcm.index.tables import (
+    ENTITIES_TABLE,
     KEY_SEPARATOR,
+    POSTS_TABLE,
     SYNC_FILE,
     EntityRow,
     Meta,
@@ -103,10 +105,19 @@ class SideIndex:
     optimize_every: int = 200
     """Write calls between automatic ``optimize()`` runs, so the unindexed full-text tail and old versions stay small."""
 
-    def __init__(self, directory: Path, tables: Tables, embedder: Embedder) -> None:
+    def __init__(
+        self, directory: Path, tables: Tables, embedder: Embedder, *, ann_min_rows: int = ann.MIN_ROWS
+    ) -> None:
         """Use :meth:`open`."""
         self.directory = directory
         self.embedder = embedder
+        self.ann_min_rows = ann_min_rows
+        """Rows of a table from which its vector searches go through LanceDB's vector index (built then) rather
+        than the exact scan of the mirror (``Settings.index_ann_min_rows``)."""
+        self._unindexed: dict[str, int | None] = {POSTS_TABLE: None, ENTITIES_TABLE: None}
+        """Rows written to each table since its vector index last took them in (``None``: not counted yet)."""
+        self._trained: dict[str, int] = {}
+        """Rows each table's vector index was built over (or held when first counted in this process)."""
         self._tables: Tables | None = tables
         self._lock = threading.RLock()
         self._beside_pool: ThreadPoolExecutor | None = None
@@ -128,12 +139,20 @@ class SideIndex:
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
     @classmethod
-    def open(cls, directory: Path, *, embedder: Embedder | None = None, rebuild: bool = False) -> SideIndex:
+    def open(
+        cls,
+        directory: Path,
+        *,
+        embedder: Embedder | None = None,
+        rebuild: bool = False,
+        ann_min_rows: int | None = None,
+    ) -> SideIndex:
         """Open (creating if missing) the index in ``directory``.
 
         Raises :class:`~pcm.errors.MemoryVersionError` when the index was built with another embedding model or
         layout. ``rebuild=True`` first deletes everything in the directory (``pcm reindex`` after a model change);
-        follow it with :meth:`reconcile`.
+        follow it with :meth:`reconcile`. ``ann_min_rows`` is :attr:`ann_min_rows` (default
+        :data:`pcm.index.ann.MIN_ROWS`).
         """
         directory = Path(directory)
         embedder = embedder if embedder is not None else get_embedder()
@@ -147,7 +166,8 @@ class SideIndex:
             write_meta(directory, Meta(embedder.name, embedder.dim))
         else:
             check_meta(directory, meta, embedder.name, embedder.dim)
-        return cls(directory, Tables(directory, embedder.dim), embedder)
+        threshold = ann.MIN_ROWS if ann_min_rows is None else ann_min_rows
+        return cls(directory, Tables(directory, embedder.dim), embedder, ann_min_rows=threshold)
 
     def close(self) -> None:
         """Release the tables; the object cannot be used afterwards."""
@@ -185,14 +205,20 @@ class SideIndex:
             self._post_mirror = PostMirror(self.embedder.dim)
             self._entity_mirror = EntityMirror(self.embedder.dim)
             self._writes = 0
+            self._unindexed = {POSTS_TABLE: None, ENTITIES_TABLE: None}
+            self._trained = {}
 
     def optimize(self, retain: timedelta | None = None) -> None:
         """Compact the tables, fold new rows into the full-text indexes and drop table versions older than
         ``retain`` (default :attr:`version_retention`; ``timedelta(0)`` for ``pcm purge``: deleted rows leave the
         files)."""
         with self._lock:
-            self._open_tables().optimize(self.version_retention if retain is None else retain)
+            tables = self._open_tables()
+            tables.optimize(self.version_retention if retain is None else retain)
             self._writes = 0
+            for name, indexed in tables.vector_indexed.items():
+                if indexed:
+                    self._unindexed[name] = 0
             if retain is not None and not retain:
                 self._compact_graph_file()
 
@@ -338,11 +364,15 @@ class SideIndex:
             )
             named = named_speakers(query, self._posts.speaker_counts)
             factors = self._speaker_prior(named) if speaker is None else None
+            # the rows a prior favours, in SQL, for the vector index (see ``_nearest``)
+            favoured = f"speaker = {sql_string(next(iter(named)))}" if factors is not None else None
             if speaker is None and role is None and not named and ranking.asks_about_owner(query):
                 factors = self._owner_prior()
+                favoured = f"role = {sql_string(ranking.OWNER_ROLE)}"
             if mode == "hybrid" and ranking.INFO_MASS > 0:
                 info = self._info_prior()
                 factors = info if factors is None else factors * info
+                favoured = None  # many weights: only the exact scan ranks by them
             where = _post_filter(role, speaker, session, since_ts, until_ts)
             legs: list[ranking.Leg] = []
             fts_hits: Future[list[tuple[str, float]]] | None = None
@@ -357,14 +387,16 @@ class SideIndex:
                     fts_hits = self._beside().submit(tables.fts, *fts_args)
             if mode != "fts":
                 vector = self._query_vector(vector_query(self._vector_text(query, named)))
-                slots, scores = self._posts.top_by_vector(vector, depth, mask, factors)
+                slots, scores = self._nearest(
+                    POSTS_TABLE, vector, depth, mask, factors, where=where, favoured=favoured
+                )
                 legs.append(ranking.rank_leg(slots, scores, ranking.VECTOR_WEIGHT))
             if fts_hits is not None:
                 legs.insert(0, self._fts_leg(fts_hits.result(), factors))
             head: list[int] = []
             if mode == "hybrid" and ranking.PRF_DOCS > 0:
                 head, feedback = self._feedback_legs(
-                    query, named, legs, vector, depth, mask, factors, where
+                    query, named, legs, vector, depth, mask, factors, where, favoured
                 )
                 legs += feedback
                 if not ranking.PRF_KEEP_HEAD or recency is not None:
@@ -415,7 +447,7 @@ class SideIndex:
             said = posts.speaker_mask(name)
             content = without_speakers(query, named)
             depth = ranking.ATTRIBUTION_DEPTH
-            slots, scores = self._posts.top_by_vector(self._query_vector(vector_query(content)), depth)
+            slots, scores = self._nearest(POSTS_TABLE, self._query_vector(vector_query(content)), depth)
             if not len(slots) or said[slots[0]]:
                 return False
             legs = [
@@ -441,10 +473,19 @@ class SideIndex:
             content = without_speakers(query, named)
             size = posts.capacity()
             vector = self._query_vector(vector_query(content))
-            near = posts.near_products(vector)  # one pass over the vectors for both speakers' best
+            # one pass over the vectors for both speakers' best, unless the vector index finds them
+            near = None if self._vector_ready(POSTS_TABLE) else posts.near_products(vector)
+            named_mask = posts.speaker_mask(name)
+            theirs = f"speaker = {sql_string(name)}"
 
             def nearest(mask: np.ndarray) -> float:
-                _, scores = posts.top_by_vector(vector, 1, mask, near=near)
+                if np.array_equal(mask, named_mask):
+                    where: str | None = theirs
+                elif np.array_equal(mask, ~named_mask):
+                    where = f"(speaker IS NULL OR NOT ({theirs}))"
+                else:
+                    where = None
+                _, scores = self._nearest(POSTS_TABLE, vector, 1, mask, where=where, near=near)
                 return float(scores[0])
 
             ignore = name_words(speakers)
@@ -455,7 +496,7 @@ class SideIndex:
                 lambda slot: posts.record_at(slot).speaker,
                 name,
                 nearest,
-                posts.speaker_mask(name),
+                named_mask,
                 posts.alive[:size],
             )
 
@@ -512,7 +553,7 @@ class SideIndex:
             nearest: list[tuple[str, float]] = []
             if not exact and not normalised:
                 query = self._query_vector(mention) if vector is None else _unit(vector, self.embedder.dim)
-                slots, scores = mirror.top_by_vector(query, depth)
+                slots, scores = self._nearest(ENTITIES_TABLE, query, depth)
                 nearest = [
                     (mirror.record_at(s).iri, c) for s, c in zip(slots.tolist(), scores.tolist(), strict=True)
                 ]
@@ -541,6 +582,7 @@ class SideIndex:
             self._write_post_chunk(chunk, gone)
             if progress is not None and chunk:
                 progress(len(chunk))
+        self._note_written(POSTS_TABLE, len(changed) + len(removed))
         self._after_write()
 
     def _write_post_chunk(self, changed: list[PostRecord], removed: set[str]) -> None:
@@ -631,6 +673,7 @@ class SideIndex:
             tables.delete(tables.entities, removed)
             for iri in removed:
                 self._entities.remove(iri)
+        self._note_written(ENTITIES_TABLE, len(changed) + len(removed))
         self._after_write()
 
     def _entity_vectors(self, records: list[EntityRecord]) -> dict[str, np.ndarray]:
@@ -660,6 +703,115 @@ class SideIndex:
         self._writes += 1
         if self._writes >= self.optimize_every:
             self.optimize()
+        for name in (POSTS_TABLE, ENTITIES_TABLE):
+            self._keep_vector_index(name)
+
+    def _note_written(self, name: str, rows: int) -> None:
+        counted = self._unindexed[name]
+        if counted is not None:
+            self._unindexed[name] = counted + rows
+
+    def _keep_vector_index(self, name: str) -> None:
+        """Build the vector index of a table that has reached :attr:`ann_min_rows` rows, and fold the rows
+        written since into it once they pass :data:`~pcm.index.ann.STALE_SHARE` of the table (LanceDB scans them
+        flat until then, so they are found at once either way). A table that has grown
+        :data:`~pcm.index.ann.RETRAIN_GROWTH` times since its index was built gets a new one, with partitions
+        sized for it."""
+        mirror = self._post_mirror if name == POSTS_TABLE else self._entity_mirror
+        if mirror is None or len(mirror) < self.ann_min_rows:
+            return
+        tables = self._open_tables()
+        if not tables.vector_indexed[name]:
+            self._build_vector_index(tables, name, len(mirror))
+            return
+        pending = self._unindexed[name]
+        if pending is None:
+            indexed_rows, pending = tables.vector_index_rows(name)
+            self._trained.setdefault(name, indexed_rows)
+            self._unindexed[name] = pending
+        if pending <= ann.STALE_SHARE * len(mirror):
+            return
+        if len(mirror) > ann.RETRAIN_GROWTH * max(self._trained.get(name, 0), 1):
+            self._build_vector_index(tables, name, len(mirror))
+        else:
+            tables.optimize(self.version_retention, only=name)
+            self._unindexed[name] = 0
+
+    def _build_vector_index(self, tables: Tables, name: str, rows: int) -> None:
+        tables.build_vector_index(name)
+        self._trained[name] = rows
+        self._unindexed[name] = 0
+
+    def _vector_ready(self, name: str) -> bool:
+        """Whether vector searches of a table go through its LanceDB index: it has one, the table has reached
+        :attr:`ann_min_rows`, and (posts) the mirror holds nothing the tables lack (:meth:`overlay_posts`)."""
+        tables = self._open_tables()
+        if not tables.vector_indexed[name]:
+            return False
+        if name == POSTS_TABLE:
+            return not self._overlaid and len(self._posts) >= self.ann_min_rows
+        return len(self._entities) >= self.ann_min_rows
+
+    def _nearest(
+        self,
+        name: str,
+        query: np.ndarray,
+        n: int,
+        mask: np.ndarray | None = None,
+        weights: np.ndarray | None = None,
+        *,
+        where: str | None = None,
+        favoured: str | None = None,
+        near: tuple[np.ndarray, float] | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Slots and exact scores of the ``n`` rows of a table nearest ``query``, as
+        :meth:`~pcm.index.mirror.PostMirror.top_by_vector` gives them, through LanceDB's vector index when
+        :meth:`_vector_ready`.
+
+        ``where`` is the SQL of ``mask`` (a mask without one is searched exactly). ``weights`` must then take two
+        values, the larger on the rows ``favoured`` (SQL) selects: the index is asked for the ``n`` nearest rows
+        and the ``n`` nearest favoured ones, which between them hold the weighted best ``n`` (a row outside
+        both is beaten by ``n`` rows either way). A mask that leaves fewer than :attr:`ann_min_rows` rows is
+        scored exactly over those rows alone, and so is a filter the index searched too few partitions to fill.
+        """
+        mirror: PostMirror | EntityMirror = self._posts if name == POSTS_TABLE else self._entities
+        usable = (
+            self._vector_ready(name)
+            and (mask is None or where is not None)
+            and (weights is None or favoured is not None)
+        )
+        if not usable:
+            return self._scan(mirror, query, n, mask, weights, near)
+        wanted = min(n, len(mirror))
+        if mask is not None:
+            allowed = mirror.allowed_slots(mask)
+            if len(allowed) < self.ann_min_rows:
+                return mirror.rescore(allowed, query, n, mask, weights)
+            wanted = min(n, len(allowed))
+        table = self._open_tables().table(name)
+        iris = ann.search(table, query, n, where=where)
+        if weights is not None:
+            iris += ann.search(table, query, n, where=f"({where}) AND ({favoured})" if where else favoured)
+        slot_of = mirror.slot_of
+        found = np.fromiter((slot_of[i] for i in iris if i in slot_of), dtype=np.int64)
+        slots, scores = mirror.rescore(found, query, n, mask, weights)
+        if len(slots) < wanted:
+            return self._scan(mirror, query, n, mask, weights, near)
+        return slots, scores
+
+    @staticmethod
+    def _scan(
+        mirror: PostMirror | EntityMirror,
+        query: np.ndarray,
+        n: int,
+        mask: np.ndarray | None,
+        weights: np.ndarray | None,
+        near: tuple[np.ndarray, float] | None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The exact scan of every vector (:meth:`~pcm.index.mirror.PostMirror.top_by_vector`)."""
+        if near is None:
+            return mirror.top_by_vector(query, n, mask, weights)
+        return mirror.top_by_vector(query, n, mask, weights, near=near)
 
     # -- internals: reading ---------------------------------------------------------------------------------------
     @property
@@ -786,6 +938,7 @@ class SideIndex:
         mask: np.ndarray | None,
         factors: np.ndarray | None,
         where: str | None,
+        favoured: str | None = None,
     ) -> tuple[list[int], list[ranking.Leg]]:
         """Pseudo-relevance feedback: the ``PRF_DOCS`` best fused posts, and both legs again, the full-text query
         expanded with the rarest words of those posts and the query ``vector`` moved towards theirs."""
@@ -811,7 +964,7 @@ class SideIndex:
         if ranking.PRF_VECTOR_WEIGHT > 0:
             moved = vector + ranking.PRF_VECTOR_BETA * posts.vectors[top].mean(axis=0)
             moved = (moved / max(float(np.linalg.norm(moved)), 1e-9)).astype(np.float32)
-            slots, scores = posts.top_by_vector(moved, depth, mask, factors)
+            slots, scores = self._nearest(POSTS_TABLE, moved, depth, mask, factors, where=where, favoured=favoured)
             out.append(ranking.rank_leg(slots, scores, ranking.PRF_VECTOR_WEIGHT))
         return top, out
 

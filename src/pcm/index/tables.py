@@ -24,6 +24,7 @@ from lancedb.index import FTS
 
 from pcm import faults
 from pcm.errors import MemoryVersionError
+from pcm.index import ann
 from pcm.index.records import EntityRecord, PostRecord
 from pcm.index.text import label_keys, search_hash, sql_string, timestamp
 
@@ -240,6 +241,23 @@ class Tables:
         names = set(_table_names(self.db))
         self.posts = self._open_or_create(POSTS_TABLE, post_schema(dim), names)
         self.entities = self._open_or_create(ENTITIES_TABLE, entity_schema(dim), names)
+        self.vector_indexed = {name: ann.indexed(self.table(name)) for name in (POSTS_TABLE, ENTITIES_TABLE)}
+        """Which tables have LanceDB's vector index (:mod:`pcm.index.ann`), by table name."""
+
+    def table(self, name: str) -> Any:
+        return self.posts if name == POSTS_TABLE else self.entities
+
+    def build_vector_index(self, name: str) -> None:
+        """Build (or rebuild over every row) the vector index of one table."""
+        table = self.table(name)
+        ann.build(table, table.count_rows())
+        self.vector_indexed[name] = True
+        faults.reached("index")
+
+    def vector_index_rows(self, name: str) -> tuple[int, int]:
+        """Rows in the vector index of one table, and rows written since that it has not taken in yet."""
+        stats = self.table(name).index_stats(ann.INDEX_NAME)
+        return (0, 0) if stats is None else (int(stats.num_indexed_rows), int(stats.num_unindexed_rows))
 
     def _open_or_create(self, name: str, schema: pa.Schema, names: set[str]) -> Any:
         if name in names:
@@ -303,9 +321,10 @@ class Tables:
         result = builder.limit(limit).select(["iri", "_score"]).to_arrow()
         return list(zip(result.column("iri").to_pylist(), result.column("_score").to_pylist(), strict=True))
 
-    def optimize(self, retain: timedelta) -> None:
-        """Compact fragments, fold new rows into the full-text index, drop versions older than ``retain``."""
-        for table in (self.posts, self.entities):
+    def optimize(self, retain: timedelta, only: str | None = None) -> None:
+        """Compact fragments, fold new rows into the full-text and vector indexes, drop versions older than
+        ``retain``; of both tables, or of the one named ``only``."""
+        for table in (self.posts, self.entities) if only is None else (self.table(only),):
             if table.count_rows() == 0:
                 continue
             with warnings.catch_warnings():
@@ -317,6 +336,7 @@ class Tables:
         for name in (POSTS_TABLE, ENTITIES_TABLE):
             if name in set(_table_names(self.db)):
                 self.db.drop_table(name)
+            self.vector_indexed[name] = False
 
 
 def _table_names(db: Any) -> list[str]:

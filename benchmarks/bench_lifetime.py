@@ -1,0 +1,207 @@
+"""A lifetime of conversations (issue 37): the scale figures on one memory of N utterances, with a baseline beside
+each where one exists.
+
+    python benchmarks/bench_lifetime.py [--posts 1000000] [--memory DIR] [--queries 200]
+
+Builds the memory with ``make_lifetime.py`` (or reuses it), then prints:
+
+- hybrid recall p50/p95 (query embedded by the real model, every leg), through LanceDB's vector index and, as the
+  baseline, through the exact scan of every vector, in the same process; and the share of the exact top 10 the
+  indexed recall returns (R@10 against exact, the same questions);
+- entity matching p95 for mentions that need the vector leg (no label matches), index against exact scan, and for
+  known labels (no vector search at all);
+- opening the memory and its first recall in a fresh process (no server; the model load timed apart, the OS file
+  cache warm) and that process's peak resident memory;
+- disk per utterance: the store and the index, with the index's parts.
+
+The stored vectors are synthetic (see ``make_lifetime.py``); the questions are embedded by the real model, so the
+latency includes a real embedding while the neighbourhoods searched are the synthetic ones. R@10 against exact is
+therefore also measured with questions embedded like the stored texts (``in-distribution``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import make_lifetime  # noqa: E402
+from bench_index import cpu_pressure, pct  # noqa: E402
+from pcm.index.tables import ENTITIES_TABLE, POSTS_TABLE  # noqa: E402
+
+NEVER = 10**12
+
+
+def timed(fn: Callable[[str], object], inputs: Sequence[str]) -> tuple[float, float]:
+    times = []
+    for text in inputs:
+        start = time.perf_counter()
+        fn(text)
+        times.append(time.perf_counter() - start)
+    return pct(times, 50) * 1e3, pct(times, 95) * 1e3
+
+
+def questions(seed: int, count: int) -> list[str]:
+    """Questions in the memory's words: half in the first person (the owner prior), half not."""
+    rng = random.Random(seed)
+    topics = make_lifetime._vocabulary(seed)
+    out = []
+    for i in range(count):
+        topic = topics[rng.randrange(len(topics))]
+        words = " ".join(rng.sample(topic, 3))
+        out.append(f"What did I say about {words}?" if i % 2 else f"When was {words} discussed?")
+    return out
+
+
+def mentions(seed: int, count: int) -> list[str]:
+    """Mentions no label matches (the vector leg runs): descriptions in the memory's words."""
+    rng = random.Random(seed + 1)
+    topics = make_lifetime._vocabulary(seed)
+    return [
+        f"the {rng.choice(make_lifetime.THINGS)} {rng.choice(topics[i % len(topics)])} one" for i in range(count)
+    ]
+
+
+def du(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+COLD = """
+import json, resource, sys, time
+t0 = time.perf_counter()
+sys.path.insert(0, {src!r})
+from pathlib import Path
+from pcm.index import get_embedder
+from pcm.memory import Memory
+from pcm.settings import Settings
+imported = time.perf_counter()
+get_embedder().encode(["warm up"])
+model = time.perf_counter()
+memory = Memory.open(Settings(memory=Path({memory!r})))
+opened = time.perf_counter()
+memory.index.recall({question!r}, k=10)
+first = time.perf_counter()
+print(json.dumps({{"import": imported - t0, "model": model - imported, "open": opened - model,
+                  "first_recall": first - opened,
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
+"""
+
+
+def cold_open(directory: Path, question: str) -> dict[str, float]:
+    code = COLD.format(src=str(REPO / "src"), memory=str(directory), question=question)
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    line: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return line
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--posts", type=int, default=1_000_000)
+    parser.add_argument("--memory", type=Path, default=None)
+    parser.add_argument("--seed", type=int, default=37)
+    parser.add_argument("--queries", type=int, default=200)
+    args = parser.parse_args()
+    directory = args.memory or make_lifetime.default_directory(args.posts)
+    print(f"before: {cpu_pressure()}")
+    record = make_lifetime.build(directory, args.posts, args.seed)
+    posts = int(record["posts"])  # type: ignore[call-overload]
+
+    cold = cold_open(directory, questions(args.seed, 1)[0])
+    print(
+        f"open + first recall, fresh process (no server): open {cold['open']:.2f} s, first hybrid recall "
+        f"{cold['first_recall']:.2f} s (model load {cold['model']:.1f} s and imports {cold['import']:.1f} s apart); "
+        f"peak RSS {cold['rss_mb']:.0f} MB"
+    )
+
+    from pcm.index import get_embedder
+    from pcm.memory import Memory
+    from pcm.settings import Settings
+
+    embedder = get_embedder()
+    memory = Memory.open(Settings(memory=directory))
+    index = memory.index
+    tables = index._open_tables()
+    threshold = index.ann_min_rows
+    start = time.perf_counter()
+    rows = {POSTS_TABLE: len(index._posts), ENTITIES_TABLE: len(index._entities)}
+    print(f"mirrors loaded in {time.perf_counter() - start:.1f} s: {rows[POSTS_TABLE]} posts, "
+          f"{rows[ENTITIES_TABLE]} entities; vector index from {threshold} rows")
+    for name in (POSTS_TABLE, ENTITIES_TABLE):
+        if not tables.vector_indexed[name]:
+            start = time.perf_counter()
+            tables.build_vector_index(name)  # below the threshold: built here so both ways can be timed
+            print(f"built the {name} vector index ({rows[name]} rows) in {time.perf_counter() - start:.1f} s")
+    asks = questions(args.seed, args.queries)
+    index.recall(asks[0], k=10)  # the term graph and bfloat16 copy, outside the timings
+
+    def with_threshold(value: int, fn: Callable[[], object]) -> object:
+        index.ann_min_rows = value
+        try:
+            return fn()
+        finally:
+            index.ann_min_rows = threshold
+
+    results: dict[str, tuple[float, float]] = {}
+    for label, value in (("index", 0), ("exact", NEVER)):
+        index._query_cache.clear()
+        results[label] = with_threshold(value, lambda: timed(lambda q: index.recall(q, k=10), asks))  # type: ignore[assignment]
+    shares = []
+    for q in asks:
+        found = {h.post for h in with_threshold(0, lambda q=q: index.recall(q, k=10))}  # type: ignore[attr-defined]
+        exact = [h.post for h in with_threshold(NEVER, lambda q=q: index.recall(q, k=10))]  # type: ignore[attr-defined]
+        shares.append(len(found & set(exact)) / max(len(exact), 1))
+    print(
+        f"hybrid recall @{posts}: index p50 {results['index'][0]:.1f} ms p95 {results['index'][1]:.1f} ms | "
+        f"exact scan p50 {results['exact'][0]:.1f} ms p95 {results['exact'][1]:.1f} ms | "
+        f"R@10 against exact {sum(shares) / len(shares):.3f} (real-model questions)"
+    )
+    synthetic = make_lifetime.SyntheticEmbedder(args.seed)
+    vector_shares = []
+    for q in asks[:100]:
+        vector = synthetic.encode([q])[0]
+        found = with_threshold(0, lambda v=vector: index._nearest(POSTS_TABLE, v, 10))[0]  # type: ignore[index]
+        exact = with_threshold(NEVER, lambda v=vector: index._nearest(POSTS_TABLE, v, 10))[0]  # type: ignore[index]
+        vector_shares.append(len(set(found.tolist()) & set(exact.tolist())) / max(len(exact), 1))
+    print(f"vector leg R@10 against exact, in-distribution questions: {sum(vector_shares) / len(vector_shares):.3f}")
+
+    said = mentions(args.seed, args.queries)
+    labels = [r.label for r in list(index._entities.live_records())[: args.queries]]
+    for label, value in (("index", 0), ("exact", NEVER)):
+        index._query_cache.clear()
+        results[label] = with_threshold(value, lambda: timed(lambda m: index.match_entities(m, k=10), said))  # type: ignore[assignment]
+    known = timed(lambda m: index.match_entities(m, k=10), labels)
+    print(
+        f"entity matching @{rows[ENTITIES_TABLE]} entities, mentions needing vectors: index p50 "
+        f"{results['index'][0]:.1f} ms p95 {results['index'][1]:.1f} ms | exact scan p50 {results['exact'][0]:.1f} ms "
+        f"p95 {results['exact'][1]:.1f} ms; known labels p95 {known[1]:.1f} ms (mention embedding included)"
+    )
+    memory.close()
+
+    side = directory / "index"
+    store = sum(du(p) for p in directory.iterdir() if p.name not in {"index", make_lifetime.RECORD})
+    parts = {p.name: du(p) for p in sorted(side.iterdir())} if side.exists() else {}
+    total = store + du(side)
+    breakdown = ", ".join(f"{name} {size / posts:.0f}" for name, size in parts.items() if size > 1024)
+    print(
+        f"disk per utterance: {total / posts:.0f} bytes (store {store / posts:.0f}, index {du(side) / posts:.0f}: "
+        f"{breakdown}); {record['quads']} quads, {store / max(int(record['quads']), 1):.0f} bytes of store per quad"  # type: ignore[call-overload]
+    )
+    del embedder
+    print(f"after: {cpu_pressure()}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""LanceDB's own approximate nearest-neighbour index on a table's ``vector`` column: build, keep up to date, search.
+
+The index only chooses candidates: :mod:`pcm.index.sideindex` re-scores them exactly against the mirror's
+float32 vectors, so a score is the same whichever way a row was found, and only the choice of rows is
+approximate. Rows written after the index was built are searched by LanceDB with a flat scan beside it, so a new
+post is found at once; :func:`stale` says when enough of them have gathered that the index should take them in
+(``table.optimize()`` folds them into the existing partitions). Deleted rows leave the results as soon as they are
+deleted (LanceDB's deletion files), whatever the index holds.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+import numpy as np
+from lancedb.index import IvfHnswSq, IvfPq
+
+INDEX_NAME = "vector_idx"
+KINDS = ("IVF_HNSW_SQ", "IVF_PQ")
+KIND = "IVF_HNSW_SQ"
+"""The index type built (``bench_ann.py`` compares the two)."""
+METRIC: Literal["cosine"] = "cosine"
+"""The embedder writes unit vectors, so cosine ranks as the dot products the mirror re-scores with."""
+NPROBES = 20
+"""IVF partitions searched per query."""
+REFINE_FACTOR = 5
+"""LanceDB re-ranks ``refine_factor * k`` candidates by their full vectors before cutting to ``k``."""
+EF = 200
+"""HNSW candidate list per partition (at least ``k``)."""
+MIN_ROWS = 1_000_000
+"""Rows of a table from which its vector searches use the index (the default of ``Settings.index_ann_min_rows``;
+its docstring holds the figures that set it)."""
+RETRAIN_GROWTH = 4.0
+"""A table this many times larger than when its index was built gets a new index (partitions sized for it)
+instead of an update that only appends to the old partitions."""
+STALE_SHARE = 0.05
+"""Unindexed rows, as a share of the indexed ones, past which :func:`stale` asks for an index update: LanceDB
+scans them flat on every query, which costs as the exact scan does over that many rows."""
+
+
+def partitions(rows: int, kind: str) -> int:
+    """IVF partitions for ``rows`` rows: about sqrt(rows) for IVF-PQ (LanceDB's own advice), and far fewer, larger
+    ones for IVF-HNSW-SQ, whose graph searches inside a partition in logarithmic time (a partition of ~50k rows)."""
+    if kind == "IVF_PQ":
+        return max(1, int(math.sqrt(rows)))
+    return max(1, rows // 50_000)
+
+
+def build(table: Any, rows: int, kind: str = KIND) -> None:
+    """(Re)build the vector index of ``table`` (``rows`` its row count), replacing any earlier one."""
+    count = min(partitions(rows, kind), max(1, rows // 256))
+    config: Any
+    if kind == "IVF_HNSW_SQ":
+        config = IvfHnswSq(distance_type=METRIC, num_partitions=count)
+    elif kind == "IVF_PQ":
+        dim = table.schema.field("vector").type.list_size
+        config = IvfPq(distance_type=METRIC, num_partitions=count, num_sub_vectors=max(1, dim // 8))
+    else:
+        raise ValueError(f"unknown vector index {kind!r}")
+    table.create_index("vector", config=config, replace=True, name=INDEX_NAME)
+
+
+def indexed(table: Any) -> bool:
+    """Whether ``table`` has a vector index."""
+    return any(i.name == INDEX_NAME for i in table.list_indices())
+
+
+def stale(table: Any) -> bool:
+    """Whether rows not yet in the index have grown past :data:`STALE_SHARE` of those in it."""
+    stats = table.index_stats(INDEX_NAME)
+    if stats is None:
+        return False
+    return stats.num_unindexed_rows > STALE_SHARE * max(stats.num_indexed_rows, 1)
+
+
+def search(
+    table: Any,
+    query: np.ndarray,
+    k: int,
+    *,
+    where: str | None = None,
+    nprobes: int = NPROBES,
+    refine: int = REFINE_FACTOR,
+) -> list[str]:
+    """The IRIs of about the ``k`` rows nearest ``query`` among those ``where`` allows (checked before the
+    search), nearest first. Fewer than ``k`` when a filter leaves fewer in the partitions searched."""
+    builder = (
+        table.search(np.asarray(query, dtype=np.float32), vector_column_name="vector")
+        .distance_type(METRIC)
+        .nprobes(nprobes)
+        .refine_factor(refine)
+        .ef(max(EF, k * refine))
+        .limit(k)
+        .select(["iri", "_distance"])
+    )
+    if where:
+        builder = builder.where(where, prefilter=True)
+    result = builder.to_arrow()
+    iris: list[str] = result.column("iri").to_pylist()
+    return iris
