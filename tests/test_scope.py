@@ -148,3 +148,41 @@ def test_the_layout_names_and_renders_graphs() -> None:
         A.render("{{graph:nowhere}}")
     with pytest.raises(ValueError):
         DatasetLayout("a:b")
+
+
+WITHOUT_ZERO_LENGTH = [
+    "SELECT ?x WHERE { ?x a/rdfs:subClassOf* ex:Pet }",  # the issue's pattern: the zero-length step finds ex:Dog
+    "SELECT ?x ?c WHERE { ?x a ?c . ?c rdfs:subClassOf* ex:Pet }",  # the variable end is the query's: bound
+    "SELECT ?c WHERE { ?c rdfs:subClassOf? ex:Pet }",
+    "SELECT ?c WHERE { ex:Dog (rdfs:subClassOf|ex:none)* ?c }",
+    "SELECT ?x WHERE { ?x ^(ex:hasPet/a?) ?o }",
+    "ASK { ex:Dog rdfs:subClassOf* ex:Dog }",
+    "ASK { ex:Dog rdfs:subClassOf* ex:Animal }",
+    "ASK { ex:Animal rdfs:subClassOf* ex:Dog }",
+    "SELECT ?pet WHERE { ex:ann ex:hasPet ?pet . ?pet a/(rdfs:subClassOf/rdfs:subClassOf?) ex:Animal }",
+]
+
+
+@pytest.mark.parametrize("query", WITHOUT_ZERO_LENGTH)
+def test_paths_written_without_zero_length_give_the_same_answer(stores: tuple[ox.Store, ox.Store], query: str) -> None:
+    """The rewrite for engines that drop zero-length matches inside GRAPH ?g (Virtuoso) keeps the answers."""
+    shared, alone = stores
+    text = PREFIXES + query
+    scoped = scope_query(text, A.prefix, zero_length=False)
+    assert "*" not in scoped.replace("SELECT *", "") and "?" + " " not in scoped
+    expected = _answer(alone.query(text, use_default_graph_as_union=True))
+    assert _answer(shared.query(scoped, use_default_graph_as_union=True)) == expected, scoped
+
+
+@pytest.mark.parametrize(
+    ("query", "says"),
+    [
+        ("SELECT * WHERE { ?a rdfs:subClassOf* ?b }", "between two variables"),
+        ("SELECT * WHERE { ?a (rdfs:subClassOf*)+ ex:Pet }", "repeats a path that holds"),
+        ("SELECT * WHERE { GRAPH ?g { ?a rdfs:subClassOf* ex:Pet } }", "inside GRAPH"),
+    ],
+)
+def test_what_cannot_be_written_without_zero_length_is_refused_in_one_line(query: str, says: str) -> None:
+    with pytest.raises(ScopeError, match=says) as caught:
+        scope_query(PREFIXES + query, A.prefix, zero_length=False)
+    assert "\n" not in str(caught.value)

@@ -142,6 +142,12 @@ class Profile:
     count_graphs: bool = False
     #: One update request is one transaction (all of it applied or none).
     transactions: bool = False
+    #: ``*`` and ``?`` paths inside ``GRAPH ?g`` give their zero-length matches (Virtuoso 7.2 drops them, so the
+    #: scope rewrite writes such paths without ``*`` and ``?``: :mod:`pcm.scope`).
+    zero_length_paths: bool = True
+    #: Columns the engine adds to an answer on its own (Virtuoso answers ``SELECT *`` over a pattern without
+    #: variables with a ``_star_fake`` column): dropped.
+    own_columns: tuple[str, ...] = ()
 
 
 PROFILES = {
@@ -154,6 +160,8 @@ PROFILES = {
         empty_graph_pattern=False,
         system_graphs=VIRTUOSO_SYSTEM_GRAPHS,
         count_graphs=True,
+        zero_length_paths=False,
+        own_columns=("_star_fake",),
     ),
     "generic": Profile("generic"),
 }
@@ -468,7 +476,8 @@ class RemoteBackend:
         url = self.query_url
         sparql = (self.layout or LEGACY_LAYOUT).render(sparql)
         if self.layout is not None:
-            sparql = scope_query(sparql, self.layout.prefix)  # reads no graph but the memory's: no union needed
+            # reads no graph but the memory's: no union needed
+            sparql = scope_query(sparql, self.layout.prefix, zero_length=self.profile.zero_length_paths)
         elif self.union_default_graph:
             url += ("&" if "?" in url else "?") + "union-default-graph"
         form = query_form(sparql)
@@ -484,6 +493,11 @@ class RemoteBackend:
             result = self._read_result(response, form=form, deadline=deadline, limit=limit)
         finally:
             response.close()
+        if isinstance(result, Solutions) and self.profile.own_columns and set(result.variables) & set(self.profile.own_columns):
+            keep_own = [k for k, v in enumerate(result.variables) if v not in self.profile.own_columns]
+            result = Solutions(
+                tuple(result.variables[k] for k in keep_own), [tuple(row[k] for k in keep_own) for row in result.rows]
+            )
         if isinstance(result, Solutions) and (keep := strip_hidden(result.variables)) is not None:
             result = Solutions(
                 tuple(result.variables[k] for k in keep), [tuple(row[k] for k in keep) for row in result.rows]

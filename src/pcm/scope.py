@@ -68,10 +68,12 @@ class _Unsplittable(Exception):
 
 
 class _Scoper:
-    def __init__(self, tokens: list[_Tok], prefix: str) -> None:
+    def __init__(self, tokens: list[_Tok], prefix: str, *, zero_length: bool = True) -> None:
         self.t = tokens
         self.i = 0
         self.prefix = prefix
+        self.zero_length = zero_length
+        self.graph_vars: list[bool] = []  # for each enclosing GRAPH: whether it names its graph with a variable
         self.out: list[str] = []
         self.prefixes: dict[str, str] = {}
         self.fresh = 0
@@ -269,7 +271,9 @@ class _Scoper:
                 if name.kind != "var":
                     self.check_graph(name, "GRAPH")
                 self.emit(name)
+                self.graph_vars.append(name.kind == "var")
                 self.group(in_graph=True)
+                self.graph_vars.pop()
                 if name.kind == "var":
                     self.out.append(self.guard(name.text))
             elif word in ("FILTER", "BIND"):
@@ -308,6 +312,13 @@ class _Scoper:
         tokens = list(block)
         block.clear()
         if in_graph or self.own_dataset:
+            if not self.zero_length and self.graph_vars and self.graph_vars[-1] and any(
+                tok.kind == "punct" and tok.text in ("*", "?") for tok in tokens
+            ):
+                raise ScopeError(
+                    "this store's engine drops the zero-length matches of a `*` or `?` path inside GRAPH ?g: write "
+                    "the path outside GRAPH (it is still read from this memory's graphs only) or name the graph"
+                )
             for tok in tokens:
                 self.emit(tok)
             return
@@ -322,19 +333,105 @@ class _Scoper:
             var = self.new_var("g")
             self.out.append(f" GRAPH {var} {{" + "".join(t.space + t.text for t in tokens) + " }" + self.guard(var))
             return
+        if not self.zero_length:
+            self.out.append(self.without_zero_length(triples))
+            return
         for s, p, o in triples:
-            var = self.new_var("g")
-            pattern = f"GRAPH {var} {{ {s} {p} {o} }}" + self.guard(var)
-            if p[0] in "?$" or not _CLOSURE.search(re.sub(r"<[^>]*>", "", p)):
-                self.out.append(" " + pattern)
-                continue
-            # a closure path yields each pair once over the union; per graph it would repeat the pair (and a
-            # zero-length match) once per graph: DISTINCT over the graphs gives the union's answer
-            ends = [t for t in (s, o) if t[0] in "?$"]
-            if ends:
-                self.out.append(f" {{ SELECT DISTINCT {' '.join(dict.fromkeys(ends))} WHERE {{ {pattern} }} }}")
+            if _is_closure(p):
+                self.out.append(self.closure(s, p, o))
             else:
-                self.out.append(f" FILTER EXISTS {{ {pattern} }}")
+                self.out.append(" " + self.graph_pattern(s, p, o))
+
+    def graph_pattern(self, s: str, p: str, o: str) -> str:
+        var = self.new_var("g")
+        return f"GRAPH {var} {{ {s} {p} {o} }}" + self.guard(var)
+
+    def closure(self, s: str, p: str, o: str, *, body: str | None = None) -> str:
+        """A triple whose path has ``*``, ``+`` or ``?``. Such a path yields each pair once over the union; per graph
+        it would repeat the pair (and a zero-length match) once per graph: DISTINCT over the graphs gives the union's
+        answer."""
+        ends = [t for t in (s, o) if t[0] in "?$"]
+        body = body or self.graph_pattern(s, p, o)
+        if ends:
+            return f" {{ SELECT DISTINCT {' '.join(dict.fromkeys(ends))} WHERE {{ {body} }} }}"
+        return f" FILTER EXISTS {{ {body} }}"
+
+    def without_zero_length(self, triples: list[tuple[str, str, str]]) -> str:
+        """The triples with every ``*`` or ``?`` path written without them (module docstring): a union of the
+        block, one branch per way its paths may match, where a zero-length match puts the fixed end in place of the
+        variable one throughout the block (and BINDs it when the variable is the query's), and the walks keep to
+        the pairs that differ. Virtuoso gets a BIND inside a UNION inside a subquery wrong when it is joined: the
+        zero-length part is kept out of subqueries."""
+        combos: list[tuple[list[tuple[str, str, str, str]], dict[str, str]]] = [([], {})]
+        for s, p, o in triples:
+            grown: list[tuple[list[tuple[str, str, str, str]], dict[str, str]]] = []
+            for done, bound in combos:
+                s2, p2, o2 = (bound.get(t, t) for t in (s, p, o))
+                tokens = _tokenize(p2) if not p2.startswith(("?", "$")) else []
+                if not any(t.kind == "punct" and t.text in ("*", "?") for t in tokens):
+                    grown.append(([*done, (s2, p2, o2, "")], bound))
+                    continue
+                alternatives = path_alternatives(tokens)
+                walks = [steps for steps in alternatives if steps]
+                path = "|".join("/".join(steps) for steps in walks)
+                ends = [t for t in (s2, o2) if t[0] in "?$"]
+                if () in alternatives and not ends and self.same_term(s2, o2):
+                    grown.append((done, bound))  # the zero-length match holds: the pattern keeps every solution
+                    continue
+                if walks:
+                    grown.append(([*done, (s2, path, o2, "walk" if () in alternatives else "")], bound))
+                if () not in alternatives:
+                    continue
+                if len(ends) == 2:
+                    raise ScopeError(
+                        f"this store's engine cannot give the zero-length matches of the path {p} between two variables "
+                        f"({s} and {o}): give one end a value, or write the path with + and the equal case apart"
+                    )
+                if ends:
+                    fixed = o2 if s2 == ends[0] else s2
+                    grown.append((done, {**bound, ends[0]: fixed}))
+            combos = grown
+            if len(combos) > MAX_ALTERNATIVES:
+                raise ScopeError(
+                    f"more than {MAX_ALTERNATIVES} ways for the paths of one group to match: too many to write "
+                    "without * and ? for this store's engine; split the group"
+                )
+        branches = []
+        for done, bound in combos:
+            parts = []
+            for s, p, o, kind in done:
+                s, p, o = (bound.get(t, t) for t in (s, p, o))
+                if p[0] in "\"'+-0123456789":
+                    raise ScopeError(f"a zero-length path would make the literal {p} a predicate: give the path another end")
+                if kind == "walk":
+                    var = next((t for t in (s, o) if t[0] in "?$"), None)
+                    fixed = o if var == s else s
+                    body = self.graph_pattern(s, p, o)
+                    if var is not None:
+                        body += f" FILTER(!sameTerm({var}, {fixed}))"  # the zero-length pair is the other branch's
+                    parts.append(self.closure(s, p, o, body=body))
+                elif _is_closure(p):
+                    parts.append(self.closure(s, p, o))
+                else:
+                    parts.append(" " + self.graph_pattern(s, p, o))
+            parts += [f" BIND({fixed} AS {var})" for var, fixed in bound.items() if not var[1:].startswith(HIDDEN)]
+            branches.append("".join(parts))
+        if len(branches) == 1:
+            return branches[0]
+        return " " + " UNION ".join("{" + b + " }" for b in branches)
+
+    def same_term(self, a: str, b: str) -> bool:
+        """Whether two fixed ends of a path are the same RDF term (prefixed names expanded)."""
+
+        def key(text: str) -> str:
+            tokens = _tokenize(text)
+            if len(tokens) == 1 and tokens[0].kind == "pname":
+                name, _, local = tokens[0].text.partition(":")
+                if name in self.prefixes:
+                    return "<" + self.prefixes[name] + unescape_local(local) + ">"
+            return "".join(t.text for t in tokens)
+
+        return key(a) == key(b)
 
 
 class _Triples:
@@ -478,10 +575,122 @@ class _Triples:
                 return
 
 
-def scope_query(text: str, prefix: str) -> str:
+#: Most alternatives one path is written as without ``*`` and ``?`` (each ``*`` or ``?`` in a sequence doubles them).
+MAX_ALTERNATIVES = 16
+
+
+def _is_closure(p: str) -> bool:
+    """Whether a predicate (a variable or a path's text) has ``*``, ``+`` or ``?`` outside IRIs."""
+    return p[0] not in "?$" and bool(_CLOSURE.search(re.sub(r"<[^>]*>", "", p)))
+
+
+def path_alternatives(tokens: list[_Tok]) -> list[tuple[str, ...]]:
+    """A property path (its tokens) as alternatives, each a sequence of steps without ``*`` or ``?``; the empty
+    sequence is the zero-length path. ``p*`` is ``()`` or ``(p)+``; ``p?`` is ``()`` or ``p``; ``^`` reverses a
+    sequence and inverts its steps. :class:`ScopeError` for ``+`` or ``*`` over a group holding ``*`` or ``?``."""
+    parser = _PathParser(tokens)
+    alternatives = parser.path()
+    if parser.i != len(tokens):
+        raise ScopeError(f"cannot read the path {''.join(t.space + t.text for t in tokens).strip()!r}")
+    return alternatives
+
+
+class _PathParser:
+    """The SPARQL 1.1 path grammar (Path, PathSequence, PathEltOrInverse, PathPrimary) over tokens."""
+
+    def __init__(self, tokens: list[_Tok]) -> None:
+        self.t = tokens
+        self.i = 0
+
+    def peek(self) -> str | None:
+        return self.t[self.i].text if self.i < len(self.t) else None
+
+    def path(self) -> list[tuple[str, ...]]:
+        alternatives = self.sequence()
+        while self.peek() == "|":
+            self.i += 1
+            alternatives = _dedup(alternatives + self.sequence())
+        return alternatives
+
+    def sequence(self) -> list[tuple[str, ...]]:
+        alternatives = self.element()
+        while self.peek() == "/":
+            self.i += 1
+            after = self.element()
+            alternatives = _dedup([a + b for a in alternatives for b in after])
+        return alternatives
+
+    def element(self) -> list[tuple[str, ...]]:
+        inverse = self.peek() == "^"
+        if inverse:
+            self.i += 1
+        start = self.i
+        inner = self.primary()
+        text = "".join(t.space + t.text for t in self.t[start : self.i]).strip()
+        nested = any(t.kind == "punct" and t.text in ("*", "?") for t in self.t[start : self.i])
+        if inverse:
+            inner = [tuple(_invert(step) for step in reversed(steps)) for steps in inner]
+        modifier = self.peek() if self.peek() in ("*", "+", "?") else None
+        if modifier is None:
+            return inner
+        self.i += 1
+        if modifier == "?":
+            return _dedup([(), *inner])
+        if nested:
+            raise ScopeError(
+                f"this store's engine drops zero-length matches inside a path: {text}{modifier} repeats a path that "
+                "holds * or ?, which cannot be written without them"
+            )
+        repeated = ("^" if inverse else "") + text + "+"
+        return [(), (repeated,)] if modifier == "*" else [(repeated,)]
+
+    def primary(self) -> list[tuple[str, ...]]:
+        if self.i >= len(self.t):
+            raise ScopeError("a property path ends too early")
+        tok = self.t[self.i]
+        self.i += 1
+        if tok.text == "(":
+            inner = self.path()
+            if self.peek() != ")":
+                raise ScopeError("unbalanced ( ) in a property path")
+            self.i += 1
+            return inner
+        if tok.text == "!":
+            start = self.i - 1
+            if self.peek() == "(":
+                depth = 0
+                while self.i < len(self.t):
+                    depth += {"(": 1, ")": -1}.get(self.t[self.i].text, 0)
+                    self.i += 1
+                    if depth == 0:
+                        break
+            else:
+                if self.peek() == "^":
+                    self.i += 1
+                self.i += 1
+            return [("".join(t.space + t.text for t in self.t[start : self.i]).strip(),)]
+        return [(tok.text,)]
+
+
+def _invert(step: str) -> str:
+    return step[1:] if step.startswith("^") else "^" + step
+
+
+def _dedup(alternatives: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
+    unique = list(dict.fromkeys(alternatives))
+    if len(unique) > MAX_ALTERNATIVES:
+        raise ScopeError(
+            f"a property path with more than {MAX_ALTERNATIVES} ways to match is too long to write without * and ? "
+            "for this store's engine: split it"
+        )
+    return unique
+
+
+def scope_query(text: str, prefix: str, *, zero_length: bool = True) -> str:
     """``text`` rewritten to read only graphs whose names start with ``prefix`` (see the module docstring);
-    :class:`ScopeError` for a query that cannot be confined."""
-    return _Scoper(_tokenize(text), prefix).query()
+    :class:`ScopeError` for a query that cannot be confined. ``zero_length=False``: the engine drops the
+    zero-length matches of ``*`` and ``?`` paths inside ``GRAPH ?g``, so they are written without them."""
+    return _Scoper(_tokenize(text), prefix, zero_length=zero_length).query()
 
 
 def strip_hidden(variables: tuple[str, ...]) -> list[int] | None:
