@@ -32,7 +32,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pcm.backend import Solutions
+from pcm.backend import Solutions, term_value
 from pcm.context import CACHE_DIR
 from pcm.errors import LLMError, PcmError, UsageError
 from pcm.llm.base import (
@@ -255,9 +255,9 @@ def pending_posts(memory: MemoryContext, posts: Sequence[str]) -> list[str]:
     found: set[str] = set()
     done: set[str] = set()
     for row in memory.store.select(render_query("ask/post_status", posts=values_clause("post", chosen))).dicts():
-        found.add(row["post"].value)
-        if "status" in row and row["status"].value != "pending":
-            done.add(row["post"].value)
+        found.add(term_value(row["post"]))
+        if "status" in row and term_value(row["status"]) != "pending":
+            done.add(term_value(row["post"]))
     return [p for p in chosen if p in found and p not in done]
 
 
