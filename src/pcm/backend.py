@@ -34,6 +34,16 @@ def term_value(term: Term) -> str:
     return term.value
 
 
+def checked_triple(subject: object, predicate: object, object_: object) -> ox.Triple:
+    """``ox.Triple(subject, predicate, object_)`` for terms whose position the checker cannot see: a query's
+    ``?s ?p ?o``, or a term rewritten by code that keeps its kind. A term out of place is the same TypeError
+    pyoxigraph raises."""
+    if not (isinstance(subject, ox.NamedNode | ox.BlankNode | ox.Triple) and isinstance(predicate, ox.NamedNode)
+            and isinstance(object_, ox.NamedNode | ox.BlankNode | ox.Literal | ox.Triple)):
+        raise TypeError(f"not the terms of a triple: {subject!r} {predicate!r} {object_!r}")
+    return ox.Triple(subject, predicate, object_)
+
+
 @dataclass
 class Solutions:
     """A materialised SELECT result: variables in order, one tuple per row (``None`` for unbound)."""

@@ -177,8 +177,9 @@ def node_context(memory: MemoryContext, iris: Iterable[str]) -> rdflib.Graph:
     for start in range(0, len(chosen), 200):
         q = render("node_context", entities=values_clause("n", chosen[start : start + 200]))
         for row in memory.store.select(q).rows:
-            if None not in row:
-                graph.add(tuple(term_to_rdflib(t) for t in row))  # type: ignore[arg-type]
+            n, p, o = row
+            if n is not None and p is not None and o is not None:
+                graph.add((term_to_rdflib(n), term_to_rdflib(p), term_to_rdflib(o)))
     return graph
 
 

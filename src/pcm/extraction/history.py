@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import pyoxigraph as ox
 
-from pcm.backend import Term, term_value
+from pcm.backend import Term, checked_triple, term_value
 from pcm.extraction.queries import render
 from pcm.extraction.supersede import StoredValue, history_record, parse_time, said_later, stored_values
 from pcm.layout import HISTORY
@@ -220,7 +220,7 @@ def _touched_records(memory: MemoryContext, forgotten: set[str]) -> list[_Record
             node = term_value(row["h"])
             out[node] = _Record(
                 node,
-                ox.Triple(row["s"], row["p"], row["o"]),  # type: ignore[arg-type]
+                checked_triple(row["s"], row["p"], row["o"]),
                 _value(row.get("source")),
                 _value(row.get("from")),
                 parse_time(row.get("from_time")),

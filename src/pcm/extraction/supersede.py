@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import pyoxigraph as ox
 
-from pcm.backend import term_value
+from pcm.backend import checked_triple, term_value
 from pcm.extraction.queries import render
 from pcm.namespaces import DCTERMS, PCM, PROV, RDF
 from pcm.naming import digest
@@ -172,7 +172,7 @@ def stored_values(memory: MemoryContext, keys: Iterable[tuple[str, str]], graph:
     rows = memory.store.select(render("single_values", pairs=pairs, graph=iri_term(graph))).dicts()
     out = []
     for r in rows:
-        triple = ox.Triple(r["s"], r["p"], r["o"])  # type: ignore[arg-type]
+        triple = checked_triple(r["s"], r["p"], r["o"])
         out.append(StoredValue(triple, term_value(r["g"]), term_value(r["post"]) if "post" in r else None, parse_time(r.get("time"))))
     return sorted(out, key=lambda s: (str(s.triple), s.graph))
 

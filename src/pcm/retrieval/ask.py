@@ -537,7 +537,7 @@ class _Pipeline:
         text = answers.compose(self.question, attempt.result, computed, labels)
         used = attempt.result
         if computed is not None and computed.row is not None and isinstance(used, Solutions):
-            used = Solutions(used.variables, [tuple(computed.row.get(v) for v in used.variables)])  # type: ignore[misc]
+            used = Solutions(used.variables, [tuple(computed.row.get(v) for v in used.variables)])
         facts, posts = answers.sparql_evidence(self.memory, self.memory.query_runner(), attempt.safe, used, self.ontology, labels)
         last = repaired.trace[-1] if repaired.trace else None
         note = "answered from the memory graph (SPARQL)"
