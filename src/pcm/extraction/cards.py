@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import pyoxigraph as ox
 
-from pcm.backend import Term, term_value
+from pcm.backend import Term, checked_triple, term_value
 from pcm.extraction.queries import render
 from pcm.layout import CONVERSATION
 from pcm.namespaces import RDF, RDFS
@@ -98,7 +98,4 @@ def orphaned_cards(
 
 def _triples(rows: Iterable[Sequence[Term | None]]) -> list[ox.Triple]:
     """Rows of ``?s ?p ?o`` as triples, without those with an unbound value."""
-    return [
-        ox.Triple(s, p, o) for s, p, o in rows
-        if isinstance(s, ox.NamedNode | ox.BlankNode | ox.Triple) and isinstance(p, ox.NamedNode) and o is not None
-    ]
+    return [checked_triple(*row) for row in rows if None not in row]
