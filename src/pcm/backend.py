@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, cast
 
 import pyoxigraph as ox
 
@@ -20,6 +20,28 @@ from pcm.errors import QueryError
 from pcm.layout import DatasetLayout
 
 Term = ox.NamedNode | ox.BlankNode | ox.Literal | ox.Triple
+
+
+def term_value(term: Term) -> str:
+    """The text of a term pcm's own queries and writes produce: an IRI, a blank node's id, a literal's form.
+
+    A solution value may be an RDF 1.2 triple term (a user's query can bind one, and the endpoint returns it),
+    so :data:`Term` includes :class:`pyoxigraph.Triple`, which has no ``value``; pcm's own queries never bind
+    one, so one here is a bug in the query and fails as such.
+    """
+    if isinstance(term, ox.Triple):
+        raise TypeError(f"a triple term where a node or literal was expected: {term}")
+    return term.value
+
+
+def checked_triple(subject: object, predicate: object, object_: object) -> ox.Triple:
+    """``ox.Triple(subject, predicate, object_)`` for terms whose position the checker cannot see: a query's
+    ``?s ?p ?o``, or a term rewritten by code that keeps its kind. A term out of place is the same TypeError
+    pyoxigraph raises."""
+    if not (isinstance(subject, ox.NamedNode | ox.BlankNode | ox.Triple) and isinstance(predicate, ox.NamedNode)
+            and isinstance(object_, ox.NamedNode | ox.BlankNode | ox.Literal | ox.Triple)):
+        raise TypeError(f"not the terms of a triple: {subject!r} {predicate!r} {object_!r}")
+    return ox.Triple(subject, predicate, object_)
 
 
 @dataclass
@@ -170,7 +192,8 @@ def materialise(result: object, *, deadline: float | None, limit: int | None) ->
             rows.append(tuple(solution))  # positional, in ``variables`` order, None when unbound: no name lookups
         return Solutions(variables, rows)
     triples: list[ox.Triple] = []
-    for i, triple in enumerate(result):  # type: ignore[attr-defined]
+    # CONSTRUCT/DESCRIBE: the engine's QueryTriples or a server's parsed triples (the form decides, not a type)
+    for i, triple in enumerate(cast("Iterable[ox.Triple]", result)):
         if deadline is not None and (i & 63) == 0 and time.monotonic() > deadline:
             raise QueryError("query stopped: it ran past the time limit")
         if limit is not None and len(triples) >= limit:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import pyoxigraph as ox
 
+from pcm.backend import Term, checked_triple, term_value
 from pcm.extraction.queries import render
 from pcm.layout import CONVERSATION
 from pcm.namespaces import RDF, RDFS
@@ -76,23 +77,25 @@ def orphaned_cards(
     if not orphans:
         return []
     still = set(derived)
-    entities = sorted({t.subject.value for t in orphans} - still)
+    entities = sorted({term_value(t.subject) for t in orphans} - still)
     holder: dict[str, tuple[str, str]] = {}
     for start in range(0, len(entities), _BATCH):
         q = render("card_holders", entities=values_clause("e", entities[start : start + _BATCH]), graph_list=graph_list)
         for row in memory.store.select(q).rows:
             if row[0] is None or row[1] is None:
                 continue
-            key = (row[2].value if row[2] is not None else "", row[1].value)
-            holder[row[0].value] = max(holder.get(row[0].value, key), key)
+            key = (term_value(row[2]) if row[2] is not None else "", term_value(row[1]))
+            entity = term_value(row[0])
+            holder[entity] = max(holder.get(entity, key), key)
     moved = []
     for t in orphans:
-        entity = t.subject.value
+        entity = term_value(t.subject)
         target = gone[0] if entity in still else holder.get(entity, ("", ""))[1]
         if target:
             moved.append(ox.Quad(t.subject, t.predicate, t.object, ox.NamedNode(target)))
     return moved
 
 
-def _triples(rows: Iterable[Sequence[ox.NamedNode | ox.Literal | ox.BlankNode | None]]) -> list[ox.Triple]:
-    return [ox.Triple(*row) for row in rows if None not in row]  # type: ignore[misc]
+def _triples(rows: Iterable[Sequence[Term | None]]) -> list[ox.Triple]:
+    """Rows of ``?s ?p ?o`` as triples, without those with an unbound value."""
+    return [checked_triple(*row) for row in rows if None not in row]

@@ -47,6 +47,7 @@ from typing import Any
 
 import pyoxigraph as ox
 
+from pcm.backend import term_value
 from pcm.extraction.jsonld import (
     NAME_PATTERN,
     _value_schema,
@@ -214,7 +215,7 @@ def normalise_answer(answer: CompactAnswer, *, namespace: str, ontology: Ontolog
     if not answer.document["@graph"]:
         return Normalised([])
     result = normalise_json(json.dumps(answer.document, ensure_ascii=False), namespace=namespace, ontology=ontology)
-    typed = {t.subject.value for t in result.triples if t.predicate.value == _RDF_TYPE}
+    typed = {term_value(t.subject) for t in result.triples if t.predicate.value == _RDF_TYPE}
     bare = answer.undeclared - typed
     if bare:
         result.triples = complete_references(result.triples, bare, namespace=namespace, ontology=ontology)
@@ -583,19 +584,19 @@ def as_compact(
     naming = Naming(namespace)
     names = dict(names) if names is not None else call_names(naming, naming.owner)
     by_iri: dict[str, str] = {}
-    for name, iri in names.items():
-        if name in (ME, YOU) or iri not in by_iri:
-            by_iri[iri] = name
+    for given, iri in names.items():
+        if given in (ME, YOU) or iri not in by_iri:
+            by_iri[iri] = given
     listed = list(triples)
     types: dict[str, list[str]] = {}
     labels: dict[str, str] = {}
     for t in listed:
-        s = t.subject.value
+        s = term_value(t.subject)
         if t.predicate.value == _RDF_TYPE and isinstance(t.object, ox.NamedNode):
             types.setdefault(s, []).append(ontology.curie(t.object.value))
         elif t.predicate.value == _LABEL and isinstance(t.object, ox.Literal):
             labels.setdefault(s, t.object.value)
-    declared = [s for s in dict.fromkeys(t.subject.value for t in listed)
+    declared = [s for s in dict.fromkeys(term_value(t.subject) for t in listed)
                 if s in types and s in labels and s.startswith(namespace) and s not in by_iri]
     handles: dict[str, str] = {}
     taken = set(names)
@@ -617,8 +618,8 @@ def as_compact(
 
     lines = [f"{handles[iri]} {' '.join(types[iri])} {_quote(labels[iri])}" for iri in declared]
     order = {iri: n for n, iri in enumerate(declared)}
-    for t in sorted(listed, key=lambda t: order.get(t.subject.value, len(order))):  # a node's facts together
-        s, p, o = t.subject.value, t.predicate.value, t.object
+    for t in sorted(listed, key=lambda t: order.get(term_value(t.subject), len(order))):  # a node's facts together
+        s, p, o = term_value(t.subject), t.predicate.value, t.object
         if s in handles and p in (_RDF_TYPE, _LABEL):
             continue
         value = name(o.value) if isinstance(o, ox.NamedNode) else _literal(o) if isinstance(o, ox.Literal) else ""

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from pcm.backend import term_value
 from pcm.errors import PcmError
 from pcm.extraction.queries import render
 from pcm.naming import Naming
@@ -108,7 +109,7 @@ class ContextBuilder:
         q = render(
             "derived_from", posts=values_clause("post", [p.iri for p in previous]), limit=str(MAX_ENTITIES)
         )
-        return [row[0].value for row in self.memory.store.select(q).rows if row[0] is not None]
+        return [term_value(row[0]) for row in self.memory.store.select(q).rows if row[0] is not None]
 
     def _label_matches(self, text: str) -> list[str]:
         labels = sorted(label_variants(text))[:_MAX_LABEL_LOOKUPS]
@@ -120,7 +121,7 @@ class ContextBuilder:
             namespace=literal_term(self.naming.namespace),
             limit=str(MAX_ENTITIES),
         )
-        return sorted(row[0].value for row in self.memory.store.select(q).rows if row[0] is not None)
+        return sorted(term_value(row[0]) for row in self.memory.store.select(q).rows if row[0] is not None)
 
     def _index_matches(self, post: PostInfo, k: int = 5) -> list[str]:
         """Entities the side index matches to the utterance (embedding + fuzzy label), when the index is on.
@@ -154,10 +155,10 @@ def entity_cards(memory: MemoryContext, iris: Sequence[str]) -> dict[str, Entity
         values = values_clause("e", unique[start : start + 200])
         for row in memory.store.select(render("entity_labels", entities=values)).rows:
             if row[0] is not None and row[1] is not None:
-                labels[row[0].value] = row[1].value
+                labels[term_value(row[0])] = term_value(row[1])
         for row in memory.store.select(render("entity_types", entities=values)).rows:
             if row[0] is not None and row[1] is not None:
-                types.setdefault(row[0].value, set()).add(row[1].value)
+                types.setdefault(term_value(row[0]), set()).add(term_value(row[1]))
     return {
         iri: Entity(iri, labels.get(iri, ""), tuple(sorted(types.get(iri, ()))))
         for iri in unique
@@ -176,8 +177,9 @@ def node_context(memory: MemoryContext, iris: Iterable[str]) -> rdflib.Graph:
     for start in range(0, len(chosen), 200):
         q = render("node_context", entities=values_clause("n", chosen[start : start + 200]))
         for row in memory.store.select(q).rows:
-            if None not in row:
-                graph.add(tuple(term_to_rdflib(t) for t in row))  # type: ignore[arg-type]
+            n, p, o = row
+            if n is not None and p is not None and o is not None:
+                graph.add((term_to_rdflib(n), term_to_rdflib(p), term_to_rdflib(o)))
     return graph
 
 

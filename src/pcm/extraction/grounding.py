@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 
 import pyoxigraph as ox
 
+from pcm.backend import checked_triple
 from pcm.extraction.resolve import GENERIC_TYPES, OCCURRENCE_ROOTS
 from pcm.extraction.said_dates import DAY, MONTH, YEAR, SaidDates, fold, said_dates
 from pcm.index.text import CONVERSATION_STOPWORDS, stem
@@ -456,7 +457,7 @@ class Grounding:
             key = (str(subject), t.predicate.value, str(obj))
             if key not in seen:
                 seen.add(key)
-                out.append(ox.Triple(subject, t.predicate, obj))  # type: ignore[arg-type]
+                out.append(checked_triple(subject, t.predicate, obj))
         return out, merged
 
     def _same_thing(self, label_a: str, types_a: set[str], label_b: str, types_b: set[str]) -> bool:

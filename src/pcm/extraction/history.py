@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import pyoxigraph as ox
 
+from pcm.backend import Term, checked_triple, term_value
 from pcm.extraction.queries import render
 from pcm.extraction.supersede import StoredValue, history_record, parse_time, said_later, stored_values
 from pcm.layout import HISTORY
@@ -65,7 +66,7 @@ def fact_history(memory: MemoryContext, iri: str) -> FactHistory:
     for row in past:
         history.versions.append(
             FactVersion(
-                predicate=row["p"].value,
+                predicate=term_value(row["p"]),
                 value=_show(row["o"]),
                 said_by=_value(row.get("from")),
                 said_at=_value(row.get("from_time")),
@@ -81,7 +82,7 @@ def fact_history(memory: MemoryContext, iri: str) -> FactHistory:
         for row in memory.store.select(q).dicts():
             history.versions.append(
                 FactVersion(
-                    predicate=row["p"].value,
+                    predicate=term_value(row["p"]),
                     value=_show(row["o"]),
                     said_by=_value(row.get("post")),
                     said_at=_value(row.get("time")),
@@ -92,13 +93,13 @@ def fact_history(memory: MemoryContext, iri: str) -> FactHistory:
     return history
 
 
-def _value(term: object) -> str | None:
-    return None if term is None else term.value  # type: ignore[attr-defined]
+def _value(term: Term | None) -> str | None:
+    return None if term is None else term_value(term)
 
 
-def _show(term: object) -> str:
+def _show(term: Term) -> str:
     """Literals by their text, IRIs as they are (the CLI shortens them)."""
-    return term.value  # type: ignore[attr-defined]
+    return term_value(term)
 
 
 # ---------------------------------------------------------------------------------------------------- forgetting
@@ -150,7 +151,7 @@ def forget_delta(memory: MemoryContext, post_iris: Sequence[str]) -> RestoreDelt
     groups: dict[tuple[str, str], list[_Record]] = {}
     for record in candidates:
         if record.source in live:
-            groups.setdefault((record.triple.subject.value, record.triple.predicate.value), []).append(record)
+            groups.setdefault((term_value(record.triple.subject), record.triple.predicate.value), []).append(record)
     current = _current_values(memory, groups.keys(), gone)
     change = _Change()
     for key, group in sorted(groups.items()):
@@ -216,10 +217,10 @@ def _touched_records(memory: MemoryContext, forgotten: set[str]) -> list[_Record
     for start in range(0, len(posts), 200):
         q = render("history_of_posts", posts=values_clause("post", posts[start : start + 200]))
         for row in memory.store.select(q).dicts():
-            node = row["h"].value
+            node = term_value(row["h"])
             out[node] = _Record(
                 node,
-                ox.Triple(row["s"], row["p"], row["o"]),  # type: ignore[arg-type]
+                checked_triple(row["s"], row["p"], row["o"]),
                 _value(row.get("source")),
                 _value(row.get("from")),
                 parse_time(row.get("from_time")),
@@ -232,7 +233,7 @@ def _live_graphs(memory: MemoryContext, graphs: set[str]) -> set[str]:
     if not graphs:
         return set()
     q = render("live_graphs", graphs=values_clause("g", sorted(graphs)))
-    return {row[0].value for row in memory.store.select(q).rows if row[0] is not None}
+    return {term_value(row[0]) for row in memory.store.select(q).rows if row[0] is not None}
 
 
 def _current_values(
@@ -245,7 +246,7 @@ def _current_values(
         for stored in stored_values(memory, keys, graph=_no_graph(memory)):
             if stored.graph in gone:
                 continue
-            found.setdefault((stored.triple.subject.value, stored.triple.predicate.value), []).append(stored)
+            found.setdefault((term_value(stored.triple.subject), stored.triple.predicate.value), []).append(stored)
     return found
 
 

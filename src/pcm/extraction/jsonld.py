@@ -35,6 +35,7 @@ from typing import Any
 
 import pyoxigraph as ox
 
+from pcm.backend import term_value
 from pcm.extraction.areas import RESERVED_AREAS
 from pcm.llm.base import JsonSchema
 from pcm.namespaces import OWL, PREFIXES, RDF, RDFS, SCHEMA, XSD
@@ -427,13 +428,13 @@ def _grammar(ontology: Ontology, budget: int, known: bool) -> str:
         rule = "k-" + shapes[name].rule[2:] + ("-many" if many else "")
         lines.append(f"{rule} ::= " + " | ".join(_quoted(c) for c in sorted(curies)))
         head = max(len(c) for c in curies) + 2 + 2 + 2 * _WS  # the key, quoted, with "," and ":" and spaces
-        for shape in (shapes[name], shapes.get(name + "-short")):
-            if shape is None:
+        for variant in (shapes[name], shapes.get(name + "-short")):
+            if variant is None:
                 continue
-            value, longest = shape.rule, shape.longest
-            by_cost.setdefault(_cost(head + longest), []).append(f'{rule} ":" w {value}')
+            value_rule, longest = variant.rule, variant.longest
+            by_cost.setdefault(_cost(head + longest), []).append(f'{rule} ":" w {value_rule}')
             for n in range(2, GRAMMAR_VALUES + 1) if many else ():
-                listed = f'{rule} ":" w "[" {value}' + f' "," w {value}' * (n - 1) + ' "]"'
+                listed = f'{rule} ":" w "[" {value_rule}' + f' "," w {value_rule}' * (n - 1) + ' "]"'
                 by_cost.setdefault(_cost(head + 2 + n * (longest + 1 + _WS)), []).append(listed)
     for cost, bodies in sorted(by_cost.items()):
         lines.append(f"m{cost} ::= " + " | ".join(bodies))
@@ -668,9 +669,9 @@ def complete_references(
     undecided: set[str] = set()
     for t in triples:
         if isinstance(t.object, ox.NamedNode) and t.object.value in wanted:
-            classes = _entailed_types(ontology, t.predicate.value)
-            if classes:
-                entailed.setdefault(t.object.value, set()).update(classes)
+            implied = _entailed_types(ontology, t.predicate.value)
+            if implied:
+                entailed.setdefault(t.object.value, set()).update(implied)
             else:
                 undecided.add(t.object.value)
     added = []
@@ -712,15 +713,18 @@ def as_answer(triples: Iterable[ox.Triple], *, namespace: str, ontology: Ontolog
 
     nodes: dict[str, dict[str, Any]] = {}
     for t in triples:
-        node = nodes.setdefault(t.subject.value, {"@id": name(t.subject.value)})
+        subject = term_value(t.subject)
+        node = nodes.setdefault(subject, {"@id": name(subject)})
         p, o = t.predicate.value, t.object
         if p == RDF + "type":
-            node.setdefault("@type", []).append(name(o.value))
+            node.setdefault("@type", []).append(name(term_value(o)))
             continue
         key = "rdfs:label" if p == _LABEL else ontology.curie(p)
         value: Any
         if isinstance(o, ox.NamedNode):
             value = name(o.value)
+        elif not isinstance(o, ox.Literal):
+            raise TypeError(f"a stored value is a name or a literal, not {o}")
         elif o.datatype.value in (XSD + "integer", XSD + "nonNegativeInteger"):
             value = int(o.value)
         elif o.datatype.value in (XSD + "decimal", XSD + "double", XSD + "float"):

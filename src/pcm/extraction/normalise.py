@@ -26,6 +26,7 @@ from functools import cache
 
 import pyoxigraph as ox
 
+from pcm.backend import Term, checked_triple
 from pcm.extraction.areas import RESERVED_AREAS
 from pcm.namespaces import (
     FOAF,
@@ -53,8 +54,6 @@ RESERVED_PATHS = ("post/", "session/", "activity/", "history/")
 PLACEHOLDER_NS = "https://pcm.invalid/llm-prefix/"
 #: Local names by which models mean the memory's owner (``pcm:user``, ``ex:me``, ``:I``): they become ``m:owner``.
 OWNER_ALIASES = frozenset({"user", "me", "i", "myself", "owner", "theuser", "the-user", "currentuser", "self"})
-
-Term = ox.NamedNode | ox.BlankNode | ox.Literal
 
 _SYSTEM_NAMESPACES = (RDF, RDFS, OWL, XSD, SH)
 _KNOWN_NAMESPACES = VOCABULARY_NAMESPACES + _SYSTEM_NAMESPACES
@@ -329,7 +328,7 @@ def _rehome(triples: list[ox.Triple], namespace: str, ontology: Ontology, notes:
             return ox.NamedNode(renamed[term.value])
         return term
 
-    return [ox.Triple(fix(t.subject), t.predicate, fix(t.object)) for t in triples]  # type: ignore[arg-type]
+    return [checked_triple(fix(t.subject), t.predicate, fix(t.object)) for t in triples]
 
 
 def _https_schema(triple: ox.Triple) -> ox.Triple:
@@ -337,7 +336,7 @@ def _https_schema(triple: ox.Triple) -> ox.Triple:
     from pcm.rdfio import normalise_term
 
     s, p, o = (normalise_term(x) for x in (triple.subject, triple.predicate, triple.object))
-    return ox.Triple(s, p, o)  # type: ignore[arg-type]
+    return checked_triple(s, p, o)
 
 
 def _declares(t: ox.Triple) -> bool:

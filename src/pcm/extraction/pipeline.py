@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from pcm.backend import Solutions
+from pcm.backend import Solutions, term_value
 from pcm.errors import PcmError, UsageError
 from pcm.extraction.context import speaker_iri
 from pcm.extraction.extractor import EXTRACTED, FAILED, GATED, SKIPPED, Extraction, Extractor
@@ -169,7 +169,7 @@ def select_posts(memory: MemoryContext, selection: str) -> list[str]:
         "all": "",
     }
     rows = memory.store.select(render("posts_for_extraction", filter=filters[selection])).rows
-    return [row[0].value for row in rows if row[0] is not None]
+    return [term_value(row[0]) for row in rows if row[0] is not None]
 
 
 def extract_posts(
@@ -209,13 +209,13 @@ def _post_infos(result: Solutions) -> list[PostInfo]:
     for row in result.dicts():
         time_ = row.get("time")
         try:
-            when = datetime.fromisoformat(time_.value) if time_ is not None else None
+            when = datetime.fromisoformat(term_value(time_)) if time_ is not None else None
         except ValueError:
             when = None
         out.append(PostInfo(
-            iri=row["post"].value, session=row["session"].value, role=row["role"].value,
-            speaker=row["speaker"].value if "speaker" in row else None, time=when, text=row["text"].value,
-            source_id=row["source_id"].value if "source_id" in row else None, position=int(row["position"].value),
+            iri=term_value(row["post"]), session=term_value(row["session"]), role=term_value(row["role"]),
+            speaker=term_value(row["speaker"]) if "speaker" in row else None, time=when, text=term_value(row["text"]),
+            source_id=term_value(row["source_id"]) if "source_id" in row else None, position=int(term_value(row["position"])),
         ))
     return out
 
@@ -272,14 +272,14 @@ class _Run:
         for start in range(0, len(iris), 500):
             values = values_clause("post", list(iris[start : start + 500]))
             status = {
-                row[0].value: row[1].value for row in self.memory.store.select(render("post_status", posts=values)).rows
+                term_value(row[0]): term_value(row[1]) for row in self.memory.store.select(render("post_status", posts=values)).rows
                 if row[0] is not None and row[1] is not None
             }
             if self.gate:
                 done.update(post for post, value in status.items() if value == GATED)
             extracted = {post for post, value in status.items() if value == EXTRACTED}
             for row in self.memory.store.select(render("post_versions", posts=values)).rows:
-                post, prompt, onto = (t.value if t is not None else None for t in row)
+                post, prompt, onto = (term_value(t) if t is not None else None for t in row)
                 if post in extracted and (prompt, onto) == current:
                     done.add(post)
         return done

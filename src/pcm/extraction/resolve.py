@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import pyoxigraph as ox
 
+from pcm.backend import term_value
 from pcm.extraction.context import entity_cards
 from pcm.extraction.queries import render
 from pcm.namespaces import FOAF, OWL, RDF, RDFS, SCHEMA
@@ -181,8 +182,8 @@ def _same_entities(
     by_key: dict[str, set[str]] = {}
     for row in memory.store.select(q).rows:
         entity, label = row[0], row[1]
-        if entity is not None and label is not None and entity.value not in exclude:
-            by_key.setdefault(normalise_label(label.value), set()).add(entity.value)
+        if entity is not None and label is not None and term_value(entity) not in exclude:
+            by_key.setdefault(normalise_label(term_value(label)), set()).add(term_value(entity))
     candidates = sorted({e for found in by_key.values() for e in found})
     cards = entity_cards(memory, candidates) if candidates else {}
     out: dict[str, str] = {}

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import pyoxigraph as ox
 
+from pcm.backend import checked_triple, term_value
 from pcm.extraction.queries import render
 from pcm.namespaces import DCTERMS, PCM, PROV, RDF
 from pcm.naming import digest
@@ -124,7 +125,7 @@ def plan_supersessions(
     if not incoming:
         return plan
     for stored in stored_values(memory, incoming.keys(), graph):
-        key = (stored.triple.subject.value, stored.triple.predicate.value)
+        key = (term_value(stored.triple.subject), stored.triple.predicate.value)
         news = incoming[key]
         if stored.triple in news:
             continue  # said again: nothing changes
@@ -155,12 +156,12 @@ def _in_scope(
         return incoming
     types: dict[str, set[str]] = {}
     for t in triples:
-        if t.subject.value in scoped and t.predicate.value == RDF + "type":
-            types.setdefault(t.subject.value, set()).add(t.object.value)
+        if term_value(t.subject) in scoped and t.predicate.value == RDF + "type":
+            types.setdefault(term_value(t.subject), set()).add(term_value(t.object))
     q = render("entity_types", entities=values_clause("e", sorted(scoped)))
     for row in memory.store.select(q).rows:
         if row[0] is not None and row[1] is not None:
-            types.setdefault(row[0].value, set()).add(row[1].value)
+            types.setdefault(term_value(row[0]), set()).add(term_value(row[1]))
     return {
         (s, p): news for (s, p), news in incoming.items() if single_valued.applies(p, types.get(s, ()))
     }
@@ -171,8 +172,8 @@ def stored_values(memory: MemoryContext, keys: Iterable[tuple[str, str]], graph:
     rows = memory.store.select(render("single_values", pairs=pairs, graph=iri_term(graph))).dicts()
     out = []
     for r in rows:
-        triple = ox.Triple(r["s"], r["p"], r["o"])  # type: ignore[arg-type]
-        out.append(StoredValue(triple, r["g"].value, r["post"].value if "post" in r else None, parse_time(r.get("time"))))
+        triple = checked_triple(r["s"], r["p"], r["o"])
+        out.append(StoredValue(triple, term_value(r["g"]), term_value(r["post"]) if "post" in r else None, parse_time(r.get("time"))))
     return sorted(out, key=lambda s: (str(s.triple), s.graph))
 
 

@@ -7,15 +7,19 @@ from collections.abc import Iterable
 import pyoxigraph as ox
 import rdflib
 
+from pcm.backend import Term
+
 _XSD_STRING = "http://www.w3.org/2001/XMLSchema#string"
 _RDF_LANG_STRING = "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString"
 
 
-def term_to_rdflib(term: ox.NamedNode | ox.BlankNode | ox.Literal) -> rdflib.term.Node:
+def term_to_rdflib(term: Term) -> rdflib.term.Node:
     if isinstance(term, ox.NamedNode):
         return rdflib.URIRef(term.value)
     if isinstance(term, ox.BlankNode):
         return rdflib.BNode(term.value)
+    if isinstance(term, ox.Triple):
+        raise TypeError(f"rdflib has no triple terms: {term}")
     if term.language:
         return rdflib.Literal(term.value, lang=term.language)
     datatype = term.datatype.value
@@ -26,9 +30,9 @@ def term_to_rdflib(term: ox.NamedNode | ox.BlankNode | ox.Literal) -> rdflib.ter
 
 def to_rdflib(triple: ox.Triple) -> tuple[rdflib.term.Node, rdflib.term.Node, rdflib.term.Node]:
     return (
-        term_to_rdflib(triple.subject),  # type: ignore[arg-type]
+        term_to_rdflib(triple.subject),
         term_to_rdflib(triple.predicate),
-        term_to_rdflib(triple.object),  # type: ignore[arg-type]
+        term_to_rdflib(triple.object),
     )
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import pyoxigraph as ox
 
+from pcm.backend import term_value
 from pcm.errors import PcmError
 from pcm.extraction.cards import orphaned_cards, restated
 from pcm.extraction.context import entity_cards
@@ -145,7 +146,7 @@ def update_index(memory: MemoryContext, iris: Sequence[str]) -> None:
         q = render("entity_alts", entities=values_clause("e", list(iris)))
         for row in memory.store.select(q).rows:
             if row[0] is not None and row[1] is not None:
-                alts.setdefault(row[0].value, []).append(row[1].value)
+                alts.setdefault(term_value(row[0]), []).append(term_value(row[1]))
         records = [
             entity_record(c.iri, c.label, c.types, tuple(sorted(alts.get(c.iri, ()))))
             for c in cards.values() if c.label

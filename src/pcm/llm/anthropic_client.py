@@ -18,7 +18,7 @@ import importlib
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pcm.errors import LLMError
 from pcm.llm.base import Completion, JsonSchema, Message, Usage
@@ -33,6 +33,9 @@ from pcm.llm.retry import (
     silence,
     triage_status,
 )
+
+if TYPE_CHECKING:
+    from anthropic.types import MessageParam
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +158,7 @@ class AnthropicClient:
                 stream: Any = self._sdk.messages.create(
                     model=self.model,
                     max_tokens=max_tokens,
-                    messages=[{"role": m.role, "content": m.content} for m in messages],  # type: ignore[misc]
+                    messages=[_message(m) for m in messages],
                     extra_body=extra,
                     stream=True,
                     **kwargs,
@@ -217,6 +220,13 @@ class AnthropicClient:
         return Completion(
             text=text, model=model, input_tokens=input_tokens, output_tokens=output_tokens, stop_reason=stop
         )
+
+
+def _message(message: Message) -> MessageParam:
+    """One turn in the SDK's shape (a :class:`Message` is made with a user or assistant role only)."""
+    if message.role == "assistant":
+        return {"role": "assistant", "content": message.content}
+    return {"role": "user", "content": message.content}
 
 
 def _input_tokens(usage: Any) -> int:

@@ -36,7 +36,7 @@ import struct
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -291,10 +291,11 @@ class PrefixStates:
         self.store = store
         self.access = access
         self.min_tokens = min_tokens
-        self._key = {
-            "model": str(model.resolve()), "model_bytes": stat.st_size, "model_mtime_ns": stat.st_mtime_ns,
-            "context": context, "template": digest(access.template()), "library": access.library(),
-        }
+        #: The key's parts that do not depend on the system prompt (``system`` is filled per call).
+        self._key = StateKey(
+            model=str(model.resolve()), model_bytes=stat.st_size, model_mtime_ns=stat.st_mtime_ns,
+            context=context, template=digest(access.template()), system="", library=access.library(),
+        )
         #: System prompts (SHA-256) already looked up in this process: a state is loaded at most once for each.
         self._looked: set[str] = set()
         #: System prompts with no usable file: saved after the next call that uses them.
@@ -304,7 +305,7 @@ class PrefixStates:
         self.saved: Path | None = None
 
     def key(self, system: str) -> StateKey:
-        return StateKey(system=digest(system), **self._key)
+        return replace(self._key, system=digest(system))
 
     def before(self, system: str) -> None:
         """Load the saved state for ``system`` at its first call in this process, unless the model holds it."""

@@ -32,7 +32,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pcm.backend import Solutions
+from pcm.backend import Solutions, term_value
 from pcm.context import CACHE_DIR
 from pcm.errors import LLMError, PcmError, UsageError
 from pcm.llm.base import (
@@ -255,9 +255,9 @@ def pending_posts(memory: MemoryContext, posts: Sequence[str]) -> list[str]:
     found: set[str] = set()
     done: set[str] = set()
     for row in memory.store.select(render_query("ask/post_status", posts=values_clause("post", chosen))).dicts():
-        found.add(row["post"].value)
-        if "status" in row and row["status"].value != "pending":
-            done.add(row["post"].value)
+        found.add(term_value(row["post"]))
+        if "status" in row and term_value(row["status"]) != "pending":
+            done.add(term_value(row["post"]))
     return [p for p in chosen if p in found and p not in done]
 
 
@@ -537,7 +537,7 @@ class _Pipeline:
         text = answers.compose(self.question, attempt.result, computed, labels)
         used = attempt.result
         if computed is not None and computed.row is not None and isinstance(used, Solutions):
-            used = Solutions(used.variables, [tuple(computed.row.get(v) for v in used.variables)])  # type: ignore[misc]
+            used = Solutions(used.variables, [tuple(computed.row.get(v) for v in used.variables)])
         facts, posts = answers.sparql_evidence(self.memory, self.memory.query_runner(), attempt.safe, used, self.ontology, labels)
         last = repaired.trace[-1] if repaired.trace else None
         note = "answered from the memory graph (SPARQL)"

@@ -23,6 +23,7 @@ from typing import overload
 
 import pyoxigraph as ox
 
+from pcm.backend import Term
 from pcm.namespaces import XSD
 
 OPERATIONS = ("between", "since", "until", "count", "sum", "min", "max", "first", "last")
@@ -34,7 +35,7 @@ MONTHS = ("January", "February", "March", "April", "May", "June", "July", "Augus
            "November", "December")
 _WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 
-Row = Mapping[str, object]
+Row = Mapping[str, Term]
 """One result row: variable name → pyoxigraph term (unbound variables absent)."""
 
 
@@ -60,7 +61,7 @@ class Computed:
     compute: Compute
     value: object
     text: str
-    row: Mapping[str, object] | None = None
+    row: Row | None = None
     """For first/last/min/max: the result row chosen (the evidence is that row's, not every candidate's)."""
 
 
