@@ -209,6 +209,9 @@ def test_words_in_strings_and_prose_do_not_trigger_refusals() -> None:
         ("  \n ", "empty", False),
         ("x" * (MAX_OUTPUT_CHARS + 1), "too-large", True),
         ('m:a a pcm:Pet ;\n  rdfs:label "A .\n', "syntax", False),
+        # RDF 1.2 triple terms: read by the parser, taken by nothing after it
+        ("m:a schema:knows m:b .\nm:claim rdf:reifies <<( m:a schema:knows m:b )>> .", "syntax", False),
+        ("<< m:a schema:knows m:b >> schema:startDate \"2024-01-01\" .", "syntax", False),
     ],
 )
 def test_unreadable_output_raises_with_its_kind(text: str, kind: str, fatal: bool) -> None:

@@ -270,6 +270,11 @@ def _parse(header: str, body: str, namespace: str) -> list[ox.Triple]:
         raise OutputProblem(_syntax_message(str(error), body), kind="syntax") from error
     except ValueError as error:
         raise OutputProblem(f"the output is not valid Turtle: {_one_line(str(error))}", kind="syntax") from error
+    if any(isinstance(q.subject, ox.Triple) or isinstance(q.object, ox.Triple) for q in quads):
+        # RDF 1.2's quoted and reified triples: a statement about a statement is not a fact of the utterance,
+        # and nothing after this step (SHACL through rdflib, the stores' exports) takes one
+        raise OutputProblem("the output contains a triple term (<< ... >> or <<( ... )>>): write plain Turtle "
+                            "triples only", kind="syntax")
     return [ox.Triple(q.subject, q.predicate, q.object) for q in quads]
 
 
