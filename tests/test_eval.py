@@ -178,10 +178,14 @@ def test_a_replay_declares_what_the_recorded_client_declared(tmp_path: Path) -> 
     """A run recorded from an in-process model (local, prefix cache, a context window) replays with its prompts."""
     inner = ScriptedClient(["answer"])
     inner.local, inner.prefix_cache, inner.context = True, True, 4096  # type: ignore[attr-defined]
+    inner.constrained = True  # type: ignore[attr-defined]
     RecordingClient(inner, tmp_path / "rec").complete(system="s", messages=[Message.user("q")], operation="answer")
     RecordingClient(ScriptedClient([]), tmp_path / "rec", describe=False)  # a judge does not overwrite them
     replay = ReplayClient(tmp_path / "rec")
     assert (replay.local, replay.prefix_cache, replay.context) == (True, True, 4096)
+    from pcm.llm.base import constrains
+
+    assert constrains(replay)  # ask reads the questions into frames on replay as it did live
     assert output_format("auto", replay) == "json"
     assert catalogue_layout("auto", replay, whole_tokens=lambda: 1000) == "whole"
     assert catalogue_layout("auto", replay, whole_tokens=lambda: 5000) == "areas"  # past the recorded window
@@ -211,6 +215,7 @@ def test_a_recording_without_flags_replays_as_a_hosted_client(tmp_path: Path) ->
     (tmp_path / "rec" / METADATA).unlink()  # as an older recording has it
     replay = ReplayClient(tmp_path / "rec")
     assert (replay.local, replay.prefix_cache, replay.context) == (False, False, None)
+    assert not hasattr(replay, "constrained")
     assert output_format("auto", replay) == "turtle" and catalogue_layout("auto", replay) == "areas"
     (tmp_path / "rec" / METADATA).write_text("[1]", encoding="utf-8")
     with pytest.raises(LLMError, match="flags"):

@@ -6,7 +6,8 @@ files with :class:`ReplayClient`. An exchange is keyed by the sha256 of (operati
 replay gives the same replies, and the same call and token counts, as long as the pipeline asks the same things.
 
 The prompts themselves depend on what the recorded client declared: ``local`` (schema-held JSON extraction under
-``PCM_LLM_OUTPUT=auto``), ``in_process`` (compact extraction lines under ``auto``), ``prefix_cache`` (the whole catalogue in the system prompt under ``PCM_LLM_CATALOGUE=auto``)
+``PCM_LLM_OUTPUT=auto``), ``in_process`` (compact extraction lines under ``auto``), ``constrained`` (questions read into frames under
+``PCM_ASK_FRAME=auto``), ``prefix_cache`` (the whole catalogue in the system prompt under ``PCM_LLM_CATALOGUE=auto``)
 and its ``context`` window. The recorder writes those to :data:`METADATA` in the directory and the replay declares
 them again, so a run recorded from an in-process model asks the same things on replay. A directory without the
 file (an older recording) replays as a hosted client: neither local nor cached, no window.
@@ -108,6 +109,10 @@ class ReplayClient:
         self.in_process: bool = flags["in_process"] is True
         context = flags["context"]
         self.context: int | None = context if isinstance(context, int) and not isinstance(context, bool) else None
+        if isinstance(flags["constrained"], bool):
+            # declared only when the recorded client declared it: its presence alone tells a provider's client
+            # (an explicit compact form becomes json for it) from a test double
+            self.constrained: bool = flags["constrained"]
 
     def complete(
         self,
@@ -148,12 +153,20 @@ def client_flags(client: object) -> dict[str, object]:
         "prefix_cache": bool(getattr(client, "prefix_cache", False)),
         "in_process": bool(getattr(client, "in_process", False)),
         "context": context if isinstance(context, int) and not isinstance(context, bool) else None,
+        # whether it holds its output to a schema (ask reads questions into frames only then), None when undeclared
+        "constrained": _declared(client, "constrained"),
     }
+
+
+def _declared(client: object, name: str) -> bool | None:
+    """The client's boolean attribute ``name``, None when it has none."""
+    return bool(getattr(client, name)) if hasattr(client, name) else None
 
 
 def _read_flags(path: Path) -> dict[str, object]:
     """The recorded flags, or the defaults for a recording made before they were written."""
-    defaults: dict[str, object] = {"local": False, "prefix_cache": False, "in_process": False, "context": None}
+    defaults: dict[str, object] = {"local": False, "prefix_cache": False, "in_process": False, "context": None,
+                                   "constrained": None}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
