@@ -175,6 +175,9 @@ def test_relatives_of_a_kind_named_or_not_in_memory(ops: Operations) -> None:
     assert children is not None and children.text.startswith("Lily and Owen. Lily") and "Owen (" in children.text
     assert brother is not None and brother.text.startswith("Not in memory") and not brother.graphs
     assert sister is not None and "Joanna" in sister.text and "Denver" in sister.text
+    # a property no relative holds: what is stored about them instead of the bare names
+    named = ops.evaluate(Frame("relatives", "Dana", prop=SCHEMA + "name", relative="sister"))
+    assert named is not None and named.text.startswith("Joanna. Joanna") and "Denver" in named.text
 
 
 def test_current_reads_the_value_said_last_with_its_containing_places(ops: Operations) -> None:

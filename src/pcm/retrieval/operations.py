@@ -274,24 +274,24 @@ def _relatives(ops: Operations, frame: Frame) -> Worked | None:
     found = relatives_answer(ops.memory, agent, frame.relative, name=ops.name_of(agent))
     if found is None or not found.graphs:
         return found
-    if not frame.prop:
-        # the names, then what is stored about each relative ("Joanna, and where does she live?" names no
-        # property the frame could hold apart from the relatives)
-        cards = ops.cards([kin for kin, _ in _kin_of(ops, agent, frame.relative)])
-        if not cards:
-            return found
-        return Worked(f"{found.text}. " + " ".join(c.line for c in cards),
-                      tuple(sorted(set(found.graphs) | set(_graphs(cards)))), found.note)
-    # "my sister, and where does she live": each relative's value of the asked property too
+    kin = _kin_of(ops, agent, frame.relative)
+    # "my sister, and where does she live": each relative's value of the asked property
     extra = []
     graphs = set(found.graphs)
-    for kin, label in _kin_of(ops, agent, frame.relative):
-        values = ops.values(kin, frame.prop)
+    for iri, label in kin if frame.prop else []:
+        values = ops.values(iri, frame.prop)
         if values:
             extra.append(f"{label}: {', '.join(_with_places(ops, v) for v in values)}")
             graphs |= {g for *_, g in values}
-    text = found.text + (" (" + "; ".join(extra) + ")" if extra else "")
-    return Worked(text, tuple(sorted(graphs)), found.note)
+    if extra:
+        return Worked(found.text + " (" + "; ".join(extra) + ")", tuple(sorted(graphs)), found.note)
+    # no property, or none of them holds it (a name asked as schema:name, which labels do not use): the names,
+    # then what is stored about each relative
+    cards = ops.cards([iri for iri, _ in kin])
+    if not cards:
+        return found
+    return Worked(f"{found.text}. " + " ".join(c.line for c in cards),
+                  tuple(sorted(graphs | set(_graphs(cards)))), found.note)
 
 
 def _kin_of(ops: Operations, agent: str, kind: str) -> list[tuple[str, str]]:
