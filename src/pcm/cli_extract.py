@@ -102,13 +102,11 @@ def history(ctx: click.Context, memory_path: Path | None, iri: str, as_json: boo
     Example:
       pcm history m:owner
     """
-    from pcm.extraction import fact_history
     from pcm.extraction.context import show_iri
-    from pcm.memory import expand_iri
 
     with opened(ctx, memory_path, read_only=True) as memory:
-        full = expand_iri(iri, memory.manifest.namespace)
-        result = fact_history(memory.context, full)
+        full = memory.expand_iri(iri)
+        result = memory.history(full)
         ns, ontology = memory.manifest.namespace, memory.ontology
     if as_json:
         emit_json(result.as_json())
