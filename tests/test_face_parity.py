@@ -16,6 +16,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -286,3 +287,27 @@ def test_the_bounds_are_in_the_schemas_every_client_reads(faces: Faces) -> None:
     assert schemas["RecallQuery"]["properties"]["k"]["maximum"] == RECALL_K.high
 
 
+
+
+def test_as_of_is_read_by_every_face_in_the_memory_zone(faces: Faces) -> None:
+    """`as_of` given as ISO text without a zone is the question's date in the memory's zone (UTC here) on every
+    face: /api/ask used to ignore it, `Memory.ask` to raise AttributeError."""
+    question, as_of, read = "What is my dog called?", "2025-04-01", "2025-04-01T00:00:00+00:00"
+    with Memory.open(Settings(memory=faces.memory("python"), index_enabled=False)) as memory:
+        assert memory.ask(question, as_of=as_of).as_of.isoformat() == read
+        assert memory.ask(question, as_of=datetime(2025, 4, 1)).as_of.isoformat() == read
+    answer = httpx.post(faces.url + "/api/ask", json={"question": question, "as_of": as_of}, timeout=120)
+    assert answer.status_code == 200 and answer.json()["as_of"] == read
+    done = subprocess.run([sys.executable, "-m", "pcm.cli", "--memory", str(faces.memory("cli")), "ask", question,
+                           "--as-of", as_of, "--json"], env=_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and json.loads(done.stdout)["as_of"] == read, done.stderr
+    params = StdioServerParameters(command=sys.executable, env=_env(),
+                                   args=["-m", "pcm.cli", "--memory", str(faces.memory("mcp")), "mcp"])
+
+    async def session() -> str:
+        async with Client(params, read_timeout_seconds=300) as client:
+            result = await client.call_tool("ask", {"question": question, "as_of": as_of})
+            assert not result.is_error, result.content
+            return str(result.structured_content["as_of"])  # type: ignore[index]
+
+    assert asyncio.run(session()) == read

@@ -60,6 +60,7 @@ class Answer(BaseModel):
     answer: str
     path: str = Field(description="How it was answered: sparql, events, summary, facts, traversal, episodic, plan or none.")
     note: str = ""
+    as_of: str = Field(description="The question's date the answer was read at (ISO 8601, with its zone).")
     citations: list[Message] = Field(description="The stored messages the answer rests on, best first.")
     sparql: str | None = Field(default=None, description="The query that produced the answer, on the sparql path.")
     pending: list[str] = Field(default_factory=list, description="The cited posts whose facts are not extracted yet.")
@@ -203,6 +204,7 @@ def build_server(memory: Memory, *, token: str = "", lock: threading.RLock | Non
         def answer() -> Answer:
             result = memory.ask(question, k=k, as_of=as_of)
             return Answer(answer=result.answer, path=result.path, note=result.note, sparql=result.sparql,
+                          as_of=result.as_of.isoformat(),
                           citations=[_message(p.as_json()) for p in result.posts], pending=result.pending)
 
         return run(answer)
