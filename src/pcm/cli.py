@@ -431,7 +431,7 @@ def sparql(ctx: click.Context, memory_path: Path | None, query: str | None, quer
     Example:
       pcm sparql 'SELECT ?p ?text WHERE { ?p a sioc:Post ; sioc:content ?text } LIMIT 5'
     """
-    from pcm.backend import Solutions
+    from pcm.memory import Solutions
 
     if bool(query) == bool(query_file):
         raise UsageError("give a QUERY or --file")
@@ -497,6 +497,7 @@ def stats(ctx: click.Context, memory_path: Path | None, as_json: bool) -> None:
     with opened(ctx, memory_path, read_only=True) as memory:
         s = memory.stats()
         drift = memory.ontology_drift
+        curie = memory.curie
     if as_json:
         emit_json({**s.as_json(), "ontology_drift": drift.as_json() if drift else None})
         return
@@ -505,9 +506,6 @@ def stats(ctx: click.Context, memory_path: Path | None, as_json: bool) -> None:
         echo("extraction: " + ", ".join(f"{k} {v}" for k, v in sorted(s.status.items())))
     echo("graphs: " + ", ".join(f"{k} {v['graphs']} ({v['triples']} triples)" for k, v in s.graphs.items()))
     if s.entities_by_class:
-        from pcm.ontology import load_ontology  # parsed only to name the classes
-
-        curie = load_ontology().curie
         echo("entities by class:")
         for cls, n in s.entities_by_class[:30]:
             echo(f"  {curie(cls):40} {n}")

@@ -264,9 +264,7 @@ def build_server(memory: Memory, *, token: str = "", lock: threading.RLock | Non
                      mime_type="application/json",
                      description="The questions the ontology is built to answer, each with its SPARQL query.")
     def competency_questions() -> list[dict[str, str]]:
-        from pcm.ontology_tools.competency import load_questions
-
-        return [{"name": q.name, "question": q.question, "sparql": q.query} for q in load_questions()]
+        return memory.competency_questions()
 
     return server
 
@@ -328,7 +326,7 @@ def _source(data: Mapping[str, Any]) -> Source:
 def _sparql_result(result: Any) -> SparqlResult:
     import pyoxigraph as ox
 
-    from pcm.backend import Solutions
+    from pcm.memory import Solutions
     from pcm.rdfio import serialize
 
     def text(term: Any) -> str | None:

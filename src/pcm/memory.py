@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyoxigraph as ox
 
@@ -67,13 +67,16 @@ from pcm.store_binding import STORE_DIR, bind, check_holds, record
 
 if TYPE_CHECKING:
     from pcm.endpoint.discovery import ServerInfo
+    from pcm.extraction.duplicates import DuplicatePair
     from pcm.extraction.history import FactHistory
+    from pcm.extraction.pipeline import ExtractionRunReport
     from pcm.index import RecallHit, SideIndex
     from pcm.index.outbox import IndexLag
     from pcm.llm import LLMClient
     from pcm.ontology import Ontology
     from pcm.ontology_tools.migrate import OntologyDrift
     from pcm.retrieval.ask import AskResult
+    from pcm.summaries.store import StoredSummary, SummaryRow
 
 INDEX_DIR = "index"
 #: A read-only open that finds at most this many posts missing from the side index embeds them in memory so recall
@@ -148,6 +151,20 @@ class RememberReport:
 
     def as_json(self) -> dict[str, object]:
         return {"post": self.post, "stored": self.stored, "session": self.session}
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    """A session's stored summary, how many posts the session has and the time span the summary covers."""
+
+    stored: StoredSummary
+    session_posts: int
+    covered_first: str | None
+    covered_last: str | None
+
+    def as_json(self) -> dict[str, object]:
+        return self.stored.as_json() | {"session_posts": self.session_posts, "covered_first": self.covered_first,
+                                        "covered_last": self.covered_last}
 
 
 @dataclass
@@ -1082,6 +1099,105 @@ class Memory:
         ASK_K.check(k)
         when = self.when(as_of, "as_of")
         return ask(self.context, question, client=self.llm_client(), as_of=when, explain=explain, k=k, plan=plan)
+
+    def show_iri(self, iri: str) -> str:
+        """``m:slug`` for the memory's individuals, a CURIE for vocabulary terms, ``<iri>`` otherwise: how a face
+        shows an IRI to a person."""
+        from pcm.extraction.context import show_iri
+
+        return show_iri(iri, self.manifest.namespace, self.ontology)
+
+    def curie(self, iri: str) -> str:
+        """A vocabulary term's CURIE (``schema:Person``), for naming classes and properties."""
+        return self.ontology.curie(iri)
+
+    # -- the pipelines a face drives (extraction, duplicates, summaries, graph walks) -------------------------------
+
+    def posts_to_extract(self, selection: str) -> list[str]:
+        """The post IRIs ``pcm extract --pending | --failed | --gated | --all`` would extract, in order."""
+        from pcm.extraction import select_posts
+
+        return select_posts(self.context, selection)
+
+    def extract(
+        self, posts: Sequence[str], *, progress: Progress | None = None, force: bool = False, gate: bool | None = None
+    ) -> ExtractionRunReport:
+        """Extract the facts of these posts with the configured model (a UsageError without one)."""
+        from pcm.extraction import extract_posts
+
+        client = self.llm_client()
+        if client is None:
+            raise UsageError(
+                "no LLM configured: set PCM_LLM or --llm (anthropic:MODEL, or openai:BASE_URL#MODEL for a local "
+                "model such as Ollama); see docs/llm.md"
+            )
+        return extract_posts(self.context, posts, client=client, progress=progress, force=force, gate=gate)
+
+    def duplicates(self) -> list[DuplicatePair]:
+        """Entities that may be the same thing, most similar first (never merged automatically)."""
+        from pcm.extraction import find_duplicates
+
+        return find_duplicates(self.context)
+
+    def find_session(self, session: str) -> str | None:
+        """The thread IRI of a session given by its id (as in the source), its IRI or an ``m:`` CURIE; None when
+        this memory has no such session."""
+        found = self.store.find_session(session)
+        if found is None and session:
+            try:
+                found = self.store.find_session(self.expand_iri(session))
+            except BadIri:
+                return None
+        return found
+
+    def summaries(self, *, refresh: bool = False) -> list[SummaryRow]:
+        """Every summarised session, oldest first; ``refresh`` redoes them first with the configured model
+        (extractive without one)."""
+        from pcm.summaries import all_summaries, update_summaries
+
+        if refresh:
+            update_summaries(self.context, [r.session for r in all_summaries(self.context)], self.llm_client(),
+                             refresh=True)
+        return all_summaries(self.context)
+
+    def summary(self, thread: str, *, refresh: bool = False) -> SessionSummary | None:
+        """The stored summary of a thread (None when it has none), with the time span and posts it covers;
+        ``refresh`` redoes it first."""
+        from pcm.summaries import read_summary, update_summaries
+        from pcm.summaries.store import covered_range, session_range
+
+        if refresh:
+            update_summaries(self.context, [thread], self.llm_client(), refresh=True)
+        stored = read_summary(self.context, thread)
+        if stored is None:
+            return None
+        first, last = covered_range(self.context, thread)
+        return SessionSummary(stored, session_range(self.context, thread)[2], first, last)
+
+    def retrieve(self, question: str, **options: Any) -> Any:
+        """The triples around the entities ``question`` mentions, found by walking the graph
+        (:func:`pcm.retrieval.traversal.retrieve`; ``options`` as it takes them)."""
+        from pcm.retrieval.traversal import retrieve
+
+        return retrieve(self.context, question, **options)
+
+    def retrieve_events(self, question: str, **options: Any) -> Any:
+        """Event chains from the events ``question`` mentions (:func:`pcm.retrieval.traversal.events.retrieve_events`)."""
+        from pcm.retrieval.traversal.events import retrieve_events
+
+        return retrieve_events(self.context, question, **options)
+
+    def graph_engine(self) -> Any:
+        """The graph-walk engine of this memory (labels and triple text for showing walk results)."""
+        from pcm.retrieval.traversal import engine_for
+
+        return engine_for(self.context)
+
+    def competency_questions(self) -> list[dict[str, str]]:
+        """The questions the ontology is built to answer, each with its SPARQL."""
+        from pcm.ontology_tools.competency import load_questions
+
+        return [{"name": q.name, "question": q.question, "sparql": q.query} for q in load_questions()]
 
     def post_count(self) -> int:
         q = f"SELECT (COUNT(?p) AS ?n) WHERE {{ GRAPH {CONVERSATION} {{ ?p a <{SIOC}Post> }} }}"
