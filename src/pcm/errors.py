@@ -92,7 +92,8 @@ def write_refusal(*, takes_writes: bool) -> MemoryLockedError:
     """The one refusal of a write without the server's token, whichever face sent it: the CLI (before it sends
     anything), the HTTP API, MCP over HTTP."""
     if not takes_writes:
-        return WritesOff("this pcm serve takes no writes: start it with --token (or PCM_TOKEN) to allow them")
+        return WritesOff("this pcm serve is read-only, it takes no writes: start it with --token (or PCM_TOKEN) "
+                         "to allow them")
     return TokenRefused(
         "writes need the token `pcm serve` was started with: set PCM_TOKEN (over HTTP, send 'Authorization: "
         "Bearer <token>')"

@@ -1311,7 +1311,7 @@ def expand_iri(iri: str, namespace: str) -> str:
 
     What is none of these (a space, a bare ``<``, an empty string) is one :class:`BadIri` line, the same on every
     face, never the store's ``ValueError``."""
-    given = iri
+    given = check_text(iri, "the value", "IRI")  # a byte that is not UTF-8 is named as such, not as a bad IRI
     iri = iri.strip().removeprefix("<").removesuffix(">")
     prefix, sep, local = iri.partition(":")
     refused = BadIri(f"{_shown(given)} is not an IRI: give a full IRI, a CURIE (schema:Person) or m:slug")
