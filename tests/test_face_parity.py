@@ -311,3 +311,11 @@ def test_as_of_is_read_by_every_face_in_the_memory_zone(faces: Faces) -> None:
             return str(result.structured_content["as_of"])  # type: ignore[index]
 
     assert asyncio.run(session()) == read
+
+
+def test_an_entity_page_takes_a_curie_as_why_does(faces: Faces) -> None:
+    """/api/entity?iri=m:owner answered an empty page (the CURIE was taken for an IRI); it is expanded as `pcm why`
+    expands it."""
+    page = httpx.get(faces.url + "/api/entity", params={"iri": "m:owner"}, timeout=120)
+    assert page.status_code == 200, page.text
+    assert page.json()["iri"].endswith("/owner") and page.json()["label"] == "Dana", page.json()
