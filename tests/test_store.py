@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyoxigraph as ox
@@ -40,7 +40,8 @@ def test_ingest_writes_posts_threads_and_pending_status(memory: Memory) -> None:
     assert [p.text for p in sorted(posts, key=lambda p: p.position)] == ["I adopted a beagle called Biscuit.", "Lovely!"]
     first, second = sorted(posts, key=lambda p: p.position)
     assert first.role == "user" and second.role == "assistant"
-    assert first.source_id == "s1:0" and first.time == datetime(2025, 3, 2, 10, 0)
+    # a time given without a zone is stored in the memory's zone (UTC by default)
+    assert first.source_id == "s1:0" and first.time == datetime(2025, 3, 2, 10, 0, tzinfo=UTC)
     # user turns are attributed to the owner, assistant turns to the assistant; order is kept by previous_by_date
     assert ask_bool(memory, f"ASK {{ GRAPH <{LEGACY_LAYOUT.conversation}> {{ <{first.iri}> <{PROV}wasAttributedTo> <{memory.naming.owner}> }} }}")
     assert ask_bool(memory, f"ASK {{ GRAPH <{LEGACY_LAYOUT.conversation}> {{ <{second.iri}> <{PROV}wasAttributedTo> <{memory.naming.assistant}> ; <{SIOC}previous_by_date> <{first.iri}> }} }}")

@@ -16,7 +16,7 @@ from typing import Protocol, cast
 
 import pyoxigraph as ox
 
-from pcm.errors import QueryError
+from pcm.errors import QueryTimeout
 from pcm.layout import DatasetLayout
 
 Term = ox.NamedNode | ox.BlankNode | ox.Literal | ox.Triple
@@ -186,7 +186,7 @@ def materialise(result: object, *, deadline: float | None, limit: int | None) ->
         rows: list[tuple[Term | None, ...]] = []
         for i, solution in enumerate(result):
             if deadline is not None and (i & 63) == 0 and time.monotonic() > deadline:
-                raise QueryError("query stopped: it ran past the time limit")
+                raise QueryTimeout("query stopped: it ran past the time limit")
             if limit is not None and len(rows) >= limit:
                 break
             rows.append(tuple(solution))  # positional, in ``variables`` order, None when unbound: no name lookups
@@ -195,7 +195,7 @@ def materialise(result: object, *, deadline: float | None, limit: int | None) ->
     # CONSTRUCT/DESCRIBE: the engine's QueryTriples or a server's parsed triples (the form decides, not a type)
     for i, triple in enumerate(cast("Iterable[ox.Triple]", result)):
         if deadline is not None and (i & 63) == 0 and time.monotonic() > deadline:
-            raise QueryError("query stopped: it ran past the time limit")
+            raise QueryTimeout("query stopped: it ran past the time limit")
         if limit is not None and len(triples) >= limit:
             break
         triples.append(triple)

@@ -59,7 +59,15 @@ from pcm.backend import (
     materialise,
     quads_to_insert_data,
 )
-from pcm.errors import InputError, MemoryClosedError, MemoryLockedError, PcmError, QueryError, UsageError
+from pcm.errors import (
+    InputError,
+    MemoryClosedError,
+    MemoryLockedError,
+    PcmError,
+    QueryError,
+    QueryTimeout,
+    UsageError,
+)
 from pcm.layout import LEGACY_LAYOUT, DatasetLayout
 from pcm.oserrors import refused_in_text
 from pcm.scope import scope_query, strip_hidden
@@ -411,7 +419,7 @@ class RemoteBackend:
             return self._client.send(request, stream=True)
         except httpx.ReadTimeout as exc:
             if what == "query":
-                raise QueryError(_TIME_LIMIT) from exc
+                raise QueryTimeout(_TIME_LIMIT) from exc
             setting = " (PCM_STORE_WRITE_TIMEOUT)" if method == "POST" else ""
             raise PcmError(f"the SPARQL server at {url} did not answer the {what} within {read:g} s{setting}") from exc
         except httpx.HTTPError as exc:
@@ -428,7 +436,7 @@ class RemoteBackend:
             response.close()
         status = response.status_code
         if CANCELLED_MARKER in message:
-            return QueryError(f"{_TIME_LIMIT} of the SPARQL server at {response.request.url.host}")
+            return QueryTimeout(f"{_TIME_LIMIT} of the SPARQL server at {response.request.url.host}")
         if _DENIED.search(message):  # the account may not do this (Virtuoso answers 400 or 500, not 403)
             fix = "give a user allowed to write" if what != "query" else "give a user allowed to read"
             return PcmError(
@@ -534,16 +542,16 @@ class RemoteBackend:
             result = materialise(parsed, deadline=deadline, limit=limit)
         except (SyntaxError, ValueError, OSError, httpx.HTTPError) as exc:
             if reader.cancelled:
-                raise QueryError(f"{_TIME_LIMIT} of the SPARQL server") from exc
+                raise QueryTimeout(f"{_TIME_LIMIT} of the SPARQL server") from exc
             if isinstance(reader.error, httpx.TimeoutException):
-                raise QueryError(_TIME_LIMIT) from exc
+                raise QueryTimeout(_TIME_LIMIT) from exc
             if reader.error is not None:
                 raise PcmError(
                     f"lost the connection to the SPARQL server at {self.query_url}: {reader.error}"
                 ) from exc
             raise QueryError(f"unreadable answer from the SPARQL server: {_one_line(str(exc))}") from exc
         if reader.cancelled:
-            raise QueryError(f"{_TIME_LIMIT} of the SPARQL server")
+            raise QueryTimeout(f"{_TIME_LIMIT} of the SPARQL server")
         if form == "ASK" and isinstance(result, Solutions) and result.variables == (_VIRTUOSO_ASK,):
             return any(row[0] is not None and row[0].value in ("1", "true") for row in result.rows)  # type: ignore[union-attr]
         if form == "ASK" and not isinstance(result, bool) or form == "SELECT" and isinstance(result, bool):

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from pcm.errors import MemoryLockedError, PcmError, UsageError
+from pcm.limits import RECALL_K
 from pcm.terminal import echo
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ def handle_errors(func: F) -> F:
             report = getattr(exc, "report", "")
             if report:
                 echo(report, err=True, newlines=True)
-            _fail(str(exc), exc.exit_code)
+            _fail(exc.line, exc.exit_code)
         except (OSError, MemoryError, RuntimeError) as exc:  # a full disk, a quota, permissions, memory: one line
             from pcm.oserrors import resource_error
 
@@ -66,6 +67,12 @@ def handle_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+#: Arguments a command hands to :class:`pcm.memory.Memory` as they are, which checks them itself: their refusal is
+#: the facade's line, the same over HTTP, MCP and Python.
+CHECKED_BY_MEMORY = {("ask", "question"), ("recall", "text"), ("ingest", "text"), ("sparql", "query"),
+                     ("why", "iri"), ("history", "iri")}
+
+
 def _check_arguments(values: dict[str, Any]) -> None:
     """Refuse an argument with a byte that is not UTF-8 (Python hands it over as a lone surrogate, which no store,
     query or terminal takes) as one line naming the option, before the command does anything."""
@@ -74,7 +81,10 @@ def _check_arguments(values: dict[str, Any]) -> None:
     context = click.get_current_context(silent=True)
     labels = {p.name: (p.opts[0] if isinstance(p, click.Option) else p.human_readable_name)
               for p in (context.command.params if context is not None else [])}
+    command = context.command.name if context is not None else None
     for name, value in values.items():
+        if (command, name) in CHECKED_BY_MEMORY:
+            continue
         for text in value if isinstance(value, tuple) else (value,):
             if isinstance(text, str):
                 check_text(text, "the value", labels.get(name, name))
@@ -236,11 +246,14 @@ def main(ctx: click.Context, memory_path: Path | None, llm: str | None) -> None:
 @click.option("--owner", default="me", show_default=True, help="Name of the person this memory belongs to.")
 @click.option("--namespace", default=None, help="IRI namespace for this memory's individuals.")
 @click.option("--share-store", is_flag=True, help="Create it even on a remote store that holds another memory (each reads only its own graphs).")
+@click.option("--zone", default="UTC", show_default=True,
+              help="The zone times given without one are read in (an IANA name such as Europe/Paris).")
 @json_option
 @click.pass_context
 @handle_errors
 def init(
-    ctx: click.Context, memory_path: Path | None, owner: str, namespace: str | None, share_store: bool, as_json: bool
+    ctx: click.Context, memory_path: Path | None, owner: str, namespace: str | None, share_store: bool, zone: str,
+    as_json: bool,
 ) -> None:
     """Create a new, empty memory.
 
@@ -251,13 +264,14 @@ def init(
     from pcm.memory import Memory
 
     settings = settings_for(ctx, memory_path)
-    with Memory.init(settings, owner=owner, namespace=namespace, share_store=share_store) as memory:
+    with Memory.init(settings, owner=owner, namespace=namespace, share_store=share_store, zone=zone) as memory:
         info = {"memory": str(settings.memory), "owner": owner, "namespace": memory.manifest.namespace,
-                "ontology_version": memory.manifest.ontology_version}
+                "ontology_version": memory.manifest.ontology_version, "zone": memory.manifest.zone}
     if as_json:
         emit_json(info)
     else:
-        echo(f"created memory {info['memory']} for {owner} (namespace {info['namespace']})")
+        echo(f"created memory {info['memory']} for {owner} (namespace {info['namespace']}; times without a zone are "
+             f"read in {info['zone']})")
 
 
 @main.command()
@@ -294,34 +308,20 @@ def ingest(ctx: click.Context, memory_path: Path | None, files: tuple[Path, ...]
       pcm ingest locomo10.json --format locomo
       pcm ingest --text "I bought a blue Trek bike for 600 dollars" --at 2025-03-02T10:00
     """
-    from pcm.conversations import (
-        Conversation,
-        check_conversations,
-        parse_file,
-        parse_text_utterance,
-        parse_timestamp,
-    )
+    from pcm.conversations import check_conversations, parse_file
     from pcm.memory import Memory
 
     if bool(files) == (text is not None):
         raise UsageError("give FILES to ingest or --text, not both and not neither")
-    conversations: list[Conversation] = []
-    if text is not None:
-        when = parse_timestamp(at) if at else datetime.now().astimezone().replace(microsecond=0)
-        sid = session or f"cli-{when.date().isoformat()}"
-        u = parse_text_utterance(text, session=sid, role=role, at=when, speaker=speaker, where="--text")
-        conversations.append(Conversation(id=u.session, utterances=[u], source="--text"))
-    for path in files:
-        conversations.extend(parse_file(path, fmt))
+    conversations = [c for path in files for c in parse_file(path, fmt)]
     settings = settings_for(ctx, memory_path, extraction=extraction)
     # all files together, before any is sent to a running server (which sees one file per request)
     check_conversations(conversations, max_chars=settings.max_utterance_chars)
     server = None if create else running_server(ctx, memory_path, write=True)
     if server is not None:
         with server:
-            if text is not None:
-                u = conversations[0].utterances[0]
-                result = server.ingest_text(u.content, session=u.session, role=u.role, speaker=u.speaker, at=u.timestamp)
+            if text is not None:  # the server's Memory.remember reads it, as it would here
+                result = server.ingest_text(text, session=session, role=role, speaker=speaker, at=at)
             else:
                 results = [server.ingest_file(path, fmt) for path in files]
                 counts = ("conversations", "utterances", "added", "skipped", "pending")
@@ -336,15 +336,18 @@ def ingest(ctx: click.Context, memory_path: Path | None, files: tuple[Path, ...]
         return
     if create and not (settings.memory / "memory.toml").exists():
         Memory.init(settings).close()
-    total = sum(len(c.utterances) for c in conversations)
     with Memory.open(settings) as memory:
         if text is not None:
-            # position within the session continues after what it already holds
-            from dataclasses import replace
-
-            last = memory.store.last_post_of_session(memory.naming.session(conversations[0].id))
-            if last:
-                conversations[0].utterances[0] = replace(conversations[0].utterances[0], position=last[1] + 1)
+            remembered = memory.remember(text, at=at, speaker=speaker, session=session, role=role)
+            if as_json:
+                emit_json({**(remembered.report.as_json() if remembered.report else {}), **remembered.as_json()})
+            else:
+                echo(f"ingested {int(remembered.stored)} new utterance(s) from 1 conversation(s) "
+                     f"({int(not remembered.stored)} already stored); mode: {remembered.mode or 'episodic'}")
+                if at is not None and remembered.zoned:
+                    echo(f"--at {at} has no zone: read in the memory's zone, {memory.manifest.zone}")
+            return
+        total = sum(len(c.utterances) for c in conversations)
         with progress_bar(total, "ingest") as bar:
             report = memory.ingest(conversations, progress=bar.update)
         # said before the close, whose flush a full disk can refuse after every post was stored
@@ -355,6 +358,9 @@ def ingest(ctx: click.Context, memory_path: Path | None, files: tuple[Path, ...]
                 f"ingested {report.added} new utterance(s) from {report.conversations} conversation(s)"
                 f" ({report.skipped} already stored); mode: {report.mode}"
             )
+            note = report.zone_note()
+            if note:
+                echo(note)
             if not settings.llm.enabled:
                 echo("no LLM configured (PCM_LLM=none): facts are not extracted yet; recall and ask use the utterances")
             elif report.mode == "queued" and report.pending:
@@ -425,16 +431,13 @@ def sparql(ctx: click.Context, memory_path: Path | None, query: str | None, quer
     Example:
       pcm sparql 'SELECT ?p ?text WHERE { ?p a sioc:Post ; sioc:content ?text } LIMIT 5'
     """
-    from pcm.backend import Solutions
-    from pcm.namespaces import sparql_prefixes
+    from pcm.memory import Solutions
 
     if bool(query) == bool(query_file):
         raise UsageError("give a QUERY or --file")
     from pcm.conversations import read_text
 
     text = read_text(query_file) if query_file else query or ""
-    if "PREFIX" not in text.upper():
-        text = sparql_prefixes() + text
     with opened(ctx, memory_path, read_only=True) as memory:
         result = memory.sparql(text, limit=limit)
     fmt = "json" if as_json else out_format
@@ -494,6 +497,7 @@ def stats(ctx: click.Context, memory_path: Path | None, as_json: bool) -> None:
     with opened(ctx, memory_path, read_only=True) as memory:
         s = memory.stats()
         drift = memory.ontology_drift
+        curie = memory.curie
     if as_json:
         emit_json({**s.as_json(), "ontology_drift": drift.as_json() if drift else None})
         return
@@ -502,9 +506,6 @@ def stats(ctx: click.Context, memory_path: Path | None, as_json: bool) -> None:
         echo("extraction: " + ", ".join(f"{k} {v}" for k, v in sorted(s.status.items())))
     echo("graphs: " + ", ".join(f"{k} {v['graphs']} ({v['triples']} triples)" for k, v in s.graphs.items()))
     if s.entities_by_class:
-        from pcm.ontology import load_ontology  # parsed only to name the classes
-
-        curie = load_ontology().curie
         echo("entities by class:")
         for cls, n in s.entities_by_class[:30]:
             echo(f"  {curie(cls):40} {n}")
@@ -642,7 +643,8 @@ def purge(ctx: click.Context, memory_path: Path | None, as_json: bool) -> None:
 @main.command()
 @memory_option
 @click.argument("text", required=False)
-@click.option("--k", default=10, show_default=True, help="How many posts.")
+@click.option("--k", default=RECALL_K.default, show_default=True,
+              help=f"How many posts ({RECALL_K.low} to {RECALL_K.high}).")
 @click.option("--queries", "queries_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Answer many: one question per line, or JSONL with a 'question' field; prints JSONL.")
 @click.option("--role", default=None)
@@ -663,13 +665,11 @@ def recall(ctx: click.Context, memory_path: Path | None, text: str | None, k: in
     Example:
       pcm recall "where did we go on holiday" --k 5 --json
     """
-    from pcm.conversations import parse_timestamp
-
     if bool(text) == bool(queries_file):
         raise UsageError("give TEXT or --queries FILE")
+    # the times as given: the memory reads them (in its zone when they have none), here or in a running server
     filters: dict[str, Any] = {"role": role, "speaker": speaker, "session": session, "mode": mode,
-                               "since": parse_timestamp(since) if since else None,
-                               "until": parse_timestamp(until) if until else None}
+                               "since": since, "until": until}
     server = warm_server(ctx, memory_path)
     if server is not None:
         if queries_file:

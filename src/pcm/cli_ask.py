@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from pcm.cli import emit_json, handle_errors, json_option, memory_option, opened, settings_for, warm_server
-from pcm.errors import UsageError
+from pcm.limits import ASK_K
 from pcm.settings import ASK_FRAMES, ASK_ORDERS
 from pcm.terminal import echo
 
@@ -15,7 +15,8 @@ from pcm.terminal import echo
 @click.command()
 @memory_option
 @click.argument("question")
-@click.option("--k", default=5, show_default=True, help="How many utterances to recall when the graph has no answer.")
+@click.option("--k", default=ASK_K.default, show_default=True,
+              help=f"How many utterances to recall when the graph has no answer ({ASK_K.low} to {ASK_K.high}).")
 @click.option("--explain", is_flag=True, help="Show every query tried, its outcome, the facts used and timings.")
 @click.option("--as-of", "as_of", default=None, help="The question's date (ISO 8601), for 'last month', 'how long ago'.")
 @click.option("--plan/--no-plan", "plan", default=None,
@@ -52,29 +53,17 @@ def ask(ctx: click.Context, memory_path: Path | None, question: str, k: int, exp
       pcm ask "How much did I pay for the espresso machine?" --order facts
       pcm ask "¿Cuánto gasté en total en mis compras?" --frame on --explain
     """
-    from pcm.conversations import parse_timestamp
-
-    when = None
-    if as_of:
-        try:
-            when = parse_timestamp(as_of)
-        except (ValueError, TypeError) as exc:
-            raise UsageError(f"--as-of {as_of!r}: expected an ISO 8601 date or time") from exc
-    server = warm_server(ctx, memory_path) if not (explain or as_of or order or frame) else None
+    server = warm_server(ctx, memory_path) if not (explain or order or frame) else None
     if server is not None:  # `pcm serve` holds the memory: it answers, with its own model and index
-        data = server.ask(question, k=k, plan=plan)
+        data = server.ask(question, k=k, plan=plan, as_of=as_of)
         if as_json:
             emit_json(data)
         else:
             echo(f"{data.get('answer')}\n(path: {data.get('path')}; answered by pcm serve at {server.url})", newlines=True)
             _say_pending(len(data.get("pending") or []), settings_for(ctx, memory_path).llm.enabled)
         return
-    from pcm.llm import make_client  # after the server branch: a warm answer needs neither module
-    from pcm.retrieval.ask import ask as run_ask
-
     with opened(ctx, memory_path, read_only=True, ask_order=order, ask_frame=frame) as memory:
-        client = make_client(memory.settings)
-        result = run_ask(memory.context, question, client=client, as_of=when, explain=explain, k=k, plan=plan)
+        result = memory.ask(question, k=k, as_of=as_of, explain=explain, plan=plan)
     if as_json:
         data = result.as_json(stats=explain)
         if memory.index_lag is not None:

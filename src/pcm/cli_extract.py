@@ -47,23 +47,16 @@ def extract(ctx: click.Context, memory_path: Path | None, pending: bool, failed:
       pcm extract --gated        # the small talk the gate kept from the model
       pcm extract --pending --explain
     """
-    from pcm.extraction import extract_posts, select_posts
-    from pcm.llm import make_client
-
     chosen = [name for name, on in (("pending", pending), ("failed", failed), ("gated", gated), ("all", all_)) if on]
     if len(chosen) != 1:
         raise UsageError("give exactly one of --pending, --failed, --gated or --all")
     with opened(ctx, memory_path) as memory:
-        client = make_client(memory.settings)
-        if client is None:
-            raise UsageError(
-                "no LLM configured: set PCM_LLM or --llm (anthropic:MODEL, or openai:BASE_URL#MODEL for a local "
-                "model such as Ollama); see docs/llm.md"
-            )
-        posts = select_posts(memory.context, chosen[0])
+        if memory.llm_client() is None:
+            memory.extract([])  # the one refusal without a model, before the posts are read
+        posts = memory.posts_to_extract(chosen[0])
         with progress_bar(len(posts), "extract") as bar:
-            report = extract_posts(
-                memory.context, posts, client=client, progress=bar.update, force=force,
+            report = memory.extract(
+                posts, progress=bar.update, force=force,
                 gate=False if chosen[0] == "gated" else None,  # what the gate held back goes to the model
             )
     if as_json:
@@ -102,27 +95,23 @@ def history(ctx: click.Context, memory_path: Path | None, iri: str, as_json: boo
     Example:
       pcm history m:owner
     """
-    from pcm.extraction import fact_history
-    from pcm.extraction.context import show_iri
-    from pcm.memory import expand_iri
-
     with opened(ctx, memory_path, read_only=True) as memory:
-        full = expand_iri(iri, memory.manifest.namespace)
-        result = fact_history(memory.context, full)
-        ns, ontology = memory.manifest.namespace, memory.ontology
+        full = memory.expand_iri(iri)
+        result = memory.history(full)
+        show_iri = memory.show_iri
     if as_json:
         emit_json(result.as_json())
         return
     if not result.versions:
-        echo(f"no recorded change for {show_iri(full, ns, ontology)}")
+        echo(f"no recorded change for {show_iri(full)}")
         return
-    echo(show_iri(full, ns, ontology))
+    echo(show_iri(full))
     last = None
     for v in result.versions:
         if v.predicate != last:
-            echo(f"  {show_iri(v.predicate, ns, ontology)}")
+            echo(f"  {show_iri(v.predicate)}")
             last = v.predicate
-        value = show_iri(v.value, ns, ontology) if "://" in v.value or v.value.startswith("urn:") else f'"{v.value}"'
+        value = show_iri(v.value) if "://" in v.value or v.value.startswith("urn:") else f'"{v.value}"'
         said = f"said {v.said_at or '?'}" + (f' ("{_short(v.said)}")' if v.said else "")
         if v.current:
             echo(f"    {value}  {said}  — current")
@@ -143,12 +132,9 @@ def duplicates(ctx: click.Context, memory_path: Path | None, as_json: bool) -> N
     Example:
       pcm duplicates --json
     """
-    from pcm.extraction import find_duplicates
-    from pcm.extraction.context import show_iri
-
     with opened(ctx, memory_path, read_only=True) as memory:
-        pairs = find_duplicates(memory.context)
-        ns, ontology = memory.manifest.namespace, memory.ontology
+        pairs = memory.duplicates()
+        show_iri = memory.show_iri
     if as_json:
         emit_json([p.as_json() for p in pairs])
         return
@@ -157,7 +143,7 @@ def duplicates(ctx: click.Context, memory_path: Path | None, as_json: bool) -> N
         return
     for p in pairs:
         echo(
-            f"{p.score:.2f}  {show_iri(p.a, ns, ontology)} \"{p.label_a}\"  ~  {show_iri(p.b, ns, ontology)} "
+            f"{p.score:.2f}  {show_iri(p.a)} \"{p.label_a}\"  ~  {show_iri(p.b)} "
             f"\"{p.label_b}\"  ({p.reason})"
         )
 

@@ -48,27 +48,24 @@ def retrieve(ctx: click.Context, memory_path: Path | None, question: str, algori
       pcm retrieve "Why did I miss my flight?" -a events --direction causes --depth 2
     """
     from pcm.errors import PcmError
-    from pcm.retrieval.traversal import Kind, engine_for
-    from pcm.retrieval.traversal import retrieve as run
+    from pcm.retrieval.traversal import Kind
 
     kinds = Kind.parse_many(forbid)
     if top is not None and top < 0:
         raise UsageError("--top takes a positive number (0 keeps every triple found)")
     with opened(ctx, memory_path, read_only=True) as memory:
-        from pcm.memory import expand_iri
-
-        start = [expand_iri(s, memory.manifest.namespace) for s in starts] or None
+        start = [memory.expand_iri(s) for s in starts] or None
         if algorithm == "events":
             _events(memory, question, start, direction, depth, top, not no_sources, as_json)
             return
         try:
-            result = run(memory.context, question, start=start, algorithm=algorithm, forbid=kinds,
-                         top_n=-1 if top is None else (top or None), sources=not no_sources)
+            result = memory.retrieve(question, start=start, algorithm=algorithm, forbid=kinds,
+                                     top_n=-1 if top is None else (top or None), sources=not no_sources)
         except PcmError as exc:
             if start is None and "index" in str(exc):
                 raise UsageError(f"{exc}; give start vertices with --start") from exc
             raise
-        engine = engine_for(memory.context)
+        engine = memory.graph_engine()
         if as_json:
             emit_json(result.as_json(engine.text_of))
             return
@@ -78,15 +75,12 @@ def retrieve(ctx: click.Context, memory_path: Path | None, question: str, algori
 def _events(memory: Any, question: str, start: list[str] | None, direction: str, depth: int, top: int | None,
             sources: bool, as_json: bool) -> None:
     """Event chains (``--algorithm events``): same output shape as the walks, the text made by the event walk."""
-    from pcm.retrieval.traversal import engine_for
-    from pcm.retrieval.traversal.events import retrieve_events
-
-    result = retrieve_events(memory.context, question, start=start, direction=direction, depth=depth, k=top or 30,
-                             sources=sources)
+    result = memory.retrieve_events(question, start=start, direction=direction, depth=depth, k=top or 30,
+                                    sources=sources)
     if as_json:
         emit_json(result.as_json())
         return
-    _print(result, engine_for(memory.context).graph.labels)
+    _print(result, memory.graph_engine().graph.labels)
 
 
 def _print(result: Any, labels: Any) -> None:

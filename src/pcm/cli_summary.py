@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -36,14 +34,8 @@ def summary(ctx: click.Context, memory_path: Path | None, session: str | None, l
     if bool(session) == list_all:
         raise UsageError("give a SESSION or --all")
     with opened(ctx, memory_path, read_only=not refresh) as memory:
-        from pcm.memory import expand_iri
-        from pcm.summaries import all_summaries, read_summary, update_summaries
-        from pcm.summaries.store import covered_range, session_range
-
         if list_all:
-            if refresh:
-                _refresh(memory.context, [r.session for r in all_summaries(memory.context)], update_summaries)
-            rows = all_summaries(memory.context)
+            rows = memory.summaries(refresh=refresh)
             if as_json:
                 emit_json([r.as_json() for r in rows])
                 return
@@ -53,36 +45,21 @@ def summary(ctx: click.Context, memory_path: Path | None, session: str | None, l
                 first_line = r.text.splitlines()[0] if r.text else ""
                 echo(f"{r.session_id or r.session}  [{r.method}, {r.covered} posts]  {first_line[:100]}")
             return
-        thread = memory.store.find_session(session or "") or memory.store.find_session(
-            expand_iri(session or "", memory.manifest.namespace)
-        )
+        thread = memory.find_session(session or "")
         if thread is None:
             raise InputError(f"no session {session!r} in this memory")
-        if refresh:
-            _refresh(memory.context, [thread], update_summaries)
-        stored = read_summary(memory.context, thread)
-        if stored is None:
+        found = memory.summary(thread, refresh=refresh)
+        if found is None:
             raise InputError(f"session {session!r} has no summary yet; run `pcm summary {session} --refresh`")
-        first, last = covered_range(memory.context, thread)
-        posts = session_range(memory.context, thread)[2]
         if as_json:
-            emit_json(stored.as_json() | {"session_posts": posts, "covered_first": first, "covered_last": last})
+            emit_json(found.as_json())
             return
+        stored, posts, first, last = found.stored, found.session_posts, found.covered_first, found.covered_last
         echo(stored.text, newlines=True)
         echo(f"-- {stored.method}"
                    + (f" ({stored.prompt_version})" if stored.prompt_version else "")
                    + f", covers {len(stored.covered)} of {posts} posts"
                    + (f", {first} to {last}" if first else ""), err=True)
-
-
-def _refresh(memory: Any, sessions: list[str], update: Callable[..., Any]) -> None:
-    """Redo these summaries with the configured model (extractive without one)."""
-    client = None
-    if memory.settings.llm.enabled:
-        from pcm.llm import make_client
-
-        client = make_client(memory.settings)
-    update(memory, sessions, client, refresh=True)
 
 
 __all__ = ["summary"]

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pcm.errors import InputError, UsageError
+from pcm.errors import BadText, BadTime, InputError, InputTooLarge, UsageError
 from pcm.resources import samples_dir
 
 ROLES = ("user", "assistant", "system", "other")
@@ -109,21 +109,24 @@ def sample_paths() -> list[Path]:
     return sorted(p for p in samples_dir().glob("*.json") if p.name != "questions.json")
 
 
-def parse_timestamp(value: str) -> datetime:
+def parse_timestamp(value: str, what: str = "") -> datetime:
     """Read a message or session time in any shape our sources use.
 
     ISO 8601 (offset kept; naive stays naive = local time as written), LongMemEval's ``2023/05/08 (Mon) 13:56``,
     LoCoMo's ``1:56 pm on 8 May, 2023``, and bare dates (``2023-05-08``, ``2023/05/08``, ``8 May, 2023``,
     ``May 8, 2023``), which mean midnight. Month names are matched in English without the locale, so the result does
-    not depend on the machine. The weekday in LongMemEval dates is ignored, never checked.
+    not depend on the machine. The weekday in LongMemEval dates is ignored, never checked. A time without an offset
+    stays naive here: the memory reads it in its own zone when it stores it (``Memory.when``, ``Memory.ingest``).
+    ``what`` names the value in the one :class:`~pcm.errors.BadTime` line a time that cannot be read gives.
     """
+    where = f"{what}: " if what else ""
     text = value.strip() if isinstance(value, str) else None
     if not text:
-        raise InputError(f"timestamp must be a non-empty string, got {_show(value)}")
+        raise BadTime(f"{where}timestamp must be a non-empty string, got {_show(value)}")
     try:
         return _parse_timestamp_text(text)
     except ValueError as err:
-        raise InputError(f"unrecognised timestamp {_show(value)} ({err})") from None
+        raise BadTime(f"{where}unrecognised timestamp {_show(value)} ({err})") from None
 
 
 def parse_text_utterance(
@@ -244,7 +247,7 @@ def check_conversations(conversations: Sequence[Conversation], *, max_chars: int
                 raise InputError(f"{label}: unknown role {_show(utterance.role)} (allowed: {', '.join(ROLES)})")
             content = _content(utterance.content, label)
             if len(content) > max_chars:
-                raise InputError(
+                raise InputTooLarge(
                     f"{label}: the utterance is {len(content):,} characters long, over the limit of {max_chars:,} "
                     "(PCM_MAX_UTTERANCE_CHARS); split it into several messages"
                 )
@@ -731,9 +734,9 @@ def _checked(text: str, name: str, where: str, limit: int | None = None) -> str:
             if 0xDC80 <= code <= 0xDCFF
             else "a lone surrogate, which is not a character"
         )
-        raise InputError(f"{where}: {name} has an invalid character at position {bad.start()} (U+{code:04X}: {what})")
+        raise BadText(f"{where}: {name} has an invalid character at position {bad.start()} (U+{code:04X}: {what})")
     if limit is not None and len(text) > limit:
-        raise InputError(f"{where}: {name} is {len(text):,} characters long, over the limit of {limit:,}")
+        raise InputTooLarge(f"{where}: {name} is {len(text):,} characters long, over the limit of {limit:,}")
     return text
 
 

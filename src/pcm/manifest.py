@@ -10,7 +10,7 @@ import hashlib
 import tomllib
 import uuid
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 
 import tomli_w
@@ -55,6 +55,9 @@ class Manifest:
     store_update_url: str = ""
     store_gsp_url: str = ""
     """Its update and Graph Store URLs, when they were given rather than derived from ``store_url``."""
+    zone: str = "UTC"
+    """The zone a time given without one is read in (an IANA name such as ``Europe/Paris``, or ``UTC``), chosen at
+    init. Not sealed: it says how to read times still to come, not what is stored (stored times carry their own)."""
     seal: dict[str, str] = field(default_factory=dict)
     """Digest of each :data:`SEALED` field as pcm last wrote it (empty in memories made before the seal)."""
 
@@ -89,6 +92,10 @@ class Manifest:
             raise InputError(f"{path}: {wrong[0]} must be a string (a URL, or the engine's name)")
         if manifest.layout not in LAYOUTS:
             raise InputError(f"{path}: unknown layout {manifest.layout!r} (expected one of {', '.join(LAYOUTS)})")
+        try:
+            zone_of(manifest.zone)
+        except InputError as exc:
+            raise InputError(f"{path}: {exc}") from None
         manifest._check_seal(path)
         return manifest
 
@@ -112,6 +119,22 @@ class Manifest:
         data = {k: v for k, v in asdict(self).items() if v or k not in STORE_FIELDS}
         tmp.write_text(tomli_w.dumps(data), encoding="utf-8")
         tmp.replace(directory / MANIFEST)
+
+
+def zone_of(name: object) -> tzinfo:
+    """The zone named ``name`` (an IANA name or ``UTC``), or one InputError line."""
+    if name == "UTC":
+        return UTC
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        return ZoneInfo(str(name)) if isinstance(name, str) and name else _no_zone(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return _no_zone(name)
+
+
+def _no_zone(name: object) -> tzinfo:
+    raise InputError(f"zone {name!r} is not a time zone: give an IANA name such as Europe/Paris, or UTC")
 
 
 def _digest(value: object) -> str:

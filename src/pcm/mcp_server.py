@@ -19,7 +19,7 @@ from __future__ import annotations
 import hmac
 import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -28,7 +28,8 @@ from pydantic import BaseModel, Field
 
 from pcm import __version__
 from pcm.endpoint.models import Message, RecallHit
-from pcm.errors import PcmError
+from pcm.errors import PcmError, write_refusal
+from pcm.limits import ASK_K, RECALL_K, SPARQL_ROWS
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -59,6 +60,7 @@ class Answer(BaseModel):
     answer: str
     path: str = Field(description="How it was answered: sparql, events, summary, facts, traversal, episodic, plan or none.")
     note: str = ""
+    as_of: str = Field(description="The question's date the answer was read at (ISO 8601, with its zone).")
     citations: list[Message] = Field(description="The stored messages the answer rests on, best first.")
     sparql: str | None = Field(default=None, description="The query that produced the answer, on the sparql path.")
     pending: list[str] = Field(default_factory=list, description="The cited posts whose facts are not extracted yet.")
@@ -122,12 +124,20 @@ def build_server(memory: Memory, *, token: str = "", lock: threading.RLock | Non
     )
 
     def run(action: Callable[[], T]) -> T:
-        """Our errors (bad input, no such post, refused query) go back to the assistant as one readable line."""
+        """Our errors (bad input, no such post, refused query) and the machine's refusals (a full disk) go back to
+        the assistant as the one line every face gives them (:attr:`pcm.errors.PcmError.line`)."""
         try:
             with guard:
                 return action()
         except PcmError as exc:
-            raise ToolError(str(exc)) from exc
+            raise ToolError(exc.line) from exc
+        except (OSError, MemoryError) as exc:
+            from pcm.oserrors import resource_error
+
+            refused = resource_error(exc)
+            if refused is None:
+                raise
+            raise ToolError(refused.line) from exc
 
     def owner_only(ctx: Context, what: str) -> None:
         refused = _write_refusal(ctx.headers, token, what)
@@ -144,7 +154,7 @@ def build_server(memory: Memory, *, token: str = "", lock: threading.RLock | Non
         time: str | None = None,
         speaker: str | None = None,
         session: str | None = None,
-        role: Literal["user", "assistant", "system", "other"] = "user",
+        role: str = Field("user", description="user, assistant, system or other (the memory checks it)."),
         key: str | None = None,
     ) -> Remembered:
         """Store one message in the memory.
@@ -160,38 +170,41 @@ def build_server(memory: Memory, *, token: str = "", lock: threading.RLock | Non
     @server.tool(annotations=read)
     def recall(
         query: str,
-        k: int = Field(10, ge=1, le=100),
+        k: int = Field(RECALL_K.default, json_schema_extra=RECALL_K.schema(),
+                       description="How many messages to return (the memory checks the bounds)."),
         session: str | None = None,
         speaker: str | None = None,
-        role: Literal["user", "assistant", "system", "other"] | None = None,
+        role: str | None = Field(None, description="Only messages of this role: user, assistant, system or other."),
         since: str | None = None,
         until: str | None = None,
     ) -> list[RecallHit]:
         """The stored messages that best match `query` (hybrid vector and full-text search), best first.
 
-        Optional filters: `session`, `speaker`, `role`, and `since` / `until` (ISO 8601 times)."""
+        Optional filters: `session`, `speaker`, `role`, and `since` / `until` (ISO 8601 times; without a zone,
+        the memory's)."""
 
         def hits() -> list[RecallHit]:
-            from pcm.conversations import parse_timestamp
-
-            filters: dict[str, object] = {"session": session, "speaker": speaker, "role": role,
-                                          "since": parse_timestamp(since) if since else None,
-                                          "until": parse_timestamp(until) if until else None}
-            return [RecallHit(**h.as_json()) for h in memory.recall(query, k, **filters)]
+            found = memory.recall(query, k, session=session, speaker=speaker, role=role, since=since, until=until)
+            return [RecallHit(**h.as_json()) for h in found]
 
         return run(hits)
 
     @server.tool(annotations=read)
-    def ask(question: str, k: int = Field(5, ge=1, le=50), as_of: str | None = None) -> Answer:
+    def ask(
+        question: str,
+        k: int = Field(ASK_K.default, json_schema_extra=ASK_K.schema(),
+                       description="How many stored messages to consider (the memory checks the bounds)."),
+        as_of: str | None = None,
+    ) -> Answer:
         """Answer a question from memory, citing the stored messages the answer rests on.
 
-        `as_of` is the question's date (ISO 8601) for relative times such as "last month"; default now."""
+        `as_of` is the question's date (ISO 8601; without a zone, the memory's) for relative times such as "last
+        month"; default now."""
 
         def answer() -> Answer:
-            from pcm.conversations import parse_timestamp
-
-            result = memory.ask(question, k=k, as_of=parse_timestamp(as_of) if as_of else None)
+            result = memory.ask(question, k=k, as_of=as_of)
             return Answer(answer=result.answer, path=result.path, note=result.note, sparql=result.sparql,
+                          as_of=result.as_of.isoformat(),
                           citations=[_message(p.as_json()) for p in result.posts], pending=result.pending)
 
         return run(answer)
@@ -225,14 +238,15 @@ def build_server(memory: Memory, *, token: str = "", lock: threading.RLock | Non
         return run(forget_and_purge)
 
     @server.tool(annotations=read)
-    def sparql(query: str, limit: int = Field(100, ge=1, le=10_000)) -> SparqlResult:
+    def sparql(
+        query: str,
+        limit: int = Field(SPARQL_ROWS.default, json_schema_extra=SPARQL_ROWS.schema(),
+                           description="At most this many rows (the memory checks the bounds)."),
+    ) -> SparqlResult:
         """Run a read-only SPARQL 1.1 query over the memory (the union of its graphs), bounded in time and rows.
 
-        Prefixes such as sioc:, schema:, pcm:, prov:, dcterms: are predeclared. Updates are refused."""
-        from pcm.namespaces import sparql_prefixes
-
-        text = query if "PREFIX" in query.upper() else sparql_prefixes() + query
-        return run(lambda: _sparql_result(memory.sparql(text, limit=limit)))
+        Prefixes such as sioc:, schema:, pcm:, prov:, dcterms: and m: are predeclared. Updates are refused."""
+        return run(lambda: _sparql_result(memory.sparql(query, limit=limit)))
 
     @server.tool(annotations=read)
     def stats() -> Stats:
@@ -250,9 +264,7 @@ def build_server(memory: Memory, *, token: str = "", lock: threading.RLock | Non
                      mime_type="application/json",
                      description="The questions the ontology is built to answer, each with its SPARQL query.")
     def competency_questions() -> list[dict[str, str]]:
-        from pcm.ontology_tools.competency import load_questions
-
-        return [{"name": q.name, "question": q.question, "sparql": q.query} for q in load_questions()]
+        return memory.competency_questions()
 
     return server
 
@@ -295,10 +307,10 @@ def _write_refusal(headers: Mapping[str, str] | None, token: str, what: str) -> 
     if headers is None:
         return None
     if not token:
-        return f"{what} is refused: this server takes no writes over HTTP (start it with a token to allow them)"
+        return write_refusal(takes_writes=False).line
     scheme, _, given = (headers.get("authorization") or "").partition(" ")
     if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
-        return f"{what} needs the owner's token: send 'Authorization: Bearer <token>'"
+        return write_refusal(takes_writes=True).line
     return None
 
 
@@ -314,7 +326,7 @@ def _source(data: Mapping[str, Any]) -> Source:
 def _sparql_result(result: Any) -> SparqlResult:
     import pyoxigraph as ox
 
-    from pcm.backend import Solutions
+    from pcm.memory import Solutions
     from pcm.rdfio import serialize
 
     def text(term: Any) -> str | None:

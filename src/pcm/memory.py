@@ -11,10 +11,10 @@ import os
 import shutil
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyoxigraph as ox
 
@@ -29,6 +29,8 @@ from pcm.conversations import (
     parse_timestamp,
 )
 from pcm.errors import (
+    BadIri,
+    BadTime,
     InputError,
     MemoryClosedError,
     MemoryLockedError,
@@ -38,10 +40,12 @@ from pcm.errors import (
     ResourceError,
     UsageError,
     ValidationError,
+    write_refusal,
 )
 from pcm.index.records import entity_record
 from pcm.layout import BY_ID, CONVERSATION, DatasetLayout, layout_of_graph
-from pcm.manifest import MANIFEST, Manifest
+from pcm.limits import ASK_K, RECALL_K, SPARQL_ROWS
+from pcm.manifest import MANIFEST, Manifest, zone_of
 from pcm.namespaces import (
     PREFIXES,
     RDF,
@@ -57,18 +61,22 @@ from pcm.rdfio import detect_rdf_format, load_staging, serialize
 from pcm.rdflimits import RdfLimits, read_file
 from pcm.resources import render_query
 from pcm.settings import Settings
-from pcm.sparql import check_read_only
+from pcm.sparql import check_query
 from pcm.store import MemoryStore, PostInfo, Source, Stats
 from pcm.store_binding import STORE_DIR, bind, check_holds, record
 
 if TYPE_CHECKING:
     from pcm.endpoint.discovery import ServerInfo
+    from pcm.extraction.duplicates import DuplicatePair
+    from pcm.extraction.history import FactHistory
+    from pcm.extraction.pipeline import ExtractionRunReport
     from pcm.index import RecallHit, SideIndex
     from pcm.index.outbox import IndexLag
     from pcm.llm import LLMClient
     from pcm.ontology import Ontology
     from pcm.ontology_tools.migrate import OntologyDrift
     from pcm.retrieval.ask import AskResult
+    from pcm.summaries.store import StoredSummary, SummaryRow
 
 INDEX_DIR = "index"
 #: A read-only open that finds at most this many posts missing from the side index embeds them in memory so recall
@@ -78,6 +86,11 @@ READ_ONLY_CATCH_UP = 2000
 BULK_THRESHOLD = 100_000
 
 Progress = Callable[[int], None]
+#: What each text a caller hands the facade is called in the one line that refuses it (name, where): a face that
+#: must read a text before the facade does (a typed request body) refuses it with these words too.
+ASK_TEXT = ("the question", "ask")
+RECALL_TEXT = ("the text to recall", "recall")
+MESSAGE_TEXT = ("content", "the message")
 RDF_TYPE = RDF + "type"
 
 
@@ -100,9 +113,19 @@ class IngestReport:
     by ``pcm extract --pending`` or a running ``pcm serve``)."""
     posts: list[str] = field(default_factory=list)
     extraction: dict[str, object] = field(default_factory=dict)
+    zone: str = "UTC"
+    """The memory's zone, in which times given without one were read."""
+    zoned: int = 0
+    """Message and session times given without a zone, read in :attr:`zone` (0: every time carried its own)."""
 
     def as_json(self) -> dict[str, object]:
         return {k: v for k, v in self.__dict__.items() if k != "posts"}
+
+    def zone_note(self) -> str | None:
+        """The line that says times were read in the memory's zone, when any were."""
+        if not self.zoned:
+            return None
+        return f"{self.zoned} time(s) given without a zone were read in the memory's zone, {self.zone}"
 
 
 @dataclass(frozen=True)
@@ -117,9 +140,31 @@ class RememberReport:
     """The session id the post belongs to."""
     mode: str = ""
     """The ingest's :attr:`IngestReport.mode` (what happens to the message's facts); empty when nothing was stored."""
+    report: IngestReport | None = None
+    """The ingest that stored it (None when nothing was stored): its counts, and whether its time was given
+    without a zone (:attr:`IngestReport.zoned`)."""
+
+    @property
+    def zoned(self) -> bool:
+        """Whether the time was given without a zone and read in the memory's."""
+        return bool(self.report is not None and self.report.zoned)
 
     def as_json(self) -> dict[str, object]:
         return {"post": self.post, "stored": self.stored, "session": self.session}
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    """A session's stored summary, how many posts the session has and the time span the summary covers."""
+
+    stored: StoredSummary
+    session_posts: int
+    covered_first: str | None
+    covered_last: str | None
+
+    def as_json(self) -> dict[str, object]:
+        return self.stored.as_json() | {"session_posts": self.session_posts, "covered_first": self.covered_first,
+                                        "covered_last": self.covered_last}
 
 
 @dataclass
@@ -264,11 +309,14 @@ class Memory:
 
     @classmethod
     def init(
-        cls, settings: Settings, *, owner: str = "me", namespace: str | None = None, share_store: bool = False
+        cls, settings: Settings, *, owner: str = "me", namespace: str | None = None, share_store: bool = False,
+        zone: str = "UTC",
     ) -> Memory:
         """Create a memory. On a remote store that already holds another memory (another owner's namespace) this is
         refused unless ``share_store``. A memory made on a remote store names its graphs with its id
-        (docs/DESIGN.md §3, dataset layout), so memories sharing a store read only their own graphs."""
+        (docs/DESIGN.md §3, dataset layout), so memories sharing a store read only their own graphs. ``zone`` is
+        the zone times given without one are read in (an IANA name, default UTC)."""
+        zone_of(zone)  # a zone that is none is refused before anything is made
         path = settings.memory
         if (path / MANIFEST).exists():
             raise UsageError(f"a memory already exists at {path}")
@@ -277,7 +325,7 @@ class Memory:
         from pcm.ontology import load_ontology
 
         ontology = load_ontology()
-        manifest = Manifest(owner=owner, ontology_version=ontology.version, ontology_digest=ontology.digest)
+        manifest = Manifest(owner=owner, ontology_version=ontology.version, ontology_digest=ontology.digest, zone=zone)
         if settings.store_url:
             manifest.layout = BY_ID  # a server may hold other memories: this one's graphs carry its id
         if namespace:
@@ -316,9 +364,11 @@ class Memory:
         return memory
 
     @classmethod
-    def create(cls, path: str | os.PathLike[str], *, owner: str = "me", namespace: str | None = None) -> Memory:
+    def create(
+        cls, path: str | os.PathLike[str], *, owner: str = "me", namespace: str | None = None, zone: str = "UTC"
+    ) -> Memory:
         """Create a memory in the directory ``path`` (other settings from ``PCM_*``) and return it open."""
-        return cls.init(Settings.from_env(memory=Path(path).expanduser()), owner=owner, namespace=namespace)
+        return cls.init(Settings.from_env(memory=Path(path).expanduser()), owner=owner, namespace=namespace, zone=zone)
 
     @classmethod
     def open(
@@ -575,13 +625,14 @@ class Memory:
         conversations = list(conversations)
         # Everything is checked before the first write, so a bad message anywhere leaves the memory untouched.
         check_conversations(conversations, max_chars=self.settings.max_utterance_chars)
+        conversations, zoned = _zoned(conversations, self.zone)
         planned = [[post_quads(self.naming, u, None)[0] for u in conv.utterances] for conv in conversations]
         for conv in conversations:
             session_quads(self.naming, conv.id, conv.title, conv.started)
         self._refuse_changed_turns(conversations, planned)
         if self.settings.index_enabled and any(planned):
             _ = self.index  # an index built with another embedding model is refused before a post is stored
-        report = IngestReport()
+        report = IngestReport(zone=self.manifest.zone, zoned=zoned)
         to_index: list[PostInfo] = []
         last_stored = ""  # the message stored last, named for the person if a full disk stops the ingest
         every_post_stored = False
@@ -684,15 +735,14 @@ class Memory:
         ``dcterms:identifier``. A message whose key is already stored is not stored again (a client retrying is
         told ``stored=False``); the same key with different text is refused, since it would silently drop the new
         text. Without a key every call stores a post, so two messages with the same text are two posts.
-        """
-        from dataclasses import replace
 
+        ``at`` is ISO 8601 text or a ``datetime``; one without a zone is read in the memory's :attr:`zone`.
+        """
         self._writable()
-        when = parse_timestamp(at) if isinstance(at, str) else at
-        if when is None:
-            when = datetime.now().astimezone().replace(microsecond=0)
+        # a time without a zone stays so until ingest reads it in the memory's zone and counts it (the report says so)
+        when = _parse_time(at, "at") or datetime.now(self.zone).replace(microsecond=0)
         sid = session if session is not None else f"cli-{when.date().isoformat()}"
-        utterance = parse_text_utterance(text, session=sid, role=role, at=when, speaker=speaker)
+        utterance = parse_text_utterance(text, session=sid, role=role, at=when, speaker=speaker, where=MESSAGE_TEXT[1])
         if key is not None:
             key = check_id(key, "message key (idempotency key)", "utterance")
             earlier = self._post_with_key(key)
@@ -706,7 +756,7 @@ class Memory:
         utterance = replace(utterance, source_id=key, position=last[1] + 1 if last else 0)
         report = self.ingest([Conversation(id=utterance.session, utterances=[utterance])])
         iri = post_quads(self.naming, utterance, None)[0].iri
-        return RememberReport(iri, bool(report.added), utterance.session, report.mode)
+        return RememberReport(iri, bool(report.added), utterance.session, report.mode, report)
 
     def _post_with_key(self, key: str) -> PostInfo | None:
         """The stored post whose message id is ``key`` (the first, if a file reused the id across sessions)."""
@@ -980,34 +1030,178 @@ class Memory:
     def sparql(self, query: str, *, limit: int | None = None) -> QueryResult:
         """A read-only query over the union of graphs, bounded in time, rows and memory.
 
-        On a local store it runs in the killable query worker (:mod:`pcm.retrieval.safety`): the engine cannot be
-        interrupted inside one step, so only a separate process keeps ``PCM_QUERY_TIMEOUT`` for any query.
+        The memory's prefixes (``schema:``, ``pcm:``, ``m:`` ...) are predeclared unless the query declares its own
+        (:func:`pcm.sparql.check.with_prefixes`), as the CLI and MCP always did; a syntax error names the line
+        and column in ``query`` as given. On a local store it runs in the killable query worker
+        (:mod:`pcm.retrieval.safety`): the engine cannot be interrupted inside one step, so only a separate process
+        keeps ``PCM_QUERY_TIMEOUT`` for any query.
         """
-        check_read_only(query)
-        return self.context.query_runner().run(query, limit=limit or self.settings.query_limit)
+        check_text(query, "the query", "sparql")
+        if limit is not None:
+            SPARQL_ROWS.check(limit)
+        safe = check_query(query, policy=False, prefixes={"m": self.manifest.namespace})
+        return self.context.query_runner().run(safe, limit=limit or self.settings.query_limit)
 
     def stats(self) -> Stats:
         return self.store.stats()
 
-    def why(self, iri: str) -> list[Source]:
-        iri = expand_iri(iri, self.manifest.namespace)
-        return self.store.why(iri)
+    def expand_iri(self, iri: str) -> str:
+        """``iri`` as a full IRI (a CURIE, ``m:slug`` or ``<IRI>`` expanded), or one :class:`BadIri` line."""
+        return expand_iri(iri, self.manifest.namespace)
 
-    def recall(self, text: str, k: int = 10, **filters: object) -> list[RecallHit]:
-        check_text(text, "the text to recall", "recall")  # the embedder fails on a lone surrogate: say why instead
-        return self.context.recall(text, k, **filters)
+    def why(self, iri: str) -> list[Source]:
+        """Each stored message (or imported file) a fact or an entity came from."""
+        return self.store.why(self.expand_iri(iri))
+
+    def history(self, iri: str) -> FactHistory:
+        """How the facts about an entity changed: past values, when and by what they were replaced."""
+        from pcm.extraction import fact_history
+
+        return fact_history(self.context, self.expand_iri(iri))
+
+    @property
+    def zone(self) -> tzinfo:
+        """The memory's zone (``memory.toml``'s ``zone``, chosen at init, UTC by default): a time given without
+        an offset (a naive ``datetime``, ``2025-03-02T10:00``) is read in it, on every face."""
+        return zone_of(self.manifest.zone)
+
+    def when(self, value: datetime | str | None, what: str = "time") -> datetime | None:
+        """``value`` (ISO 8601 text or a ``datetime``) as a zone-aware time, a naive one read in :attr:`zone`; None
+        stays None. Text that is no time is one :class:`BadTime` line naming ``what``."""
+        when = _parse_time(value, what)
+        return when if when is None or when.tzinfo is not None else when.replace(tzinfo=self.zone)
+
+    def recall(
+        self, text: str, k: int = RECALL_K.default, *, since: datetime | str | None = None,
+        until: datetime | str | None = None, **filters: object,
+    ) -> list[RecallHit]:
+        """The stored messages nearest ``text``, best first; ``since`` / ``until`` (ISO text or datetime) bound
+        their time. Every hit's time carries a zone (a time stored without one is read in :attr:`zone`), so hits
+        sort by time."""
+        check_text(text, *RECALL_TEXT)  # the embedder fails on a lone surrogate: say why instead
+        RECALL_K.check(k)
+        start, end = self.when(since, "since"), self.when(until, "until")
+        hits = self.context.recall(text, k, since=start, until=end, **filters)
+        zone = self.zone
+        return [replace(h, time=h.time.replace(tzinfo=zone)) if h.time is not None and h.time.tzinfo is None else h
+                for h in hits]
 
     def ask(
-        self, question: str, *, k: int = 5, as_of: datetime | None = None, explain: bool = False, plan: bool | None = None
+        self, question: str, *, k: int = ASK_K.default, as_of: datetime | str | None = None, explain: bool = False,
+        plan: bool | None = None,
     ) -> AskResult:
         """Answer from memory (grounded NL→SPARQL with repair; traversal and episodic recall as fallbacks).
 
+        ``as_of`` (ISO text or datetime; a naive one in :attr:`zone`) is the question's date, for "last month".
         Without an LLM: the utterances that best match, and the answer says so.
         """
         from pcm.retrieval.ask import ask
 
-        check_text(question, "the question", "ask")
-        return ask(self.context, question, client=self.llm_client(), as_of=as_of, explain=explain, k=k, plan=plan)
+        check_text(question, *ASK_TEXT)
+        if not question.strip():
+            raise InputError("ask: the question is empty")
+        ASK_K.check(k)
+        when = self.when(as_of, "as_of")
+        return ask(self.context, question, client=self.llm_client(), as_of=when, explain=explain, k=k, plan=plan)
+
+    def show_iri(self, iri: str) -> str:
+        """``m:slug`` for the memory's individuals, a CURIE for vocabulary terms, ``<iri>`` otherwise: how a face
+        shows an IRI to a person."""
+        from pcm.extraction.context import show_iri
+
+        return show_iri(iri, self.manifest.namespace, self.ontology)
+
+    def curie(self, iri: str) -> str:
+        """A vocabulary term's CURIE (``schema:Person``), for naming classes and properties."""
+        return self.ontology.curie(iri)
+
+    # -- the pipelines a face drives (extraction, duplicates, summaries, graph walks) -------------------------------
+
+    def posts_to_extract(self, selection: str) -> list[str]:
+        """The post IRIs ``pcm extract --pending | --failed | --gated | --all`` would extract, in order."""
+        from pcm.extraction import select_posts
+
+        return select_posts(self.context, selection)
+
+    def extract(
+        self, posts: Sequence[str], *, progress: Progress | None = None, force: bool = False, gate: bool | None = None
+    ) -> ExtractionRunReport:
+        """Extract the facts of these posts with the configured model (a UsageError without one)."""
+        from pcm.extraction import extract_posts
+
+        client = self.llm_client()
+        if client is None:
+            raise UsageError(
+                "no LLM configured: set PCM_LLM or --llm (anthropic:MODEL, or openai:BASE_URL#MODEL for a local "
+                "model such as Ollama); see docs/llm.md"
+            )
+        return extract_posts(self.context, posts, client=client, progress=progress, force=force, gate=gate)
+
+    def duplicates(self) -> list[DuplicatePair]:
+        """Entities that may be the same thing, most similar first (never merged automatically)."""
+        from pcm.extraction import find_duplicates
+
+        return find_duplicates(self.context)
+
+    def find_session(self, session: str) -> str | None:
+        """The thread IRI of a session given by its id (as in the source), its IRI or an ``m:`` CURIE; None when
+        this memory has no such session."""
+        found = self.store.find_session(session)
+        if found is None and session:
+            try:
+                found = self.store.find_session(self.expand_iri(session))
+            except BadIri:
+                return None
+        return found
+
+    def summaries(self, *, refresh: bool = False) -> list[SummaryRow]:
+        """Every summarised session, oldest first; ``refresh`` redoes them first with the configured model
+        (extractive without one)."""
+        from pcm.summaries import all_summaries, update_summaries
+
+        if refresh:
+            update_summaries(self.context, [r.session for r in all_summaries(self.context)], self.llm_client(),
+                             refresh=True)
+        return all_summaries(self.context)
+
+    def summary(self, thread: str, *, refresh: bool = False) -> SessionSummary | None:
+        """The stored summary of a thread (None when it has none), with the time span and posts it covers;
+        ``refresh`` redoes it first."""
+        from pcm.summaries import read_summary, update_summaries
+        from pcm.summaries.store import covered_range, session_range
+
+        if refresh:
+            update_summaries(self.context, [thread], self.llm_client(), refresh=True)
+        stored = read_summary(self.context, thread)
+        if stored is None:
+            return None
+        first, last = covered_range(self.context, thread)
+        return SessionSummary(stored, session_range(self.context, thread)[2], first, last)
+
+    def retrieve(self, question: str, **options: Any) -> Any:
+        """The triples around the entities ``question`` mentions, found by walking the graph
+        (:func:`pcm.retrieval.traversal.retrieve`; ``options`` as it takes them)."""
+        from pcm.retrieval.traversal import retrieve
+
+        return retrieve(self.context, question, **options)
+
+    def retrieve_events(self, question: str, **options: Any) -> Any:
+        """Event chains from the events ``question`` mentions (:func:`pcm.retrieval.traversal.events.retrieve_events`)."""
+        from pcm.retrieval.traversal.events import retrieve_events
+
+        return retrieve_events(self.context, question, **options)
+
+    def graph_engine(self) -> Any:
+        """The graph-walk engine of this memory (labels and triple text for showing walk results)."""
+        from pcm.retrieval.traversal import engine_for
+
+        return engine_for(self.context)
+
+    def competency_questions(self) -> list[dict[str, str]]:
+        """The questions the ontology is built to answer, each with its SPARQL."""
+        from pcm.ontology_tools.competency import load_questions
+
+        return [{"name": q.name, "question": q.question, "sparql": q.query} for q in load_questions()]
 
     def post_count(self) -> int:
         q = f"SELECT (COUNT(?p) AS ?n) WHERE {{ GRAPH {CONVERSATION} {{ ?p a <{SIOC}Post> }} }}"
@@ -1015,6 +1209,36 @@ class Memory:
 
 
 _VALIDATOR = None
+
+def _parse_time(value: datetime | str | None, what: str) -> datetime | None:
+    """``value`` (ISO 8601 text or a datetime) as a datetime, its zone (or none) as given; a bad one is one
+    :class:`BadTime` line naming ``what``."""
+    if value is None or isinstance(value, datetime):
+        return value
+    if not isinstance(value, str):
+        raise BadTime(f"{what}: expected an ISO 8601 date or time, got {type(value).__name__}")
+    return parse_timestamp(value, what)
+
+
+def _zoned(conversations: list[Conversation], zone: tzinfo) -> tuple[list[Conversation], int]:
+    """The conversations with every time that has no zone read in ``zone``, and how many such times there were:
+    stored times all carry a zone, so they compare and sort (a naive and an aware time do not)."""
+    count = 0
+
+    def fix(when: datetime | None) -> datetime | None:
+        nonlocal count
+        if when is None or when.tzinfo is not None:
+            return when
+        count += 1
+        return when.replace(tzinfo=zone)
+
+    fixed = []
+    for conv in conversations:
+        utterances = [replace(u, timestamp=fix(u.timestamp)) if u.timestamp is not None and u.timestamp.tzinfo is None
+                      else u for u in conv.utterances]
+        fixed.append(replace(conv, utterances=utterances, started=fix(conv.started)))
+    return fixed, count
+
 
 def _ingest_stopped(report: IngestReport, last_stored: str, every_post_stored: bool) -> str:
     """What an ingest a full disk (or memory, ...) stopped had stored, for the one line that reports it."""
@@ -1081,26 +1305,39 @@ def _through_running_server(settings: Settings, *, read_only: bool) -> Settings:
 
 def refuse_write_without_token(settings: Settings, info: ServerInfo) -> None:
     """A write to a memory ``pcm serve`` holds goes through the server, with its token; without one it is refused
-    here, with the same error (exit 4) whichever command tried it."""
+    here, with the error (exit 4) and the line the server itself gives a write without its token."""
     if not (info.token_required and settings.token):
-        raise MemoryLockedError(
-            f"memory {settings.memory} is held by `pcm serve` at {info.url}; writes through it need the token the "
-            "server was started with (PCM_TOKEN), or stop the server"
-        )
+        raise write_refusal(takes_writes=info.token_required)
 
 
 def expand_iri(iri: str, namespace: str) -> str:
-    """Accept a full IRI, ``<IRI>``, a CURIE with a known prefix, or ``m:slug`` for this memory's individuals."""
+    """Accept a full IRI, ``<IRI>``, a CURIE with a known prefix, or ``m:slug`` for this memory's individuals.
+
+    What is none of these (a space, a bare ``<``, an empty string) is one :class:`BadIri` line, the same on every
+    face, never the store's ``ValueError``."""
+    given = check_text(iri, "the value", "IRI")  # a byte that is not UTF-8 is named as such, not as a bad IRI
     iri = iri.strip().removeprefix("<").removesuffix(">")
     prefix, sep, local = iri.partition(":")
+    refused = BadIri(f"{_shown(given)} is not an IRI: give a full IRI, a CURIE (schema:Person) or m:slug")
+    if not iri or (sep and prefix == "m" and not local):
+        raise refused
     if sep and not local.startswith("//"):
         if prefix == "m":
-            return namespace + local
-        if prefix in PREFIXES:
-            return PREFIXES[prefix] + local
+            iri = namespace + local
+        elif prefix in PREFIXES:
+            iri = PREFIXES[prefix] + local
     if "://" not in iri and not iri.startswith("urn:"):
-        return namespace + iri
+        iri = namespace + iri
+    try:
+        ox.NamedNode(iri)
+    except ValueError:
+        raise refused from None
     return iri
+
+
+def _shown(text: str, limit: int = 80) -> str:
+    """``text`` quoted for an error line, cut to ``limit`` characters."""
+    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
 
 
 def _undo_init(memory: Memory) -> str:

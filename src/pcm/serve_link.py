@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from pcm.endpoint.discovery import SERVE_FILE, pid_alive, read_info
-from pcm.errors import InputError, PcmError, QueryError
+from pcm.errors import InputError, PcmError, error_for
 
 #: An answer may wait for an LLM; the same limit as :class:`pcm.endpoint.client.ServeClient`.
 TIMEOUT = 600.0
@@ -37,10 +37,12 @@ class Link:
     port: int
     token: str = ""
 
-    def ask(self, question: str, *, k: int = 5, plan: bool | None = None) -> dict[str, Any]:
+    def ask(self, question: str, *, k: int = 5, plan: bool | None = None, as_of: str | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {"question": question, "k": k}
         if plan is not None:
             body["plan"] = plan
+        if as_of is not None:
+            body["as_of"] = as_of
         return dict(self._call("POST", "/api/ask", body=body))
 
     def recall(self, text: str, k: int = 10, **filters: object) -> list[dict[str, Any]]:
@@ -77,10 +79,11 @@ class Link:
             return data
         message = str(data.get("error") or "") if isinstance(data, dict) else ""
         message = message or raw.decode("utf-8", "replace").strip()
+        code = data.get("exit_code") if isinstance(data, dict) else None
+        if isinstance(code, int):  # the server's own error: the same line and exit code as without a server
+            raise error_for(code, status, message)
         if status == 400:
             raise InputError(message)
-        if status == 503 and "time limit" in message:
-            raise QueryError(message)
         raise PcmError(f"pcm serve at {self.url}: {message}")
 
 

@@ -30,6 +30,7 @@ from pydantic import ValidationError as ModelError
 
 from pcm import __version__
 from pcm.backend_remote import CANCELLED_MARKER
+from pcm.conversations import check_text
 from pcm.endpoint import models
 from pcm.endpoint.access import CHALLENGE, may_read
 from pcm.endpoint.config import ServeConfig, is_loopback
@@ -52,9 +53,10 @@ from pcm.endpoint.protocol import (
 from pcm.endpoint.timing import Timings
 from pcm.endpoint.uploads import refuse_upload
 from pcm.endpoint.upstream import EngineUnavailable, TimeLimit, TooLarge, Upstream, WriteUnconfirmed
-from pcm.errors import InputError, PcmError, QueryError, ResourceError, UsageError, ValidationError
+from pcm.errors import InputError, PcmError, QueryError, TokenRefused, write_refusal
 from pcm.layout import BY_ID
-from pcm.memory import EPISODIC, QUEUED, Memory
+from pcm.limits import RECALL_K
+from pcm.memory import ASK_TEXT, EPISODIC, MESSAGE_TEXT, QUEUED, Memory
 from pcm.namespaces import PREFIXES
 from pcm.oserrors import refused_in_text, resource_error, resource_errors
 from pcm.rdflimits import RdfLimits
@@ -125,6 +127,15 @@ def json_error(status: int, message: str, **headers: str) -> Response:
     """Every error that is not a SPARQL Protocol one: ``{"error": message}`` with the status."""
     response = json_response({"error": message}, status)
     response.headers.update(headers)
+    return response
+
+
+def pcm_error(exc: PcmError) -> Response:
+    """Our error as the JSON API answers it: its one line, its HTTP status, and the exit code the CLI gives it (so
+    a command that goes through this server fails as it would without one)."""
+    response = json_response({"error": exc.line, "exit_code": exc.exit_code}, exc.http_status)
+    if isinstance(exc, TokenRefused):
+        response.headers["WWW-Authenticate"] = "Bearer"
     return response
 
 
@@ -258,13 +269,13 @@ class App:
         return path in ("/update", "/api/ingest", "/api/reindex") and method == "POST"
 
     def _check_token(self, headers: Mapping[str, str]) -> Response | None:
+        """The refusal of a write without this server's token (:func:`pcm.errors.write_refusal`, the line every
+        face gives), or None."""
         if not self.config.token:
-            return json_error(
-                403, "this server is read-only: start `pcm serve` with --token (or PCM_TOKEN) to allow writes"
-            )
+            return pcm_error(write_refusal(takes_writes=False))
         scheme, _, given = (headers.get("Authorization") or "").partition(" ")
         if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.config.token.encode()):
-            return json_error(401, "a valid bearer token is required for writes", **{"WWW-Authenticate": "Bearer"})
+            return pcm_error(write_refusal(takes_writes=True))
         return None
 
     def not_found(self, request: Request) -> Response:
@@ -547,17 +558,13 @@ class App:
             return json_response(_dump(action()), status)
         except ProtocolError as exc:
             return json_error(exc.status, str(exc))
-        except (InputError, UsageError, ValidationError) as exc:
-            return json_error(400, str(exc))
-        except QueryError as exc:
-            return json_error(503 if "time limit" in str(exc) else 400, str(exc))
-        except (ResourceError, OSError, MemoryError, RuntimeError) as exc:  # a full disk is not a bug: one line
+        except PcmError as exc:
+            return pcm_error(exc)
+        except (OSError, MemoryError, RuntimeError) as exc:  # a full disk is not a bug: one line
             refused = refused_error(exc)
             if refused is None:
                 raise
             return refused
-        except PcmError as exc:
-            return json_error(500, str(exc))
 
     def api_ingest(self, request: Request) -> Response:
         refused = self._check_token(request.headers)
@@ -612,6 +619,7 @@ class App:
             return self._ingest_conversations(_parse_payload(request.body, "jsonl", parse_file))
         data = _json_body(request.body)
         if isinstance(data, dict) and "text" in data:
+            _check_texts(data, text=MESSAGE_TEXT)
             return self._remember(validated(models.IngestText, data), key)
         if isinstance(data, dict) and "messages" in data and "conversations" not in data:
             validated(models.IngestChat, data)
@@ -649,11 +657,13 @@ class App:
 
     def api_ask(self, request: Request) -> Response:
         def ask() -> object:
-            body = validated(models.AskBody, _json_body(request.body))
+            data = _json_body(request.body)
+            _check_texts(data, question=ASK_TEXT)
+            body = validated(models.AskBody, data)
             if not body.question.strip():
                 raise InputError('give {"question": "..."}')
             with self.memory_lock:
-                answer = self.memory.ask(body.question, k=body.k, plan=body.plan).as_json()
+                answer = self.memory.ask(body.question, k=body.k, plan=body.plan, as_of=body.as_of).as_json()
             evidence: Any = answer["evidence"]
             evidence["posts"] = [_text_named(p) for p in evidence["posts"]]
             return models.Answer.model_validate(answer)
@@ -676,7 +686,7 @@ class App:
 
         def search() -> object:
             query = validated(models.SearchQuery, _params(request))
-            text, k = query.q.strip(), query.k
+            text, k = query.q.strip(), RECALL_K.check(query.k)
             if not text:
                 raise InputError("give the text to search for as ?q=")
             if not self.memory.settings.index_enabled:
@@ -698,7 +708,7 @@ class App:
     def api_entity(self, request: Request) -> Response:
         def entity() -> object:
             query = validated(models.EntityQuery, _params(request))
-            return models.EntityPage.model_validate(self.explorer.entity(query.iri))
+            return models.EntityPage.model_validate(self.explorer.entity(self.memory.expand_iri(query.iri)))
 
         return self._api(request, "GET", entity)
 
@@ -766,6 +776,15 @@ def _json_body(body: bytes) -> Any:
         raise InputError("the body is nested too deeply to be read as JSON") from None
 
 
+def _check_texts(data: object, **names: tuple[str, str]) -> None:
+    """Refuse a text of the body the typed model cannot even hold (a lone surrogate) with the facade's own line
+    (:data:`pcm.memory.ASK_TEXT`, ...), before the model reads it."""
+    if isinstance(data, dict):
+        for key, (name, where) in names.items():
+            if isinstance(data.get(key), str):
+                check_text(data[key], name, where)
+
+
 def validated(model: type[M], data: object) -> M:
     """``data`` checked against ``model``; what does not hold is one InputError line naming the fields."""
     try:
@@ -806,17 +825,10 @@ def _text_named(post: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _recall_filters(query: models.RecallQuery) -> dict[str, object]:
-    from pcm.conversations import parse_timestamp
-
-    filters: dict[str, object] = {}
-    for name in ("role", "speaker", "session", "mode"):
-        if getattr(query, name):
-            filters[name] = getattr(query, name)
-    for name in ("since", "until"):
-        if getattr(query, name):
-            filters[name] = parse_timestamp(getattr(query, name))
-    return filters
+def _recall_filters(query: models.RecallQuery) -> dict[str, Any]:
+    """The filters given, as given: the memory reads the times (in its zone when they have none)."""
+    return {name: getattr(query, name) for name in ("role", "speaker", "session", "mode", "since", "until")
+            if getattr(query, name)}
 
 
 def _parse_payload(payload: bytes, fmt: str | None, parse_file: Callable[..., list[Any]]) -> list[Any]:

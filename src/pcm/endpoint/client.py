@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from pcm.endpoint.discovery import ServerInfo
-from pcm.errors import InputError, MemoryLockedError, PcmError, QueryError, UsageError
+from pcm.errors import InputError, MemoryLockedError, PcmError, QueryError, UsageError, error_for
 
 
 class ServeClient:
@@ -56,16 +56,19 @@ class ServeClient:
 
     def ingest_text(
         self, text: str, *, session: str | None = None, role: str = "user", speaker: str | None = None,
-        at: datetime | None = None,
+        at: datetime | str | None = None,
     ) -> dict[str, Any]:
-        """One utterance, as ``pcm ingest --text`` takes it."""
-        body = {"text": text, "session": session, "role": role, "speaker": speaker, "at": at.isoformat() if at else None}
+        """One utterance, as ``pcm ingest --text`` takes it (``at`` as given: the server's memory reads it)."""
+        when = at.isoformat() if isinstance(at, datetime) else at
+        body = {"text": text, "session": session, "role": role, "speaker": speaker, "at": when}
         return _ingest_report(self._call("POST", "/ingest", json={k: v for k, v in body.items() if v is not None}))
 
-    def ask(self, question: str, *, k: int = 5, plan: bool | None = None) -> dict[str, Any]:
+    def ask(self, question: str, *, k: int = 5, plan: bool | None = None, as_of: str | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {"question": question, "k": k}
         if plan is not None:
             body["plan"] = plan
+        if as_of is not None:
+            body["as_of"] = as_of
         answer = dict(self._call("POST", "/ask", json=body))
         for post in answer.get("evidence", {}).get("posts", []):  # as `pcm ask --json` prints it without a server
             post["content"] = post.pop("text")
@@ -126,10 +129,14 @@ def _wrap(data: bytes, fmt: str | None) -> bytes:
 
 def _error(response: httpx.Response, info: ServerInfo) -> PcmError:
     try:
-        message = str(response.json().get("error") or response.text)
-    except ValueError:
-        message = response.text.strip()
+        data = response.json()
+        message = str(data.get("error") or response.text)
+        code = data.get("exit_code")
+    except (ValueError, AttributeError):
+        message, code = response.text.strip(), None
     status = response.status_code
+    if isinstance(code, int):  # the server's own error: the same line and exit code as without a server
+        return error_for(code, status, message)
     if status in (401, 403):  # the server holds the memory and refuses this write: "memory locked", as everywhere
         hint = "set PCM_TOKEN to the server's token" if info.token_required else "the server is read-only"
         return MemoryLockedError(f"pcm serve at {info.url} refused the write ({hint}): {message}")

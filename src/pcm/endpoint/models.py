@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pcm.limits import ASK_K, RECALL_K
+
 # -- every error -----------------------------------------------------------------------------------------------------
 
 
@@ -20,6 +22,10 @@ class ErrorBody(BaseModel):
     went wrong and what to do."""
 
     error: str = Field(description="What went wrong and what to do, on one line.")
+    exit_code: int | None = Field(
+        default=None, description="The exit code `pcm` gives the same error (pcm.errors), for a client that runs "
+        "commands through this server; absent for errors of the HTTP exchange itself."
+    )
 
 
 # -- requests ----------------------------------------------------------------------------------------------------------
@@ -85,15 +91,21 @@ class IngestFile(Body):
 
 class AskBody(Body):
     question: str = Field(min_length=1, description="The question, in words.")
-    k: int = Field(default=5, ge=1, le=1000, description="How many stored messages to consider.")
+    k: int = Field(default=ASK_K.default, json_schema_extra=ASK_K.schema(),
+                   description="How many stored messages to consider (the memory checks the bounds).")
     plan: bool | None = Field(
         default=None, description="true: always plan the search; false: never; absent: the model decides."
+    )
+    as_of: str | None = Field(
+        default=None, description="The question's date (ISO 8601; without a zone, the memory's zone), for 'last "
+        "month' and 'how long ago'; default: now."
     )
 
 
 class RecallQuery(Query):
     q: str = Field(min_length=1, description="The text to recall messages for.")
-    k: int = Field(default=10, ge=1, le=1000, description="How many messages to return.")
+    k: int = Field(default=RECALL_K.default, json_schema_extra=RECALL_K.schema(),
+                   description="How many messages to return (the memory checks the bounds).")
     role: str | None = None
     speaker: str | None = None
     session: str | None = None
@@ -104,7 +116,8 @@ class RecallQuery(Query):
 
 class SearchQuery(Query):
     q: str = Field(min_length=1, description="The text to search for.")
-    k: int = Field(default=10, ge=1, le=1000)
+    k: int = Field(default=RECALL_K.default, json_schema_extra=RECALL_K.schema(),
+                   description="How many messages and entities to return (the memory checks the bounds).")
 
 
 class EntityQuery(Query):

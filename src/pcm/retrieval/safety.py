@@ -37,7 +37,7 @@ from typing import Any
 import pyoxigraph as ox
 
 from pcm.backend import QueryIsolation, QueryResult, Solutions
-from pcm.errors import QueryError
+from pcm.errors import QueryError, QueryTimeout
 from pcm.sparql.check import (
     MAX_QUERY_CHARS,
     QueryRefused,
@@ -50,10 +50,6 @@ from pcm.sparql.lexer import Token, tokenize
 from pcm.sparql.query import FORMS, PathUse, QueryShape, query_shape
 from pcm.sparql.results import read_result, result_message
 from pcm.sparql.rewrite import bound_limit
-
-
-class QueryTimeout(QueryError):
-    """A query ran past its time limit and was stopped."""
 
 
 class QueryMemoryExceeded(QueryError):

@@ -18,6 +18,7 @@ Three layers, cheapest first:
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -79,7 +80,7 @@ def check_query(
     refuse_keywords(tokens)
     form = _form(tokens)
     text = with_prefixes(sparql, tokens, {**PREFIXES, **(prefixes or {})})
-    _parse(text, base_iri)
+    _parse(text, base_iri, added_lines=text.count("\n") - sparql.count("\n"))
     notes: list[str] = []
     if text != sparql:
         notes.append("added PREFIX declarations for prefixes the query used without declaring")
@@ -131,7 +132,12 @@ def _form(tokens: Sequence[Token]) -> str:
 
 
 def with_prefixes(text: str, tokens: Sequence[Token], known: Mapping[str, str]) -> str:
-    """Declare the known prefixes a query uses without declaring them (models often forget ``PREFIX rdfs:``)."""
+    """Declare the known prefixes a query uses without declaring them (models often forget ``PREFIX rdfs:``).
+
+    The one place every face's query gets its predeclared prefixes (``Memory.sparql``, so the CLI, MCP and the
+    HTTP API alike): ``tokens`` are the lexer's, so the word PREFIX inside a string, an IRI or a comment is not
+    taken for a declaration, and a query that declares some prefixes still gets the others it uses. One line is
+    added per prefix, before the query's first line."""
     declared: set[str] = set()
     used: set[str] = set()
     for i, token in enumerate(tokens):
@@ -150,12 +156,21 @@ def _empty() -> ox.Store:
     return ox.Store()
 
 
-def _parse(text: str, base_iri: str | None) -> None:
-    """Oxigraph's parser is the judge of syntax. Parsing needs a store; an empty one evaluates nothing."""
+#: Where the engine's parser says a syntax error is: ``at LINE:COLUMN``.
+_AT = re.compile(r"\b(at )(\d+)(:\d+)")
+
+
+def _parse(text: str, base_iri: str | None, *, added_lines: int = 0) -> None:
+    """Oxigraph's parser is the judge of syntax. Parsing needs a store; an empty one evaluates nothing.
+
+    ``added_lines`` is how many lines :func:`with_prefixes` put before the person's query: a syntax error is
+    reported at the line of the text they wrote."""
     try:
         _empty().query(text, base_iri=base_iri)
     except SyntaxError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else "invalid query"
+        if added_lines:
+            first = _AT.sub(lambda m: f"{m[1]}{max(1, int(m[2]) - added_lines)}{m[3]}", first)
         first = first if len(first) <= 160 else first[:159] + "…"
         raise QueryRefused("syntax", f"SPARQL syntax error: {first}") from exc
     except (RuntimeError, OSError):  # evaluation-time errors (an unknown extension function) are not syntax errors
