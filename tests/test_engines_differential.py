@@ -156,9 +156,15 @@ def engines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engines]:
                 backend.close()
 
 
+#: Differences of an order the standard leaves open: Virtuoso's GROUP_CONCAT sometimes joins in the reference's
+#: order, so these may pass (not strict), where every other listed difference must still fail.
+UNORDERED = frozenset({"ask-gold/08", "ask-gold/13"})
+
+
 def _param(case: Case) -> object:
     reason = VIRTUOSO_DIFFERS.get(case.name)
-    marks = [pytest.mark.xfail(reason=f"Virtuoso: {reason}", strict=True)] if reason else []
+    strict = case.name not in UNORDERED
+    marks = [pytest.mark.xfail(reason=f"Virtuoso: {reason}", strict=strict)] if reason else []
     return pytest.param(case, id=case.name, marks=marks)
 
 
