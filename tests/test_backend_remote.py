@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import ClassVar
 
 import pyoxigraph as ox
 import pytest
 
+from canned_endpoint import Recorder, canned_endpoint
 from oxigraph_server import _free_port, start_oxigraph
 from pcm.backend import Solutions
 from pcm.backend_local import LocalBackend
@@ -279,49 +278,16 @@ def test_client_deadline_stops_a_streaming_query(remote: RemoteBackend) -> None:
 # ---------------------------------------------------------------------------------------- protocol details
 
 
-class _Recorder(BaseHTTPRequestHandler):
-    """A fake SPARQL endpoint: records each request and answers with the class-level canned response."""
-
-    seen: ClassVar[list[tuple[str, dict[str, str], bytes]]] = []
-    answer: ClassVar[tuple[int, str, bytes]] = (200, "application/sparql-results+json", b"")
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        type(self).seen.append((self.path, dict(self.headers.items()), body))
-        status, content_type, payload = type(self).answer
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
-        pass
-
-
 @pytest.fixture
 def fake_endpoint() -> Iterator[str]:
-    _Recorder.seen = []
-    _Recorder.answer = (
-        200,
-        "application/sparql-results+json",
-        json.dumps({"head": {}, "boolean": True}).encode(),
-    )
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=5)
+    with canned_endpoint((200, "application/sparql-results+json", json.dumps({"head": {}, "boolean": True}).encode())) as url:
+        yield url
 
 
 def test_bearer_token_and_protocol_headers_are_sent(fake_endpoint: str) -> None:
     with RemoteBackend(fake_endpoint + "/query", token="s3cret", engine="oxigraph") as backend:
         assert backend.query("ASK { ?s ?p ?o }") is True
-    path, headers, body = _Recorder.seen[-1]
+    path, headers, body = Recorder.seen[-1]
     assert headers["Authorization"] == "Bearer s3cret"
     assert headers["Content-Type"] == "application/sparql-query"
     assert headers["Accept"] == "application/sparql-results+json"  # an ASK asks for results only
@@ -332,19 +298,19 @@ def test_bearer_token_and_protocol_headers_are_sent(fake_endpoint: str) -> None:
 def test_no_token_no_authorization_header(fake_endpoint: str) -> None:
     with RemoteBackend(fake_endpoint + "/query", engine="oxigraph", union_default_graph=False) as backend:
         backend.query("ASK {}")
-    path, headers, _ = _Recorder.seen[-1]
+    path, headers, _ = Recorder.seen[-1]
     assert "Authorization" not in headers
     assert path == "/query"
 
 
 def test_refused_token_is_a_clear_error(fake_endpoint: str) -> None:
-    _Recorder.answer = (401, "text/plain", b"unauthorized")
+    Recorder.answer = (401, "text/plain", b"unauthorized")
     with (
         RemoteBackend(fake_endpoint + "/query", token="wrong", engine="oxigraph") as backend,
         pytest.raises(PcmError, match="token"),
     ):
         backend.update("INSERT DATA { <http://a> <http://b> <http://c> }")
-    assert _Recorder.seen[-1][0] == "/update"
+    assert Recorder.seen[-1][0] == "/update"
 
 
 @pytest.mark.parametrize(
@@ -369,14 +335,14 @@ def test_refused_token_is_a_clear_error(fake_endpoint: str) -> None:
 def test_cancellation_marker_becomes_a_time_limit_error(
     fake_endpoint: str, answer: tuple[int, str, bytes]
 ) -> None:
-    _Recorder.answer = answer
+    Recorder.answer = answer
     query = "CONSTRUCT WHERE { ?a ?b ?c }" if answer[1] == "application/n-triples" else "SELECT * WHERE { ?a ?b ?c }"
     with RemoteBackend(fake_endpoint + "/query", engine="oxigraph") as backend, pytest.raises(QueryError, match="time limit"):
         backend.query(query)
 
 
 def test_garbage_answer_is_a_query_error(fake_endpoint: str) -> None:
-    _Recorder.answer = (200, "text/html", b"<html>proxy login</html>")
+    Recorder.answer = (200, "text/html", b"<html>proxy login</html>")
     with RemoteBackend(fake_endpoint + "/query", engine="oxigraph") as backend, pytest.raises(QueryError, match="content type"):
         backend.query("SELECT * WHERE { ?a ?b ?c }")
 
@@ -482,14 +448,14 @@ def re_iris(text: str) -> list[str]:
 def test_accept_follows_the_query_form(fake_endpoint: str) -> None:
     with RemoteBackend(fake_endpoint + "/query", engine="generic") as backend:
         backend.query("PREFIX ex: <http://ex/construct#> # CONSTRUCT\nASK { ?s ?p 'DESCRIBE' }")
-        _Recorder.answer = (200, "application/n-triples", b"<http://a> <http://b> <http://c> .\n")
+        Recorder.answer = (200, "application/n-triples", b"<http://a> <http://b> <http://c> .\n")
         assert len(backend.query("CONSTRUCT WHERE { ?s ?p ?o }")) == 1  # type: ignore[arg-type]
         backend.query("DESCRIBE <http://a>")
-    accepts = [headers["Accept"] for _, headers, _ in _Recorder.seen]
+    accepts = [headers["Accept"] for _, headers, _ in Recorder.seen]
     assert accepts[0] == "application/sparql-results+json"
     assert accepts[1].startswith("application/n-triples") and "sparql-results" not in accepts[1]
     assert accepts[2] == accepts[1]
-    assert [path for path, _, _ in _Recorder.seen] == ["/query"] * 3  # generic: no Oxigraph parameter
+    assert [path for path, _, _ in Recorder.seen] == ["/query"] * 3  # generic: no Oxigraph parameter
 
 
 @pytest.mark.parametrize(
@@ -504,12 +470,12 @@ def test_accept_follows_the_query_form(fake_endpoint: str) -> None:
 def test_an_answer_of_the_wrong_kind_is_an_error_not_an_empty_result(
     fake_endpoint: str, query: str, answer: tuple[int, str, bytes]
 ) -> None:
-    _Recorder.answer = answer
+    Recorder.answer = answer
     with RemoteBackend(fake_endpoint + "/query", engine="generic") as backend, pytest.raises(QueryError, match="answered a"):
         backend.query(query)
 
 
-class _Challenger(_Recorder):
+class _Challenger(Recorder):
     """Asks for credentials with the class's scheme; records what came back. Calls itself Virtuoso."""
 
     scheme: ClassVar[str] = "Basic"
@@ -535,23 +501,13 @@ class _Challenger(_Recorder):
 
 @pytest.mark.parametrize("scheme", ["Basic", "Digest"])
 def test_user_and_password_answer_the_servers_challenge(scheme: str) -> None:
-    _Challenger.seen = []
     _Challenger.scheme = scheme
-    _Challenger.answer = (200, "application/sparql-results+json", json.dumps({"head": {}, "boolean": True}).encode())
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Challenger)
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        url = f"http://127.0.0.1:{httpd.server_address[1]}"
-        with RemoteBackend(url + "/sparql", user="dba", password="pw") as backend:
-            assert backend.engine == "virtuoso"  # detected from the Server header
-            assert backend.query_url == url + "/sparql-auth" and backend.gsp_url == url + "/sparql-graph-crud-auth"
-            assert backend.query("ASK { ?s ?p ?o }") is True
-            assert backend.query("ASK { ?s ?p ?o }") is True
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=5)
+    ok = (200, "application/sparql-results+json", json.dumps({"head": {}, "boolean": True}).encode())
+    with canned_endpoint(ok, _Challenger) as url, RemoteBackend(url + "/sparql", user="dba", password="pw") as backend:
+        assert backend.engine == "virtuoso"  # detected from the Server header
+        assert backend.query_url == url + "/sparql-auth" and backend.gsp_url == url + "/sparql-graph-crud-auth"
+        assert backend.query("ASK { ?s ?p ?o }") is True
+        assert backend.query("ASK { ?s ?p ?o }") is True
     first, *_, answered, again = _Challenger.seen  # Digest asks once more before its first answer
     assert len(_Challenger.seen) <= 4
     assert "Authorization" not in first[1]
@@ -659,7 +615,7 @@ def test_virtuoso_answers_cut_at_its_row_limit_are_errors(tmp_path: Path) -> Non
             list(backend.quads())
 
 
-class _Described(_Recorder):
+class _Described(Recorder):
     """A generic endpoint whose service description (GET without a query) says whether it takes updates."""
 
     updates: ClassVar[bool] = True
@@ -678,15 +634,6 @@ class _Described(_Recorder):
 @pytest.mark.parametrize("updates", [True, False])
 def test_generic_update_url_comes_from_the_service_description(updates: bool) -> None:
     _Described.updates = updates
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Described)
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        url = f"http://127.0.0.1:{httpd.server_address[1]}"
-        with RemoteBackend(url + "/query") as backend:
-            assert backend.engine == "generic"
-            assert backend.update_url == (url + "/query" if updates else url + "/update")
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=5)
+    with canned_endpoint(handler=_Described) as url, RemoteBackend(url + "/query") as backend:
+        assert backend.engine == "generic"
+        assert backend.update_url == (url + "/query" if updates else url + "/update")

@@ -5,16 +5,14 @@ and Virtuoso's refusal of a write without credentials, reported as a permission 
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import ClassVar
 
 import pyoxigraph as ox
 import pytest
 from click.testing import CliRunner, Result
 
+from canned_endpoint import Recorder, canned_endpoint
 from pcm.backend import Solutions
 from pcm.backend_remote import RemoteBackend
 from pcm.errors import PcmError, QueryError
@@ -108,40 +106,16 @@ def test_stats_skip_a_row_whose_group_key_is_unbound() -> None:
 # ------------------------------------------------------------------------------------------------ permission
 
 
-class _Canned(BaseHTTPRequestHandler):
-    answer: ClassVar[tuple[int, str]] = (500, VIRTUOSO_DENIED)
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        status, text = type(self).answer
-        payload = text.encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "text/plain")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
-        pass
-
-
 @pytest.fixture
 def canned() -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Canned)
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/sparql"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=5)
+    with canned_endpoint((500, "text/plain", VIRTUOSO_DENIED.encode())) as url:
+        yield url + "/sparql"
 
 
 @pytest.mark.parametrize("status", [500, 400])
 @pytest.mark.parametrize("text", [VIRTUOSO_DENIED, VIRTUOSO_GRAPH_DENIED], ids=["SR186", "SR619"])
 def test_virtuoso_permission_refusals_are_permission_errors(canned: str, status: int, text: str) -> None:
-    _Canned.answer = (status, text)
+    Recorder.answer = (status, "text/plain", text.encode())
     with RemoteBackend(canned, engine="virtuoso") as backend, pytest.raises(PcmError) as refused:
         backend.update("INSERT DATA { GRAPH <urn:g> { <urn:a> <urn:b> <urn:c> } }")
     message = str(refused.value)
