@@ -403,15 +403,16 @@ class Extractor:
         dropped: list[str] = []
         values: list[str] = []
         while triples:
-            clashing = self._clashing(triples) if clashes else set()
+            violations = self._checked(triples)
+            strict = self._strict_clashes(triples)
+            clashing = (set(strict) | self._shape_clashes(triples, violations)) if clashes else set()
             if clashing:
                 # two values for what holds one, and rounds spent without the model choosing: which one is true is
                 # not known, so neither is stored (the rest of the answer is)
                 values += sorted(f"{self._show(s)} {self.ontology.curie(p)}" for s, p in clashing)
                 triples = [t for t in triples if (_node_id(t.subject), t.predicate.value) not in clashing]
                 continue
-            violations = self._checked(triples)
-            if self._multiple_values(triples) or any(v.rule not in _DROPPABLE for v in violations):
+            if strict or any(v.rule not in _DROPPABLE for v in violations):
                 return [], [], []
             if not violations:
                 return triples, sorted(dropped), values
@@ -420,17 +421,26 @@ class Extractor:
             triples = [t for t in triples if _node_id(t.subject) not in names and _node_id(t.object) not in names]
         return [], [], []
 
-    def _clashing(self, triples: list[ox.Triple]) -> set[tuple[str, str]]:
-        """``(subject, property)`` pairs given several values where one is allowed: the properties single-valued
-        for every subject, and those the shapes hold to one value on the subjects' classes."""
+    def _strict_clashes(self, triples: list[ox.Triple]) -> dict[tuple[str, str], set[str]]:
+        """The values of ``(subject, property)`` pairs given several, for the properties single-valued for every
+        subject (checked here; the class-scoped ones of the shapes, ``sh:maxCount 1`` on people, are checked by
+        SHACL, which knows the subjects' types)."""
         values: dict[tuple[str, str], set[str]] = {}
         for t in triples:
-            values.setdefault((_node_id(t.subject), t.predicate.value), set()).add(str(t.object))
-        strict = {k for k, v in values.items() if len(v) > 1 and k[1] in self.single_valued.strict}
-        if strict:
-            return strict
-        return {(v.focus, v.path) for v in self._checked(triples)
-                if v.rule == _SINGLE_VALUED and v.path and len(values.get((v.focus, v.path), ())) > 1}
+            if t.predicate.value in self.single_valued.strict:
+                values.setdefault((_node_id(t.subject), t.predicate.value), set()).add(str(t.object))
+        return {key: found for key, found in values.items() if len(found) > 1}
+
+    @staticmethod
+    def _shape_clashes(triples: list[ox.Triple], violations: list[Violation]) -> set[tuple[str, str]]:
+        """The ``(subject, property)`` pairs the shapes hold to one value (rule ``single-valued``) given several."""
+        asked = {(v.focus, v.path) for v in violations if v.rule == _SINGLE_VALUED and v.path}
+        values: dict[tuple[str, str], set[str]] = {}
+        for t in triples:
+            key = (_node_id(t.subject), t.predicate.value)
+            if key in asked:
+                values.setdefault(key, set()).add(str(t.object))
+        return {key for key, found in values.items() if len(found) > 1}
 
     def _show(self, iri: str) -> str:
         return show_iri(iri, self.memory.naming.namespace, self.ontology)
@@ -451,20 +461,11 @@ class Extractor:
         return lines + self._multiple_values(triples)
 
     def _multiple_values(self, triples: list[ox.Triple]) -> list[str]:
-        """A single-valued property given two values for one subject in one utterance cannot be right.
-
-        Only the properties single-valued for every subject are checked here; the class-scoped ones of the shapes
-        (``sh:maxCount 1`` on people) are checked by SHACL, which knows the subjects' types.
-        """
-        values: dict[tuple[str, str], set[str]] = {}
-        for t in triples:
-            if t.predicate.value in self.single_valued.strict:
-                values.setdefault((str(t.subject), t.predicate.value), set()).add(str(t.object))
+        """A single-valued property given two values for one subject in one utterance cannot be right."""
         return [
-            f"[single-valued] {s} has {len(v)} values for {self.ontology.curie(p)}, which holds one value at a "
-            "time: keep the one the utterance states as current"
-            for (s, p), v in sorted(values.items())
-            if len(v) > 1
+            f"[single-valued] {s if s.startswith('_:') else f'<{s}>'} has {len(v)} values for "
+            f"{self.ontology.curie(p)}, which holds one value at a time: keep the one the utterance states as current"
+            for (s, p), v in sorted(self._strict_clashes(triples).items())
         ]
 
 
