@@ -114,7 +114,7 @@ class Operations:
 
     def _about_people(self, cls: str) -> bool:
         """Whether a frame's class allows a question about people: none named, or a kind of person."""
-        return not cls or any(cls == p or p in self.ontology.superclasses(cls) for p in _PEOPLE)
+        return not cls or _is_a(self, cls, *_PEOPLE)
 
     # ---------------------------------------------------------------------------------------------- the subject
 
@@ -544,8 +544,14 @@ COMPUTED = frozenset(_HANDLERS)
 # ------------------------------------------------------------------------------------------------ helpers
 
 
+def _is_a(ops: Operations, cls: str, *roots: str) -> bool:
+    """Whether ``cls`` is one of ``roots`` or a subclass of one."""
+    supers = ops.ontology.superclasses(cls)
+    return any(cls == root or root in supers for root in roots)
+
+
 def _is_action(ops: Operations, cls: str) -> bool:
-    return cls == _ACTION or _ACTION in ops.ontology.superclasses(cls)
+    return _is_a(ops, cls, _ACTION)
 
 
 def _day(term: ox.Literal | None) -> tuple[date | None, bool]:
