@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+import os
+import select
 import shutil
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -62,10 +63,20 @@ def test_engine_dies_with_the_process_that_started_it(tmp_path: Path) -> None:
     done = _run(tmp_path, "die")
     assert done.returncode == -9, done.stderr
     engine = int(done.stdout.split()[1])
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and _running(engine):
-        time.sleep(0.05)
+    _wait_for_exit(engine, 10)
     assert not _running(engine), "the engine outlived pcm serve and would keep the store's lock"
+
+
+def _wait_for_exit(pid: int, timeout: float) -> None:
+    """Until ``pid`` has exited (a pidfd turns readable then, zombie or not) or ``timeout`` seconds pass."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        select.select([fd], [], [], timeout)
+    finally:
+        os.close(fd)
 
 
 def _running(pid: int) -> bool:
