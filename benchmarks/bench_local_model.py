@@ -387,7 +387,7 @@ def main() -> None:
         if args.record:
             used = RecordingClient(client, args.record)
         if args.replay:
-            used = Replaying(ReplayClient(args.replay), client)
+            used = Replaying(ReplayClient(args.replay), used)
         for output in args.formats:
             run_labelled(used, output, label_sets, args.data, args.repair_rounds, args.catalogue,
                          timings=args.timings, misses=args.misses, limit=args.limit,
