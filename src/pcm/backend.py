@@ -69,7 +69,7 @@ QueryResult = Solutions | bool | list[ox.Triple]
 class QueryIsolation(enum.Enum):
     """How a query that runs past its time limit is stopped (it may block inside one step of the engine)."""
 
-    #: In a worker process reading the store's files, killed at the limit (:mod:`pcm.retrieval.safety`).
+    #: In a worker process reading the store's files, killed at the limit (:mod:`pcm.query_safety`).
     WORKER = "worker"
     #: The engine is a process pcm owns; its watchdog restarts it when an abandoned query keeps it busy.
     ENGINE = "engine"

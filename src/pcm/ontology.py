@@ -29,7 +29,7 @@ from pcm.namespaces import PCM, PREFIXES, SCHEMA
 from pcm.ontology_files import ontology_digest
 
 if TYPE_CHECKING:
-    from pcm.shapes import ValueLimit
+    from pcm.shape_limits import ValueLimit
 
 ONTOLOGY_IRI = "https://w3id.org/pcm/ontology"
 
@@ -235,8 +235,7 @@ class Ontology:
         ``legend=False`` leaves the compact legend out: for blocks that follow, in a later message, a catalogue that
         already gave it.
         """
-        # lazily: pcm.shapes needs pyshacl, and imports this module's types
-        from pcm.shapes import value_limits
+        from pcm.shape_limits import value_limits
 
         limits = {} if compact else value_limits(shapes_dir)
         wanted = None if areas is None else set(areas)

@@ -13,7 +13,7 @@ from datetime import datetime
 import pyoxigraph as ox
 
 from pcm.backend import Backend, Solutions
-from pcm.index.records import PostRecord
+from pcm.conversations import PostRecord
 from pcm.layout import CONVERSATION, ONTOLOGY, PROVENANCE, DatasetLayout
 from pcm.namespaces import PCM, RDF, RDFS, SIOC
 from pcm.naming import Naming

@@ -31,6 +31,7 @@ from pcm.layout import HISTORY
 from pcm.llm.base import LLMClient, Message
 from pcm.namespaces import PROV
 from pcm.prompts import PromptFile, load
+from pcm.query_safety import QueryRunner
 from pcm.retrieval.postprocess import (
     Computed,
     difference,
@@ -39,7 +40,6 @@ from pcm.retrieval.postprocess import (
     format_term,
     written_dates,
 )
-from pcm.retrieval.safety import QueryRunner
 from pcm.sparql.check import SafeQuery, check_query
 from pcm.sparql.query import parse, query_shape
 

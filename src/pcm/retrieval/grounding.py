@@ -199,7 +199,7 @@ def build_grounding(
 
 def catalogue_areas(question: str, entities: Sequence[GroundedEntity], ontology: Ontology) -> tuple[str, ...] | None:
     """None (everything) while the catalogue is small; otherwise the core plus the areas the question points to."""
-    from pcm.extraction.areas import select_areas
+    from pcm.catalogue_areas import select_areas
     from pcm.ontology import AREAS
 
     visible = tuple(a for a in AREAS if a not in HIDDEN_AREAS)

@@ -15,6 +15,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 import numpy as np
 
@@ -46,6 +47,8 @@ class Turn:
     position: int
     text: str
     speaker: str
+    time: datetime | None = None
+    """When it was said (``dcterms:created``), if known."""
 
 
 @dataclass(frozen=True)
