@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pcm.index.records import PostRecord
-from pcm.index.text import CONVERSATION_STOPWORDS, WORD_TOKEN, stem
+from pcm.index.text import WORD_TOKEN, stem
+from pcm.words import STOPWORDS
 
 ATTRIBUTION_MARGIN = -0.15
 """Decline when ``coverage - others + VECTOR_MARGIN_WEIGHT * vector margin`` (coverages are IDF-weighted shares
@@ -54,7 +55,7 @@ _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 _TOKEN = WORD_TOKEN
 _SECOND_PERSON = re.compile(r"\b(?:you|your|yours|yourself|yourselves|ya|u)\b|\byou['’]", re.IGNORECASE)
 _FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself|we|our|us)\b|\bi['’]", re.IGNORECASE)
-_STOPWORDS = CONVERSATION_STOPWORDS | frozenset(["kinds", "likely", "recent", "recently", "type", "types"])
+_STOPWORDS = STOPWORDS | frozenset(["kinds", "likely", "recent", "recently", "type", "types"])
 
 
 def content_terms(text: str, ignore: frozenset[str] = frozenset()) -> set[str]:

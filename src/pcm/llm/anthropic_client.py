@@ -27,6 +27,7 @@ from pcm.llm.retry import (
     MAX_WAIT,
     RequestRejected,
     Retryable,
+    RetryingClient,
     RetryPolicy,
     as_int,
     one_line,
@@ -45,7 +46,7 @@ API_VERSION = "2023-06-01"
 _KEY_HINT = "ANTHROPIC_API_KEY"
 
 
-class AnthropicClient:
+class AnthropicClient(RetryingClient):
     """An :class:`pcm.llm.LLMClient` for Claude; thread-safe (the SDK client and the usage counters are).
 
     Replies are streamed, so ``timeout`` is a deadline on *silence* (see :mod:`pcm.llm.manners`). ``base_url``
@@ -96,19 +97,6 @@ class AnthropicClient:
         # The HTTP library the SDK itself uses (httpx or a fork of it): its exceptions escape a stream being read.
         base = next(c for c in type(self._sdk._client).__mro__ if c.__name__ == "Client")
         self._http = importlib.import_module(base.__module__.split(".")[0])
-
-    def complete(
-        self,
-        *,
-        system: str,
-        messages: list[Message],
-        operation: str,
-        max_tokens: int = 4096,
-        schema: JsonSchema | None = None,
-    ) -> Completion:
-        completion = self.retry.run(self.name, lambda: self._attempt(system, messages, max_tokens, schema))
-        self.usage.record(operation, completion)
-        return completion
 
     def close(self) -> None:
         self._sdk.close()

@@ -23,6 +23,7 @@ from pcm.llm.retry import (
     MAX_WAIT,
     RequestRejected,
     Retryable,
+    RetryingClient,
     RetryPolicy,
     as_int,
     error_detail,
@@ -41,7 +42,7 @@ _OPTIONAL_FIELDS = (
 )
 
 
-class OpenAICompatibleClient:
+class OpenAICompatibleClient(RetryingClient):
     """An :class:`pcm.llm.LLMClient` for a chat-completions server; thread-safe.
 
     Replies are streamed, so ``timeout`` is a deadline on *silence* (see :mod:`pcm.llm.manners`); a server that
@@ -85,19 +86,6 @@ class OpenAICompatibleClient:
         headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
         connect = min(self.timeout, CONNECT_TIMEOUT)
         self._http = httpx.Client(timeout=httpx.Timeout(self.timeout, connect=connect), headers=headers)
-
-    def complete(
-        self,
-        *,
-        system: str,
-        messages: list[Message],
-        operation: str,
-        max_tokens: int = 4096,
-        schema: JsonSchema | None = None,
-    ) -> Completion:
-        completion = self.retry.run(self.name, lambda: self._attempt(system, messages, max_tokens, schema))
-        self.usage.record(operation, completion)
-        return completion
 
     def close(self) -> None:
         self._http.close()

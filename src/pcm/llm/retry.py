@@ -20,6 +20,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
 from pcm.errors import LLMError
+from pcm.llm.base import Completion, JsonSchema, Message, Usage
 
 T = TypeVar("T")
 
@@ -179,3 +180,29 @@ def mentions_temperature(exc: BaseException) -> bool:
 def as_int(value: object) -> int:
     """A token count from a reply; servers that omit or garble usage count as 0 rather than fail the call."""
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+class RetryingClient:
+    """What the clients of a model behind HTTP share: a call is one attempt after another (:meth:`_attempt`) under
+    the retry policy, and its tokens are counted under its operation once it succeeds."""
+
+    name: str
+    usage: Usage
+    retry: RetryPolicy
+
+    def complete(
+        self,
+        *,
+        system: str,
+        messages: list[Message],
+        operation: str,
+        max_tokens: int = 4096,
+        schema: JsonSchema | None = None,
+    ) -> Completion:
+        completion = self.retry.run(self.name, lambda: self._attempt(system, messages, max_tokens, schema))
+        self.usage.record(operation, completion)
+        return completion
+
+    def _attempt(self, system: str, messages: list[Message], max_tokens: int, schema: JsonSchema | None) -> Completion:
+        """One request (with its own fallbacks for refused optional fields); a :class:`Retryable` error is retried."""
+        raise NotImplementedError

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyoxigraph as ox
 
+from pcm.backend import datetime_or_none
 from pcm.namespaces import PCM, PROV, RDF
 from pcm.provenance import dt_literal, int_literal
 from pcm.resources import render_query
@@ -196,7 +197,7 @@ def session_turns(memory: MemoryContext, session: str) -> list[Turn]:
     for row in memory.store.select(render_query("summaries/session_turns", session=iri_term(session))).dicts():
         speaker = row["speaker"].value if "speaker" in row else row["role"].value
         turns.append(
-            Turn(row["post"].value, int(row["position"].value), row["text"].value, speaker, _when(row["time"].value if "time" in row else None))
+            Turn(row["post"].value, int(row["position"].value), row["text"].value, speaker, datetime_or_none(row.get("time")))
         )
     return turns
 
@@ -221,13 +222,3 @@ def cached_vectors(memory: MemoryContext, texts: Sequence[str]) -> np.ndarray:
                 kept.clear()
             kept.update(fresh)
     return np.stack([known[t] for t in texts])
-
-
-def _when(text: str | None) -> datetime | None:
-    """A ``dcterms:created`` value as a datetime; None when absent or not an ISO 8601 date-time."""
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text)
-    except ValueError:
-        return None

@@ -19,6 +19,8 @@ from datetime import datetime
 
 import numpy as np
 
+from pcm.words import STOPWORDS
+
 #: Sentences kept in an extractive summary.
 MAX_SENTENCES = 5
 #: Characters kept of one sentence (a 2,000-character paste is not a summary line).
@@ -32,9 +34,6 @@ FULL_WORDS = 8
 
 _SPLIT = re.compile(r"(?<=[.!?])\s+(?=[\"'“(\[A-Z0-9])")
 _TOKEN = re.compile(r"[a-z0-9][a-z0-9'’-]*")
-_STOPWORDS = """a an and are as at be but by for from had has have he her his i if in is it its me my of on or our she so
-    that the their them they this to was we were what with you your yeah oh just really so very too"""
-_STOP = frozenset(_STOPWORDS.split())
 
 Encoder = Callable[[Sequence[str]], np.ndarray]
 
@@ -130,7 +129,7 @@ def _substance(text: str) -> float:
 def content_words(text: str) -> list[str]:
     """Content words, crudely singular ("dogs" and "dog's" match "dog")."""
     words = (t.removesuffix("'s").removesuffix("’s") for t in _TOKEN.findall(text.lower()))
-    return [w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in words if w not in _STOP]
+    return [w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in words if w not in STOPWORDS]
 
 
 def _normalise(vectors: np.ndarray) -> np.ndarray:

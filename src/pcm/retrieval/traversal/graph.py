@@ -51,7 +51,7 @@ from dataclasses import dataclass
 
 import pyoxigraph as ox
 
-from pcm.backend import Backend, Solutions
+from pcm.backend import Backend, Solutions, value_or_none
 from pcm.layout import CONVERSATION, HISTORY, LEGACY_PREFIX, ONTOLOGY, PROVENANCE
 from pcm.namespaces import (
     FOAF,
@@ -339,13 +339,13 @@ class GraphView:
                 triple = Triple(row["s"], row["p"], row["o"])  # type: ignore[arg-type]
                 found.setdefault(triple, []).append(
                     Source(
-                        post=_value(row.get("post")),
-                        text=_value(row.get("content")),
-                        session=_value(row.get("session")),
-                        time=_value(row.get("time")),
-                        speaker=_value(row.get("speaker")),
-                        source_id=_value(row.get("source_id")),
-                        file=_value(row.get("file")),
+                        post=value_or_none(row.get("post")),
+                        text=value_or_none(row.get("content")),
+                        session=value_or_none(row.get("session")),
+                        time=value_or_none(row.get("time")),
+                        speaker=value_or_none(row.get("speaker")),
+                        source_id=value_or_none(row.get("source_id")),
+                        file=value_or_none(row.get("file")),
                     )
                 )
         for triple in triples:  # an episodic step's source is the post itself
@@ -397,7 +397,3 @@ def predicate_words(iri: str) -> str:
 def _snippet(text: str, words: int = 16) -> str:
     parts = text.split()
     return " ".join(parts[:words]) + (" …" if len(parts) > words else "")
-
-
-def _value(term: object) -> str | None:
-    return None if term is None else term.value  # type: ignore[attr-defined]
