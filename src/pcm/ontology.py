@@ -324,7 +324,7 @@ class Ontology:
             blanks: dict[BNode, pyoxigraph.BlankNode] = {}
             self._quads = tuple(
                 # an rdflib graph never holds a literal subject or a non-IRI predicate
-                pyoxigraph.Quad(_ox(s, blanks), _ox(p, blanks), _ox(o, blanks), graph_name)  # type: ignore[arg-type]
+                pyoxigraph.Quad(_ox(s, blanks), _ox(p, blanks), _ox(o, blanks), graph_name)  # type: ignore[arg-type]  # see above
                 for s, p, o in sorted(self.graph, key=lambda triple: tuple(t.n3() for t in triple))
             )
         if layout == LEGACY_LAYOUT:

@@ -357,7 +357,7 @@ def _isolated_individuals(data: rdflib.Graph) -> Iterator[Violation]:
             continue
         linked.update((s, o))
     # rdflib's terms order among themselves at run time; its stubs give Node no ``__lt__``.
-    for focus in sorted(set(data.subjects(RDF.type)) - linked):  # type: ignore[type-var]
+    for focus in sorted(set(data.subjects(RDF.type)) - linked):  # type: ignore[type-var]  # see above
         yield Violation(
             _ISOLATED.rule,
             _node_id(focus),

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import pyoxigraph as ox
 
-from pcm.backend import Backend, Solutions, Term, datetime_or_none, value_or_none
+from pcm.backend import Backend, Solutions, Term, datetime_or_none, term_value, value_or_none
 from pcm.conversations import PostRecord
 from pcm.layout import CONVERSATION, ONTOLOGY, PROVENANCE, DatasetLayout
 from pcm.namespaces import PCM, RDF, RDFS, SIOC
@@ -132,7 +132,7 @@ class MemoryStore:
                 f"SELECT ?p WHERE {{ {values_clause('p', chunk)} "
                 f"GRAPH {CONVERSATION} {{ ?p a <{SIOC}Post> }} }}"
             )
-            found.update(value_or_none(t) for t in self.select(q).values("p"))  # type: ignore[misc]
+            found.update(term_value(t) for t in self.select(q).values("p") if t is not None)
         return found
 
     def last_post_of_session(self, session_iri: str) -> tuple[str, int] | None:

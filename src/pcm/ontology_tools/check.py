@@ -179,7 +179,7 @@ def run_check(
         report.findings.append(Finding("reasoner", "skipped (--no-reasoner): consistency not checked", severity=WARNING))
     clock.lap("reasoner")
     directory = default_vocab_dir() if vocab_dir is DEFAULT_VOCAB else vocab_dir
-    vocab = load_vocabularies(directory)  # type: ignore[arg-type]
+    vocab = load_vocabularies(directory)  # type: ignore[arg-type]  # not the sentinel here: a Path or None
     if vocab.directory is None:
         report.findings.append(
             Finding("nonstandard-term", "no standard vocabularies given: only RDF and XSD terms were checked", severity=WARNING)

@@ -645,7 +645,7 @@ def _said_times(ops: Operations, graphs: Sequence[str]) -> dict[str, str]:
     posts = {p.post: p for p in posts_of(ops.memory, sorted({p for ps in by_graph.values() for p in ps}))}
     out: dict[str, str] = {}
     for graph, said in by_graph.items():
-        times = [posts[p].time.isoformat() for p in said if p in posts and posts[p].time is not None]  # type: ignore[union-attr]
+        times = [t.isoformat() for p in said if p in posts and (t := posts[p].time) is not None]
         out[graph] = max(times, default="")
     return out
 
