@@ -67,19 +67,14 @@ class _Unsplittable(Exception):
     """A triples block this scoper does not split (an RDF collection): it is wrapped whole, in one graph."""
 
 
-class _Scoper:
-    def __init__(self, tokens: list[_Tok], prefix: str, *, zero_length: bool = True) -> None:
+class _Cursor:
+    """A position in a token list; ``ends_early`` is the error a parser gives when the tokens run out."""
+
+    ends_early = "the query ends too early"
+
+    def __init__(self, tokens: list[_Tok]) -> None:
         self.t = tokens
         self.i = 0
-        self.prefix = prefix
-        self.zero_length = zero_length
-        self.graph_vars: list[bool] = []  # for each enclosing GRAPH: whether it names its graph with a variable
-        self.out: list[str] = []
-        self.prefixes: dict[str, str] = {}
-        self.fresh = 0
-        self.own_dataset = False
-
-    # -- helpers --------------------------------------------------------------------------------------------
 
     def peek(self, ahead: int = 0) -> _Tok | None:
         j = self.i + ahead
@@ -93,9 +88,25 @@ class _Scoper:
     def take(self) -> _Tok:
         tok = self.peek()
         if tok is None:
-            raise ScopeError("the query ends too early to be scoped to this memory")
+            raise ScopeError(self.ends_early)
         self.i += 1
         return tok
+
+
+class _Scoper(_Cursor):
+    ends_early = "the query ends too early to be scoped to this memory"
+
+    def __init__(self, tokens: list[_Tok], prefix: str, *, zero_length: bool = True) -> None:
+        super().__init__(tokens)
+        self.prefix = prefix
+        self.zero_length = zero_length
+        self.graph_vars: list[bool] = []  # for each enclosing GRAPH: whether it names its graph with a variable
+        self.out: list[str] = []
+        self.prefixes: dict[str, str] = {}
+        self.fresh = 0
+        self.own_dataset = False
+
+    # -- helpers --------------------------------------------------------------------------------------------
 
     def emit(self, tok: _Tok) -> None:
         self.out.append(tok.space + tok.text)
@@ -439,29 +450,15 @@ class _Scoper:
         return key(a) == key(b)
 
 
-class _Triples:
+class _Triples(_Cursor):
     """Turtle-style triples (``;``, ``,``, ``[ ]``, property paths) into single triple patterns."""
 
+    ends_early = "a triple pattern ends too early"
+
     def __init__(self, tokens: list[_Tok], scoper: _Scoper) -> None:
-        self.t = tokens
-        self.i = 0
+        super().__init__(tokens)
         self.scoper = scoper
         self.triples: list[tuple[str, str, str]] = []
-
-    def peek(self) -> _Tok | None:
-        return self.t[self.i] if self.i < len(self.t) else None
-
-    def peek_text(self) -> str | None:
-        """The next token's text; None at the end."""
-        tok = self.peek()
-        return None if tok is None else tok.text
-
-    def take(self) -> _Tok:
-        tok = self.peek()
-        if tok is None:
-            raise ScopeError("a triple pattern ends too early")
-        self.i += 1
-        return tok
 
     def parse(self) -> list[tuple[str, str, str]]:
         while self.peek() is not None:
