@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import tomllib
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -370,16 +370,26 @@ def _load(folder: Path) -> Ontology:
     files = sorted(folder.glob("*.ttl"))
     if not files:
         raise PcmError(f"ontology directory {folder} holds no .ttl file")
+    graph, errors = parse_turtle(files)
+    for name, error in errors.items():
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise PcmError(f"ontology file {name} is not valid Turtle: {first_line}") from error
+    return Ontology(graph, read_areas(folder) if (folder / AREAS_FILE).is_file() else None)
+
+
+def parse_turtle(files: Sequence[Path]) -> tuple[rdflib.Graph, dict[str, Exception]]:
+    """The files in one rdflib graph with pcm's prefixes bound, and each file's parse error by file name (every file
+    is read, so a check can name each broken one)."""
     graph = rdflib.Graph()
     for prefix, namespace in PREFIXES.items():
         graph.bind(prefix, namespace, override=True)
+    errors: dict[str, Exception] = {}
     for path in files:
         try:
             graph.parse(path, format="turtle")
         except Exception as error:  # rdflib raises several unrelated types for bad Turtle
-            first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            raise PcmError(f"ontology file {path.name} is not valid Turtle: {first_line}") from error
-    return Ontology(graph, read_areas(folder) if (folder / AREAS_FILE).is_file() else None)
+            errors[path.name] = error
+    return graph, errors
 
 
 def _version(graph: rdflib.Graph) -> str:
