@@ -41,10 +41,10 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from bench_recall_locomo import CATEGORIES, DEFAULT_PATH, Question, load_questions  # noqa: E402
 from pcm.conversations import parse_file  # noqa: E402
 from pcm.memory import Memory  # noqa: E402
+from pcm.retrieval.summaries import summary_posts  # noqa: E402
 from pcm.retrieval.traversal.events import episodic_chain  # noqa: E402
 from pcm.settings import Settings  # noqa: E402
 from pcm.summaries import update_summaries  # noqa: E402
-from pcm.summaries.context import summary_posts  # noqa: E402
 from pcm.summaries.store import sessions_of_posts  # noqa: E402
 
 K = 10

@@ -401,8 +401,8 @@ def test_ask_over_a_remote_store(tmp_path: Path) -> None:
 
 def test_relaxations_widen_names_and_classes_then_drop_one_constraint_at_a_time() -> None:
     from pcm.ontology import load_ontology
+    from pcm.query_safety import check_query
     from pcm.retrieval.repair import relaxations
-    from pcm.retrieval.safety import check_query
 
     query = """SELECT ?store WHERE {
   ?buy a schema:TradeAction ; schema:agent m:owner ; schema:actionStatus schema:CompletedActionStatus ; schema:seller ?s .

@@ -157,7 +157,7 @@ def test_a_factual_question_does_not_walk_events(memory: Memory, monkeypatch: py
 
 
 def test_a_conversation_question_routes_through_summary_context(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
-    import pcm.summaries.context as summaries
+    import pcm.retrieval.summaries as summaries
 
     stand_in = Recorder([("Session garden (2025-03-20, 3 turns), summary: tomatoes and basil", [post_of(memory, "garden0")])])
     monkeypatch.setattr(summaries, "summary_context", stand_in)
@@ -169,7 +169,7 @@ def test_a_conversation_question_routes_through_summary_context(memory: Memory, 
 
 
 def test_summaries_support_the_episodic_fallback(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
-    import pcm.summaries.context as summaries
+    import pcm.retrieval.summaries as summaries
 
     basil = post_of(memory, "garden2")
     hit = SimpleNamespace(post=basil.post, source_id=basil.source_id, text=basil.content, session=basil.session,
@@ -185,7 +185,7 @@ def test_summaries_support_the_episodic_fallback(memory: Memory, monkeypatch: py
 
 
 def test_without_an_llm_a_conversation_question_gets_the_summary(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
-    import pcm.summaries.context as summaries
+    import pcm.retrieval.summaries as summaries
 
     line = "Session garden (2025-03-20, 3 turns), summary: tomatoes and basil"
     monkeypatch.setattr(summaries, "summary_context", Recorder([(line, [post_of(memory, "garden0")])]))

@@ -15,7 +15,7 @@ import pytest
 from conftest import W3C_RDF_TESTS
 from pcm.backend_local import LocalBackend, store_fingerprint
 from pcm.errors import QueryError
-from pcm.retrieval.safety import (
+from pcm.query_safety import (
     QueryRefused,
     QueryRunner,
     QueryTimeout,

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from memory_template import init_template
+from pcm.catalogue_areas import RESERVED_AREAS
 from pcm.conversations import Conversation, Utterance
 from pcm.errors import UsageError
 from pcm.extraction import extract_posts
-from pcm.extraction.areas import RESERVED_AREAS
 from pcm.llm import Message, ScriptedClient
 from pcm.llm.base import catalogue_layout
 from pcm.memory import Memory

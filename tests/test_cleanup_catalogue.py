@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pcm.namespaces import SCHEMA
 from pcm.ontology import Ontology
-from pcm.shapes import ValueLimit, value_limits
+from pcm.shape_limits import ValueLimit, value_limits
 
 
 def line(catalogue: str, curie: str) -> str:

@@ -18,7 +18,7 @@ from pcm.retrieval.ask import ask
 from pcm.retrieval.grounding import usage_stats
 from pcm.retrieval.traversal import engine_for
 from pcm.settings import Settings
-from pcm.summaries.summarise import cached_vectors
+from pcm.summaries.store import cached_vectors
 
 AS_OF = datetime.fromisoformat("2025-06-01T12:00:00+00:00")
 QUESTION = "What breed is Biscuit?"

@@ -15,7 +15,7 @@ import jsonschema
 import pyoxigraph as ox
 import pytest
 
-from pcm.extraction.areas import CORE_AREAS, RESERVED_AREAS
+from pcm.catalogue_areas import CORE_AREAS, RESERVED_AREAS
 from pcm.extraction.extractor import Extractor
 from pcm.extraction.jsonld import (
     MAX_NODES,

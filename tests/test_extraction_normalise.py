@@ -7,7 +7,7 @@ from datetime import datetime
 import pyoxigraph as ox
 import pytest
 
-from pcm.extraction.areas import CORE_AREAS, select_areas
+from pcm.catalogue_areas import CORE_AREAS, select_areas
 from pcm.extraction.context import label_variants, message_time
 from pcm.extraction.normalise import (
     MAX_OUTPUT_CHARS,

@@ -17,7 +17,6 @@ from tests.test_index_side import HashEmbedder
 from pcm.index import PostRecord, SideIndex
 from pcm.index import recall as ranking
 from pcm.index import text as index_text
-from pcm.index.relevance import TermStats, feedback_words
 
 TURNS = [
     ("s1", "Alice", "Any news?"),
@@ -82,29 +81,6 @@ def test_feedback_respects_the_filters(index: SideIndex) -> None:
 
 def test_feedback_is_deterministic(index: SideIndex) -> None:
     assert _ids(index, QUESTION, 8) == _ids(index, QUESTION, 8)
-
-
-def test_the_expanded_full_text_leg_finds_the_sibling_by_the_feedback_words(
-    index: SideIndex, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(ranking, "PRF_DOCS", 1)
-    monkeypatch.setattr(ranking, "PRF_VECTOR_WEIGHT", 0.0)
-    monkeypatch.setattr(ranking, "PRF_FTS_WEIGHT", 0.0)
-    assert SIBLING not in _ids(index, QUESTION, 2)
-    monkeypatch.setattr(ranking, "PRF_FTS_WEIGHT", 1.0)
-    assert _ids(index, QUESTION, 2) == [FIRST, SIBLING]
-
-
-def _stats(texts: list[str]) -> TermStats:
-    records = _records([("s", "Bob", text) for text in texts])
-    return TermStats.build(((n, r, str(n)) for n, r in enumerate(records)), lambda session, position: None)
-
-
-def test_feedback_words_are_the_rarest_shared_ones_without_the_excluded() -> None:
-    stats = _stats(["violin orchestra weekly", "violin bow", "chess online", "chess cards", "chess club"])
-    words = feedback_words(stats, ["The violin orchestra.", "A violin bow, chess."], frozenset({"bow"}), 2)
-    assert words == ["violin", "orchestra"]  # violin counts twice; bow is excluded; chess is common
-    assert feedback_words(stats, ["the and of"], frozenset(), 5) == []
 
 
 @pytest.mark.parametrize(

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from pcm.catalogue_areas import select_areas
 from pcm.cli_ontology import ontology as ontology_cli
 from pcm.errors import PcmError
-from pcm.extraction.areas import select_areas
 from pcm.ontology import AREAS, SHIPPED_AREAS, read_areas
 from pcm.ontology_tools.check import lint_ontology
 from pcm.ontology_tools.diff import load_version

@@ -18,7 +18,7 @@ from pcm import prompts, resources
 from pcm.cli import main
 from pcm.ontology import _load
 from pcm.ontology_tools import catalog, rename
-from pcm.shapes import value_limits
+from pcm.shape_limits import value_limits
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "ontology-workflow.md"

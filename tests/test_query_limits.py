@@ -1,7 +1,7 @@
 """Every path that runs a person's or a model's query stops it at PCM_QUERY_TIMEOUT and under a memory bound.
 
 The engine cannot be interrupted inside one step (a COUNT over a path closure yields no row until it is done), so
-these queries run in the killable worker process of :mod:`pcm.retrieval.safety`. Timing figures are printed by
+these queries run in the killable worker process of :mod:`pcm.query_safety`. Timing figures are printed by
 ``benchmarks/bench_runaway.py``; here we check that each shape is stopped, with the right error, from the Python
 API, the CLI's ``sparql`` and ``ask``.
 """
@@ -19,7 +19,7 @@ import pytest
 from pcm.conversations import parse_file, sample_paths
 from pcm.errors import QueryError
 from pcm.memory import Memory
-from pcm.retrieval.safety import QueryMemoryExceeded, QueryTimeout
+from pcm.query_safety import QueryMemoryExceeded, QueryTimeout
 from pcm.settings import Settings
 
 #: Shapes that yield no row before they finish, each far beyond a second on the sample memory (~6k quads).

@@ -16,9 +16,9 @@ from click.testing import CliRunner
 from pcm.conversations import Conversation, Utterance
 from pcm.llm import ScriptedClient
 from pcm.memory import Memory
+from pcm.retrieval.summaries import summary_context, summary_posts
 from pcm.settings import LLMSpec, Settings
 from pcm.summaries import read_summary, update_summaries
-from pcm.summaries.context import summary_context, summary_posts
 from pcm.summaries.text import Sentence, central_sentences
 
 REPO = Path(__file__).resolve().parents[1]
@@ -191,7 +191,7 @@ def test_extractive_path_does_not_import_torch_with_the_index_off(tmp_path: Path
         f"m = Memory.init(Settings(memory=Path({str(tmp_path / 'm')!r}), index_enabled=False))\n"
         "m.ingest([Conversation('g', [Utterance('g', i, 'user', t) for i, t in enumerate("
         f"{GARDEN!r})])])\n"
-        "from pcm.summaries.context import summary_context\nsummary_context(m, 'tomatoes')\n"
+        "from pcm.retrieval.summaries import summary_context\nsummary_context(m, 'tomatoes')\n"
         "print('torch' in sys.modules)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}

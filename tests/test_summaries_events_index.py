@@ -9,10 +9,10 @@ from collections.abc import Iterator
 import pytest
 
 from pcm.memory import Memory
+from pcm.retrieval.summaries import summary_context, summary_posts
 from pcm.retrieval.traversal.events import event_context
 from pcm.settings import Settings
 from pcm.summaries import read_summary
-from pcm.summaries.context import summary_context, summary_posts
 from test_summaries import BATCHES, GARDEN, turns
 
 

@@ -14,10 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pcm.memory import Memory, RememberReport
 
-__version__ = "0.1.0"
-
-#: Version of the on-disk memory layout. A memory written with a newer schema version is refused.
-SCHEMA_VERSION = 1
+from pcm.version import SCHEMA_VERSION, __version__
 
 __all__ = ["SCHEMA_VERSION", "Memory", "RememberReport", "__version__"]
 

@@ -11,6 +11,7 @@ import enum
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Protocol, cast
 
@@ -32,6 +33,22 @@ def term_value(term: Term) -> str:
     if isinstance(term, ox.Triple):
         raise TypeError(f"a triple term where a node or literal was expected: {term}")
     return term.value
+
+
+def value_or_none(term: Term | None) -> str | None:
+    """:func:`term_value` of a solution value that may be unbound (an ``OPTIONAL`` variable): None when it is."""
+    return None if term is None else term_value(term)
+
+
+def datetime_or_none(term: Term | None) -> datetime | None:
+    """A date-time solution value (``dcterms:created``) as a datetime; None when unbound or not ISO 8601."""
+    text = value_or_none(term)
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None
 
 
 def checked_triple(subject: object, predicate: object, object_: object) -> ox.Triple:
@@ -69,7 +86,7 @@ QueryResult = Solutions | bool | list[ox.Triple]
 class QueryIsolation(enum.Enum):
     """How a query that runs past its time limit is stopped (it may block inside one step of the engine)."""
 
-    #: In a worker process reading the store's files, killed at the limit (:mod:`pcm.retrieval.safety`).
+    #: In a worker process reading the store's files, killed at the limit (:mod:`pcm.query_safety`).
     WORKER = "worker"
     #: The engine is a process pcm owns; its watchdog restarts it when an abandoned query keeps it busy.
     ENGINE = "engine"

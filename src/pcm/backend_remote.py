@@ -45,7 +45,7 @@ import uuid
 from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, cast
 
 import httpx
 import pyoxigraph as ox
@@ -58,6 +58,7 @@ from pcm.backend import (
     Solutions,
     materialise,
     quads_to_insert_data,
+    term_value,
 )
 from pcm.errors import (
     InputError,
@@ -305,7 +306,13 @@ class _StreamReader(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, target: bytearray | memoryview) -> int:  # type: ignore[override]
+    @property
+    def binary(self) -> BinaryIO:
+        """This reader as the binary file pyoxigraph's parsers are typed to take (they call ``read``, which a raw
+        file serves through :meth:`readinto`)."""
+        return cast(BinaryIO, self)
+
+    def readinto(self, target: bytearray | memoryview) -> int:  # type: ignore[override]  # what read() hands it
         while not self._buffer:
             try:
                 chunk = next(self._chunks)
@@ -404,7 +411,7 @@ class RemoteBackend:
     # -- HTTP plumbing -------------------------------------------------------------------------------------
 
     def _send(
-        self, method: str, url: str, what: str, *, read_timeout: float | None = None, **kwargs: object
+        self, method: str, url: str, what: str, *, read_timeout: float | None = None, **kwargs: Any
     ) -> httpx.Response:
         """Send a request and return the (still streaming) response; transport failures become PcmError.
 
@@ -414,7 +421,7 @@ class RemoteBackend:
             raise MemoryClosedError(f"the connection to the SPARQL server at {url} is closed; open the memory again")
         read = read_timeout if read_timeout is not None else self._timeout
         timeout = httpx.Timeout(self._timeout, read=read)
-        request = self._client.build_request(method, url, timeout=timeout, **kwargs)  # type: ignore[arg-type]
+        request = self._client.build_request(method, url, timeout=timeout, **kwargs)
         try:
             return self._client.send(request, stream=True)
         except httpx.ReadTimeout as exc:
@@ -535,10 +542,10 @@ class RemoteBackend:
             if form in ("SELECT", "ASK") and results_format is None or form in ("CONSTRUCT", "DESCRIBE") and rdf_format is None:
                 raise QueryError(f"the SPARQL server answered a {form} query with {media_type!r}")
             if results_format is not None:
-                parsed: object = ox.parse_query_results(reader, results_format)
+                parsed: object = ox.parse_query_results(reader.binary, results_format)
             else:
                 assert rdf_format is not None
-                parsed = (quad.triple for quad in ox.parse(reader, rdf_format))
+                parsed = (quad.triple for quad in ox.parse(reader.binary, rdf_format))
             result = materialise(parsed, deadline=deadline, limit=limit)
         except (SyntaxError, ValueError, OSError, httpx.HTTPError) as exc:
             if reader.cancelled:
@@ -553,7 +560,7 @@ class RemoteBackend:
         if reader.cancelled:
             raise QueryTimeout(f"{_TIME_LIMIT} of the SPARQL server")
         if form == "ASK" and isinstance(result, Solutions) and result.variables == (_VIRTUOSO_ASK,):
-            return any(row[0] is not None and row[0].value in ("1", "true") for row in result.rows)  # type: ignore[union-attr]
+            return any(isinstance(row[0], ox.Literal) and row[0].value in ("1", "true") for row in result.rows)
         if form == "ASK" and not isinstance(result, bool) or form == "SELECT" and isinstance(result, bool):
             raise QueryError(f"the SPARQL server answered a {form} query with a {type(result).__name__} result")
         return result
@@ -692,9 +699,9 @@ class RemoteBackend:
             for quad in self._graph_quads(g.value):
                 read += 1
                 yield quad
-            if n is not None and read < int(n.value):
+            if n is not None and read < int(term_value(n)):
                 raise PcmError(
-                    f"the SPARQL server sent {read} of the {n.value} triples of graph <{g.value}> "
+                    f"the SPARQL server sent {read} of the {term_value(n)} triples of graph <{g.value}> "
                     "(Virtuoso: raise ResultSetMaxRows in virtuoso.ini)"
                 )
 
@@ -715,7 +722,7 @@ class RemoteBackend:
         answered = ox.RdfFormat.from_media_type(_media_type(response)) or fmt
         target = ox.NamedNode(graph) if graph else None
         try:
-            for quad in ox.parse(_StreamReader(response), answered):
+            for quad in ox.parse(_StreamReader(response).binary, answered):
                 yield ox.Quad(quad.subject, quad.predicate, quad.object, target) if target else quad
         except (SyntaxError, OSError, httpx.HTTPError) as exc:
             raise PcmError(
@@ -834,11 +841,11 @@ def skolemise(quads: Sequence[ox.Quad]) -> list[ox.Quad]:
     def term(t: ox.NamedNode | ox.BlankNode | ox.Literal | ox.Triple) -> ox.NamedNode | ox.Literal | ox.Triple:
         if isinstance(t, ox.BlankNode):
             return ox.NamedNode(f"{SKOLEM_PREFIX}{salt}-{t.value}")
-        return t  # type: ignore[return-value]
+        return t
 
     if not any(isinstance(q.subject, ox.BlankNode) or isinstance(q.object, ox.BlankNode) for q in quads):
         return list(quads)
-    return [ox.Quad(term(q.subject), q.predicate, term(q.object), q.graph_name) for q in quads]  # type: ignore[arg-type]
+    return [ox.Quad(term(q.subject), q.predicate, term(q.object), q.graph_name) for q in quads]  # type: ignore[arg-type]  # term() keeps a node a node
 
 
 def skolemise_text(update: str) -> str:
@@ -860,4 +867,4 @@ def deskolemise(quads: Iterable[ox.Quad]) -> Iterator[ox.Quad]:
         return t
 
     for q in quads:
-        yield ox.Quad(term(q.subject), q.predicate, term(q.object), q.graph_name)  # type: ignore[arg-type]
+        yield ox.Quad(term(q.subject), q.predicate, term(q.object), q.graph_name)  # type: ignore[arg-type]  # term() keeps a node a node

@@ -27,7 +27,7 @@ from pcm.store import MemoryStore
 if TYPE_CHECKING:
     from pcm.index import RecallHit, SideIndex
     from pcm.ontology import Ontology
-    from pcm.retrieval.safety import QueryRunner
+    from pcm.query_safety import QueryRunner
 
 #: Under the memory directory: the caches a purge empties (LLM replies, usage counts; docs/DESIGN.md §1).
 CACHE_DIR = Path("cache") / "ask"
@@ -67,7 +67,7 @@ class MemoryContext:
     usage: dict[str, Any] = field(default_factory=dict)
     """Classes and properties in use by memory version (:func:`pcm.retrieval.grounding.usage_stats`)."""
     text_vectors: dict[str, Any] = field(default_factory=dict)
-    """Sentence vectors by text (:func:`pcm.summaries.summarise.cached_vectors`)."""
+    """Sentence vectors by text (:func:`pcm.summaries.store.cached_vectors`)."""
     closed: bool = False
     """Set by :meth:`close`: the query worker is not started again for a closed memory."""
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -90,7 +90,7 @@ class MemoryContext:
     def query_runner(self) -> QueryRunner:
         """The memory's query runner (at most one worker process), made on first use and kept until close:
         ``ask``'s generated queries and a person's own ``sparql`` share it."""
-        from pcm.retrieval.safety import (
+        from pcm.query_safety import (
             QueryRunner,  # the worker machinery, for the commands that run such queries
         )
 

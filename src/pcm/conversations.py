@@ -42,6 +42,23 @@ class Utterance:
     """The source's own message id (LoCoMo ``D1:3``); kept as ``dcterms:identifier``."""
 
 
+@dataclass(frozen=True)
+class PostRecord:
+    """One stored ``sioc:Post``: keyed by its IRI, placed by session and position.
+
+    What the store lists and the side index holds (the index is derived from the store), so it lives below both.
+    """
+
+    iri: str
+    session: str
+    role: str
+    speaker: str | None
+    time: datetime | None
+    text: str
+    source_id: str | None
+    position: int
+
+
 @dataclass
 class Conversation:
     id: str

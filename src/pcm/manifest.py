@@ -15,9 +15,9 @@ from pathlib import Path
 
 import tomli_w
 
-from pcm import SCHEMA_VERSION, __version__
 from pcm.errors import InputError, MemoryNotFoundError, MemoryVersionError
 from pcm.layout import LAYOUTS, LEGACY
+from pcm.version import SCHEMA_VERSION, __version__
 
 MANIFEST = "memory.toml"
 DEFAULT_EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2"

@@ -1033,7 +1033,7 @@ class Memory:
         The memory's prefixes (``schema:``, ``pcm:``, ``m:`` ...) are predeclared unless the query declares its own
         (:func:`pcm.sparql.check.with_prefixes`), as the CLI and MCP always did; a syntax error names the line
         and column in ``query`` as given. On a local store it runs in the killable query worker
-        (:mod:`pcm.retrieval.safety`): the engine cannot be interrupted inside one step, so only a separate process
+        (:mod:`pcm.query_safety`): the engine cannot be interrupted inside one step, so only a separate process
         keeps ``PCM_QUERY_TIMEOUT`` for any query.
         """
         check_text(query, "the query", "sparql")

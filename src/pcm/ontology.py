@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import tomllib
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -29,7 +29,7 @@ from pcm.namespaces import PCM, PREFIXES, SCHEMA
 from pcm.ontology_files import ontology_digest
 
 if TYPE_CHECKING:
-    from pcm.shapes import ValueLimit
+    from pcm.shape_limits import ValueLimit
 
 ONTOLOGY_IRI = "https://w3id.org/pcm/ontology"
 
@@ -235,8 +235,7 @@ class Ontology:
         ``legend=False`` leaves the compact legend out: for blocks that follow, in a later message, a catalogue that
         already gave it.
         """
-        # lazily: pcm.shapes needs pyshacl, and imports this module's types
-        from pcm.shapes import value_limits
+        from pcm.shape_limits import value_limits
 
         limits = {} if compact else value_limits(shapes_dir)
         wanted = None if areas is None else set(areas)
@@ -325,7 +324,7 @@ class Ontology:
             blanks: dict[BNode, pyoxigraph.BlankNode] = {}
             self._quads = tuple(
                 # an rdflib graph never holds a literal subject or a non-IRI predicate
-                pyoxigraph.Quad(_ox(s, blanks), _ox(p, blanks), _ox(o, blanks), graph_name)  # type: ignore[arg-type]
+                pyoxigraph.Quad(_ox(s, blanks), _ox(p, blanks), _ox(o, blanks), graph_name)  # type: ignore[arg-type]  # see above
                 for s, p, o in sorted(self.graph, key=lambda triple: tuple(t.n3() for t in triple))
             )
         if layout == LEGACY_LAYOUT:
@@ -371,16 +370,26 @@ def _load(folder: Path) -> Ontology:
     files = sorted(folder.glob("*.ttl"))
     if not files:
         raise PcmError(f"ontology directory {folder} holds no .ttl file")
+    graph, errors = parse_turtle(files)
+    for name, error in errors.items():
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise PcmError(f"ontology file {name} is not valid Turtle: {first_line}") from error
+    return Ontology(graph, read_areas(folder) if (folder / AREAS_FILE).is_file() else None)
+
+
+def parse_turtle(files: Sequence[Path]) -> tuple[rdflib.Graph, dict[str, Exception]]:
+    """The files in one rdflib graph with pcm's prefixes bound, and each file's parse error by file name (every file
+    is read, so a check can name each broken one)."""
     graph = rdflib.Graph()
     for prefix, namespace in PREFIXES.items():
         graph.bind(prefix, namespace, override=True)
+    errors: dict[str, Exception] = {}
     for path in files:
         try:
             graph.parse(path, format="turtle")
         except Exception as error:  # rdflib raises several unrelated types for bad Turtle
-            first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            raise PcmError(f"ontology file {path.name} is not valid Turtle: {first_line}") from error
-    return Ontology(graph, read_areas(folder) if (folder / AREAS_FILE).is_file() else None)
+            errors[path.name] = error
+    return graph, errors
 
 
 def _version(graph: rdflib.Graph) -> str:

@@ -67,7 +67,7 @@ def normalise_quad(q: ox.Quad) -> ox.Quad:
     s, p, o = normalise_term(q.subject), normalise_term(q.predicate), normalise_term(q.object)
     if s is q.subject and p is q.predicate and o is q.object:
         return q
-    return ox.Quad(s, p, o, q.graph_name)  # type: ignore[arg-type]
+    return ox.Quad(s, p, o, q.graph_name)  # type: ignore[arg-type]  # normalise_term keeps a term's kind
 
 
 def parse_rdf(

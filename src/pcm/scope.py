@@ -67,10 +67,37 @@ class _Unsplittable(Exception):
     """A triples block this scoper does not split (an RDF collection): it is wrapped whole, in one graph."""
 
 
-class _Scoper:
-    def __init__(self, tokens: list[_Tok], prefix: str, *, zero_length: bool = True) -> None:
+class _Cursor:
+    """A position in a token list; ``ends_early`` is the error a parser gives when the tokens run out."""
+
+    ends_early = "the query ends too early"
+
+    def __init__(self, tokens: list[_Tok]) -> None:
         self.t = tokens
         self.i = 0
+
+    def peek(self, ahead: int = 0) -> _Tok | None:
+        j = self.i + ahead
+        return self.t[j] if j < len(self.t) else None
+
+    def peek_text(self) -> str | None:
+        """The next token's text; None at the end."""
+        tok = self.peek()
+        return None if tok is None else tok.text
+
+    def take(self) -> _Tok:
+        tok = self.peek()
+        if tok is None:
+            raise ScopeError(self.ends_early)
+        self.i += 1
+        return tok
+
+
+class _Scoper(_Cursor):
+    ends_early = "the query ends too early to be scoped to this memory"
+
+    def __init__(self, tokens: list[_Tok], prefix: str, *, zero_length: bool = True) -> None:
+        super().__init__(tokens)
         self.prefix = prefix
         self.zero_length = zero_length
         self.graph_vars: list[bool] = []  # for each enclosing GRAPH: whether it names its graph with a variable
@@ -80,17 +107,6 @@ class _Scoper:
         self.own_dataset = False
 
     # -- helpers --------------------------------------------------------------------------------------------
-
-    def peek(self, ahead: int = 0) -> _Tok | None:
-        j = self.i + ahead
-        return self.t[j] if j < len(self.t) else None
-
-    def take(self) -> _Tok:
-        tok = self.peek()
-        if tok is None:
-            raise ScopeError("the query ends too early to be scoped to this memory")
-        self.i += 1
-        return tok
 
     def emit(self, tok: _Tok) -> None:
         self.out.append(tok.space + tok.text)
@@ -125,7 +141,7 @@ class _Scoper:
                 raise ScopeError(f"variable names starting with {HIDDEN} are reserved ({tok.text})")
             if tok.upper == "SERVICE":
                 raise ScopeError("SERVICE is refused: a query reads this memory's graphs only")
-        while self.peek() is not None and self.peek().upper in ("PREFIX", "BASE"):  # type: ignore[union-attr]
+        while (nxt := self.peek()) is not None and nxt.upper in ("PREFIX", "BASE"):
             keyword = self.take()
             self.emit(keyword)
             if keyword.upper == "PREFIX":
@@ -174,7 +190,7 @@ class _Scoper:
                 raise ScopeError("the query has no WHERE group to scope")
             if tok.upper == "FROM":
                 self.emit(self.take())
-                named = self.peek() is not None and self.peek().upper == "NAMED"  # type: ignore[union-attr]
+                named = (nxt := self.peek()) is not None and nxt.upper == "NAMED"
                 if named:
                     self.emit(self.take())
                 graph = self.take()
@@ -199,14 +215,14 @@ class _Scoper:
     def modifiers(self, *, until_close: bool) -> None:
         """Solution modifiers and a trailing VALUES block, to the end (or to the ``}`` closing a subquery)."""
         while self.peek() is not None:
-            if until_close and self.peek().text == "}":  # type: ignore[union-attr]
+            if until_close and self.peek_text() == "}":
                 return
             self.expression_token()
         if until_close:
             raise ScopeError("unbalanced braces in the query")
 
     def values_block(self) -> None:
-        while self.peek() is not None and self.peek().text != "{":  # type: ignore[union-attr]
+        while self.peek_text() not in (None, "{"):
             self.emit(self.take())
         self.verbatim_braces()
 
@@ -238,7 +254,7 @@ class _Scoper:
         self.emit(self.take())  # {
         nxt = self.peek()
         if nxt is not None and nxt.upper == "SELECT":
-            while self.peek() is not None and self.peek().text != "{":  # type: ignore[union-attr]
+            while self.peek_text() not in (None, "{"):
                 self.expression_token()
             self.group(in_graph)
             self.modifiers(until_close=True)
@@ -434,33 +450,24 @@ class _Scoper:
         return key(a) == key(b)
 
 
-class _Triples:
+class _Triples(_Cursor):
     """Turtle-style triples (``;``, ``,``, ``[ ]``, property paths) into single triple patterns."""
 
+    ends_early = "a triple pattern ends too early"
+
     def __init__(self, tokens: list[_Tok], scoper: _Scoper) -> None:
-        self.t = tokens
-        self.i = 0
+        super().__init__(tokens)
         self.scoper = scoper
         self.triples: list[tuple[str, str, str]] = []
 
-    def peek(self) -> _Tok | None:
-        return self.t[self.i] if self.i < len(self.t) else None
-
-    def take(self) -> _Tok:
-        tok = self.peek()
-        if tok is None:
-            raise ScopeError("a triple pattern ends too early")
-        self.i += 1
-        return tok
-
     def parse(self) -> list[tuple[str, str, str]]:
         while self.peek() is not None:
-            if self.peek().text == ".":  # type: ignore[union-attr]
+            if self.peek_text() == ".":
                 self.i += 1
                 continue
-            opened = self.peek().text == "["  # type: ignore[union-attr]
+            opened = self.peek_text() == "["
             subject = self.node()
-            if opened and (self.peek() is None or self.peek().text == "."):  # type: ignore[union-attr]
+            if opened and self.peek_text() in (None, "."):
                 continue
             self.property_list(subject)
         return self.triples
@@ -469,7 +476,7 @@ class _Triples:
         tok = self.take()
         if tok.text == "[":
             var = self.scoper.new_var("b")
-            if self.peek() is not None and self.peek().text == "]":  # type: ignore[union-attr]
+            if self.peek_text() == "]":
                 self.i += 1
                 return var
             self.property_list(var)
@@ -487,7 +494,7 @@ class _Triples:
                 self.i += 1
                 text += "^^" + self.take().text
             return text
-        if tok.text in ("+", "-") and self.peek() is not None and self.peek().kind == "number":  # type: ignore[union-attr]
+        if tok.text in ("+", "-") and (nxt := self.peek()) is not None and nxt.kind == "number":
             return tok.text + self.take().text
         if tok.kind in ("var", "iri", "pname", "number") or tok.upper in ("TRUE", "FALSE"):
             return tok.text
@@ -499,15 +506,15 @@ class _Triples:
             while True:
                 obj = self.node()
                 self.add(subject, steps, alternative, obj)
-                if self.peek() is not None and self.peek().text == ",":  # type: ignore[union-attr]
+                if self.peek_text() == ",":
                     self.i += 1
                     continue
                 break
-            if self.peek() is None or self.peek().text != ";":  # type: ignore[union-attr]
+            if self.peek_text() != ";":
                 return
-            while self.peek() is not None and self.peek().text == ";":  # type: ignore[union-attr]
+            while self.peek_text() == ";":
                 self.i += 1
-            if self.peek() is None or self.peek().text in (".", "]"):  # type: ignore[union-attr]
+            if self.peek_text() in (None, ".", "]"):
                 return
 
     def add(self, subject: str, steps: list[str], alternative: bool, obj: str) -> None:
@@ -530,8 +537,8 @@ class _Triples:
         start = self.i
         steps = [self.path_sequence_step()]
         alternative = False
-        while self.peek() is not None and self.peek().text in ("/", "|"):  # type: ignore[union-attr]
-            alternative = alternative or self.peek().text == "|"  # type: ignore[union-attr]
+        while self.peek_text() in ("/", "|"):
+            alternative = alternative or self.peek_text() == "|"
             self.i += 1
             steps.append(self.path_sequence_step())
         if alternative:
@@ -540,7 +547,7 @@ class _Triples:
 
     def path_sequence_step(self) -> str:
         start = self.i
-        if self.peek() is not None and self.peek().text == "^":  # type: ignore[union-attr]
+        if self.peek_text() == "^":
             self.i += 1
         self.path_primary()
         nxt = self.peek()
@@ -553,10 +560,10 @@ class _Triples:
         if tok.kind in ("iri", "pname") or tok.text == "a":
             return
         if tok.text == "!":
-            if self.peek() is not None and self.peek().text == "(":  # type: ignore[union-attr]
+            if self.peek_text() == "(":
                 self.skip_parens()
             else:
-                if self.peek() is not None and self.peek().text == "^":  # type: ignore[union-attr]
+                if self.peek_text() == "^":
                     self.i += 1
                 self.take()
             return

@@ -9,6 +9,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from platformdirs import user_cache_dir, user_data_dir
 
@@ -255,13 +256,12 @@ class Settings:
     def __post_init__(self) -> None:
         # Every way of making settings (the constructor, from_env's overrides, with_) passes here, so a caller that
         # hands the memory's directory as a string still gives every later ``settings.memory / name`` a Path.
-        if not isinstance(self.memory, Path):
-            object.__setattr__(self, "memory", Path(self.memory).expanduser())
+        object.__setattr__(self, "memory", Path(self.memory).expanduser())
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
         env = os.environ if env is None else env
-        kwargs: dict[str, object] = {}
+        kwargs: dict[str, Any] = {}  # values of every field's type, checked by the constructor
         if env.get("PCM_MEMORY"):
             kwargs["memory"] = Path(env["PCM_MEMORY"]).expanduser()
         if env.get("PCM_LLM"):
@@ -332,16 +332,16 @@ class Settings:
         if env.get("PCM_EXTRACTION_GROUNDING", "").lower() in {"0", "off", "false", "no"}:
             kwargs["extraction_grounding"] = False
         kwargs.update({k: v for k, v in overrides.items() if v is not None})
-        if int(kwargs.get("max_utterance_chars", 1)) < 1:  # type: ignore[call-overload]
+        if int(kwargs.get("max_utterance_chars", 1)) < 1:
             raise UsageError("PCM_MAX_UTTERANCE_CHARS must be at least 1")
         for name in ("max_rdf_mb", "max_rdf_triples", "max_literal_chars"):
-            if int(kwargs.get(name, 1)) < 1:  # type: ignore[call-overload]
+            if int(kwargs.get(name, 1)) < 1:
                 raise UsageError(f"PCM_{name.upper()} must be at least 1")
         for name in ("serve_max_connections", "serve_idle_timeout", "serve_head_timeout", "serve_body_timeout",
                      "serve_max_head_bytes", "serve_bodies_in_flight_mb", "store_write_timeout"):
-            if name in kwargs and float(kwargs[name]) <= 0:  # type: ignore[arg-type]
+            if name in kwargs and float(kwargs[name]) <= 0:
                 raise UsageError(f"PCM_{name.upper()} (or its flag) must be more than 0")
-        return cls(**kwargs)  # type: ignore[arg-type]
+        return cls(**kwargs)
 
-    def with_(self, **changes: object) -> Settings:
+    def with_(self, **changes: Any) -> Settings:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 
 import pyoxigraph as ox
 
-from pcm.backend import Backend, Solutions
-from pcm.index.records import PostRecord
+from pcm.backend import Backend, Solutions, Term, datetime_or_none, term_value, value_or_none
+from pcm.conversations import PostRecord
 from pcm.layout import CONVERSATION, ONTOLOGY, PROVENANCE, DatasetLayout
 from pcm.namespaces import PCM, RDF, RDFS, SIOC
 from pcm.naming import Naming
@@ -96,23 +95,9 @@ the sessions touched are written: a crash in between leaves it, and the next wri
 that are behind (:meth:`pcm.memory.Memory.open`). Summaries are derived data, so no marker means nothing to do."""
 
 
-def _value(term: object) -> str | None:
-    return None if term is None else term.value  # type: ignore[attr-defined]
-
-
-def _count(term: object) -> int:
+def _count(term: Term | None) -> int:
     """A COUNT's value (0 when the engine left it unbound)."""
-    return int(_value(term) or 0)
-
-
-def _datetime(term: object) -> datetime | None:
-    text = _value(term)
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text)
-    except ValueError:
-        return None
+    return int(value_or_none(term) or 0)
 
 
 class MemoryStore:
@@ -147,7 +132,7 @@ class MemoryStore:
                 f"SELECT ?p WHERE {{ {values_clause('p', chunk)} "
                 f"GRAPH {CONVERSATION} {{ ?p a <{SIOC}Post> }} }}"
             )
-            found.update(_value(t) for t in self.select(q).values("p"))  # type: ignore[misc]
+            found.update(term_value(t) for t in self.select(q).values("p") if t is not None)
         return found
 
     def last_post_of_session(self, session_iri: str) -> tuple[str, int] | None:
@@ -155,11 +140,11 @@ class MemoryStore:
         if not rows:
             return None
         post, position = rows[-1]
-        return _value(post) or "", int(_value(position) or 0)
+        return value_or_none(post) or "", int(value_or_none(position) or 0)
 
     def session_posts(self, session_iri: str) -> list[str]:
         rows = self.select(render_query("session_posts", session=iri_term(session_iri))).rows
-        return [_value(r[0]) or "" for r in rows]
+        return [value_or_none(r[0]) or "" for r in rows]
 
     def find_session(self, session_id: str) -> str | None:
         """The thread IRI for a session id as the user typed it (or the thread IRI itself)."""
@@ -169,7 +154,7 @@ class MemoryStore:
         )
         rows = self.select(q).rows
         if rows:
-            return _value(rows[0][0])
+            return value_or_none(rows[0][0])
         if session_id.startswith(self.naming.namespace) and self.select(
             f"SELECT ?t WHERE {{ GRAPH {CONVERSATION} {{ ?t a <{SIOC}Thread> }} "
             f"VALUES ?t {{ {iri_term(session_id)} }} }}"
@@ -185,7 +170,7 @@ class MemoryStore:
             f"SELECT ?p WHERE {{ GRAPH {CONVERSATION} {{ "
             f"?p a <{SIOC}Post> ; <http://purl.org/dc/terms/identifier> {literal_term(post_id)} }} }} ORDER BY ?p"
         )
-        return [_value(t) or "" for t in self.select(q).values("p")]
+        return [value_or_none(t) or "" for t in self.select(q).values("p")]
 
     def posts(self, iris: Iterable[str] | None = None) -> Iterator[PostInfo]:
         chosen = list(iris) if iris is not None else None
@@ -197,10 +182,10 @@ class MemoryStore:
                 iri=row["post"].value,
                 session=row["session"].value,
                 role=row["role"].value,
-                speaker=_value(row.get("speaker")),
-                time=_datetime(row.get("time")),
+                speaker=value_or_none(row.get("speaker")),
+                time=datetime_or_none(row.get("time")),
                 text=row["text"].value,
-                source_id=_value(row.get("source_id")),
+                source_id=value_or_none(row.get("source_id")),
                 position=int(row["position"].value),
             )
 
@@ -243,15 +228,15 @@ class MemoryStore:
         rows = self.select(render_query("why", iri=iri_term(iri))).dicts()
         return [
             Source(
-                post=_value(r.get("post")),
-                graph=_value(r.get("graph")),
-                content=_value(r.get("content")),
-                session=_value(r.get("session")),
-                time=_value(r.get("time")),
-                speaker=_value(r.get("speaker")),
-                role=_value(r.get("role")),
-                source_id=_value(r.get("source_id")),
-                file=_value(r.get("file")),
+                post=value_or_none(r.get("post")),
+                graph=value_or_none(r.get("graph")),
+                content=value_or_none(r.get("content")),
+                session=value_or_none(r.get("session")),
+                time=value_or_none(r.get("time")),
+                speaker=value_or_none(r.get("speaker")),
+                role=value_or_none(r.get("role")),
+                source_id=value_or_none(r.get("source_id")),
+                file=value_or_none(r.get("file")),
             )
             for r in rows
         ]
@@ -262,7 +247,7 @@ class MemoryStore:
             "<http://www.w3.org/2002/07/owl#versionInfo> ?v } }"
         )
         rows = self.select(q).rows
-        return _value(rows[0][0]) if rows else None
+        return value_or_none(rows[0][0]) if rows else None
 
     # -- writing -------------------------------------------------------------------------------------------------
 

@@ -56,7 +56,7 @@ class HeadDeadline(H11Protocol):
     def limit_concurrency(self, value: int | None) -> None:
         self._limit_concurrency = value
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # uvicorn's own signature
         self._head_timer: asyncio.TimerHandle | None = None
         super().connection_made(transport)
         self._arm()

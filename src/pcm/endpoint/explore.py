@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pyoxigraph as ox
 
-from pcm.backend import Backend, Solutions, Term
+from pcm.backend import Backend, Solutions, Term, value_or_none
 from pcm.errors import InputError, QueryError
 from pcm.namespaces import PREFIXES, PROV
 from pcm.naming import check_iri
@@ -39,10 +39,6 @@ def render(name: str, **terms: str) -> str:
     for key, value in terms.items():
         text = text.replace("{{" + key + "}}", value)
     return text
-
-
-def _value(term: Term | None) -> str | None:
-    return None if term is None else term.value
 
 
 @dataclass
@@ -137,10 +133,10 @@ class Explorer:
         return [
             {
                 "iri": r["thread"].value,
-                "id": _value(r.get("id")),
-                "title": _value(r.get("title")),
+                "id": value_or_none(r.get("id")),
+                "title": value_or_none(r.get("title")),
                 "posts": int(r["posts"].value),
-                "first": _value(r.get("first")),
+                "first": value_or_none(r.get("first")),
             }
             for r in self._select("conversations", limit=str(LIST_ROWS))
         ]
@@ -163,9 +159,9 @@ class Explorer:
         first = head[0] if head else {}
         return {
             "iri": thread,
-            "id": _value(first.get("id")),
-            "title": _value(first.get("title")),
-            "created": _value(first.get("created")),
+            "id": value_or_none(first.get("id")),
+            "title": value_or_none(first.get("title")),
+            "created": value_or_none(first.get("created")),
             "posts": [_post_json(p, by_post.get(p["post"].value, [])) for p in posts],
         }
 
@@ -177,10 +173,10 @@ class Explorer:
         hits = [
             {
                 "post": r["post"].value,
-                "source_id": _value(r.get("source_id")),
+                "source_id": value_or_none(r.get("source_id")),
                 "session": r["session"].value,
-                "time": _value(r.get("time")),
-                "speaker": _value(r.get("speaker")),
+                "time": value_or_none(r.get("time")),
+                "speaker": value_or_none(r.get("speaker")),
                 "role": r["role"].value,
                 "text": r["text"].value,
                 "score": None,
@@ -225,15 +221,15 @@ def _group_facts(rows: list[dict[str, Term]]) -> dict[tuple[str, str, str], dict
         fact = facts.setdefault(key, {"dir": r["dir"].value, "p": r["p"], "other": r["o"], "sources": []})
         source = {
             "graph": r["graph"].value,
-            "post": _value(r.get("post")),
-            "text": _value(r.get("content")),
-            "thread": _value(r.get("thread")),
-            "session": _value(r.get("session")),
-            "time": _value(r.get("time")),
-            "speaker": _value(r.get("speaker")),
-            "role": _value(r.get("role")),
-            "source_id": _value(r.get("source_id")),
-            "file": _value(r.get("file")),
+            "post": value_or_none(r.get("post")),
+            "text": value_or_none(r.get("content")),
+            "thread": value_or_none(r.get("thread")),
+            "session": value_or_none(r.get("session")),
+            "time": value_or_none(r.get("time")),
+            "speaker": value_or_none(r.get("speaker")),
+            "role": value_or_none(r.get("role")),
+            "source_id": value_or_none(r.get("source_id")),
+            "file": value_or_none(r.get("file")),
         }
         if source not in fact["sources"]:
             fact["sources"].append(source)
@@ -244,11 +240,11 @@ def _post_json(row: dict[str, Term], facts: list[dict[str, object]]) -> dict[str
     return {
         "post": row["post"].value,
         "position": int(row["position"].value),
-        "role": _value(row.get("role")),
-        "speaker": _value(row.get("speaker")),
-        "time": _value(row.get("time")),
+        "role": value_or_none(row.get("role")),
+        "speaker": value_or_none(row.get("speaker")),
+        "time": value_or_none(row.get("time")),
         "text": row["content"].value,
-        "source_id": _value(row.get("source_id")),
-        "status": _value(row.get("status")),
+        "source_id": value_or_none(row.get("source_id")),
+        "status": value_or_none(row.get("status")),
         "facts": facts,
     }

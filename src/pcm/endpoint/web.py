@@ -231,7 +231,7 @@ def _route(path: str, front: App, handler: Handler | AsyncHandler, *, blocking: 
             return starlette_response(body)
         request = Request(http.method, http.url.path, http.query_params.multi_items(), http.headers, body)
         if blocking:
-            response: Response = await run_in_threadpool(handler, request)  # type: ignore[arg-type]
+            response: Response = await run_in_threadpool(handler, request)  # type: ignore[arg-type]  # blocking: a sync Handler
         else:
             answer = handler(request)
             response = await answer if inspect.isawaitable(answer) else answer

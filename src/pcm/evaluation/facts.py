@@ -54,6 +54,7 @@ from pcm.extraction.resolve import OCCURRENCE_ROOTS, normalise_label
 from pcm.namespaces import CV, OPENCARE, PCM, PREFIXES, PROV, RDF, SCHEMA
 from pcm.resources import render_query
 from pcm.sparql import iri_term, values_clause
+from pcm.words import STOPWORDS
 
 if TYPE_CHECKING:
     from pcm.memory import Memory
@@ -95,10 +96,6 @@ NAME_PROPERTIES = frozenset({
 BOOKKEEPING_AREAS = frozenset({"provenance", "conversation"})
 """Ontology areas of the memory's own records (posts, activities, supersession), never facts about a life."""
 
-_STOPWORDS = frozenset({
-    "a", "an", "the", "of", "my", "our", "her", "his", "their", "your", "its",
-    "to", "for", "at", "in", "on", "and", "with", "from", "by",
-})
 _DATE = re.compile(r"\d{4}(-\d{2}(-\d{2})?)?")
 _TIME = re.compile(r"(\d{1,2}):(\d{2})")
 _CURIE = re.compile(r"([a-z][a-z0-9]*):([A-Za-z_][\w.-]*)")
@@ -673,7 +670,7 @@ def tokens(text: str) -> frozenset[str]:
     words = normalise_label(text.replace("\u2019", "'")).split()
     if "s" in words[:-1]:
         words = words[len(words) - 1 - words[::-1].index("s") + 1 :]
-    return frozenset(_stem(w) for w in words if w not in _STOPWORDS and (len(w) > 1 or w.isdigit()))
+    return frozenset(_stem(w) for w in words if w not in STOPWORDS and (len(w) > 1 or w.isdigit()))
 
 
 def names_match(found: str, wanted: str) -> bool:

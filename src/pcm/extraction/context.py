@@ -27,6 +27,7 @@ from pcm.extraction.queries import render
 from pcm.naming import Naming
 from pcm.sparql import literal_term, values_clause
 from pcm.store import PostInfo
+from pcm.words import CONTENT_STOPWORDS
 
 if TYPE_CHECKING:
     import rdflib
@@ -44,11 +45,6 @@ MAX_ENTITIES = 30
 TURN_CHARS = 400
 _MAX_LABEL_LOOKUPS = 400
 _WORD = re.compile(r"[^\W_][\w'’.&-]*[^\W_]|[^\W_]", re.UNICODE)
-_STOPWORD_TEXT = """a an the my our your his her their its i me we you he she they it this that these those and or but of in on at
-    to for from with by about as is are was were be been am do did does have has had not no yes so just very really
-    too also then than there here what which who whom when where why how all any some one two yesterday today
-    tomorrow last next ago week month year day will would could should can may might must ok okay thanks thank"""
-_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 _WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 
 
@@ -194,9 +190,9 @@ def label_variants(text: str) -> set[str]:
     for n in range(1, 5):
         for i in range(len(words) - n + 1):
             gram = words[i : i + n]
-            if all(w.lower() in _STOPWORDS for w in gram) or gram[0].lower() in _STOPWORDS and n > 1:
+            if all(w.lower() in CONTENT_STOPWORDS for w in gram) or gram[0].lower() in CONTENT_STOPWORDS and n > 1:
                 continue
-            if gram[-1].lower() in _STOPWORDS:
+            if gram[-1].lower() in CONTENT_STOPWORDS:
                 continue
             phrase = " ".join(gram)
             if n == 1 and len(phrase) < 3:

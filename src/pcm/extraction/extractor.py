@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING
 
 import pyoxigraph as ox
 
+from pcm.catalogue_areas import EXTRACTION_CORE, RESERVED_AREAS, select_areas
 from pcm.errors import LLMError
-from pcm.extraction.areas import EXTRACTION_CORE, RESERVED_AREAS, select_areas
 from pcm.extraction.compact import call_names, compact_schema, in_handles, normalise_answer, read_compact
 from pcm.extraction.context import (
     ContextBuilder,

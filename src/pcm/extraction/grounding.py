@@ -45,8 +45,9 @@ import pyoxigraph as ox
 from pcm.backend import checked_triple
 from pcm.extraction.resolve import GENERIC_TYPES, OCCURRENCE_ROOTS
 from pcm.extraction.said_dates import DAY, MONTH, YEAR, SaidDates, fold, said_dates
-from pcm.index.text import CONVERSATION_STOPWORDS, stem
+from pcm.index.text import stem
 from pcm.namespaces import FOAF, PCM, PROV, RDF, RDFS, SCHEMA, SKOS, XSD
+from pcm.words import STOPWORDS
 
 if TYPE_CHECKING:
     from pcm.ontology import Ontology
@@ -138,7 +139,7 @@ CURRENCIES: dict[str, tuple[str, ...]] = {
     "BRL": ("r$", "real", "reais", "brl"),
 }
 #: Words that carry no content in a name, beyond the conversation stop words (a few other languages' articles).
-_FILLER = CONVERSATION_STOPWORDS | frozenset(
+_FILLER = STOPWORDS | frozenset(
     ["le", "la", "les", "l", "de", "du", "des", "d", "un", "une", "et", "en", "au", "aux", "der", "die", "das", "den", "dem", "des", "ein", "eine", "und", "el", "los", "las", "del", "y", "lo", "il", "gli", "di", "da", "e", "o", "os", "as", "do", "dos"]
 )
 

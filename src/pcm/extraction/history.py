@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import pyoxigraph as ox
 
-from pcm.backend import Term, checked_triple, term_value
+from pcm.backend import Term, checked_triple, term_value, value_or_none
 from pcm.extraction.queries import render
 from pcm.extraction.supersede import StoredValue, history_record, parse_time, said_later, stored_values
 from pcm.layout import HISTORY
@@ -68,12 +68,12 @@ def fact_history(memory: MemoryContext, iri: str) -> FactHistory:
             FactVersion(
                 predicate=term_value(row["p"]),
                 value=_show(row["o"]),
-                said_by=_value(row.get("from")),
-                said_at=_value(row.get("from_time")),
-                said=_value(row.get("from_content")),
-                superseded_at=_value(row.get("at")),
-                superseded_by=_value(row.get("by")),
-                superseded_by_text=_value(row.get("by_content")),
+                said_by=value_or_none(row.get("from")),
+                said_at=value_or_none(row.get("from_time")),
+                said=value_or_none(row.get("from_content")),
+                superseded_at=value_or_none(row.get("at")),
+                superseded_by=value_or_none(row.get("by")),
+                superseded_by_text=value_or_none(row.get("by_content")),
             )
         )
     predicates = sorted({v.predicate for v in history.versions})
@@ -84,17 +84,13 @@ def fact_history(memory: MemoryContext, iri: str) -> FactHistory:
                 FactVersion(
                     predicate=term_value(row["p"]),
                     value=_show(row["o"]),
-                    said_by=_value(row.get("post")),
-                    said_at=_value(row.get("time")),
-                    said=_value(row.get("content")),
+                    said_by=value_or_none(row.get("post")),
+                    said_at=value_or_none(row.get("time")),
+                    said=value_or_none(row.get("content")),
                 )
             )
     history.versions.sort(key=lambda v: (v.predicate, v.current, v.superseded_at or v.said_at or ""))
     return history
-
-
-def _value(term: Term | None) -> str | None:
-    return None if term is None else term_value(term)
 
 
 def _show(term: Term) -> str:
@@ -221,10 +217,10 @@ def _touched_records(memory: MemoryContext, forgotten: set[str]) -> list[_Record
             out[node] = _Record(
                 node,
                 checked_triple(row["s"], row["p"], row["o"]),
-                _value(row.get("source")),
-                _value(row.get("from")),
+                value_or_none(row.get("source")),
+                value_or_none(row.get("from")),
                 parse_time(row.get("from_time")),
-                _value(row.get("by")),
+                value_or_none(row.get("by")),
             )
     return sorted(out.values(), key=lambda r: r.node)
 

@@ -36,7 +36,7 @@ from typing import Any
 import pyoxigraph as ox
 
 from pcm.backend import term_value
-from pcm.extraction.areas import RESERVED_AREAS
+from pcm.catalogue_areas import RESERVED_AREAS
 from pcm.llm.base import JsonSchema
 from pcm.namespaces import OWL, PREFIXES, RDF, RDFS, SCHEMA, XSD
 from pcm.ontology import AREAS, CLASS, DATATYPE_PROPERTY, INDIVIDUAL, OBJECT_PROPERTY, Ontology
@@ -598,6 +598,14 @@ def _json_object(text: str) -> Any:
     return value
 
 
+#: The lexical forms of the date datatypes, most specific first: a plain string of one of these forms on a date
+#: property gets that datatype (here for JSON answers, in :mod:`pcm.extraction.normalise` for Turtle ones).
+DATE_FORMS = (
+    (re.compile(r"\d{4}-\d{2}-\d{2}"), XSD + "date"),
+    (re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})?"), XSD + "dateTime"),
+    (re.compile(r"\d{4}-\d{2}"), XSD + "gYearMonth"),
+    (re.compile(r"\d{4}"), XSD + "gYear"),
+)
 _DATES = frozenset({XSD + "date", XSD + "dateTime", XSD + "gYear", XSD + "gYearMonth"})
 
 
@@ -607,8 +615,6 @@ def _dated(triple: ox.Triple, ontology: Ontology) -> ox.Triple:
     JSON has no dates or times: "2018" on a date property is a gYear, "06:00:00" on a time property an xsd:time.
     The context's coercion covers a property with one such datatype; this covers the ones with several.
     """
-    from pcm.extraction.normalise import DATE_FORMS
-
     o = triple.object
     if not (isinstance(o, ox.Literal) and o.datatype.value == XSD + "string" and not o.language):
         return triple

@@ -27,7 +27,8 @@ from functools import cache
 import pyoxigraph as ox
 
 from pcm.backend import Term, checked_triple
-from pcm.extraction.areas import RESERVED_AREAS
+from pcm.catalogue_areas import RESERVED_AREAS
+from pcm.extraction.jsonld import DATE_FORMS, AnswerProblem, answer_triples
 from pcm.namespaces import (
     FOAF,
     OWL,
@@ -81,12 +82,6 @@ _UPDATE = re.compile(
 )
 _FENCE = re.compile(r"```[^\n`]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _LINE_NO = re.compile(r"\bline (\d+)")
-DATE_FORMS = (
-    (re.compile(r"\d{4}-\d{2}-\d{2}"), XSD + "date"),
-    (re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})?"), XSD + "dateTime"),
-    (re.compile(r"\d{4}-\d{2}"), XSD + "gYearMonth"),
-    (re.compile(r"\d{4}"), XSD + "gYear"),
-)
 
 
 class OutputProblem(Exception):
@@ -133,8 +128,6 @@ def normalise_output(text: str, *, namespace: str, ontology: Ontology) -> Normal
 
 def normalise_json(text: str, *, namespace: str, ontology: Ontology) -> Normalised:
     """A constrained (JSON-LD-shaped) answer, read as JSON-LD and then normalised like Turtle's triples."""
-    from pcm.extraction.jsonld import AnswerProblem, answer_triples
-
     if not text.strip():
         raise OutputProblem('the output was empty; write {"@graph": [...]}', kind="empty")
     if len(text) > MAX_OUTPUT_CHARS:

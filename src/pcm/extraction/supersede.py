@@ -88,7 +88,7 @@ class SingleValued:
 def single_valued_properties(ontology: Ontology, shapes_dir: Path | None = None) -> SingleValued:
     """Functional properties plus what the shapes bound with ``sh:maxCount 1`` or mark ``pcmsh:laterValuesReplace``."""
     from pcm.extraction.normalise import reserved_terms
-    from pcm.shapes import value_limits
+    from pcm.shape_limits import value_limits
 
     reserved = reserved_terms(ontology)
     limits = value_limits(shapes_dir)

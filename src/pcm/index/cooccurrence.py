@@ -32,7 +32,7 @@ import numpy as np
 
 from pcm.index import recall as ranking
 from pcm.index.mirror import EntityMirror, PostMirror
-from pcm.index.text import CONVERSATION_STOPWORDS, WORD_TOKEN, normalise_label, stem
+from pcm.index.text import TERM_STOPWORDS, WORD_TOKEN, normalise_label, stem
 
 MAX_DF_SHARE = 0.02
 """A node held by more than this share of the posts (and more than ``MIN_HUB_DF`` posts) is a hub and left out."""
@@ -53,9 +53,6 @@ MAX_ENTITY_HOLDERS = 5
 """A label shared by more entities than this (a common first name) is too ambiguous to be a node."""
 
 _SENTENCE_END = re.compile(r"[.!?:;\"“”()\n-]\s*$")
-_STOPWORDS = CONVERSATION_STOPWORDS | frozenset(
-    ["ago", "always", "d", "day", "days", "feel", "felt", "first", "go", "last", "m", "many", "month", "months", "new", "next", "s", "t", "time", "times", "today", "tomorrow", "week", "weeks", "year", "years", "yesterday"]
-)
 
 
 def text_nodes(text: str, entities: Mapping[str, set[str]] | None = None) -> list[str]:
@@ -69,8 +66,8 @@ def text_nodes(text: str, entities: Mapping[str, set[str]] | None = None) -> lis
         base = word.casefold().replace("’", "'").split("'", 1)[0]
         gap = text[max(0, match.start() - 3) : match.start()]
         opens = match.start() == 0 or bool(_SENTENCE_END.search(gap))
-        content = base not in _STOPWORDS and len(base) > 2
-        if word[:1].isupper() and base != "i" and base not in _STOPWORDS and not opens:
+        content = base not in TERM_STOPWORDS and len(base) > 2
+        if word[:1].isupper() and base != "i" and base not in TERM_STOPWORDS and not opens:
             run.append(base)
         else:
             _close(run, out)
@@ -100,7 +97,7 @@ def _entity_iris(text: str, entities: Mapping[str, set[str]]) -> list[str]:
     found: dict[str, None] = {}
     for size in range(1, MAX_ENTITY_WORDS + 1):
         for start in range(len(words) - size + 1):
-            if size == 1 and (words[start] in _STOPWORDS or len(words[start]) < 3):
+            if size == 1 and (words[start] in TERM_STOPWORDS or len(words[start]) < 3):
                 continue
             holders = entities.get(" ".join(words[start : start + size]))
             if holders and len(holders) <= MAX_ENTITY_HOLDERS:

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from pcm.index.text import CONVERSATION_STOPWORDS, WORD_TOKEN, stem
+from pcm.index.text import TERM_STOPWORDS, WORD_TOKEN, stem
 
 MAX_DF_SHARE = 0.02
 """A term in more than this share of the posts (and more than ``MIN_HUB_DF`` posts) is not walked through."""
@@ -39,9 +39,6 @@ QUERY_TERM_MASS = 0.5
 
 _TOKEN = WORD_TOKEN
 _SENTENCE_END = re.compile(r"[.!?:;\"“”()\n-]\s*$")
-_STOPWORDS = CONVERSATION_STOPWORDS | frozenset(
-    ["ago", "always", "d", "day", "days", "feel", "felt", "first", "go", "last", "m", "many", "month", "months", "new", "next", "s", "t", "time", "times", "today", "tomorrow", "week", "weeks", "year", "years", "yesterday"]
-)
 
 
 def terms(text: str) -> list[str]:
@@ -60,13 +57,13 @@ def terms(text: str) -> list[str]:
         opens = match.start() == 0 or bool(
             _SENTENCE_END.search(text[max(0, match.start() - 3) : match.start()])
         )
-        capital = word[:1].isupper() and base not in _STOPWORDS and (not opens or len(base) > 2)
+        capital = word[:1].isupper() and base not in TERM_STOPWORDS and (not opens or len(base) > 2)
         if capital and base != "i":
             run.append(base)
         else:
             _close(run, out)
             run = []
-        if base not in _STOPWORDS and len(base) > 2:
+        if base not in TERM_STOPWORDS and len(base) > 2:
             out.setdefault("w:" + stem(base), None)
     _close(run, out)
     return list(out)

@@ -86,20 +86,6 @@ conv-26 R@10 0.733 -> 0.720 / 0.713 / 0.693 at 0.05 / 0.1 / 0.3, the LongMemEval
 0.804 / 0.804 (multi-session 0.429 -> 0.286); with the vector weight at 0.5, 0.05 keeps conv-26 at 0.740 and
 lowers the dev slice 0.891 -> 0.870. The full-text leg already reads each turn with the one before it."""
 
-UNIT_WEIGHT = 0.0
-"""Weight in the fusion of the unit leg: posts ranked by the IDF-weighted share of the question's stemmed content
-words in their unit (a post's own sentences plus the neighbours' sentences addressed to its speaker,
-:mod:`pcm.index.relevance`). 0 switches it off. Off because it lowered R@10: LoCoMo conv-26 0.740 -> 0.733 at 0.5
-(single-hop 0.929 -> 0.914; multi-hop R@20 0.344 -> 0.375) and 0.727 at 1.0 (single-hop 0.886)."""
-INFO_MASS = 0.0
-"""Information prior: a post whose own content words carry less IDF mass than this has its leg scores scaled
-by ``mass / INFO_MASS`` (at least ``INFO_FLOOR``), so short chatter ("Wow, that's great!") yields to posts that
-say something. 0 switches it off. Off because it lowered R@10: conv-26 0.740 -> 0.733 / 0.720 / 0.720 at 5 / 10 /
-20 (single-hop 0.929 -> 0.914 / 0.900 / 0.886, multi-hop unchanged at 0.250). The chatter in multi-hop's top 10
-is not there for lack of content: the full-text leg finds it through the question words it shares with the turn
-before it (see :data:`pcm.index.text.FTS_CONTENT_ONLY`)."""
-INFO_FLOOR = 0.3
-"""The smallest factor the information prior gives."""
 PRF_DOCS = 5
 """Pseudo-relevance feedback: the best fused posts that a second round of retrieval starts from (0 switches it
 off). A question whose evidence is spread over several turns ("what activities does Melanie partake in?") finds
@@ -118,13 +104,6 @@ LongMemEval dev slice rises 0.935 -> 0.957 (multi-session 0.714 -> 0.857) and th
 (multi-session 0.714 -> 0.857), no type lower; at 0.5 neither moves at R@10. A leg for counts of things ("how many
 weddings") lowered the dev slice's multi-session R@20 (1.0 -> 0.857): such counts are told one event a turn, and
 turns that say "a few weddings" are not the evidence."""
-PRF_TERMS = 10
-"""Words of the feedback posts added to the full-text query (the rarest first, summed over the posts)."""
-PRF_FTS_WEIGHT = 0.0
-"""Weight in the fusion of a full-text leg run with the query expanded by the feedback posts' rarest words
-(RM3-style; 0: not run). Off: on its own (weight 0.5, no vector feedback) 3 posts left conv-26 at 0.733 (multi-hop
-0.250, temporal 0.919 -> 0.892) and the dev slice at 0.891; 5 posts gave 0.740 and 0.913. It also needs the word
-tables of the relevance decision (seconds to build at 100k posts)."""
 PRF_VECTOR_WEIGHT = 0.5
 """Weight in the fusion of the vector leg run with the query vector moved towards the feedback posts' (0: not
 run). 0.3 gives conv-26 0.747 (open-domain 0.455, multi-hop 0.250); 0.8 (3 posts, beta 0.5) 0.753 with single-hop

@@ -1,7 +1,8 @@
 """The rows the side index holds and the answers it gives, as plain frozen dataclasses.
 
-The store (the source of truth) turns its posts and entities into these records; the index never reads RDF, so it
-can be rebuilt from any store view (``reconcile``) and tested without one.
+The store (the source of truth) lists its posts as :class:`pcm.conversations.PostRecord` (re-exported here, the
+index's row type) and turns its entities into these records; the index never reads RDF, so it can be rebuilt from
+any store view (``reconcile``) and tested without one.
 """
 
 from __future__ import annotations
@@ -10,19 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-
-@dataclass(frozen=True)
-class PostRecord:
-    """One ``sioc:Post`` as the index sees it: keyed by its IRI, placed by session and position."""
-
-    iri: str
-    session: str
-    role: str
-    speaker: str | None
-    time: datetime | None
-    text: str
-    source_id: str | None
-    position: int
+from pcm.conversations import PostRecord
 
 
 @dataclass(frozen=True)
@@ -78,3 +67,6 @@ class EntityMatch:
     label: str
     score: float
     how: str
+
+
+__all__ = ["EntityMatch", "EntityRecord", "PostRecord", "RecallHit", "entity_record"]

@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pcm.index.records import PostRecord
-from pcm.index.text import CONVERSATION_STOPWORDS, WORD_TOKEN, stem
+from pcm.index.text import WORD_TOKEN, stem
+from pcm.words import STOPWORDS
 
 ATTRIBUTION_MARGIN = -0.15
 """Decline when ``coverage - others + VECTOR_MARGIN_WEIGHT * vector margin`` (coverages are IDF-weighted shares
@@ -54,7 +55,7 @@ _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 _TOKEN = WORD_TOKEN
 _SECOND_PERSON = re.compile(r"\b(?:you|your|yours|yourself|yourselves|ya|u)\b|\byou['’]", re.IGNORECASE)
 _FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself|we|our|us)\b|\bi['’]", re.IGNORECASE)
-_STOPWORDS = CONVERSATION_STOPWORDS | frozenset(["kinds", "likely", "recent", "recently", "type", "types"])
+_STOPWORDS = STOPWORDS | frozenset(["kinds", "likely", "recent", "recently", "type", "types"])
 
 
 def content_terms(text: str, ignore: frozenset[str] = frozenset()) -> set[str]:
@@ -243,51 +244,6 @@ def assess(
     if found.score < ATTRIBUTION_MARGIN:
         return Relevance(False, named, coverage, others, other_speaker, vector_margin)
     return found
-
-
-def unit_scores(stats: TermStats, question_content: str, ignore: frozenset[str], size: int) -> np.ndarray:
-    """Every slot's IDF-weighted coverage of the question's content words by its unit (0-1; 0 for a slot with
-    no unit): a lexical ranking of posts read as what their speaker said about themselves."""
-    weights = {term: stats.idf(term) for term in content_terms(question_content, ignore)}
-    total = sum(weights.values())
-    scores = np.zeros(size)
-    if total > 0:
-        for term, weight in weights.items():
-            slots = stats.postings.get(term)
-            if slots is not None:
-                scores[slots[slots < size]] += weight / total
-    return scores
-
-
-def feedback_words(
-    stats: TermStats, texts: Iterable[str], exclude: frozenset[str], limit: int
-) -> list[str]:
-    """The ``limit`` content words (as written, lower case) of ``texts`` with the highest IDF summed over the
-    texts that hold them: a word several feedback posts share counts for each; words whose folded form is in
-    ``exclude`` (the query's own, the speakers' names) are left out."""
-    weight: dict[str, float] = {}
-    for text in texts:
-        seen: set[str] = set()
-        for word in _TOKEN.findall(text):
-            term = _TERMS.get(word, _UNSEEN)
-            if term is _UNSEEN:
-                term = _TERMS[word] = _term(word)
-            if term is None or term[0] in exclude or term[0] in seen:
-                continue
-            seen.add(term[0])
-            weight[term[0]] = weight.get(term[0], 0.0) + stats.idf(term[1])
-    return sorted(weight, key=lambda w: (-weight[w], w))[:limit]
-
-
-def content_mass(stats: TermStats, ignore: frozenset[str], size: int, slot_of: Callable[[str], int]) -> np.ndarray:
-    """Every slot's IDF mass of its own content words (names in ``ignore`` left out): how much a post says."""
-    names = content_terms(" ".join(sorted(ignore)))
-    mass = np.zeros(size)
-    for iri, (_, own, addressed) in stats.parts.items():
-        slot = slot_of(iri)
-        if slot < size:
-            mass[slot] = sum(stats.idf(term) for term in (own | addressed) - names)
-    return mass
 
 
 def _best_sum(scores: np.ndarray) -> float:

@@ -32,10 +32,7 @@ from pcm.index.relevance import (
     Relevance,
     TermStats,
     assess,
-    content_mass,
-    feedback_words,
     name_words,
-    unit_scores,
 )
 from pcm.index.tables import (
     ENTITIES_TABLE,
@@ -57,7 +54,6 @@ from pcm.index.tables import (
     write_meta,
 )
 from pcm.index.text import (
-    WORD_TOKEN,
     embed_text,
     entity_digest,
     entity_embed_text,
@@ -127,8 +123,6 @@ class SideIndex:
         self._cooccurrence = cooccurrence.CooccurrenceGraph()
         self._term_stats: tuple[int, int, TermStats] | None = None
         """The relevance decision's per-post terms, with the id and generation of the mirror they describe."""
-        self._info: tuple[TermStats, np.ndarray] | None = None
-        """The information prior's per-slot IDF mass, with the term statistics it was computed from."""
         self._overlaid = False
         """Set once :meth:`overlay_posts` put posts in the mirror that the tables lack: the graph file is then
         left alone, since it describes the tables."""
@@ -369,10 +363,6 @@ class SideIndex:
             if speaker is None and role is None and not named and ranking.asks_about_owner(query):
                 factors = self._owner_prior()
                 favoured = f"role = {sql_string(ranking.OWNER_ROLE)}"
-            if mode == "hybrid" and ranking.INFO_MASS > 0:
-                info = self._info_prior()
-                factors = info if factors is None else factors * info
-                favoured = None  # many weights: only the exact scan ranks by them
             where = _post_filter(role, speaker, session, since_ts, until_ts)
             legs: list[ranking.Leg] = []
             fts_hits: Future[list[tuple[str, float]]] | None = None
@@ -402,8 +392,6 @@ class SideIndex:
                 if not ranking.PRF_KEEP_HEAD or recency is not None:
                     head = []  # a recency order re-ranks everything
             if mode == "hybrid":
-                if ranking.UNIT_WEIGHT > 0:
-                    legs.append(self._unit_leg(without_speakers(query, named), depth, mask, factors))
                 fused = ranking.rrf(legs)
                 if ranking.QUANTITY_WEIGHT > 0 and fused:
                     unit = quantity.asked_unit(query)
@@ -940,27 +928,14 @@ class SideIndex:
         where: str | None,
         favoured: str | None = None,
     ) -> tuple[list[int], list[ranking.Leg]]:
-        """Pseudo-relevance feedback: the ``PRF_DOCS`` best fused posts, and both legs again, the full-text query
-        expanded with the rarest words of those posts and the query ``vector`` moved towards theirs."""
+        """Pseudo-relevance feedback: the ``PRF_DOCS`` best fused posts, and the vector leg again with the query
+        ``vector`` moved towards theirs."""
         fused = ranking.rrf(legs)
         top = ranking.ranked(fused)[: ranking.PRF_DOCS]
         if not top:
             return [], []
         posts = self._posts
         out: list[ranking.Leg] = []
-        if ranking.PRF_FTS_WEIGHT > 0:
-            content = without_speakers(query, named)
-            speakers = [n for n, c in posts.speaker_counts.items() if c > 0]
-            exclude = name_words(speakers) | {w.casefold() for w in WORD_TOKEN.findall(content)}
-            words = feedback_words(
-                self._relevance_terms(), (posts.record_at(s).text for s in top), exclude, ranking.PRF_TERMS
-            )
-            if words:
-                tables = self._open_tables()
-                depth_fts = depth if factors is None else 2 * depth
-                hits = tables.fts(tables.posts, content + " " + " ".join(words), depth_fts, where)
-                leg = self._fts_leg(hits, factors)
-                out.append(ranking.Leg(leg.slots, leg.scores, ranking.PRF_FTS_WEIGHT))
         if ranking.PRF_VECTOR_WEIGHT > 0:
             moved = vector + ranking.PRF_VECTOR_BETA * posts.vectors[top].mean(axis=0)
             moved = (moved / max(float(np.linalg.norm(moved)), 1e-9)).astype(np.float32)
@@ -973,35 +948,6 @@ class SideIndex:
         found = [slot for slot in ranking.ranked(fused) if quantity.states(self._posts.record_at(slot).text, unit)]
         slots = np.asarray(found, dtype=np.int64)
         return ranking.Leg(slots, np.array([fused[s] for s in found], dtype=np.float64), ranking.QUANTITY_WEIGHT)
-
-    def _unit_leg(
-        self, content: str, depth: int, mask: np.ndarray | None, factors: np.ndarray | None
-    ) -> ranking.Leg:
-        """The unit leg: posts by the IDF-weighted share of the question's content words their unit holds."""
-        posts = self._posts
-        size = posts.capacity()
-        ignore = name_words(n for n, c in posts.speaker_counts.items() if c > 0)
-        scores = unit_scores(self._relevance_terms(), content, ignore, size)
-        if mask is not None:
-            scores = np.where(mask[:size], scores, 0.0)
-        if factors is not None:
-            scores = scores * factors[:size]
-        found = np.flatnonzero(scores > 0)
-        if len(found) > depth:
-            found = found[np.argpartition(-scores[found], depth - 1)[:depth]]
-        return ranking.rank_leg(found, scores[found], ranking.UNIT_WEIGHT)
-
-    def _info_prior(self) -> np.ndarray:
-        """Per-slot factors of the information prior (``INFO_MASS``), from the relevance decision's terms."""
-        posts = self._posts
-        stats = self._relevance_terms()
-        if self._info is None or self._info[0] is not stats:
-            size = posts.capacity()
-            ignore = name_words(n for n, c in posts.speaker_counts.items() if c > 0)
-            mass = content_mass(stats, ignore, size, lambda iri: posts.slot_of[iri])
-            self._info = (stats, mass)
-        mass = self._info[1]
-        return np.clip(mass / ranking.INFO_MASS, ranking.INFO_FLOOR, 1.0).astype(np.float32)
 
     def _fts_leg(self, hits: list[tuple[str, float]], factors: np.ndarray | None) -> ranking.Leg:
         known = [(self._posts.slot_of[iri], score) for iri, score in hits if iri in self._posts]

@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 import snowballstemmer
 
 from pcm.index.records import EntityRecord, PostRecord
+from pcm.words import STOPWORDS, TIME_WORDS
 
 _WH = r"(?:what|when|where|who|whom|whose|which|why|how(?:\s+(?:many|much|long|often|old|far|come))?)"
 _AUX = r"(?:is|are|was|were|am|do|does|did|has|have|had|can|could|will|would|shall|should|might|may|must)"
@@ -51,11 +52,11 @@ _MONTHS = (
     "November",
     "December",
 )
+#: What the term graph and the co-occurrence nodes never take as a name or a phrase word: the stop words, the
+#: time words, and the contractions' leftovers ("d", "m", "s", "t").
+TERM_STOPWORDS = STOPWORDS | TIME_WORDS | frozenset(["always", "d", "feel", "felt", "go", "m", "many", "s", "t"])
 WORD_TOKEN = re.compile(r"[^\W\d_][^\W_]*(?:['’][^\W\d_]+)?", re.UNICODE)
 """A word: letters first, then letters or digits, with one apostrophe part ("don't", "Caroline's")."""
-CONVERSATION_STOPWORDS = frozenset(["a", "about", "above", "after", "again", "against", "all", "almost", "also", "am", "an", "and", "any", "anyone", "anything", "are", "aren", "as", "at", "back", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "cannot", "could", "couldn", "did", "didn", "do", "does", "doesn", "doing", "don", "down", "during", "each", "either", "else", "even", "ever", "every", "everyone", "everything", "few", "for", "from", "further", "get", "gets", "getting", "going", "gonna", "good", "got", "great", "had", "hadn", "has", "hasn", "have", "haven", "having", "he", "hello", "her", "here", "hers", "herself", "hey", "hi", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "isn", "it", "its", "itself", "just", "kind", "know", "let", "lets", "like", "ll", "look", "looking", "looks", "lot", "lots", "made", "make", "makes", "me", "might", "mine", "more", "most", "much", "must", "my", "myself", "nice", "no", "nor", "not", "now", "of", "off", "oh", "ok", "okay", "on", "once", "one", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "quite", "rather", "re", "really", "said", "same", "say", "says", "see", "seen", "shall", "she", "should", "shouldn", "so", "some", "someone", "something", "sort", "still", "such", "sure", "tell", "than", "thank", "thanks", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "thing", "things", "think", "this", "those", "though", "through", "to", "told", "too", "under", "until", "up", "upon", "us", "ve", "very", "wanna", "want", "was", "wasn", "way", "we", "well", "were", "weren", "what", "whatever", "when", "where", "whether", "which", "while", "who", "whom", "whose", "why", "will", "with", "won", "would", "wouldn", "wow", "yeah", "yes", "yet", "you", "your", "yours", "yourself", "yourselves"])
-"""Function words and the small talk of chat ("wow", "great", "gonna"), lower case: never what a question is about.
-The term graph and the relevance decision each add a few words of their own."""
 _STEMMERS = threading.local()
 
 
@@ -177,7 +178,7 @@ def fts_query(query: str) -> str:
     if FTS_CONTENT_ONLY == 1:
         return query_content(query) or query
     if FTS_CONTENT_ONLY == 2:
-        words = [w for w in WORD_TOKEN.findall(query) if _folded(w) not in CONVERSATION_STOPWORDS]
+        words = [w for w in WORD_TOKEN.findall(query) if _folded(w) not in STOPWORDS]
         words += _NUMBER.findall(query)
         return " ".join(words) if words else query
     return query

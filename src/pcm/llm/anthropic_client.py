@@ -21,13 +21,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pcm.errors import LLMError
-from pcm.llm.base import Completion, JsonSchema, Message, Usage
-from pcm.llm.manners import PROGRESS_AFTER, Wait, gate, idle_timeout, is_local, waiting
+from pcm.llm.base import Completion, JsonSchema, Message
+from pcm.llm.manners import PROGRESS_AFTER, Wait, waiting
 from pcm.llm.retry import (
     MAX_WAIT,
     RequestRejected,
     Retryable,
-    RetryPolicy,
+    RetryingClient,
     as_int,
     one_line,
     silence,
@@ -45,7 +45,7 @@ API_VERSION = "2023-06-01"
 _KEY_HINT = "ANTHROPIC_API_KEY"
 
 
-class AnthropicClient:
+class AnthropicClient(RetryingClient):
     """An :class:`pcm.llm.LLMClient` for Claude; thread-safe (the SDK client and the usage counters are).
 
     Replies are streamed, so ``timeout`` is a deadline on *silence* (see :mod:`pcm.llm.manners`). ``base_url``
@@ -69,19 +69,14 @@ class AnthropicClient:
     ) -> None:
         if not api_key:
             raise LLMError("no Anthropic API key: set ANTHROPIC_API_KEY, or use PCM_LLM=none for episodic mode")
+        self._setup(
+            base_url or DEFAULT_BASE_URL, timeout=timeout, max_retries=max_retries, backoff=backoff,
+            max_wait=max_wait, sleep=sleep, progress=progress, progress_after=progress_after,
+        )
         self.name = f"anthropic:{model}"
         self.model = model
-        self.usage = Usage()
-        self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
-        self.local = is_local(self.base_url)
-        self.timeout = idle_timeout(timeout, local=self.local)
-        #: The retry policy in use (public so callers and tests can see what settings produced).
-        self.retry = RetryPolicy(max_retries=max_retries, backoff=backoff, max_wait=max_wait, sleep=sleep)
         self._send_temperature = True
         self._send_tools = True
-        self._gate = gate(self.base_url, local=self.local)
-        self._progress = progress
-        self._progress_after = progress_after
         import anthropic  # deferred: the SDK takes seconds to import, and most runs never touch it
 
         # Explicit api_key and base_url keep the SDK from consulting the environment (settings own that).
@@ -97,19 +92,6 @@ class AnthropicClient:
         base = next(c for c in type(self._sdk._client).__mro__ if c.__name__ == "Client")
         self._http = importlib.import_module(base.__module__.split(".")[0])
 
-    def complete(
-        self,
-        *,
-        system: str,
-        messages: list[Message],
-        operation: str,
-        max_tokens: int = 4096,
-        schema: JsonSchema | None = None,
-    ) -> Completion:
-        completion = self.retry.run(self.name, lambda: self._attempt(system, messages, max_tokens, schema))
-        self.usage.record(operation, completion)
-        return completion
-
     def close(self) -> None:
         self._sdk.close()
 
@@ -118,23 +100,19 @@ class AnthropicClient:
         """Whether the server still accepts forced tool use (False once it refused it)."""
         return self._send_tools
 
-    def _attempt(
-        self, system: str, messages: list[Message], max_tokens: int, schema: JsonSchema | None
-    ) -> Completion:
-        while True:
-            try:
-                return self._send(system, messages, max_tokens, schema)
-            except RequestRejected as exc:
-                detail = exc.detail.lower()
-                if self._send_temperature and "temperature" in detail:
-                    log.warning("%s refuses temperature; continuing without it (%s)", self.name, exc)
-                    self._send_temperature = False
-                elif schema is not None and self._send_tools and ("tool" in detail or "input_schema" in detail):
-                    log.warning("%s rejects forced tool use; the model writes free-form output instead (%s)",
-                                self.name, exc)
-                    self._send_tools = False
-                else:
-                    raise
+    def _drop_refused_field(self, exc: RequestRejected, schema: JsonSchema | None) -> bool:
+        """A 400 naming temperature or forced tool use: stop sending it (a rejection is an answer, so re-sending
+        is safe)."""
+        detail = exc.detail.lower()
+        if self._send_temperature and "temperature" in detail:
+            log.warning("%s refuses temperature; continuing without it (%s)", self.name, exc)
+            self._send_temperature = False
+            return True
+        if schema is not None and self._send_tools and ("tool" in detail or "input_schema" in detail):
+            log.warning("%s rejects forced tool use; the model writes free-form output instead (%s)", self.name, exc)
+            self._send_tools = False
+            return True
+        return False
 
     def _send(
         self, system: str, messages: list[Message], max_tokens: int, schema: JsonSchema | None

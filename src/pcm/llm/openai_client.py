@@ -16,14 +16,14 @@ from typing import Any
 import httpx
 
 from pcm.errors import LLMError
-from pcm.llm.base import Completion, JsonSchema, Message, Usage
-from pcm.llm.manners import PROGRESS_AFTER, Wait, gate, idle_timeout, is_local, waiting
+from pcm.llm.base import Completion, JsonSchema, Message
+from pcm.llm.manners import PROGRESS_AFTER, Wait, waiting
 from pcm.llm.retry import (
     CONNECT_TIMEOUT,
     MAX_WAIT,
     RequestRejected,
     Retryable,
-    RetryPolicy,
+    RetryingClient,
     as_int,
     error_detail,
     one_line,
@@ -41,7 +41,7 @@ _OPTIONAL_FIELDS = (
 )
 
 
-class OpenAICompatibleClient:
+class OpenAICompatibleClient(RetryingClient):
     """An :class:`pcm.llm.LLMClient` for a chat-completions server; thread-safe.
 
     Replies are streamed, so ``timeout`` is a deadline on *silence* (see :mod:`pcm.llm.manners`); a server that
@@ -65,52 +65,24 @@ class OpenAICompatibleClient:
     ) -> None:
         if not base_url or not model:
             raise LLMError("an OpenAI-compatible server needs a base URL and a model: PCM_LLM=openai:BASE_URL#MODEL")
-        self.base_url = base_url.rstrip("/")
+        self._setup(
+            base_url, timeout=timeout, max_retries=max_retries, backoff=backoff, max_wait=max_wait, sleep=sleep,
+            progress=progress, progress_after=progress_after,
+        )
         self.model = model
         self.name = f"openai:{self.base_url}#{model}"
-        self.usage = Usage()
-        self.local = is_local(self.base_url)
-        self.timeout = idle_timeout(timeout, local=self.local)
         self._url = f"{self.base_url}/chat/completions"
-        #: The retry policy in use (public so callers and tests can see what settings produced).
-        self.retry = RetryPolicy(max_retries=max_retries, backoff=backoff, max_wait=max_wait, sleep=sleep)
         self._send_temperature = True
         #: Optional request fields this server refused once; never sent again by this client.
         self._refused: set[str] = set()
         #: Whether the server reads a llama.cpp GBNF ``grammar`` field (asked once, on the first bounded schema).
         self._gbnf: bool | None = None
-        self._gate = gate(self.base_url, local=self.local)
-        self._progress = progress
-        self._progress_after = progress_after
         headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
         connect = min(self.timeout, CONNECT_TIMEOUT)
         self._http = httpx.Client(timeout=httpx.Timeout(self.timeout, connect=connect), headers=headers)
 
-    def complete(
-        self,
-        *,
-        system: str,
-        messages: list[Message],
-        operation: str,
-        max_tokens: int = 4096,
-        schema: JsonSchema | None = None,
-    ) -> Completion:
-        completion = self.retry.run(self.name, lambda: self._attempt(system, messages, max_tokens, schema))
-        self.usage.record(operation, completion)
-        return completion
-
     def close(self) -> None:
         self._http.close()
-
-    def _attempt(
-        self, system: str, messages: list[Message], max_tokens: int, schema: JsonSchema | None
-    ) -> Completion:
-        while True:
-            try:
-                return self._send(system, messages, max_tokens, schema)
-            except RequestRejected as exc:
-                if not self._drop_refused_field(exc, schema):
-                    raise
 
     def _drop_refused_field(self, exc: RequestRejected, schema: JsonSchema | None) -> bool:
         """A 400 naming an optional field (temperature, stream_options, response_format): drop it and re-send.

@@ -20,6 +20,8 @@ from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
 from pcm.errors import LLMError
+from pcm.llm.base import Completion, JsonSchema, Message, Usage
+from pcm.llm.manners import gate, idle_timeout, is_local
 
 T = TypeVar("T")
 
@@ -179,3 +181,62 @@ def mentions_temperature(exc: BaseException) -> bool:
 def as_int(value: object) -> int:
     """A token count from a reply; servers that omit or garble usage count as 0 rather than fail the call."""
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+class RetryingClient:
+    """What the clients of a model behind HTTP share: a call is one attempt after another (:meth:`_attempt`) under
+    the retry policy, an attempt re-sends without an optional field the server refused, and the call's tokens are
+    counted under its operation once it succeeds."""
+
+    name: str
+    usage: Usage
+    retry: RetryPolicy
+    base_url: str
+    local: bool
+    timeout: float
+
+    def _setup(
+        self, base_url: str, *, timeout: float | None, max_retries: int, backoff: float, max_wait: float,
+        sleep: Callable[[float], None], progress: Callable[[str], None] | None, progress_after: float,
+    ) -> None:
+        """Where the client sends, how long it waits for a quiet server, how it retries, and how it takes its turn
+        at a local server and reports a long wait (:mod:`pcm.llm.manners`)."""
+        self.usage = Usage()
+        self.base_url = base_url.rstrip("/")
+        self.local = is_local(self.base_url)
+        self.timeout = idle_timeout(timeout, local=self.local)
+        #: The retry policy in use (public so callers and tests can see what settings produced).
+        self.retry = RetryPolicy(max_retries=max_retries, backoff=backoff, max_wait=max_wait, sleep=sleep)
+        self._gate = gate(self.base_url, local=self.local)
+        self._progress = progress
+        self._progress_after = progress_after
+
+    def complete(
+        self,
+        *,
+        system: str,
+        messages: list[Message],
+        operation: str,
+        max_tokens: int = 4096,
+        schema: JsonSchema | None = None,
+    ) -> Completion:
+        completion = self.retry.run(self.name, lambda: self._attempt(system, messages, max_tokens, schema))
+        self.usage.record(operation, completion)
+        return completion
+
+    def _attempt(self, system: str, messages: list[Message], max_tokens: int, schema: JsonSchema | None) -> Completion:
+        """One request, sent again without each optional field the server refuses; a :class:`Retryable` error is
+        the retry policy's to retry."""
+        while True:
+            try:
+                return self._send(system, messages, max_tokens, schema)
+            except RequestRejected as exc:
+                if not self._drop_refused_field(exc, schema):
+                    raise
+
+    def _send(self, system: str, messages: list[Message], max_tokens: int, schema: JsonSchema | None) -> Completion:
+        raise NotImplementedError
+
+    def _drop_refused_field(self, exc: RequestRejected, schema: JsonSchema | None) -> bool:
+        """Whether the rejection names an optional field this client can stop sending (then it has stopped)."""
+        raise NotImplementedError

@@ -43,7 +43,7 @@ from rdflib import OWL, RDF, RDFS, Literal, URIRef
 
 from pcm import resources
 from pcm.errors import InputError, PcmError
-from pcm.namespaces import PCM, PREFIXES, SCHEMA_HTTP, VOCABULARY_NAMESPACES, XSD, turtle_prefixes
+from pcm.namespaces import PCM, SCHEMA_HTTP, VOCABULARY_NAMESPACES, XSD, turtle_prefixes
 from pcm.ontology import (
     AREAS_FILE,
     DATATYPE_PROPERTY,
@@ -51,6 +51,7 @@ from pcm.ontology import (
     OBJECT_PROPERTY,
     Ontology,
     Term,
+    parse_turtle,
     read_areas,
 )
 from pcm.ontology_tools import catalog
@@ -179,7 +180,7 @@ def run_check(
         report.findings.append(Finding("reasoner", "skipped (--no-reasoner): consistency not checked", severity=WARNING))
     clock.lap("reasoner")
     directory = default_vocab_dir() if vocab_dir is DEFAULT_VOCAB else vocab_dir
-    vocab = load_vocabularies(directory)  # type: ignore[arg-type]
+    vocab = load_vocabularies(directory)  # type: ignore[arg-type]  # not the sentinel here: a Path or None
     if vocab.directory is None:
         report.findings.append(
             Finding("nonstandard-term", "no standard vocabularies given: only RDF and XSD terms were checked", severity=WARNING)
@@ -212,14 +213,8 @@ def _parse(directory: Path, report: CheckReport) -> Ontology | None:
     if not files:
         report.findings.append(Finding("parse", f"no .ttl file in {directory}"))
         return None
-    graph = rdflib.Graph()
-    for prefix, namespace in PREFIXES.items():
-        graph.bind(prefix, namespace, override=True)
-    for path in files:
-        try:
-            graph.parse(path, format="turtle")
-        except Exception as error:  # rdflib raises several unrelated types for bad Turtle
-            report.findings.append(Finding("parse", _first_line(error), where=path.name))
+    graph, errors = parse_turtle(files)
+    report.findings.extend(Finding("parse", _first_line(error), where=name) for name, error in errors.items())
     if report.findings:
         return None
     try:

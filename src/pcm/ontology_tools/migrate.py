@@ -342,7 +342,7 @@ def validate_memory(memory: MemoryContext, validator: Validator, *, examples: in
             for node in (q.subject, q.object):
                 if isinstance(node, ox.NamedNode | ox.BlankNode):
                     where.setdefault(_node_id(node), set()).add(graph)
-            stated.setdefault((_node_id(q.subject), q.predicate.value), set()).add(graph)  # type: ignore[arg-type]
+            stated.setdefault((_node_id(q.subject), q.predicate.value), set()).add(graph)  # type: ignore[arg-type]  # a delta's subjects are nodes, never triple terms
         delta = _rdflib_graph(quads)
         context = _context(memory, quads)
         report = validator.validate(delta, memory_namespace=memory.manifest.namespace, context=context)

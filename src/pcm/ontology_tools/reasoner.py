@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import rdflib
 from rdflib import OWL, RDF, URIRef
@@ -70,16 +71,16 @@ def run_hermit(graph: rdflib.Graph, workdir: Path | None = None) -> ReasonerResu
     return ReasonerResult(consistent, unsatisfiable, classes, time.perf_counter() - started)
 
 
-def _classify(owlready2: object, world: object, loaded: object, folder: Path) -> tuple[bool, tuple[str, ...]]:
+def _classify(owlready2: Any, world: Any, loaded: Any, folder: Path) -> tuple[bool, tuple[str, ...]]:
     with _TEMPDIR_LOCK:
         saved = tempfile.tempdir
         tempfile.tempdir = str(folder)
         try:
-            with loaded:  # type: ignore[attr-defined]
-                owlready2.sync_reasoner_hermit(world, infer_property_values=False, debug=0)  # type: ignore[attr-defined]
-        except owlready2.OwlReadyInconsistentOntologyError:  # type: ignore[attr-defined]
+            with loaded:
+                owlready2.sync_reasoner_hermit(world, infer_property_values=False, debug=0)
+        except owlready2.OwlReadyInconsistentOntologyError:
             return False, ()
-        except owlready2.OwlReadyJavaError as error:  # type: ignore[attr-defined]
+        except owlready2.OwlReadyJavaError as error:
             lines = [line for line in str(error).splitlines() if line.strip()]
             raise PcmError(f"HermiT failed: {lines[-1] if lines else 'no message'}") from error
         except (TypeError, AttributeError) as error:
@@ -89,7 +90,7 @@ def _classify(owlready2: object, world: object, loaded: object, folder: Path) ->
         finally:
             tempfile.tempdir = saved
     unsatisfiable = sorted(
-        c.iri for c in world.inconsistent_classes()  # type: ignore[attr-defined]
+        c.iri for c in world.inconsistent_classes()
         if hasattr(c, "iri") and not c.iri.startswith(str(OWL))  # owl:Nothing is empty by definition
     )
     return True, tuple(unsatisfiable)

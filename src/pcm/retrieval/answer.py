@@ -25,12 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 import pyoxigraph as ox
 
-from pcm.backend import QueryResult, Solutions
+from pcm.backend import QueryResult, Solutions, datetime_or_none
 from pcm.errors import QueryError
 from pcm.layout import HISTORY
 from pcm.llm.base import LLMClient, Message
 from pcm.namespaces import PROV
 from pcm.prompts import PromptFile, load
+from pcm.query_safety import QueryRunner
 from pcm.retrieval.postprocess import (
     Computed,
     difference,
@@ -39,7 +40,6 @@ from pcm.retrieval.postprocess import (
     format_term,
     written_dates,
 )
-from pcm.retrieval.safety import QueryRunner
 from pcm.sparql.check import SafeQuery, check_query
 from pcm.sparql.query import parse, query_shape
 
@@ -286,13 +286,13 @@ def posts_of(memory: MemoryContext, iris: Sequence[str]) -> list[EvidencePost]:
         return []
     found = []
     for row in memory.store.select(render_query("ask/posts", posts=values_clause("post", chosen))).dicts():
-        time_text = row["time"].value if "time" in row else None
+        when = datetime_or_none(row.get("time"))
         found.append((
-            _when(time_text),
+            when,
             int(row["position"].value),
             EvidencePost(
                 row["post"].value, row["source_id"].value if "source_id" in row else None, row["text"].value,
-                row["session"].value, _when(time_text), row["speaker"].value if "speaker" in row else None,
+                row["session"].value, when, row["speaker"].value if "speaker" in row else None,
                 row["role"].value,
             ),
         ))
@@ -300,13 +300,6 @@ def posts_of(memory: MemoryContext, iris: Sequence[str]) -> list[EvidencePost]:
     return [post for _, _, post in found]
 
 
-def _when(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text)
-    except ValueError:
-        return None
 
 
 def posts_from_hits(hits: Sequence[RecallHit]) -> list[EvidencePost]:

@@ -14,7 +14,7 @@ plans; each step of a plan is one run of the pipeline above (:func:`answer_step`
 
 Without an LLM (``PCM_LLM=none``) it answers with the utterances that best match the question, and says so (a
 question about the conversations themselves gets the best matching session summary instead, when there is one).
-``ask`` never modifies the memory: every query it runs goes through :mod:`pcm.retrieval.safety`.
+``ask`` never modifies the memory: every query it runs goes through :mod:`pcm.query_safety`.
 
 Determinism: the same memory and question give the same SPARQL, result and evidence; model replies are cached by
 memory version and prompt (in the process and in ``<memory>/cache/ask/llm``), so asking again costs no LLM call.
@@ -689,8 +689,8 @@ def closest_said(hit: Any) -> str:
 
 
 def _summary_context(memory: MemoryContext, question: str, k: int) -> list[tuple[str, list[EvidencePost]]]:
-    """Session summaries matching the question (:mod:`pcm.summaries.context`); empty when unavailable."""
-    from pcm.summaries.context import summary_context
+    """Session summaries matching the question (:mod:`pcm.retrieval.summaries`); empty when unavailable."""
+    from pcm.retrieval.summaries import summary_context
 
     try:
         return list(summary_context(memory, question, k=k))

@@ -34,6 +34,7 @@ from pcm.context import CACHE_DIR
 from pcm.errors import PcmError
 from pcm.resources import render_query
 from pcm.sparql import literal_term, values_clause
+from pcm.words import CONTENT_STOPWORDS
 
 if TYPE_CHECKING:
     from pcm.context import MemoryContext
@@ -81,14 +82,6 @@ BOOKKEEPING = frozenset({
 HIDDEN_AREAS = frozenset({"conversation", "provenance"})
 _REMOTE_VERSION_TTL = 5.0
 
-_STOPWORD_TEXT = """a an the my our your his her their its i me we you he she they it this that these those and or but
-    of in on at to for from with by about as is are was were be been am do did does have has had not no yes so just
-    very really too also then than there here what which who whom whose when where why how all any some one two ever
-    now still yet again doing done get got go went going come came say said tell told much many more most less few
-    kind sort type name names thing things day days week weeks month months year years time times ago last next
-    first before after during since until between per each every other another same own new old way like can
-    could would should will shall may might must"""
-_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 _WORD = re.compile(r"[A-Za-z0-9À-ÿ][\w'’&.-]*")
 
 
@@ -199,7 +192,7 @@ def build_grounding(
 
 def catalogue_areas(question: str, entities: Sequence[GroundedEntity], ontology: Ontology) -> tuple[str, ...] | None:
     """None (everything) while the catalogue is small; otherwise the core plus the areas the question points to."""
-    from pcm.extraction.areas import select_areas
+    from pcm.catalogue_areas import select_areas
     from pcm.ontology import AREAS
 
     visible = tuple(a for a in AREAS if a not in HIDDEN_AREAS)
@@ -270,8 +263,8 @@ def mentions(question: str, limit: int = MAX_MENTIONS, *, exclude: Iterable[str]
     spans: list[str] = []
     current: list[str] = []
     for i, word in enumerate(words):
-        capital = word[0].isupper() and (i > 0 or word.lower() not in _STOPWORDS)
-        if capital and word.lower() not in _STOPWORDS | {"i"}:
+        capital = word[0].isupper() and (i > 0 or word.lower() not in CONTENT_STOPWORDS)
+        if capital and word.lower() not in CONTENT_STOPWORDS | {"i"}:
             current.append(word)
             continue
         if current:
@@ -279,10 +272,10 @@ def mentions(question: str, limit: int = MAX_MENTIONS, *, exclude: Iterable[str]
             current = []
     if current:
         spans.append(" ".join(current))
-    content = [w.lower() for w in words if w.lower() not in _STOPWORDS and len(w) > 1]
+    content = [w.lower() for w in words if w.lower() not in CONTENT_STOPWORDS and len(w) > 1]
     bigrams = [
         f"{a.lower()} {b.lower()}" for a, b in zip(words, words[1:], strict=False)
-        if a.lower() not in _STOPWORDS and b.lower() not in _STOPWORDS and len(a) > 1 and len(b) > 1
+        if a.lower() not in CONTENT_STOPWORDS and b.lower() not in CONTENT_STOPWORDS and len(a) > 1 and len(b) > 1
     ]
     ordered: dict[str, str] = {}
     for mention in [*spans, *bigrams, *content]:

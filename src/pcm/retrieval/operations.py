@@ -301,6 +301,22 @@ def _kin_of(ops: Operations, agent: str, kind: str) -> list[tuple[str, str]]:
     return [(str(v[0].value), v[1]) for v in values if isinstance(v[0], ox.NamedNode)]
 
 
+def _values_of_kind(
+    ops: Operations, frame: Frame, subject: str, prop: str
+) -> list[tuple[ox.NamedNode | ox.BlankNode | ox.Literal, str, str]]:
+    """The subject's values of ``prop`` (the frame's); when the frame names a class too, only those of that kind.
+
+    A frame names the kind counted and the link to it; values that are not of that kind ("the companies she worked
+    for" read as her work places) leave the count to the members of the class.
+    """
+    values = ops.values(subject, prop)
+    if values and frame.cls:
+        named = [str(v[0].value) for v in values if isinstance(v[0], ox.NamedNode)]
+        kind = {c.iri for c in ops.members(frame.cls, named)}
+        values = [v for v in values if isinstance(v[0], ox.NamedNode) and v[0].value in kind]
+    return values
+
+
 def _count(ops: Operations, frame: Frame) -> Worked | None:
     subject = ops.subject(frame)
     if subject is None:
@@ -312,13 +328,7 @@ def _count(ops: Operations, frame: Frame) -> Worked | None:
     if frame.prop and _holds_numbers(ops, frame.prop):
         return _stored_number(ops, frame, subject)
     if frame.prop:
-        values = ops.values(subject, frame.prop)
-        if values and frame.cls:
-            # a frame names the kind counted and the link to it; values that are not of that kind ("the
-            # companies she worked for" read as her work places) leave the count to the members of the class
-            kind = {c.iri for c in ops.members(frame.cls, [str(v[0].value) for v in values
-                                                           if isinstance(v[0], ox.NamedNode)])}
-            values = [v for v in values if isinstance(v[0], ox.NamedNode) and v[0].value in kind]
+        values = _values_of_kind(ops, frame, subject, frame.prop)
         if values:
             names = sorted({label for _, label, _ in values})
             return Worked(f"{len(names)} ({', '.join(names)}).", tuple(sorted({g for *_, g in values})),
@@ -400,13 +410,7 @@ def _current(ops: Operations, frame: Frame) -> Worked | None:
     if by_class is not None:
         return by_class
     if frame.prop:
-        values = ops.values(subject, frame.prop)
-        if values and frame.cls:
-            # a frame names the kind counted and the link to it; values that are not of that kind ("the
-            # companies she worked for" read as her work places) leave the count to the members of the class
-            kind = {c.iri for c in ops.members(frame.cls, [str(v[0].value) for v in values
-                                                           if isinstance(v[0], ox.NamedNode)])}
-            values = [v for v in values if isinstance(v[0], ox.NamedNode) and v[0].value in kind]
+        values = _values_of_kind(ops, frame, subject, frame.prop)
         if values:
             said = _said_times(ops, [g for *_, g in values])
             newest = max(said.get(g, "") for *_, g in values)
@@ -641,7 +645,7 @@ def _said_times(ops: Operations, graphs: Sequence[str]) -> dict[str, str]:
     posts = {p.post: p for p in posts_of(ops.memory, sorted({p for ps in by_graph.values() for p in ps}))}
     out: dict[str, str] = {}
     for graph, said in by_graph.items():
-        times = [posts[p].time.isoformat() for p in said if p in posts and posts[p].time is not None]  # type: ignore[union-attr]
+        times = [t.isoformat() for p in said if p in posts and (t := posts[p].time) is not None]
         out[graph] = max(times, default="")
     return out
 

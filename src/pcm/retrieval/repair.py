@@ -29,9 +29,9 @@ from pcm.errors import QueryError
 from pcm.layout import EXTRACTION_PREFIX, IMPORT_PREFIX
 from pcm.llm.base import LLMClient, Message
 from pcm.namespaces import PCM, PREFIXES, RDF, RDFS, SCHEMA, SKOS
+from pcm.query_safety import QueryRunner, QueryTimeout
 from pcm.retrieval.nl2sparql import Draft, QueryForm, ask_model, repair_message
 from pcm.retrieval.postprocess import Compute, ComputeError, apply
-from pcm.retrieval.safety import QueryRunner, QueryTimeout
 from pcm.sparql.check import QueryRefused, SafeQuery, check_query, expand_hierarchy
 from pcm.sparql.lexer import (
     Token,

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pcm.words import STOPWORDS
+
 if TYPE_CHECKING:
     from pcm.retrieval.grounding import GroundedEntity
 
@@ -19,10 +21,6 @@ NAMED_SCORE = 0.8
 """Grounding's score from which a match counts as the person the question names (see :mod:`pcm.retrieval.facts`)."""
 _OWNER_WORDS = frozenset({"i", "me", "we", "us", "my", "our"})
 _CONTENT = re.compile(r"[a-z0-9]+")
-_STOP = frozenset(
-    ["a", "an", "the", "i", "my", "our", "your", "his", "her", "their", "its", "of", "at", "in", "on", "to", "for",
-     "from", "with", "and", "or", "this", "that", "these"]
-)
 
 
 @dataclass(frozen=True)
@@ -56,7 +54,7 @@ def content_words(text: str) -> set[str]:
     ``machine``): what matches "the espresso machine" to a purchase, or "Cascade Health" to a job's line."""
     out = set()
     for word in _CONTENT.findall(text.lower()):
-        if word in _STOP:
+        if word in STOPWORDS:
             continue
         out.add(word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word)
     return out

@@ -12,7 +12,7 @@ Three layers, cheapest first:
    to a constant (``?x a/rdfs:subClassOf* schema:Event``) is what type-first queries use and is fine.
 3. **Bounds**: a ``LIMIT`` is added when missing and lowered when larger than the configured maximum
    (:func:`pcm.sparql.rewrite.bound_limit`). The time limit is the query runner's
-   (:mod:`pcm.retrieval.safety`).
+   (:mod:`pcm.query_safety`).
 """
 
 from __future__ import annotations

@@ -4,6 +4,9 @@ count, the method (``pcm:model``: a model name or ``extractive``), the prompt ve
 
 One activity per session, rewritten with its summary in one atomic update, so "which posts does this summary
 cover" is one query and a summary never claims a post it was not made from (a forget re-summarises or drops it).
+
+The reads of a session's turns and the cached sentence vectors live here too: the summariser and ask's summary
+matching (:mod:`pcm.retrieval.summaries`) share them, and ask reads summaries without importing the summariser.
 """
 
 from __future__ import annotations
@@ -13,17 +16,22 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyoxigraph as ox
 
+from pcm.backend import datetime_or_none
 from pcm.namespaces import PCM, PROV, RDF
 from pcm.provenance import dt_literal, int_literal
 from pcm.resources import render_query
 from pcm.sparql import iri_term, values_clause
+from pcm.summaries.text import Turn
 
 if TYPE_CHECKING:
     from pcm.context import MemoryContext
 
 EXTRACTIVE = "extractive"
+#: Text vectors kept per memory (sentences of extractive summaries, summaries matched to questions).
+_VECTOR_CACHE = 50_000
 N = ox.NamedNode
 
 
@@ -180,3 +188,37 @@ def covered_range(memory: MemoryContext, session: str) -> tuple[str | None, str 
     rows = memory.store.select(q).dicts()
     row = rows[0] if rows else {}
     return (row["first"].value if "first" in row else None, row["last"].value if "last" in row else None)
+
+
+# -------------------------------------------------------------------- reads the summariser and ask share
+def session_turns(memory: MemoryContext, session: str) -> list[Turn]:
+    """A session's posts in order, with who spoke each and when."""
+    turns = []
+    for row in memory.store.select(render_query("summaries/session_turns", session=iri_term(session))).dicts():
+        speaker = row["speaker"].value if "speaker" in row else row["role"].value
+        turns.append(
+            Turn(row["post"].value, int(row["position"].value), row["text"].value, speaker, datetime_or_none(row.get("time")))
+        )
+    return turns
+
+
+def cached_vectors(memory: MemoryContext, texts: Sequence[str]) -> np.ndarray:
+    """MiniLM vectors of ``texts``, one row each, kept on the memory's context (``_VECTOR_CACHE`` entries at most).
+
+    Re-summarising a growing session embeds only its new sentences, and matching questions to the same summaries
+    embeds each summary once. The model runs outside the lock, so concurrent callers do not wait on each other.
+    """
+    from pcm.index import get_embedder
+
+    kept = memory.text_vectors
+    with memory.lock:
+        known = {t: kept[t] for t in texts if t in kept}
+    missing = [t for t in dict.fromkeys(texts) if t not in known]
+    if missing:
+        fresh = dict(zip(missing, get_embedder().encode(missing), strict=True))
+        known.update(fresh)
+        with memory.lock:
+            if len(kept) + len(fresh) > _VECTOR_CACHE:
+                kept.clear()
+            kept.update(fresh)
+    return np.stack([known[t] for t in texts])

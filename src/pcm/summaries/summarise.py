@@ -18,19 +18,17 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from pcm.errors import LLMError
 from pcm.llm.base import LLMClient, Message
 from pcm.prompts import PromptFile, load
-from pcm.resources import render_query
-from pcm.sparql import iri_term
 from pcm.summaries.store import (
     EXTRACTIVE,
     StoredSummary,
+    cached_vectors,
     clear_update,
     drop_summary,
     read_summary,
+    session_turns,
     sessions_of_posts,
     summaries_using,
     write_summary,
@@ -48,8 +46,6 @@ LLM_BATCH = 40
 MAX_WORDS = 150
 #: Characters of one turn sent to the model.
 MAX_TURN_CHARS = 1500
-#: Text vectors kept per memory (sentences of extractive summaries, summaries matched to questions).
-_VECTOR_CACHE = 50_000
 
 
 @dataclass
@@ -132,15 +128,6 @@ def after_forget(memory: MemoryContext, sessions: Sequence[str]) -> SummaryRepor
     return update_summaries(memory, sessions, None, refresh=True)
 
 
-def session_turns(memory: MemoryContext, session: str) -> list[Turn]:
-    """A session's posts in order, with who spoke each."""
-    turns = []
-    for row in memory.store.select(render_query("summaries/session_turns", session=iri_term(session))).dicts():
-        speaker = row["speaker"].value if "speaker" in row else row["role"].value
-        turns.append(Turn(row["post"].value, int(row["position"].value), row["text"].value, speaker))
-    return turns
-
-
 def _extractive(memory: MemoryContext, session: str, turns: Sequence[Turn]) -> StoredSummary:
     chosen = central_sentences(sentences(turns), _encoder(memory))
     return write_summary(memory, session, summary_text(chosen), [t.post for t in turns], method=EXTRACTIVE)
@@ -149,28 +136,6 @@ def _extractive(memory: MemoryContext, session: str, turns: Sequence[Turn]) -> S
 def _encoder(memory: MemoryContext) -> Encoder | None:
     """MiniLM when the side index is on (its model is the one already loaded), else None (TF-IDF, no torch)."""
     return partial(cached_vectors, memory) if memory.settings.index_enabled else None
-
-
-def cached_vectors(memory: MemoryContext, texts: Sequence[str]) -> np.ndarray:
-    """MiniLM vectors of ``texts``, one row each, kept on the memory's context (``_VECTOR_CACHE`` entries at most).
-
-    Re-summarising a growing session embeds only its new sentences, and matching questions to the same summaries
-    embeds each summary once. The model runs outside the lock, so concurrent callers do not wait on each other.
-    """
-    from pcm.index import get_embedder
-
-    kept = memory.text_vectors
-    with memory.lock:
-        known = {t: kept[t] for t in texts if t in kept}
-    missing = [t for t in dict.fromkeys(texts) if t not in known]
-    if missing:
-        fresh = dict(zip(missing, get_embedder().encode(missing), strict=True))
-        known.update(fresh)
-        with memory.lock:
-            if len(kept) + len(fresh) > _VECTOR_CACHE:
-                kept.clear()
-            kept.update(fresh)
-    return np.stack([known[t] for t in texts])
 
 
 def _with_model(
@@ -194,7 +159,7 @@ def _with_model(
         batch = new[start : start + LLM_BATCH]
         system = prompt.render("system", max_words=str(MAX_WORDS))
         user = prompt.render(
-            "user", session=session, previous=previous or "(none yet)", turns=_turn_lines(memory, batch),
+            "user", session=session, previous=previous or "(none yet)", turns=_turn_lines(batch),
         )
         reply = client.complete(system=system, messages=[Message.user(user)], operation=OPERATION, max_tokens=600)
         calls += 1
@@ -207,20 +172,13 @@ def _with_model(
     return written, calls
 
 
-def _turn_lines(memory: MemoryContext, turns: Sequence[Turn]) -> str:
-    times = _times(memory, [t.post for t in turns])
+def _turn_lines(turns: Sequence[Turn]) -> str:
     lines = []
     for t in turns:
         text = t.text if len(t.text) <= MAX_TURN_CHARS else t.text[:MAX_TURN_CHARS] + "…"
-        when = f" ({times[t.post]})" if t.post in times else ""
+        when = f" ({t.time.isoformat()})" if t.time is not None else ""
         lines.append(f"[{t.position}] {t.speaker}{when}: {text}")
     return "\n".join(lines)
-
-
-def _times(memory: MemoryContext, posts: Sequence[str]) -> dict[str, str]:
-    from pcm.retrieval.answer import posts_of
-
-    return {p.post: p.time.isoformat() for p in posts_of(memory, posts) if p.time is not None}
 
 
 def _prompt() -> PromptFile:

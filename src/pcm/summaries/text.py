@@ -15,8 +15,11 @@ import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 import numpy as np
+
+from pcm.words import STOPWORDS
 
 #: Sentences kept in an extractive summary.
 MAX_SENTENCES = 5
@@ -31,9 +34,6 @@ FULL_WORDS = 8
 
 _SPLIT = re.compile(r"(?<=[.!?])\s+(?=[\"'“(\[A-Z0-9])")
 _TOKEN = re.compile(r"[a-z0-9][a-z0-9'’-]*")
-_STOPWORDS = """a an and are as at be but by for from had has have he her his i if in is it its me my of on or our she so
-    that the their them they this to was we were what with you your yeah oh just really so very too"""
-_STOP = frozenset(_STOPWORDS.split())
 
 Encoder = Callable[[Sequence[str]], np.ndarray]
 
@@ -46,6 +46,8 @@ class Turn:
     position: int
     text: str
     speaker: str
+    time: datetime | None = None
+    """When it was said (``dcterms:created``), if known."""
 
 
 @dataclass(frozen=True)
@@ -127,7 +129,7 @@ def _substance(text: str) -> float:
 def content_words(text: str) -> list[str]:
     """Content words, crudely singular ("dogs" and "dog's" match "dog")."""
     words = (t.removesuffix("'s").removesuffix("’s") for t in _TOKEN.findall(text.lower()))
-    return [w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in words if w not in _STOP]
+    return [w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in words if w not in STOPWORDS]
 
 
 def _normalise(vectors: np.ndarray) -> np.ndarray:

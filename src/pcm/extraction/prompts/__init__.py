@@ -5,7 +5,7 @@ prompts are part of what an extraction *was* (their versions and digests are rec
 and a re-run skips posts extracted with the same prompt and ontology versions). The vocabulary catalogue inside
 ``extract.v3.md`` is generated from ``pcm_ontology/`` by :func:`refresh_catalogue` and never typed by hand; a test
 keeps the committed copy equal to the generated one. Each call sends only what the utterance needs: the compact
-catalogue of the areas relevant to it (see :func:`pcm.extraction.areas.select_areas`; the full catalogue is ~10k
+catalogue of the areas relevant to it (see :func:`pcm.catalogue_areas.select_areas`; the full catalogue is ~10k
 tokens) and the topic notes (``part: hints``) of the selected areas only.
 
 The layout is for prompt caches (a server's, or llama.cpp's reuse of the longest common token prefix): the system

@@ -48,10 +48,11 @@ import re
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 
 import pyoxigraph as ox
 
-from pcm.backend import Backend, Solutions
+from pcm.backend import Backend, Solutions, value_or_none
 from pcm.layout import CONVERSATION, HISTORY, LEGACY_PREFIX, ONTOLOGY, PROVENANCE
 from pcm.namespaces import (
     FOAF,
@@ -165,7 +166,7 @@ class GraphView:
             self._thesis = ", ".join(str(c) for c in classes if c is not None)
         return self._thesis
 
-    def walkable(self, term: object) -> bool:
+    def walkable(self, term: object) -> TypeGuard[Node]:
         """An IRI that may be a vertex (not a vocabulary term or a graph name)."""
         return isinstance(term, ox.NamedNode) and not term.value.startswith(_NOT_VERTICES)
 
@@ -182,7 +183,7 @@ class GraphView:
         ).rows
         walkable = self.walkable
         return [
-            Neighbour(int(tag.value), vertex, parent)  # type: ignore[arg-type]
+            Neighbour(int(_value(tag).value), vertex, _node(parent))
             for tag, vertex, parent in rows
             if parent is not None and walkable(vertex)
         ]
@@ -191,7 +192,7 @@ class GraphView:
         """Up to ``limit`` neighbours of one vertex each way (its facts, facts about it, its posts or entities):
         a bounded sample of a vertex that may touch thousands of facts."""
         rows = self._select("around", vertex=str(vertex), limit=str(int(limit)), **self._terms).rows
-        return [x for (x,) in dict.fromkeys(rows) if self.walkable(x)]  # type: ignore[misc]
+        return [x for (x,) in dict.fromkeys(rows) if self.walkable(x)]
 
     def meet(self, frontier: Sequence[tuple[int, Node]]) -> list[tuple[Node, int, Node]]:
         """Vertices one hop from the frontiers of two or more tags, as (vertex, tag, parent) for every tag that
@@ -202,7 +203,7 @@ class GraphView:
             "meet", frontier=" ".join(f"({tag} {vertex})" for tag, vertex in frontier), **self._terms
         ).rows
         return [
-            (x, int(tag.value), parent)  # type: ignore[misc]
+            (x, int(_value(tag).value), _node(parent))
             for x, tag, parent in rows
             if parent is not None and self.walkable(x)
         ]
@@ -229,10 +230,11 @@ class GraphView:
     def _read_edges(self, vertices: list[Node]) -> dict[Node, list[Step]]:
         rows = self._select("edges", frontier=" ".join(str(v) for v in vertices), **self._terms).rows
         fetched: dict[Node, list[Step]] = {v: [] for v in vertices}
-        for y, p, x, fwd in rows:
-            step = self._step(y, p, x, fwd)  # type: ignore[arg-type]
+        for subject, p, x, fwd in rows:
+            y = _node(subject)
+            step = self._step(y, _node(p), x, fwd)
             if step is not None:
-                fetched[y].append(step)  # type: ignore[index]
+                fetched[y].append(step)
         return fetched
 
     def _probe(self, vertices: list[Node]) -> None:
@@ -240,7 +242,7 @@ class GraphView:
         for start in range(0, len(vertices), 1000):
             chunk = vertices[start : start + 1000]
             for v, n in self._select("degrees", iris=" ".join(str(x) for x in chunk)).rows:
-                self._degree[v] = int(n.value)  # type: ignore[index]
+                self._degree[_node(v)] = int(value_or_none(n) or 0)
 
     def degrees(self, vertices: Sequence[Node]) -> dict[Node, int]:
         """Triples touching each vertex (counted in the engine the first time, nothing shipped)."""
@@ -255,7 +257,7 @@ class GraphView:
         rows = self._select(
             "bridges", firsts=" ".join(str(v) for v in dict.fromkeys(firsts)), goal=str(goal), **self._terms
         ).rows
-        return [(a, y) for a, y in rows if self.walkable(y)]  # type: ignore[misc]
+        return [(_node(a), y) for a, y in rows if self.walkable(y)]
 
     def degree(self, vertex: Node) -> int:
         """Triples touching ``vertex`` when last read in full (0 if never)."""
@@ -263,7 +265,7 @@ class GraphView:
 
     def _sample(self, vertex: Node, cap: int) -> list[Step]:
         rows = self._select("edges_sample", vertex=str(vertex), limit=str(int(cap)), **self._terms).rows
-        steps = [self._step(vertex, p, x, fwd) for p, x, fwd in rows]  # type: ignore[arg-type]
+        steps = [self._step(vertex, _node(p), x, fwd) for p, x, fwd in rows]
         return [s for s in steps if s is not None]
 
     def _step(self, y: Node, p: Node, x: object, fwd: object) -> Step | None:
@@ -271,7 +273,7 @@ class GraphView:
             return Step(Triple(y, p, x), True)
         if not self.walkable(x):
             return None
-        return Step(Triple(y, p, x), True) if is_true(fwd) else Step(Triple(x, p, y), False)  # type: ignore[arg-type]
+        return Step(Triple(y, p, x), True) if is_true(fwd) else Step(Triple(x, p, y), False)
 
     def begin(self) -> None:
         """Start one retrieval: triples read from now on are kept until the next one (the store may change)."""
@@ -286,8 +288,9 @@ class GraphView:
         found: dict[tuple[Node, Node], list[Step]] = {}
         for a, b, p, fwd in rows:  # the query binds ?a ?b ?p to IRIs only
             forward = is_true(fwd)
-            triple = Triple(a, p, b) if forward else Triple(b, p, a)  # type: ignore[arg-type]
-            found.setdefault((a, b), []).append(Step(triple, forward))  # type: ignore[arg-type]
+            a, p, b = _node(a), _node(p), _node(b)
+            triple = Triple(a, p, b) if forward else Triple(b, p, a)
+            found.setdefault((a, b), []).append(Step(triple, forward))
         for steps in found.values():
             steps.sort(key=lambda s: (not s.forward, s.triple.p.value))
         return found
@@ -324,7 +327,7 @@ class GraphView:
             for x, label, content in self._select("labels", iris=" ".join(str(v) for v in chunk)).rows:
                 text = label.value if label is not None else _snippet(content.value) if content is not None else None
                 if text:
-                    self._labels[x] = text  # type: ignore[index]
+                    self._labels[_node(x)] = text
             for v in chunk:
                 self._labels.setdefault(v, local_name(v.value))
         return {v: self._labels[v] for v in wanted}
@@ -336,16 +339,16 @@ class GraphView:
             chunk = triples[start : start + 200]
             rows = self._select("sources", triples=" ".join(f"({t.s} {t.p} {t.o})" for t in chunk)).dicts()
             for row in rows:
-                triple = Triple(row["s"], row["p"], row["o"])  # type: ignore[arg-type]
+                triple = Triple(_node(row["s"]), _node(row["p"]), _value(row["o"]))
                 found.setdefault(triple, []).append(
                     Source(
-                        post=_value(row.get("post")),
-                        text=_value(row.get("content")),
-                        session=_value(row.get("session")),
-                        time=_value(row.get("time")),
-                        speaker=_value(row.get("speaker")),
-                        source_id=_value(row.get("source_id")),
-                        file=_value(row.get("file")),
+                        post=value_or_none(row.get("post")),
+                        text=value_or_none(row.get("content")),
+                        session=value_or_none(row.get("session")),
+                        time=value_or_none(row.get("time")),
+                        speaker=value_or_none(row.get("speaker")),
+                        source_id=value_or_none(row.get("source_id")),
+                        file=value_or_none(row.get("file")),
                     )
                 )
         for triple in triples:  # an episodic step's source is the post itself
@@ -399,5 +402,15 @@ def _snippet(text: str, words: int = 16) -> str:
     return " ".join(parts[:words]) + (" …" if len(parts) > words else "")
 
 
-def _value(term: object) -> str | None:
-    return None if term is None else term.value  # type: ignore[attr-defined]
+def _node(term: object) -> Node:
+    """A term our traversal queries bind to an IRI only; anything else is a bug in the query and fails as such."""
+    if not isinstance(term, ox.NamedNode):
+        raise TypeError(f"an IRI expected from a traversal query, got {term!r}")
+    return term
+
+
+def _value(term: object) -> ox.NamedNode | ox.Literal:
+    """A fact's object as our traversal queries bind it: an IRI or a literal."""
+    if not isinstance(term, ox.NamedNode | ox.Literal):
+        raise TypeError(f"an IRI or a literal expected from a traversal query, got {term!r}")
+    return term

@@ -61,7 +61,7 @@ class Step(NamedTuple):
 
     @property
     def source(self) -> Node:
-        return self.triple.s if self.forward else self.triple.o  # type: ignore[return-value]
+        return self.triple.s if self.forward else self.triple.o  # type: ignore[return-value]  # walked backwards from an IRI
 
     @property
     def target(self) -> Value:

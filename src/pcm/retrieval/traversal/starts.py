@@ -12,19 +12,13 @@ import re
 from dataclasses import dataclass
 from typing import Protocol
 
+from pcm.words import CONTENT_STOPWORDS
+
 LABEL_SCORE = 0.8
 """The index's floor for a label match (exact >= 0.9, normalised >= 0.8): see ``pcm.index.entities``."""
 
 _WORD = re.compile(r"[A-Za-z0-9À-ÿ][\w'’&.-]*")
 _QUOTED = re.compile(r'"([^"]{2,80})"|“([^”]{2,80})”|\'([^\']{2,80})\'')
-_STOPWORDS = """a about above after again all also am an and any are as at be been before being below between both but by can
-    could did do does doing down during each else ever few for from had has have having he her here hers herself him
-    himself his how i if in into is it its itself just know last let like many may me might mine more most much must
-    my myself new next no nor not now of off on once one only or other our ours ourselves out over own please same
-    say said she should so some still such tell than that the their theirs them themselves then there these they
-    this those through to too under until up us very was we were what when where which while who whom whose why
-    will with would yes yet you your yours yourself yourselves ever remember remind recall get got go went"""
-_STOP = frozenset(_STOPWORDS.split())
 _QUESTION_START = frozenset({"what", "which", "who", "whom", "whose", "when", "where", "why", "how", "did", "do",
                              "does", "is", "are", "was", "were", "can", "could", "should", "would", "tell", "i"})
 
@@ -56,7 +50,7 @@ def mentions(question: str, max_words: int = 4) -> list[tuple[str, bool]]:
     tokens = _WORD.findall(question)
     for run in _capitalised_runs(tokens):
         found.setdefault(" ".join(run), True)
-    content = [t for t in tokens if t.lower().strip(".'’") not in _STOP]
+    content = [t for t in tokens if t.lower().strip(".'’") not in CONTENT_STOPWORDS]
     for n in range(min(max_words, len(content)), 0, -1):
         for i in range(len(content) - n + 1):
             gram = " ".join(content[i : i + n]).strip(".")

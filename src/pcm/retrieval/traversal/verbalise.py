@@ -36,7 +36,7 @@ class Verbaliser:
             for t in missing:
                 known[t] = self._sentence(t, names)
             out = [known[t] for t in triples]
-        return out  # type: ignore[return-value]
+        return out  # type: ignore[return-value]  # every None was filled in above
 
     def text(self, triple: Triple) -> str:
         return self.texts([triple])[0]

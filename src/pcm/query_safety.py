@@ -139,7 +139,7 @@ class _Worker:
         self.path = path
         self.memory_mb = memory_mb
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", "from pcm.retrieval.safety import _worker_main; _worker_main()", str(path),
+            [sys.executable, "-c", "from pcm.query_safety import _worker_main; _worker_main()", str(path),
              str(memory_mb)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

@@ -16,13 +16,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pcm.summaries.store import SummaryRow, all_summaries, session_range
-from pcm.summaries.summarise import cached_vectors, session_turns
+from pcm.retrieval.answer import EvidencePost, posts_of
+from pcm.summaries.store import SummaryRow, all_summaries, cached_vectors, session_range, session_turns
 from pcm.summaries.text import tfidf_vectors
 
 if TYPE_CHECKING:
     from pcm.context import MemoryContext
-    from pcm.retrieval.answer import EvidencePost
 
 #: Representative posts given with each summary.
 POSTS_PER_SUMMARY = 3
@@ -65,8 +64,6 @@ def match_sessions(memory: MemoryContext, question: str, k: int = 3) -> list[Ses
 
 def summary_context(memory: MemoryContext, question: str, k: int = 3) -> list[tuple[str, list[EvidencePost]]]:
     """The best matching sessions' summaries as context lines, each with a few representative posts."""
-    from pcm.retrieval.answer import posts_of
-
     context = []
     for match in match_sessions(memory, question, k):
         row = match.row

@@ -1,4 +1,7 @@
-"""Which parts of the vocabulary catalogue one extraction call gets.
+"""Which parts of the vocabulary catalogue one model call gets (an extraction, or an ask's query writing).
+
+A service of the ontology, beside :mod:`pcm.ontology`, so that extraction (writing) and ask (reading) choose
+areas the same way without one pipeline importing the other.
 
 Why: the full catalogue is ~10k tokens, most of it irrelevant to any one utterance ("I bought a bike" needs no
 health or family terms). Each call gets the core areas every utterance may need (people, places, actions, time and

@@ -1,0 +1,44 @@
+"""Stop words: the one list of words that never say what a text or a question is about.
+
+Every part that picks content words (recall's keyword leg and term graph, entity grounding of an utterance or a
+question, traversal starts, summaries, the facts benchmark's matching) starts from :data:`STOPWORDS`; a part that
+needs more adds one of the named sets below rather than keeping a list of its own.
+"""
+
+from __future__ import annotations
+
+#: Function words and the small talk of chat ("wow", "great", "gonna"), lower case.
+STOPWORDS = frozenset([
+    "a", "about", "above", "after", "again", "against", "all", "almost", "also", "am", "an", "and", "any", "anyone",
+    "anything", "are", "aren", "as", "at", "back", "be", "because", "been", "before", "being", "below", "between",
+    "both", "but", "by", "can", "cannot", "could", "couldn", "did", "didn", "do", "does", "doesn", "doing", "don",
+    "down", "during", "each", "either", "else", "even", "ever", "every", "everyone", "everything", "few", "for",
+    "from", "further", "get", "gets", "getting", "going", "gonna", "good", "got", "great", "had", "hadn", "has",
+    "hasn", "have", "haven", "having", "he", "hello", "her", "here", "hers", "herself", "hey", "hi", "him",
+    "himself", "his", "how", "i", "if", "in", "into", "is", "isn", "it", "its", "itself", "just", "kind", "know",
+    "let", "lets", "like", "ll", "look", "looking", "looks", "lot", "lots", "made", "make", "makes", "me", "might",
+    "mine", "more", "most", "much", "must", "my", "myself", "nice", "no", "nor", "not", "now", "of", "off", "oh",
+    "ok", "okay", "on", "once", "one", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own",
+    "quite", "rather", "re", "really", "said", "same", "say", "says", "see", "seen", "shall", "she", "should",
+    "shouldn", "so", "some", "someone", "something", "sort", "still", "such", "sure", "tell", "than", "thank",
+    "thanks", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "thing",
+    "things", "think", "this", "those", "though", "through", "to", "told", "too", "under", "until", "up", "upon",
+    "us", "ve", "very", "wanna", "want", "was", "wasn", "way", "we", "well", "were", "weren", "what", "whatever",
+    "when", "where", "whether", "which", "while", "who", "whom", "whose", "why", "will", "with", "won", "would",
+    "wouldn", "wow", "yeah", "yes", "yet", "you", "your", "yours", "yourself", "yourselves",
+])
+
+#: Relative time words: they place a question or an utterance in time, they do not name what it is about.
+TIME_WORDS = frozenset([
+    "ago", "day", "days", "first", "last", "month", "months", "new", "next", "time", "times", "today", "tomorrow",
+    "week", "weeks", "year", "years", "yesterday",
+])
+
+#: The words a request to remember wraps its subject in ("please remind me what ...", "name the type of ...").
+QUESTION_WORDS = frozenset([
+    "another", "came", "come", "done", "go", "less", "many", "may", "name", "names", "old", "per", "please", "recall",
+    "remember", "remind", "since", "two", "type", "went",
+])
+
+#: The words a question or an utterance names its subject among: grounding, traversal starts, extraction's mentions.
+CONTENT_STOPWORDS = STOPWORDS | TIME_WORDS | QUESTION_WORDS
