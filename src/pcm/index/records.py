@@ -1,4 +1,5 @@
-"""The rows the side index holds and the answers it gives, as plain frozen dataclasses.
+"""The rows the side index holds and the answers it gives: its rows as plain frozen dataclasses, its recall hits
+as the record every face shows (:class:`pcm.models.RecallHit`).
 
 The store (the source of truth) turns its posts and entities into these records; the index never reads RDF, so it
 can be rebuilt from any store view (``reconcile``) and tested without one.
@@ -8,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+
+from pcm.models import RecallHit
 
 
 @dataclass(frozen=True)
@@ -44,33 +46,6 @@ def entity_record(iri: str, label: str, types: tuple[str, ...], alts: tuple[str,
 
 
 @dataclass(frozen=True)
-class RecallHit:
-    """One post returned by episodic recall, with the fused score that ranked it."""
-
-    post: str
-    source_id: str | None
-    session: str
-    time: datetime | None
-    speaker: str | None
-    role: str
-    text: str
-    score: float
-
-    def as_json(self) -> dict[str, Any]:
-        """The keys of the dataclass, ``time`` as an ISO 8601 string (or ``None``): what ``pcm recall --json`` prints."""
-        return {
-            "post": self.post,
-            "source_id": self.source_id,
-            "session": self.session,
-            "time": self.time.isoformat() if self.time is not None else None,
-            "speaker": self.speaker,
-            "role": self.role,
-            "text": self.text,
-            "score": self.score,
-        }
-
-
-@dataclass(frozen=True)
 class EntityMatch:
     """A candidate vertex for a mention. ``how`` names the legs that found it, joined by ``+`` (``exact+vector``)."""
 
@@ -78,3 +53,6 @@ class EntityMatch:
     label: str
     score: float
     how: str
+
+
+__all__ = ["EntityMatch", "EntityRecord", "PostRecord", "RecallHit", "entity_record"]
