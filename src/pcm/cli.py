@@ -172,11 +172,12 @@ def running_server(ctx: click.Context, memory_path: Path | None, *, write: bool 
     """A ServeClient when `pcm serve` holds this memory (commands then go through it), else None.
 
     ``write``: the command will write, so without the server's token it is refused now (MemoryLockedError, exit 4,
-    as when any other write finds the memory held)."""
+    as when any other write finds the memory held). A write goes through the server even when the memory lives on a
+    SPARQL server of its own: the running `pcm serve` is the single writer (its side index follows every write)."""
     from pcm.endpoint.discovery import discover
 
     settings = settings_for(ctx, memory_path)
-    if on_server(settings):
+    if on_server(settings) and not write:
         return None
     info = discover(settings.memory)
     if info is None:
@@ -188,6 +189,22 @@ def running_server(ctx: click.Context, memory_path: Path | None, *, write: bool 
     from pcm.endpoint.client import ServeClient
 
     return ServeClient(info, token=settings.token)
+
+
+def refuse_if_served(ctx: click.Context, memory_path: Path | None, instead: str) -> None:
+    """A write the JSON API does not take is refused while `pcm serve` holds the memory, in one line naming the
+    server (MemoryLockedError, exit 4): the server is the memory's single writer, and a write beside it would
+    change the store and the side index under it. ``instead`` says what to do."""
+    from pcm.serve_link import SERVE_FILE
+
+    settings = settings_for(ctx, memory_path)
+    if not (settings.memory / SERVE_FILE).exists():
+        return  # no server has announced itself: spare the command the probe
+    from pcm.endpoint.discovery import discover
+
+    info = discover(settings.memory)
+    if info is not None:
+        raise MemoryLockedError(f"pcm serve at {info.url} holds this memory and is its only writer: {instead}")
 
 
 def warm_server(ctx: click.Context, memory_path: Path | None) -> Link | None:
@@ -385,6 +402,7 @@ def import_(ctx: click.Context, memory_path: Path | None, file: Path, fmt: str |
       pcm import facts.ttl
       pcm import backup.trig
     """
+    refuse_if_served(ctx, memory_path, "stop `pcm serve`, then run `pcm import`")
     with opened(ctx, memory_path) as memory:
         report = memory.import_rdf(file, fmt)
     if as_json:
@@ -559,13 +577,26 @@ def forget(ctx: click.Context, memory_path: Path | None, post: str | None, sessi
 
     Facts that another utterance also supports stay; values the utterance had replaced hold again; session
     summaries built from it are dropped in the same atomic update and rebuilt without it. Then the files are
-    rewritten (--no-purge skips that; through a running `pcm serve` it is skipped with a note).
+    rewritten (--no-purge skips that). While `pcm serve` holds the memory the server forgets (with PCM_TOKEN), and
+    leaves the files to a `pcm purge` once it is stopped, with a note.
 
     \b
     Example:
       pcm forget --post D1:3
       pcm forget --session dana-2025-03-02 --json
     """
+    server = running_server(ctx, memory_path, write=True)
+    if server is not None:  # the server forgets: its store, its side index and its summaries stay one
+        with server:
+            done = server.forget(post=post, session=session, purge=purge)
+        if done.get("note"):
+            echo(f"pcm: note: {done['note']}", err=True)
+        if as_json:
+            emit_json({"forgotten": done["posts"], "purged": done["purged"], "note": done.get("note"),
+                       "quads_kept": None})
+        else:
+            echo(f"forgot {len(done['posts'])} post(s) through pcm serve at {server.info.url}")
+        return
     failed: PcmError | None = None
     note = None
     report = None
@@ -627,6 +658,7 @@ def purge(ctx: click.Context, memory_path: Path | None, as_json: bool) -> None:
     Example:
       pcm purge --json
     """
+    refuse_if_served(ctx, memory_path, "stop `pcm serve`, then run `pcm purge`")
     with opened(ctx, memory_path) as memory:
         if not as_json:
             echo("rewriting the store...", err=True)
