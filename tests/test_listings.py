@@ -6,6 +6,7 @@ Python API, the HTTP API of a real ``pcm serve``, and MCP through the SDK's clie
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -209,3 +210,30 @@ def test_http_and_mcp_list_get_and_delete_as_python_does(expected: tuple[Path, d
         assert deleted_by_owner.structured_content["fact"]["id"] == one["id"]
         assert get("/facts", session="s1").json()["facts"] == []
 
+
+
+def test_the_cli_json_prints_the_same_records(template: Path, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from pcm.cli import main
+
+    with memory_copy(template, tmp_path) as memory:
+        fill(memory)
+        python = {"page": memory.messages(session="s2", limit=1).as_json(), "one": memory.message("k2").as_json(),
+                  "facts": memory.facts().as_json()}
+    path = str(tmp_path / "memory")
+    runner = CliRunner(env={"PCM_INDEX": "off", "PCM_LLM": "none"})
+
+    def run(*args: str, code: int = 0) -> Any:
+        done = runner.invoke(main, ["--memory", path, *args], catch_exceptions=False)
+        assert done.exit_code == code, done.output
+        return json.loads(done.stdout) if code == 0 else done.stderr
+
+    assert run("messages", "--session", "s2", "--limit", "1", "--json") == python["page"]
+    assert run("message", "k2", "--json") == python["one"]
+    assert run("facts", "--json") == python["facts"]
+    home = python["facts"]["facts"][1]
+    assert run("fact", home["id"], "--json") == home
+    assert run("fact", home["id"], "--delete", "--json")["fact"] == home
+    assert run("fact", home["id"], "--delete", "--json", code=3).startswith("pcm: error: no fact")
+    assert run("messages", "--limit", "0", code=2).startswith("pcm: error: limit (items per page) must be")

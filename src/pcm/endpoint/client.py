@@ -90,6 +90,10 @@ class ServeClient:
             body["session"] = session
         return dict(self._call("POST", "/forget", json=body))
 
+    def delete_fact(self, fact_id: str) -> dict[str, Any]:
+        """Delete a fact in the server (``DELETE /api/fact``): what ``pcm fact --delete`` does there."""
+        return dict(self._call("DELETE", "/fact", params={"id": fact_id}))
+
     def start_reindex(self) -> dict[str, Any]:
         """Ask the server to rebuild its side index in the background; returns the job's first state.
 
