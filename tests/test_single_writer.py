@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -72,3 +73,34 @@ def test_writes_the_server_does_not_take_are_refused_naming_it(served: tuple[Pat
     line = refused.stderr.strip()
     assert len(line.splitlines()) == 1 and line.startswith(f"pcm: error: pcm serve at {server.url} holds this memory")
     assert httpx.get(server.url + "/api/messages", timeout=120).status_code == 200
+
+
+@pytest.mark.slow
+def test_pcm_mcp_beside_the_server_answers_through_it(served: tuple[Path, Served]) -> None:
+    import asyncio
+
+    from mcp import Client, StdioServerParameters
+
+    path, server = served
+
+    async def session(token: str) -> tuple[Any, Any, Any, Any]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PCM_")}
+        env.update({"PYTHONPATH": str(SRC), "PCM_LLM": "none", "PCM_INDEX": "off", "PCM_TOKEN": token})
+        params = StdioServerParameters(command=sys.executable, args=["-m", "pcm.cli", "--memory", str(path), "mcp"],
+                                       env=env, cwd=str(path.parent))
+        async with Client(params, read_timeout_seconds=300) as client:
+            tools = {t.name for t in (await client.list_tools()).tools}
+            listed = await client.call_tool("list_messages", {"session": "notes"})
+            stored = await client.call_tool("remember", {"text": "a note through the server", "session": "mcp",
+                                                         "key": f"mcp-{bool(token)}"})
+            resources = {str(r.uri) for r in (await client.list_resources()).resources}
+            return tools, listed, stored, resources
+
+    tools, listed, refused, resources = asyncio.run(session(""))  # the owner's lock is the server's: no crash
+    assert {"remember", "list_messages", "delete_fact"} <= tools and "pcm://ontology/catalogue" in resources
+    assert listed.structured_content == httpx.get(server.url + "/api/messages", params={"session": "notes"},
+                                                  timeout=120).json()
+    assert refused.is_error and "token" in refused.content[0].text
+    _, _, stored, _ = asyncio.run(session(TOKEN))
+    assert not stored.is_error and stored.structured_content["stored"] is True
+    assert httpx.get(server.url + "/api/messages", params={"session": "mcp"}, timeout=120).json()["total"] == 1

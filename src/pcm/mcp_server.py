@@ -330,6 +330,54 @@ def run_stdio(memory: Memory) -> None:
     build_server(memory).run("stdio")
 
 
+def run_stdio_through(url: str, headers: Mapping[str, str]) -> None:
+    """Serve MCP on stdio by passing every request to the MCP endpoint of the running ``pcm serve`` at ``url``
+    (``.../mcp``), with ``headers`` (the owner's token): the server holds the memory and is its only writer, so
+    ``pcm mcp`` started beside it answers through it, tool for tool, error line for error line, instead of
+    failing on the store lock. Without the token, the server refuses writes with its one line."""
+    import anyio
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.server.lowlevel import Server
+    from mcp.server.stdio import stdio_server
+    from mcp.types import (
+        CallToolRequestParams,
+        CallToolResult,
+        ListResourcesResult,
+        ListToolsResult,
+        PaginatedRequestParams,
+        ReadResourceRequestParams,
+        ReadResourceResult,
+    )
+
+    async def serve() -> None:
+        http = httpx2.AsyncClient(headers=dict(headers), timeout=httpx2.Timeout(600.0))
+        async with http, Client(streamable_http_client(url, http_client=http), read_timeout_seconds=600) as upstream:
+
+            async def list_tools(_ctx: Any, _params: PaginatedRequestParams | None) -> ListToolsResult:
+                return await upstream.list_tools()
+
+            async def call_tool(_ctx: Any, params: CallToolRequestParams) -> CallToolResult:
+                return await upstream.call_tool(params.name, params.arguments or {})
+
+            async def list_resources(_ctx: Any, _params: PaginatedRequestParams | None) -> ListResourcesResult:
+                return await upstream.list_resources()
+
+            async def read_resource(_ctx: Any, params: ReadResourceRequestParams) -> ReadResourceResult:
+                return await upstream.read_resource(params.uri)
+
+            server: Server[Any] = Server(
+                "pcm", title="pcm: personal conversational memory", version=__version__, instructions=INSTRUCTIONS,
+                on_list_tools=list_tools, on_call_tool=call_tool, on_list_resources=list_resources,
+                on_read_resource=read_resource,
+            )
+            async with stdio_server() as (read, write):
+                await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(serve)
+
+
 # -- helpers -------------------------------------------------------------------------------------------------------
 
 
@@ -375,4 +423,4 @@ def _sparql_result(result: Any) -> SparqlResult:
     return SparqlResult(triples=serialize(quads, "ntriples").decode("utf-8"))
 
 
-__all__ = ["build_server", "run_stdio", "streamable_http_app"]
+__all__ = ["build_server", "run_stdio", "run_stdio_through", "streamable_http_app"]
