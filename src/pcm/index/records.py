@@ -1,5 +1,6 @@
-"""The rows the side index holds and the answers it gives: its rows as plain frozen dataclasses, its recall hits
-as the record every face shows (:class:`pcm.models.RecallHit`).
+"""The rows the side index holds and the matches it gives, as plain frozen dataclasses; its recall hits are the
+record every face shows (:class:`pcm.models.RecallHit`, imported by :mod:`pcm.index.sideindex`, so that opening
+the store, which lists posts as :class:`PostRecord`, imports no pydantic).
 
 The store (the source of truth) turns its posts and entities into these records; the index never reads RDF, so it
 can be rebuilt from any store view (``reconcile``) and tested without one.
@@ -9,8 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-
-from pcm.models import RecallHit
 
 
 @dataclass(frozen=True)
@@ -55,4 +54,4 @@ class EntityMatch:
     how: str
 
 
-__all__ = ["EntityMatch", "EntityRecord", "PostRecord", "RecallHit", "entity_record"]
+__all__ = ["EntityMatch", "EntityRecord", "PostRecord", "entity_record"]
