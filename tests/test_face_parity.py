@@ -30,6 +30,7 @@ from pcm.errors import (
     BadTime,
     InputError,
     InputTooLarge,
+    NotFound,
     OutOfRange,
     PcmError,
     QueryError,
@@ -80,6 +81,13 @@ CASES = [
     Case("invalid unicode in a message", "remember", {"text": BAD}, BadText, faces=("cli", "http", "python")),
     Case("invalid unicode in recall", "recall", {"text": BAD}, BadText, faces=("cli", "python")),
     Case("message too long", "remember", {"text": TOO_LONG}, InputTooLarge),
+    Case("messages limit 0", "messages", {"limit": 0}, OutOfRange),
+    Case("messages since not a date", "messages", {"since": "soon"}, BadTime),
+    Case("messages of no such session", "messages", {"session": "nope"}, NotFound),
+    Case("no such message", "message", {"post": "no-such"}, NotFound),
+    Case("facts offset below 0", "facts", {"offset": -1}, OutOfRange),
+    Case("not a fact id", "fact", {"id": "not a fact"}, InputError),
+    Case("no such fact", "fact", {"id": "PGh0dHA6Ly9hL2I-IDxodHRwOi8vYS9wPiA8aHR0cDovL2EvYz4"}, NotFound),
     Case("sparql syntax error on line 1", "sparql", {"query": "SELECT ?s WHERE { ?s ?p ?o "}, QueryError,
          faces=("cli", "mcp", "python"), expect=["at 1:"]),
     Case("sparql syntax error on line 2", "sparql", {"query": "SELECT ?s\nWHERE { ?s schema:name ?n "}, QueryError,
@@ -104,6 +112,10 @@ def _cli_args(op: str, args: dict[str, Any]) -> list[str | bytes]:
 
     if op == "why":
         return ["why", arg(args["iri"])]
+    if op in ("message", "fact"):
+        return [op, arg(args["post" if op == "message" else "id"])]
+    if op in ("messages", "facts"):
+        return [op, *[part for name, value in args.items() for part in (f"--{name}", arg(value))]]
     if op == "ask":
         out: list[str | bytes] = ["ask", arg(args["question"])]
     elif op == "recall":
@@ -133,6 +145,8 @@ def http(url: str, op: str, args: dict[str, Any], token: str | None = TOKEN) -> 
     body = json.dumps(args).encode("ascii")  # a lone surrogate as JSON spells it, "\udcff" (httpx's own refuses it)
     if op == "why":
         return httpx.get(url + "/api/entity", params={"iri": args["iri"]}, timeout=120)
+    if op in ("messages", "message", "facts", "fact"):
+        return httpx.get(f"{url}/api/{op}", params={k: str(v) for k, v in args.items()}, timeout=120)
     if op == "ask":
         return httpx.post(url + "/api/ask", content=body, headers=headers, timeout=120)
     if op == "recall":
@@ -143,6 +157,9 @@ def http(url: str, op: str, args: dict[str, Any], token: str | None = TOKEN) -> 
 
 
 def mcp_call(op: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    listings = {"messages": "list_messages", "message": "get_message", "facts": "list_facts", "fact": "get_fact"}
+    if op in listings:
+        return listings[op], args
     if op == "recall":
         return "recall", {("query" if k == "text" else k): v for k, v in args.items()}
     if op == "remember":
@@ -153,6 +170,14 @@ def mcp_call(op: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
 def python(memory: Memory, op: str, args: dict[str, Any]) -> Any:
     if op == "why":
         return memory.why(args["iri"])
+    if op == "messages":
+        return memory.messages(**args)
+    if op == "message":
+        return memory.message(args["post"])
+    if op == "facts":
+        return memory.facts(**args)
+    if op == "fact":
+        return memory.fact(args["id"])
     if op == "ask":
         return memory.ask(args["question"], k=args.get("k", 5), as_of=args.get("as_of"))
     if op == "recall":

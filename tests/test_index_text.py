@@ -114,11 +114,14 @@ def test_sql_strings_escape_quotes_and_times_order_naive_and_aware_alike() -> No
 
 
 def test_recall_hit_as_json_carries_the_promised_keys_and_an_iso_time() -> None:
-    hit = RecallHit("urn:p", "D1:3", "conv:session_1", datetime(2023, 5, 8, 13, 56), "Ann", "user", "hi", 0.5)
+    hit = RecallHit(post="urn:p", source_id="D1:3", session="conv:session_1", time=datetime(2023, 5, 8, 13, 56),
+                    speaker="Ann", role="user", text="hi", score=0.5)
     data = hit.as_json()
     assert {"post", "source_id", "session", "time", "speaker", "text", "score", "role"} <= data.keys()
     assert data["time"] == "2023-05-08T13:56:00" and data["source_id"] == "D1:3"
-    assert RecallHit("urn:p", None, "s", None, None, "user", "hi", 0.1).as_json()["time"] is None
+    blank = RecallHit(post="urn:p", source_id=None, session="s", time=None, speaker=None, role="user", text="hi",
+                      score=0.1)
+    assert blank.as_json()["time"] is None
 
 
 def test_rrf_rewards_agreement_and_weights_legs() -> None:

@@ -31,7 +31,8 @@ from pcm.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]
 TOKEN = "owner-secret"
-TOOLS = {"remember", "recall", "ask", "why", "forget", "sparql", "stats"}
+TOOLS = {"remember", "recall", "ask", "why", "forget", "sparql", "stats", "list_messages", "get_message", "list_facts",
+         "get_fact", "delete_fact"}
 BISCUIT = "I adopted a beagle called Biscuit"
 
 

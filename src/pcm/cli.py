@@ -172,11 +172,12 @@ def running_server(ctx: click.Context, memory_path: Path | None, *, write: bool 
     """A ServeClient when `pcm serve` holds this memory (commands then go through it), else None.
 
     ``write``: the command will write, so without the server's token it is refused now (MemoryLockedError, exit 4,
-    as when any other write finds the memory held)."""
+    as when any other write finds the memory held). A write goes through the server even when the memory lives on a
+    SPARQL server of its own: the running `pcm serve` is the single writer (its side index follows every write)."""
     from pcm.endpoint.discovery import discover
 
     settings = settings_for(ctx, memory_path)
-    if on_server(settings):
+    if on_server(settings) and not write:
         return None
     info = discover(settings.memory)
     if info is None:
@@ -188,6 +189,22 @@ def running_server(ctx: click.Context, memory_path: Path | None, *, write: bool 
     from pcm.endpoint.client import ServeClient
 
     return ServeClient(info, token=settings.token)
+
+
+def refuse_if_served(ctx: click.Context, memory_path: Path | None, instead: str) -> None:
+    """A write the JSON API does not take is refused while `pcm serve` holds the memory, in one line naming the
+    server (MemoryLockedError, exit 4): the server is the memory's single writer, and a write beside it would
+    change the store and the side index under it. ``instead`` says what to do."""
+    from pcm.serve_link import SERVE_FILE
+
+    settings = settings_for(ctx, memory_path)
+    if not (settings.memory / SERVE_FILE).exists():
+        return  # no server has announced itself: spare the command the probe
+    from pcm.endpoint.discovery import discover
+
+    info = discover(settings.memory)
+    if info is not None:
+        raise MemoryLockedError(f"pcm serve at {info.url} holds this memory and is its only writer: {instead}")
 
 
 def warm_server(ctx: click.Context, memory_path: Path | None) -> Link | None:
@@ -385,6 +402,7 @@ def import_(ctx: click.Context, memory_path: Path | None, file: Path, fmt: str |
       pcm import facts.ttl
       pcm import backup.trig
     """
+    refuse_if_served(ctx, memory_path, "stop `pcm serve`, then run `pcm import`")
     with opened(ctx, memory_path) as memory:
         report = memory.import_rdf(file, fmt)
     if as_json:
@@ -544,6 +562,135 @@ def why(ctx: click.Context, memory_path: Path | None, iri: str, as_json: bool) -
             echo(f"[graph {s.graph}]")
 
 
+def _page_options(func: F) -> F:
+    from pcm.limits import PAGE_OFFSET, PAGE_SIZE
+
+    for option in reversed([
+        click.option("--session", default=None, help="Only those of this session (its id or thread IRI)."),
+        click.option("--since", default=None, help="Only those said at or after this time (ISO 8601)."),
+        click.option("--until", default=None, help="Only those said before this time (ISO 8601)."),
+        click.option("--limit", default=PAGE_SIZE.default, show_default=True,
+                     help=f"How many ({PAGE_SIZE.low} to {PAGE_SIZE.high})."),
+        click.option("--offset", default=PAGE_OFFSET.default, show_default=True,
+                     help="How many to skip: the next_offset of the page before."),
+    ]):
+        func = option(func)
+    return func
+
+
+@main.command()
+@memory_option
+@_page_options
+@json_option
+@click.pass_context
+@handle_errors
+def messages(ctx: click.Context, memory_path: Path | None, session: str | None, since: str | None,
+             until: str | None, limit: int, offset: int, as_json: bool) -> None:
+    """List stored messages, oldest first, a page at a time (the same records as the HTTP API and MCP give).
+
+    \b
+    Example:
+      pcm messages --session dana-2025-03-02 --json
+      pcm messages --since 2025-03-01 --until 2025-04-01 --limit 20 --offset 20
+    """
+    with opened(ctx, memory_path, read_only=True) as memory:
+        page = memory.messages(session=session, since=since, until=until, limit=limit, offset=offset)
+    if as_json:
+        emit_json(page.as_json())
+        return
+    for m in page.messages:
+        when = m.time.isoformat(sep=" ") if m.time else "?"
+        echo(f"[{m.session} {m.source_id or ''} {when}] {m.speaker or m.role}: {m.text}")
+    more = f"; next: --offset {page.next_offset}" if page.next_offset is not None else ""
+    echo(f"{len(page.messages)} of {page.total} message(s) from offset {page.offset}{more}")
+
+
+@main.command()
+@memory_option
+@click.argument("post")
+@json_option
+@click.pass_context
+@handle_errors
+def message(ctx: click.Context, memory_path: Path | None, post: str, as_json: bool) -> None:
+    """Show one stored message, by its post IRI or message id (`pcm forget --post` deletes it).
+
+    \b
+    Example:
+      pcm message D1:3 --json
+    """
+    with opened(ctx, memory_path, read_only=True) as memory:
+        found = memory.message(post)
+    if as_json:
+        emit_json(found.as_json())
+        return
+    echo(f"{found.post}\n[{found.session} {found.source_id or ''} {found.time or '?'}] "
+         f"{found.speaker or found.role}: {found.text}")
+
+
+@main.command()
+@memory_option
+@_page_options
+@json_option
+@click.pass_context
+@handle_errors
+def facts(ctx: click.Context, memory_path: Path | None, session: str | None, since: str | None,
+          until: str | None, limit: int, offset: int, as_json: bool) -> None:
+    """List the facts the memory holds, those said earliest first, a page at a time; session and time narrow the
+    messages they came from. Each has an id for `pcm fact`.
+
+    \b
+    Example:
+      pcm facts --session dana-2025-03-02 --json
+    """
+    with opened(ctx, memory_path, read_only=True) as memory:
+        page = memory.facts(session=session, since=since, until=until, limit=limit, offset=offset)
+    if as_json:
+        emit_json(page.as_json())
+        return
+    for f in page.facts:
+        echo(f"{f.text}\n  id {f.id}")
+    more = f"; next: --offset {page.next_offset}" if page.next_offset is not None else ""
+    echo(f"{len(page.facts)} of {page.total} fact(s) from offset {page.offset}{more}")
+
+
+@main.command()
+@memory_option
+@click.argument("fact_id", metavar="ID")
+@click.option("--delete", is_flag=True, help="Delete the fact (recorded in the history graph).")
+@json_option
+@click.pass_context
+@handle_errors
+def fact(ctx: click.Context, memory_path: Path | None, fact_id: str, delete: bool, as_json: bool) -> None:
+    """Show one fact (its ID as `pcm facts` lists it) with the messages it came from; --delete deletes it.
+
+    \b
+    Example:
+      pcm fact PGh0dHBz... --json
+      pcm fact PGh0dHBz... --delete
+    """
+    server = running_server(ctx, memory_path, write=True) if delete else None
+    if server is not None:
+        with server:
+            done: dict[str, Any] = server.delete_fact(fact_id)
+    elif delete:
+        with opened(ctx, memory_path) as memory:
+            done = memory.delete_fact(fact_id).as_json()
+    else:
+        with opened(ctx, memory_path, read_only=True) as memory:
+            shown = memory.fact(fact_id).as_json()
+        if as_json:
+            emit_json(shown)
+        else:
+            echo(shown["text"])
+            for source in shown["sources"]:
+                echo(f"  from {source['post'] or source['graph']} [{source['session'] or ''} {source['time'] or ''}]")
+        return
+    if as_json:
+        emit_json(done)
+    else:
+        echo(f"deleted: {done['fact']['text']} (recorded in the history at {done['recorded']})")
+
+
 @main.command()
 @memory_option
 @click.option("--post", default=None, help="Post IRI or the source's message id.")
@@ -559,13 +706,26 @@ def forget(ctx: click.Context, memory_path: Path | None, post: str | None, sessi
 
     Facts that another utterance also supports stay; values the utterance had replaced hold again; session
     summaries built from it are dropped in the same atomic update and rebuilt without it. Then the files are
-    rewritten (--no-purge skips that; through a running `pcm serve` it is skipped with a note).
+    rewritten (--no-purge skips that). While `pcm serve` holds the memory the server forgets (with PCM_TOKEN), and
+    leaves the files to a `pcm purge` once it is stopped, with a note.
 
     \b
     Example:
       pcm forget --post D1:3
       pcm forget --session dana-2025-03-02 --json
     """
+    server = running_server(ctx, memory_path, write=True)
+    if server is not None:  # the server forgets: its store, its side index and its summaries stay one
+        with server:
+            done = server.forget(post=post, session=session, purge=purge)
+        if done.get("note"):
+            echo(f"pcm: note: {done['note']}", err=True)
+        if as_json:
+            emit_json({"forgotten": done["posts"], "purged": done["purged"], "note": done.get("note"),
+                       "quads_kept": None})
+        else:
+            echo(f"forgot {len(done['posts'])} post(s) through pcm serve at {server.info.url}")
+        return
     failed: PcmError | None = None
     note = None
     report = None
@@ -627,6 +787,7 @@ def purge(ctx: click.Context, memory_path: Path | None, as_json: bool) -> None:
     Example:
       pcm purge --json
     """
+    refuse_if_served(ctx, memory_path, "stop `pcm serve`, then run `pcm purge`")
     with opened(ctx, memory_path) as memory:
         if not as_json:
             echo("rewriting the store...", err=True)

@@ -10,7 +10,15 @@ from pathlib import Path
 
 import click
 
-from pcm.cli import emit_json, handle_errors, json_option, memory_option, opened, progress_bar
+from pcm.cli import (
+    emit_json,
+    handle_errors,
+    json_option,
+    memory_option,
+    opened,
+    progress_bar,
+    refuse_if_served,
+)
 from pcm.errors import UsageError
 from pcm.terminal import echo
 
@@ -50,6 +58,8 @@ def extract(ctx: click.Context, memory_path: Path | None, pending: bool, failed:
     chosen = [name for name, on in (("pending", pending), ("failed", failed), ("gated", gated), ("all", all_)) if on]
     if len(chosen) != 1:
         raise UsageError("give exactly one of --pending, --failed, --gated or --all")
+    refuse_if_served(ctx, memory_path, "it extracts queued posts itself (GET /api/stats shows its queue); "
+                                       "stop `pcm serve` to run `pcm extract`")
     with opened(ctx, memory_path) as memory:
         if memory.llm_client() is None:
             memory.extract([])  # the one refusal without a model, before the posts are read

@@ -70,6 +70,13 @@ class BadText(InputError):
     """Text that cannot be stored or printed: a byte that is not UTF-8, or a lone surrogate."""
 
 
+class NotFound(InputError):
+    """A message, session or fact named by the caller that this memory does not hold (nothing was changed).
+    Over HTTP, 404."""
+
+    http_status = 404
+
+
 class MemoryLockedError(PcmError):
     """Another process holds the memory: its store lock, or a ``pcm serve`` that refuses a write without its token."""
 
@@ -170,7 +177,7 @@ def error_for(exit_code: int, http_status: int, message: str) -> PcmError:
     status): the class the server raised, as near as the two numbers tell, so a command that went through the
     server fails with the same line and exit code as one that did not."""
     refined: dict[tuple[int, int], type[PcmError]] = {
-        (3, 413): InputTooLarge, (8, 503): QueryTimeout, (4, 401): TokenRefused, (4, 403): WritesOff,
+        (3, 413): InputTooLarge, (3, 404): NotFound, (8, 503): QueryTimeout, (4, 401): TokenRefused, (4, 403): WritesOff,
     }
     by_code: dict[int, type[PcmError]] = {
         2: UsageError, 3: InputError, 4: MemoryLockedError, 5: MemoryVersionError, 6: MemoryNotFoundError,

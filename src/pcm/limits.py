@@ -43,6 +43,10 @@ RECALL_K = Bounds("k (messages to recall)", 1, 1000, 10)
 ASK_K = Bounds("k (messages to consider)", 1, 100, 5)
 #: How many rows a SPARQL query returns (a face's own cap; the memory's ``PCM_QUERY_LIMIT`` applies too).
 SPARQL_ROWS = Bounds("limit (rows)", 1, 10_000, 100)
+#: How many messages or facts one page of a listing holds.
+PAGE_SIZE = Bounds("limit (items per page)", 1, 1000, 50)
+#: Where a page of a listing starts (how many items come before it).
+PAGE_OFFSET = Bounds("offset", 0, 1_000_000_000, 0)
 
 
-__all__ = ["ASK_K", "RECALL_K", "SPARQL_ROWS", "Bounds"]
+__all__ = ["ASK_K", "PAGE_OFFSET", "PAGE_SIZE", "RECALL_K", "SPARQL_ROWS", "Bounds"]

@@ -1,13 +1,15 @@
 """pcm as an MCP server: the face an assistant uses (Model Context Protocol, with the official ``mcp`` SDK).
 
 Tools with typed arguments and results: ``remember``, ``recall``, ``ask``, ``why``, ``forget``, ``sparql``
-(read-only) and ``stats``. Resources: the ontology catalogue the answering prompts use, and the ontology's
+(read-only), ``stats``, and the listings of an assistant's memory API: ``list_messages``, ``get_message``,
+``list_facts``, ``get_fact`` and ``delete_fact``. Resources: the ontology catalogue the answering prompts use, and the ontology's
 competency questions with their SPARQL. Two transports:
 
 - ``pcm mcp`` speaks MCP over stdio to the one client that started it (Claude Desktop, an IDE); that client is the
   owner, so every tool is allowed.
 - :func:`streamable_http_app` returns the ASGI application for MCP over streamable HTTP, for a web front to mount
-  at ``/mcp``. Over HTTP anyone who can reach the port may call; writes (``remember``, ``forget``) need the
+  at ``/mcp``. Over HTTP anyone who can reach the port may call; writes (``remember``, ``forget``,
+  ``delete_fact``) need the
   owner's token as ``Authorization: Bearer ...``, like the rest of the front.
 
 Every tool holds one lock while it uses the memory: the side index and the embedding model serve one caller at a
@@ -27,9 +29,9 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from pcm import __version__
-from pcm.endpoint.models import Message, RecallHit
 from pcm.errors import PcmError, write_refusal
-from pcm.limits import ASK_K, RECALL_K, SPARQL_ROWS
+from pcm.limits import ASK_K, PAGE_OFFSET, PAGE_SIZE, RECALL_K, SPARQL_ROWS
+from pcm.models import Fact, FactDeleted, FactPage, Forgotten, Message, MessagePage, RecallHit
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -42,12 +44,14 @@ INSTRUCTIONS = (
     "pcm is the user's personal conversational memory. Call `remember` with what the user says that is worth "
     "keeping (one message per call, with its time; pass `key` so a retry stores nothing twice). Call `ask` to answer "
     "a question from memory: the answer cites the stored messages it rests on. `recall` lists the best-matching "
-    "stored messages; `why` shows where a fact or entity came from; `forget` removes a message or a whole session."
+    "stored messages; `why` shows where a fact or entity came from; `forget` removes a message or a whole session. "
+    "`list_messages` / `get_message` and `list_facts` / `get_fact` page through what is stored; `delete_fact` "
+    "removes a fact that is wrong."
 )
 
 
 # -- typed results -------------------------------------------------------------------------------------------------
-# A stored message and a recall hit are the HTTP API's models (pcm.endpoint.models): one shape on both faces.
+# A stored message, a recall hit, a fact and their pages are the records every face shows (pcm.models).
 
 
 class Remembered(BaseModel):
@@ -77,13 +81,6 @@ class Source(BaseModel):
     role: str | None
     source_id: str | None
     file: str | None
-
-
-class Forgotten(BaseModel):
-    posts: list[str] = Field(description="The post IRIs forgotten.")
-    purged: bool = Field(description="Whether the purge ran (on an external store: all but the engine's own files).")
-    note: str | None = Field(default=None, description="Why the files were not purged, or what the purge cannot "
-                                                        "guarantee on an external store.")
 
 
 class SparqlResult(BaseModel):
@@ -184,8 +181,7 @@ def build_server(memory: Memory, *, token: str = "", lock: threading.RLock | Non
         the memory's)."""
 
         def hits() -> list[RecallHit]:
-            found = memory.recall(query, k, session=session, speaker=speaker, role=role, since=since, until=until)
-            return [RecallHit(**h.as_json()) for h in found]
+            return memory.recall(query, k, session=session, speaker=speaker, role=role, since=since, until=until)
 
         return run(hits)
 
@@ -223,19 +219,54 @@ def build_server(memory: Memory, *, token: str = "", lock: threading.RLock | Non
         alone. Facts another message also supports stay. With `purge` (the default) the memory's files are then
         rewritten so the text leaves the disk, as `pcm forget` does."""
         owner_only(ctx, "forget")
+        return run(lambda: memory.delete_messages(post=post, session=session, purge=purge))
 
-        def forget_and_purge() -> Forgotten:
-            posts = memory.forget(post=post, session=session)
-            if not purge:
-                return Forgotten(posts=posts, purged=False, note="not purged: the files keep the text until a purge")
-            try:
-                report = memory.purge()
-            except PcmError as exc:  # the forget holds either way; say that the files still hold the text
-                return Forgotten(posts=posts, purged=False, note=f"forgotten, but the files were not purged: {exc}")
-            unsure = "; ".join(report.not_guaranteed)  # an external store: its engine's files are its own
-            return Forgotten(posts=posts, purged=True, note=f"not guaranteed: {unsure}" if unsure else None)
+    page_size = Field(PAGE_SIZE.default, json_schema_extra=PAGE_SIZE.schema(),
+                      description="How many to return (the memory checks the bounds).")
+    page_offset = Field(PAGE_OFFSET.default, json_schema_extra=PAGE_OFFSET.schema(),
+                        description="How many to skip: the `next_offset` of the page before.")
+    in_session = Field(None, description="Only those of this session (its id, or its thread IRI).")
+    said_since = Field(None, description="Only those said at or after this time (ISO 8601; without a zone, the "
+                                         "memory's).")
+    said_until = Field(None, description="Only those said before this time (ISO 8601; without a zone, the memory's).")
 
-        return run(forget_and_purge)
+    @server.tool(annotations=read)
+    def list_messages(
+        session: str | None = in_session, since: str | None = said_since, until: str | None = said_until,
+        limit: int = page_size, offset: int = page_offset,
+    ) -> MessagePage:
+        """A page of the stored messages, oldest first, narrowed by session and time; `next_offset` is where the
+        next page starts (null: this is the last)."""
+        return run(lambda: memory.messages(session=session, since=since, until=until, limit=limit, offset=offset))
+
+    @server.tool(annotations=read)
+    def get_message(
+        post: str = Field(description="The message: its post IRI, or your message id (the `key` of `remember`)."),
+    ) -> Message:
+        """One stored message. `forget` deletes one."""
+        return run(lambda: memory.message(post))
+
+    @server.tool(annotations=read)
+    def list_facts(
+        session: str | None = in_session, since: str | None = said_since, until: str | None = said_until,
+        limit: int = page_size, offset: int = page_offset,
+    ) -> FactPage:
+        """A page of the facts the memory holds (statements learnt from messages or imported), those said earliest
+        first, narrowed by the session and time of the messages they came from."""
+        return run(lambda: memory.facts(session=session, since=since, until=until, limit=limit, offset=offset))
+
+    @server.tool(annotations=read)
+    def get_fact(id: str = Field(description="The fact's id, as `list_facts` gives it.")) -> Fact:  # noqa: A002
+        """One fact, with every message (or imported file) that states it."""
+        return run(lambda: memory.fact(id))
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False,
+                                             open_world_hint=False))
+    def delete_fact(ctx: Context, id: str = Field(description="The fact's id, as `list_facts` gives it.")) -> FactDeleted:  # noqa: A002
+        """Delete one fact that is wrong. It leaves every graph that states it, and the removal is recorded in the
+        memory's history (the messages stay: `forget` removes a message)."""
+        owner_only(ctx, "delete_fact")
+        return run(lambda: memory.delete_fact(id))
 
     @server.tool(annotations=read)
     def sparql(
@@ -299,6 +330,54 @@ def run_stdio(memory: Memory) -> None:
     build_server(memory).run("stdio")
 
 
+def run_stdio_through(url: str, headers: Mapping[str, str]) -> None:
+    """Serve MCP on stdio by passing every request to the MCP endpoint of the running ``pcm serve`` at ``url``
+    (``.../mcp``), with ``headers`` (the owner's token): the server holds the memory and is its only writer, so
+    ``pcm mcp`` started beside it answers through it, tool for tool, error line for error line, instead of
+    failing on the store lock. Without the token, the server refuses writes with its one line."""
+    import anyio
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.server.lowlevel import Server
+    from mcp.server.stdio import stdio_server
+    from mcp.types import (
+        CallToolRequestParams,
+        CallToolResult,
+        ListResourcesResult,
+        ListToolsResult,
+        PaginatedRequestParams,
+        ReadResourceRequestParams,
+        ReadResourceResult,
+    )
+
+    async def serve() -> None:
+        http = httpx2.AsyncClient(headers=dict(headers), timeout=httpx2.Timeout(600.0))
+        async with http, Client(streamable_http_client(url, http_client=http), read_timeout_seconds=600) as upstream:
+
+            async def list_tools(_ctx: Any, _params: PaginatedRequestParams | None) -> ListToolsResult:
+                return await upstream.list_tools()
+
+            async def call_tool(_ctx: Any, params: CallToolRequestParams) -> CallToolResult:
+                return await upstream.call_tool(params.name, params.arguments or {})
+
+            async def list_resources(_ctx: Any, _params: PaginatedRequestParams | None) -> ListResourcesResult:
+                return await upstream.list_resources()
+
+            async def read_resource(_ctx: Any, params: ReadResourceRequestParams) -> ReadResourceResult:
+                return await upstream.read_resource(params.uri)
+
+            server: Server[Any] = Server(
+                "pcm", title="pcm: personal conversational memory", version=__version__, instructions=INSTRUCTIONS,
+                on_list_tools=list_tools, on_call_tool=call_tool, on_list_resources=list_resources,
+                on_read_resource=read_resource,
+            )
+            async with stdio_server() as (read, write):
+                await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(serve)
+
+
 # -- helpers -------------------------------------------------------------------------------------------------------
 
 
@@ -344,4 +423,4 @@ def _sparql_result(result: Any) -> SparqlResult:
     return SparqlResult(triples=serialize(quads, "ntriples").decode("utf-8"))
 
 
-__all__ = ["build_server", "run_stdio", "streamable_http_app"]
+__all__ = ["build_server", "run_stdio", "run_stdio_through", "streamable_http_app"]

@@ -35,6 +35,7 @@ from pcm.errors import (
     MemoryClosedError,
     MemoryLockedError,
     MemoryVersionError,
+    NotFound,
     OntologyMigrationNeeded,
     PcmError,
     ResourceError,
@@ -44,7 +45,7 @@ from pcm.errors import (
 )
 from pcm.index.records import entity_record
 from pcm.layout import BY_ID, CONVERSATION, DatasetLayout, layout_of_graph
-from pcm.limits import ASK_K, RECALL_K, SPARQL_ROWS
+from pcm.limits import ASK_K, PAGE_OFFSET, PAGE_SIZE, RECALL_K, SPARQL_ROWS
 from pcm.manifest import MANIFEST, Manifest, zone_of
 from pcm.namespaces import (
     PREFIXES,
@@ -73,6 +74,7 @@ if TYPE_CHECKING:
     from pcm.index import RecallHit, SideIndex
     from pcm.index.outbox import IndexLag
     from pcm.llm import LLMClient
+    from pcm.models import Fact, FactDeleted, FactPage, Forgotten, Message, MessagePage
     from pcm.ontology import Ontology
     from pcm.ontology_tools.migrate import OntologyDrift
     from pcm.retrieval.ask import AskResult
@@ -948,13 +950,11 @@ class Memory:
             raise UsageError("give exactly one of --post or --session")
         session_iri = None
         if post:
-            posts = self.store.find_post(post)
-            if not posts:
-                raise InputError(f"no post {post!r} in this memory")
+            posts = self._find_posts(post)
         else:
             session_iri = self.store.find_session(session or "")
             if not session_iri:
-                raise InputError(f"no session {session!r} in this memory")
+                raise NotFound(f"no session {session!r} in this memory")
             posts = self.store.session_posts(session_iri)
         from pcm.extraction.cards import orphaned_cards
         from pcm.extraction.history import forget_delta
@@ -1005,6 +1005,33 @@ class Memory:
             self.index.optimize(timedelta(0))
         return PurgeReport(kept, [b.name for b in holding], [b.name for b in unreadable], scope.value)
 
+    def delete_messages(self, *, post: str | None = None, session: str | None = None, purge: bool = True) -> Forgotten:
+        """:meth:`forget` these messages, then (``purge``) :meth:`purge` the files: the delete of the HTTP API and
+        MCP. The forget holds even when the purge cannot run (a served memory's files are its server's): the
+        record says so."""
+        from pcm.models import Forgotten  # pydantic: paid by the faces that show records, not at every open
+
+        posts = self.forget(post=post, session=session)
+        if not purge:
+            return Forgotten(posts=posts, purged=False, note="not purged: the files keep the text until a purge")
+        try:
+            report = self.purge()
+        except PcmError as exc:
+            return Forgotten(posts=posts, purged=False, note=f"forgotten, but the files were not purged: {exc}")
+        unsure = "; ".join(report.not_guaranteed)  # an external store: its engine's files are its own
+        return Forgotten(posts=posts, purged=True, note=f"not guaranteed: {unsure}" if unsure else None)
+
+    def delete_fact(self, fact_id: str) -> FactDeleted:
+        """Delete a fact (its ``id`` as :meth:`facts` lists it) from every graph that states it; each removal is
+        recorded in the history graph (``history`` shows the value as over). A fact that is not there is one
+        :class:`NotFound` line, and nothing is written."""
+        self._writable()
+        from pcm.extraction.facts import delete_fact
+
+        done = delete_fact(self.context, fact_id, self.zone)
+        self._sync_entities_after_write()
+        return done
+
     # -- reading -------------------------------------------------------------------------------------------------
 
     def export(self, fmt: str) -> bytes:
@@ -1045,6 +1072,89 @@ class Memory:
     def stats(self) -> Stats:
         return self.store.stats()
 
+    def messages(
+        self, *, session: str | None = None, since: datetime | str | None = None, until: datetime | str | None = None,
+        limit: int = PAGE_SIZE.default, offset: int = PAGE_OFFSET.default,
+    ) -> MessagePage:
+        """One page of stored messages, oldest first: of one ``session`` (its id, IRI or ``m:`` CURIE), said at or
+        after ``since`` and before ``until`` (ISO text or datetime; without a zone, the memory's). An unknown
+        session is one :class:`NotFound` line."""
+        from pcm.models import MessagePage
+
+        PAGE_SIZE.check(limit)
+        PAGE_OFFSET.check(offset)
+        thread = self._thread(session)
+        start, end = self.when(since, "since"), self.when(until, "until")
+        posts, total = self.store.page_posts(thread=thread, since=start, until=end, limit=limit, offset=offset)
+        after = offset + len(posts)
+        return MessagePage(messages=[self._message(p) for p in posts], total=total, offset=offset, limit=limit,
+                           next_offset=after if after < total else None)
+
+    def message(self, post: str) -> Message:
+        """The stored message ``post`` names (its post IRI, an ``m:`` CURIE, or the client's message id); one that
+        is not there is one :class:`NotFound` line, as is a message id several sessions reuse."""
+        iris = self._find_posts(post)
+        if len(iris) > 1:
+            raise NotFound(f"message id {post!r} names {len(iris)} stored messages: give the post IRI "
+                           f"(one of {', '.join(iris[:3])})")
+        return self._message(next(iter(self.store.posts(iris))))
+
+    def facts(
+        self, *, session: str | None = None, since: datetime | str | None = None, until: datetime | str | None = None,
+        limit: int = PAGE_SIZE.default, offset: int = PAGE_OFFSET.default,
+    ) -> FactPage:
+        """One page of facts (statements extracted from messages or imported; entity cards left out), those said
+        earliest first: of messages of one ``session``, said at or after ``since`` and before ``until``."""
+        PAGE_SIZE.check(limit)
+        PAGE_OFFSET.check(offset)
+        from pcm.extraction.facts import list_facts
+
+        thread = self._thread(session)
+        start, end = self.when(since, "since"), self.when(until, "until")
+        return list_facts(self.context, thread=thread, since=start, until=end, limit=limit, offset=offset,
+                          zone=self.zone)
+
+    def fact(self, fact_id: str) -> Fact:
+        """The fact with this ``id`` (as :meth:`facts` lists it), with every graph that states it; one that is not
+        there is one :class:`NotFound` line."""
+        from pcm.extraction.facts import get_fact
+
+        check_text(fact_id, "the fact id", "fact")
+        return get_fact(self.context, fact_id, self.zone)
+
+    def _thread(self, session: str | None) -> str | None:
+        """The thread IRI of a session filter (None: no filter); a session this memory lacks is refused."""
+        if session is None:
+            return None
+        check_text(session, "the session", "session")
+        thread = self.find_session(session)
+        if thread is None:
+            raise NotFound(f"no session {session!r} in this memory")
+        return thread
+
+    def _find_posts(self, post: str) -> list[str]:
+        """The post IRIs ``post`` names (an IRI, an ``m:`` CURIE or a message id), or one :class:`NotFound` line."""
+        check_text(post, "the message", "post")
+        iris = self.store.find_post(post) if post.strip() else []
+        if not iris and ":" in post:
+            try:
+                iris = self.store.find_post(self.expand_iri(post))
+            except BadIri:
+                iris = []
+        if not iris:
+            raise NotFound(f"no post {post!r} in this memory")
+        return iris
+
+    def _message(self, post: PostInfo) -> Message:
+        """A stored post as the record every face shows, its time in the memory's zone when stored without one."""
+        from pcm.models import Message
+
+        when = post.time
+        if when is not None and when.tzinfo is None:
+            when = when.replace(tzinfo=self.zone)
+        return Message(post=post.iri, source_id=post.source_id, session=post.session, time=when,
+                       speaker=post.speaker, role=post.role, text=post.text)
+
     def expand_iri(self, iri: str) -> str:
         """``iri`` as a full IRI (a CURIE, ``m:slug`` or ``<IRI>`` expanded), or one :class:`BadIri` line."""
         return expand_iri(iri, self.manifest.namespace)
@@ -1083,8 +1193,8 @@ class Memory:
         start, end = self.when(since, "since"), self.when(until, "until")
         hits = self.context.recall(text, k, since=start, until=end, **filters)
         zone = self.zone
-        return [replace(h, time=h.time.replace(tzinfo=zone)) if h.time is not None and h.time.tzinfo is None else h
-                for h in hits]
+        return [h.model_copy(update={"time": h.time.replace(tzinfo=zone)}) if h.time is not None and h.time.tzinfo is None
+                else h for h in hits]
 
     def ask(
         self, question: str, *, k: int = ASK_K.default, as_of: datetime | str | None = None, explain: bool = False,

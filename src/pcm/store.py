@@ -16,6 +16,7 @@ from pcm.conversations import PostRecord
 from pcm.layout import CONVERSATION, ONTOLOGY, PROVENANCE, DatasetLayout
 from pcm.namespaces import PCM, RDF, RDFS, SIOC
 from pcm.naming import Naming
+from pcm.provenance import dt_literal
 from pcm.resources import render_query
 from pcm.sparql import iri_term, literal_term, values_clause
 
@@ -93,6 +94,20 @@ def summaries_marker(layout: DatasetLayout) -> ox.Quad:
 """Set in the same atomic write as a post (or a forget that drops summaries) and removed once the summaries of
 the sessions touched are written: a crash in between leaves it, and the next writable open rebuilds the summaries
 that are behind (:meth:`pcm.memory.Memory.open`). Summaries are derived data, so no marker means nothing to do."""
+
+
+def _post_info(row: dict[str, Term]) -> PostInfo:
+    """A post as the index and the faces see it, from a row of ``index_posts`` or ``messages_page``."""
+    return PostInfo(
+        iri=row["post"].value,
+        session=row["session"].value,
+        role=row["role"].value,
+        speaker=value_or_none(row.get("speaker")),
+        time=datetime_or_none(row.get("time")),
+        text=row["text"].value,
+        source_id=value_or_none(row.get("source_id")),
+        position=int(row["position"].value),
+    )
 
 
 def _count(term: Term | None) -> int:
@@ -178,16 +193,23 @@ class MemoryStore:
             return
         filt = values_clause("post", chosen) if chosen is not None else ""
         for row in self.select(render_query("index_posts", filter=filt)).dicts():
-            yield PostInfo(
-                iri=row["post"].value,
-                session=row["session"].value,
-                role=row["role"].value,
-                speaker=value_or_none(row.get("speaker")),
-                time=datetime_or_none(row.get("time")),
-                text=row["text"].value,
-                source_id=value_or_none(row.get("source_id")),
-                position=int(row["position"].value),
-            )
+            yield _post_info(row)
+
+    def page_posts(
+        self, *, thread: str | None, since: datetime | None, until: datetime | None, limit: int, offset: int
+    ) -> tuple[list[PostInfo], int]:
+        """One page of posts, oldest first, of one thread (any when None) said in [since, until); and how many
+        posts those filters keep over all pages. A post without a time is kept only when no time bound is given."""
+        parts = [values_clause("thread", [thread])] if thread is not None else []
+        if since is not None:
+            parts.append(f"FILTER(?time >= {dt_literal(since)})")
+        if until is not None:
+            parts.append(f"FILTER(?time < {dt_literal(until)})")
+        filt = "\n  ".join(parts)
+        total = _count(self.select(render_query("messages_count", filter=filt)).rows[0][0])
+        page = f"LIMIT {int(limit)} OFFSET {int(offset)}"
+        rows = self.select(render_query("messages_page", filter=filt, page=page)).dicts()
+        return [_post_info(row) for row in rows], total
 
     def entities(self, iris: Iterable[str] | None = None) -> Iterator[tuple[str, str, tuple[str, ...], tuple[str, ...]]]:
         """(iri, label, types, alternative labels) for labelled individuals of this memory."""

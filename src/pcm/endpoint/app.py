@@ -216,6 +216,11 @@ class App:
             "/api/conversation": self.api_conversation,
             "/api/conversations": self.api_conversations,
             "/api/reindex": self.api_reindex,
+            "/api/messages": self.api_messages,
+            "/api/message": self.api_message,
+            "/api/forget": self.api_forget,
+            "/api/facts": self.api_facts,
+            "/api/fact": self.api_fact,
             "/api/stats": self.api_stats,
             "/api/timings": self.api_timings,
             "/openapi.json": self.api_openapi,
@@ -266,7 +271,9 @@ class App:
     def _certain_write(method: str, path: str) -> bool:
         if path == "/store":
             return method in ("PUT", "POST", "DELETE", "PATCH")
-        return path in ("/update", "/api/ingest", "/api/reindex") and method == "POST"
+        if method == "DELETE":
+            return path in ("/api/message", "/api/fact")
+        return path in ("/update", "/api/ingest", "/api/reindex", "/api/forget") and method == "POST"
 
     def _check_token(self, headers: Mapping[str, str]) -> Response | None:
         """The refusal of a write without this server's token (:func:`pcm.errors.write_refusal`, the line every
@@ -677,7 +684,7 @@ class App:
                 raise InputError("give the text to recall as ?q=")
             with self.memory_lock:
                 hits = self.memory.recall(query.q, query.k, **_recall_filters(query))
-            return [models.RecallHit.model_validate(h.as_json()) for h in hits]
+            return hits
 
         return self._api(request, "GET", recall)
 
@@ -699,7 +706,7 @@ class App:
                 return models.SearchResult.model_validate({**self.explorer.search_text(text, k), "note": str(exc)})
             return models.SearchResult(
                 mode="hybrid",
-                hits=[models.RecallHit.model_validate(h.as_json()) for h in hits],
+                hits=hits,
                 entities=[models.EntityMatch(iri=e.iri, label=e.label, score=e.score, how=e.how) for e in matches],
             )
 
@@ -729,6 +736,70 @@ class App:
         return self._api(
             request, "GET", lambda: [models.ConversationSummary.model_validate(c) for c in self.explorer.conversations()]
         )
+
+    def api_messages(self, request: Request) -> Response:
+        """A page of stored messages, oldest first, narrowed by session and time (``Memory.messages``)."""
+
+        def page() -> object:
+            query = validated(models.MessagesQuery, _params(request))
+            return self.memory.messages(session=query.session, since=query.since, until=query.until,
+                                        limit=query.limit, offset=query.offset)
+
+        return self._api(request, "GET", page)
+
+    def api_message(self, request: Request) -> Response:
+        """``GET`` one stored message; ``DELETE`` forgets it (``Memory.delete_messages``, the owner's token)."""
+        if request.method == "DELETE":
+            refused = self._check_token(request.headers)
+            if refused is not None:
+                return refused
+
+            def delete() -> object:
+                query = validated(models.MessageDelete, _params(request))
+                with self.memory_lock:
+                    return self.memory.delete_messages(post=query.post, purge=query.purge)
+
+            return self._api(request, "DELETE", delete)
+        return self._api(request, "GET", lambda: self.memory.message(
+            validated(models.MessageQuery, _params(request)).post))
+
+    def api_forget(self, request: Request) -> Response:
+        """Forget one message or a whole session (``pcm forget``; the owner's token)."""
+        refused = self._check_token(request.headers)
+        if refused is not None:
+            return refused
+
+        def forget() -> object:
+            body = validated(models.ForgetBody, _json_body(request.body))
+            with self.memory_lock:
+                return self.memory.delete_messages(post=body.post, session=body.session, purge=body.purge)
+
+        return self._api(request, "POST", forget)
+
+    def api_facts(self, request: Request) -> Response:
+        """A page of facts, those said earliest first, narrowed by session and time (``Memory.facts``)."""
+
+        def page() -> object:
+            query = validated(models.FactsQuery, _params(request))
+            return self.memory.facts(session=query.session, since=query.since, until=query.until,
+                                     limit=query.limit, offset=query.offset)
+
+        return self._api(request, "GET", page)
+
+    def api_fact(self, request: Request) -> Response:
+        """``GET`` one fact; ``DELETE`` deletes it, recorded in the history graph (the owner's token)."""
+        if request.method == "DELETE":
+            refused = self._check_token(request.headers)
+            if refused is not None:
+                return refused
+
+            def delete() -> object:
+                query = validated(models.FactQuery, _params(request))
+                with self.memory_lock:
+                    return self.memory.delete_fact(query.id)
+
+            return self._api(request, "DELETE", delete)
+        return self._api(request, "GET", lambda: self.memory.fact(validated(models.FactQuery, _params(request)).id))
 
     # -- the explorer's files -----------------------------------------------------------------------------------
 

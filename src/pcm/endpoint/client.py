@@ -1,6 +1,6 @@
 """A client for the JSON API of a running ``pcm serve``: what CLI commands use when :func:`discover` finds one.
 
-Writes (ingest) and index work (ask, recall) go to the server, which holds the store lock, the side index and the
+Writes (ingest, forget, reindex) and index work (ask, recall) go to the server, which holds the store lock, the side index and the
 embedding model; plain reads can also use :class:`pcm.backend_remote.RemoteBackend` on ``info.query_url``.
 Errors come back as the same :class:`~pcm.errors.PcmError` classes the local path raises, with the server's message.
 """
@@ -80,6 +80,19 @@ class ServeClient:
             if value is not None:
                 params[name] = value.isoformat() if isinstance(value, datetime) else str(value)
         return list(self._call("GET", "/recall", params=params))
+
+    def forget(self, *, post: str | None = None, session: str | None = None, purge: bool = True) -> dict[str, Any]:
+        """Forget a message or a session in the server (``POST /api/forget``): what ``pcm forget`` does there."""
+        body: dict[str, Any] = {"purge": purge}
+        if post is not None:
+            body["post"] = post
+        if session is not None:
+            body["session"] = session
+        return dict(self._call("POST", "/forget", json=body))
+
+    def delete_fact(self, fact_id: str) -> dict[str, Any]:
+        """Delete a fact in the server (``DELETE /api/fact``): what ``pcm fact --delete`` does there."""
+        return dict(self._call("DELETE", "/fact", params={"id": fact_id}))
 
     def start_reindex(self) -> dict[str, Any]:
         """Ask the server to rebuild its side index in the background; returns the job's first state.

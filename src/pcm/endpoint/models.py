@@ -2,7 +2,9 @@
 they answer with, and what ``/openapi.json`` is generated from (:mod:`pcm.endpoint.openapi`).
 
 One model per shape, one name per field: the text of a stored message is ``text`` wherever it appears (recall
-hits, ask evidence, conversation pages, the sources of a fact). Request bodies are checked strictly (JSON has the
+hits, ask evidence, conversation pages, the sources of a fact). The records every face shows (a stored message, a
+recall hit, a fact, their pages) are :mod:`pcm.models`'; they are named here too, for the handlers and the OpenAPI
+document. Request bodies are checked strictly (JSON has the
 right types: a number where a number is expected), query parameters leniently (they arrive as strings).
 """
 
@@ -12,7 +14,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pcm.limits import ASK_K, RECALL_K
+from pcm.limits import ASK_K, PAGE_OFFSET, PAGE_SIZE, RECALL_K
+from pcm.models import Fact as Fact
+from pcm.models import FactDeleted as FactDeleted
+from pcm.models import FactPage as FactPage
+from pcm.models import FactSource as FactSource
+from pcm.models import Forgotten as Forgotten
+from pcm.models import Message as Message
+from pcm.models import MessagePage as MessagePage
+from pcm.models import RecallHit as RecallHit
 
 # -- every error -----------------------------------------------------------------------------------------------------
 
@@ -129,6 +139,50 @@ class ConversationQuery(Query):
     id: str | None = Field(default=None, description="The session id (give this or iri).")
 
 
+class PageQuery(Query):
+    """A page of a listing, narrowed by session and time."""
+
+    session: str | None = Field(default=None, description="Only those of this session (its id, or its thread IRI).")
+    since: str | None = Field(default=None, description="Only those said at or after this time (ISO 8601; without "
+                                                        "a zone, the memory's).")
+    until: str | None = Field(default=None, description="Only those said before this time (ISO 8601; without a "
+                                                        "zone, the memory's).")
+    limit: int = Field(default=PAGE_SIZE.default, json_schema_extra=PAGE_SIZE.schema(),
+                       description="How many to return (the memory checks the bounds).")
+    offset: int = Field(default=PAGE_OFFSET.default, json_schema_extra=PAGE_OFFSET.schema(),
+                        description="How many to skip: the `next_offset` of the page before.")
+
+
+class MessagesQuery(PageQuery):
+    """A page of stored messages, oldest first."""
+
+
+class FactsQuery(PageQuery):
+    """A page of facts, those said earliest first; session and time narrow the messages they came from."""
+
+
+class MessageQuery(Query):
+    post: str = Field(min_length=1, description="The message: its post IRI, or the client's message id.")
+
+
+class MessageDelete(MessageQuery):
+    purge: bool = Field(default=True, description="Also rewrite the memory's files so the text leaves the disk "
+                                                  "(not done while the server holds them: the answer says so).")
+
+
+class FactQuery(Query):
+    id: str = Field(min_length=1, description="The fact's id, as a listing of facts gives it.")
+
+
+class ForgetBody(Body):
+    """Forget one message or a whole session, with what was learnt from it alone (``pcm forget``)."""
+
+    post: str | None = Field(default=None, description="The message: its post IRI, or the client's message id.")
+    session: str | None = Field(default=None, description="A whole session: its id, or its thread IRI.")
+    purge: bool = Field(default=True, description="Also rewrite the memory's files so the text leaves the disk "
+                                                  "(not done while the server holds them: the answer says so).")
+
+
 # -- answers -----------------------------------------------------------------------------------------------------------
 
 
@@ -230,22 +284,6 @@ class IngestResult(BaseModel):
                                                           "extracted yet.")
 
 
-class Message(BaseModel):
-    """A stored message (a ``sioc:Post``)."""
-
-    post: str = Field(description="The post IRI.")
-    source_id: str | None = Field(description="The client's message id, if any.")
-    session: str
-    time: str | None = Field(description="When it was said (ISO 8601), if known.")
-    speaker: str | None
-    role: str
-    text: str
-
-
-class RecallHit(Message):
-    score: float | None = Field(description="The fused score that ranked it (null for text search).")
-
-
 class EvidenceFact(BaseModel):
     subject: str
     predicate: str
@@ -322,7 +360,9 @@ class Source(BaseModel):
     file: str | None
 
 
-class Fact(BaseModel):
+class EntityFact(BaseModel):
+    """A fact as an entity page shows it: in or out of the entity, with the messages it came from."""
+
     direction: Literal["in", "out"]
     predicate: Term
     value: Term
@@ -335,7 +375,7 @@ class EntityPage(BaseModel):
     label: str
     labels: list[str]
     types: list[Term]
-    facts: list[Fact]
+    facts: list[EntityFact]
     related: list[Term]
     mentioned_in: list[str]
     truncated: bool

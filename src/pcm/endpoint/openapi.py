@@ -141,6 +141,42 @@ OPERATIONS: dict[str, list[Operation]] = {
             other={409: (m.ReindexBusy, "A rebuild is already running: follow it with GET.")},
         ),
     ],
+    "/api/messages": [
+        Operation("get", "A page of stored messages, oldest first, narrowed by session and time",
+                  {200: m.MessagePage}, query=m.MessagesQuery,
+                  errors={404: "No such session in this memory."}),
+    ],
+    "/api/message": [
+        Operation("get", "One stored message", {200: m.Message}, query=m.MessageQuery,
+                  errors={404: "No such message in this memory."}),
+        Operation(
+            "delete", "Forget one stored message (owner's token required)", {200: m.Forgotten},
+            description="The same forget as `pcm forget --post` and MCP's `forget`: the message goes with what was "
+                        "learnt from it alone; values it had replaced hold again.",
+            query=m.MessageDelete, write=True, errors={404: "No such message in this memory; nothing changed."},
+        ),
+    ],
+    "/api/forget": [
+        Operation(
+            "post", "Forget one message or a whole session (owner's token required)", {200: m.Forgotten},
+            description="`pcm forget` over HTTP: give `post` or `session`.", body=m.ForgetBody, write=True,
+            errors={404: "No such message or session in this memory; nothing changed."},
+        ),
+    ],
+    "/api/facts": [
+        Operation("get", "A page of facts, those said earliest first, narrowed by session and time",
+                  {200: m.FactPage}, query=m.FactsQuery, errors={404: "No such session in this memory."}),
+    ],
+    "/api/fact": [
+        Operation("get", "One fact, with every graph that states it", {200: m.Fact}, query=m.FactQuery,
+                  errors={404: "No such fact in this memory."}),
+        Operation(
+            "delete", "Delete one fact (owner's token required)", {200: m.FactDeleted},
+            description="The statement leaves every graph that states it; each removal is recorded in the history "
+                        "graph, so the entity's history shows the value as over.",
+            query=m.FactQuery, write=True, errors={404: "No such fact in this memory; nothing changed."},
+        ),
+    ],
     "/openapi.json": [Operation("get", "This description of the JSON API", {200: OpenApiDocument})],
 }
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pcm.index.embedder import MODEL_DIM, MODEL_NAME, Embedder, get_embedder
-from pcm.index.records import EntityMatch, EntityRecord, PostRecord, RecallHit
+from pcm.index.records import EntityMatch, EntityRecord, PostRecord
 
 if TYPE_CHECKING:
     from pcm.index.sideindex import SideIndex
+    from pcm.models import RecallHit
 
 __all__ = [
     "MODEL_DIM",
@@ -32,4 +33,8 @@ def __getattr__(name: str) -> Any:
         from pcm.index.sideindex import SideIndex
 
         return SideIndex
+    if name == "RecallHit":  # the faces' record (pydantic), imported when asked for
+        from pcm.models import RecallHit
+
+        return RecallHit
     raise AttributeError(f"module 'pcm.index' has no attribute {name!r}")

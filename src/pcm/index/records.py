@@ -1,4 +1,6 @@
-"""The rows the side index holds and the answers it gives, as plain frozen dataclasses.
+"""The rows the side index holds and the matches it gives, as plain frozen dataclasses; its recall hits are the
+record every face shows (:class:`pcm.models.RecallHit`, imported by :mod:`pcm.index.sideindex`, so that opening
+the store, which lists posts as :class:`PostRecord`, imports no pydantic).
 
 The store (the source of truth) lists its posts as :class:`pcm.conversations.PostRecord` (re-exported here, the
 index's row type) and turns its entities into these records; the index never reads RDF, so it can be rebuilt from
@@ -9,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from pcm.conversations import PostRecord
 
@@ -33,33 +34,6 @@ def entity_record(iri: str, label: str, types: tuple[str, ...], alts: tuple[str,
 
 
 @dataclass(frozen=True)
-class RecallHit:
-    """One post returned by episodic recall, with the fused score that ranked it."""
-
-    post: str
-    source_id: str | None
-    session: str
-    time: datetime | None
-    speaker: str | None
-    role: str
-    text: str
-    score: float
-
-    def as_json(self) -> dict[str, Any]:
-        """The keys of the dataclass, ``time`` as an ISO 8601 string (or ``None``): what ``pcm recall --json`` prints."""
-        return {
-            "post": self.post,
-            "source_id": self.source_id,
-            "session": self.session,
-            "time": self.time.isoformat() if self.time is not None else None,
-            "speaker": self.speaker,
-            "role": self.role,
-            "text": self.text,
-            "score": self.score,
-        }
-
-
-@dataclass(frozen=True)
 class EntityMatch:
     """A candidate vertex for a mention. ``how`` names the legs that found it, joined by ``+`` (``exact+vector``)."""
 
@@ -69,4 +43,4 @@ class EntityMatch:
     how: str
 
 
-__all__ = ["EntityMatch", "EntityRecord", "PostRecord", "RecallHit", "entity_record"]
+__all__ = ["EntityMatch", "EntityRecord", "PostRecord", "entity_record"]

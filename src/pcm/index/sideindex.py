@@ -27,7 +27,7 @@ from pcm.index import recall as ranking
 from pcm.index.embedder import Embedder, get_embedder
 from pcm.index.graph import GRAPH_FILE, TermGraph, append_log, read_log, terms, write_log
 from pcm.index.mirror import EntityMirror, PostMirror
-from pcm.index.records import EntityMatch, EntityRecord, PostRecord, RecallHit
+from pcm.index.records import EntityMatch, EntityRecord, PostRecord
 from pcm.index.relevance import (
     Relevance,
     TermStats,
@@ -71,6 +71,7 @@ from pcm.index.text import (
     vector_query,
     without_speakers,
 )
+from pcm.models import RecallHit
 
 Progress = Callable[[int], None]
 """Called with the number of records just written (e.g. ``tqdm.update``)."""

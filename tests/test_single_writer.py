@@ -1,0 +1,106 @@
+"""While `pcm serve` holds a memory it is the memory's only writer: `pcm forget` goes through it (the server's store,
+side index and summaries stay one, and it keeps answering), and the writes its JSON API does not take (purge,
+import, extract) are refused in one line naming the server, before anything is opened."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from pcm.memory import Memory
+from pcm.settings import Settings
+from serve_process import SRC, Served, served_with_log
+
+TOKEN = "owner-secret"
+
+
+def pcm(memory: Path, *args: str, token: str = TOKEN) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PCM_")}
+    env.update({"PYTHONPATH": str(SRC), "PCM_LLM": "none", "PCM_INDEX": "off", "PCM_TOKEN": token})
+    return subprocess.run([sys.executable, "-m", "pcm.cli", "--memory", str(memory), *args], capture_output=True,
+                          text=True, env=env, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def served(template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Served]]:
+    root = tmp_path_factory.mktemp("single-writer")
+    path = root / "memory"
+    shutil.copytree(template, path)
+    with Memory.open(Settings(memory=path, index_enabled=False)) as memory:
+        for n in range(3):
+            memory.remember(f"note number {n}", at=f"2025-03-0{n + 1}T10:00", session="notes", key=f"n{n}")
+    with served_with_log(path, root / "serve.log", token=TOKEN) as server:
+        yield path, server
+
+
+@pytest.mark.slow
+def test_cli_forget_goes_through_the_server_which_keeps_answering(served: tuple[Path, Served]) -> None:
+    path, server = served
+    before = httpx.get(server.url + "/api/messages", timeout=120).json()
+    refused = pcm(path, "forget", "--post", "n0", token="")
+    assert refused.returncode == 4 and "token" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+    done = pcm(path, "forget", "--post", "n0", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["forgotten"] == [before["messages"][0]["post"]] and report["purged"] is False
+    assert "not purged" in done.stderr  # the server holds the files: `pcm purge` once it is stopped
+    after = httpx.get(server.url + "/api/messages", timeout=120)
+    assert after.status_code == 200 and after.json()["total"] == before["total"] - 1
+    assert [m["source_id"] for m in after.json()["messages"]] == ["n1", "n2"]
+    assert httpx.get(server.url + "/api/health", timeout=120).status_code == 200
+    missing = pcm(path, "forget", "--post", "n0")
+    assert missing.returncode == 3 and missing.stderr.strip() == "pcm: error: no post 'n0' in this memory"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args", [["purge"], ["import", "facts.ttl"], ["extract", "--pending"]])
+def test_writes_the_server_does_not_take_are_refused_naming_it(served: tuple[Path, Served], tmp_path: Path,
+                                                                 args: list[str]) -> None:
+    path, server = served
+    (tmp_path / "facts.ttl").write_text("<urn:a> <urn:b> <urn:c> .\n")
+    args = [str(tmp_path / a) if a.endswith(".ttl") else a for a in args]
+    refused = pcm(path, *args)
+    assert refused.returncode == 4, refused.stderr
+    line = refused.stderr.strip()
+    assert len(line.splitlines()) == 1 and line.startswith(f"pcm: error: pcm serve at {server.url} holds this memory")
+    assert httpx.get(server.url + "/api/messages", timeout=120).status_code == 200
+
+
+@pytest.mark.slow
+def test_pcm_mcp_beside_the_server_answers_through_it(served: tuple[Path, Served]) -> None:
+    import asyncio
+
+    from mcp import Client, StdioServerParameters
+
+    path, server = served
+
+    async def session(token: str) -> tuple[Any, Any, Any, Any]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PCM_")}
+        env.update({"PYTHONPATH": str(SRC), "PCM_LLM": "none", "PCM_INDEX": "off", "PCM_TOKEN": token})
+        params = StdioServerParameters(command=sys.executable, args=["-m", "pcm.cli", "--memory", str(path), "mcp"],
+                                       env=env, cwd=str(path.parent))
+        async with Client(params, read_timeout_seconds=300) as client:
+            tools = {t.name for t in (await client.list_tools()).tools}
+            listed = await client.call_tool("list_messages", {"session": "notes"})
+            stored = await client.call_tool("remember", {"text": "a note through the server", "session": "mcp",
+                                                         "key": f"mcp-{bool(token)}"})
+            resources = {str(r.uri) for r in (await client.list_resources()).resources}
+            return tools, listed, stored, resources
+
+    tools, listed, refused, resources = asyncio.run(session(""))  # the owner's lock is the server's: no crash
+    assert {"remember", "list_messages", "delete_fact"} <= tools and "pcm://ontology/catalogue" in resources
+    assert listed.structured_content == httpx.get(server.url + "/api/messages", params={"session": "notes"},
+                                                  timeout=120).json()
+    assert refused.is_error and "token" in refused.content[0].text
+    _, _, stored, _ = asyncio.run(session(TOKEN))
+    assert not stored.is_error and stored.structured_content["stored"] is True
+    assert httpx.get(server.url + "/api/messages", params={"session": "mcp"}, timeout=120).json()["total"] == 1
