@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
-from pcm.cli import emit_json, handle_errors, json_option, settings_for
+from pcm.cli import emit_json, handle_errors, json_option, memory_option, progress_bar, settings_for
 from pcm.terminal import echo
 
 _ENGINES = ("auto", "oxigraph", "virtuoso", "generic")
@@ -53,6 +55,47 @@ def check(ctx: click.Context, url: str, engine: str | None, as_json: bool) -> No
             echo(f"{c.status:<4}  {c.name:<{width}}  {c.detail}")
     if report.exit_code:
         ctx.exit(report.exit_code)
+
+
+@store.command()
+@memory_option
+@click.argument("target")
+@click.option("--engine", type=click.Choice(_ENGINES), default="auto", show_default=True,
+              help="The target server's engine profile (auto: detected from the server).")
+@click.option("--keep-source", is_flag=True,
+              help="Leave the memory's graphs where they were (an embedded store is renamed oxigraph.moved).")
+@json_option
+@click.pass_context
+@handle_errors
+def move(ctx: click.Context, memory_path: Path | None, target: str, engine: str, keep_source: bool,
+         as_json: bool) -> None:
+    """Move the memory to another store: TARGET is a SPARQL server's URL, or `embedded` (its own store).
+
+    Every post, fact, provenance record and history entry moves as it is (its export is the same before and after);
+    the copy is checked against the source before memory.toml points at it, and the memory stays where it was if
+    anything fails. Then the source's graphs are dropped (unless --keep-source) and the side index is reconciled
+    with the new store. Stop `pcm serve` and any other writer first. Credentials: PCM_STORE_USER and
+    PCM_STORE_PASSWORD (or PCM_STORE_TOKEN), for whichever server asks; `pcm store check URL` first says whether the
+    target will do.
+
+    \b
+    Examples:
+      pcm --memory ~/mem store move http://127.0.0.1:7878
+      PCM_STORE_USER=dba PCM_STORE_PASSWORD=dba pcm --memory ~/mem store move http://127.0.0.1:8890
+      pcm --memory ~/mem store move embedded
+    """
+    from pcm.memory import Memory
+
+    settings = settings_for(ctx, memory_path)
+    with progress_bar(None, "index") as bar:
+        report = Memory.move_store(settings, target, engine=engine, keep_source=keep_source, progress=bar.update)
+    if as_json:
+        emit_json(report.as_json())
+        return
+    kept = "; the source keeps its copy (pcm no longer reads it)" if report.source_kept else ""
+    echo(f"moved memory {settings.memory}: {report.quads} quad(s) in {report.graphs} graph(s) from {report.source} to "
+         f"{report.target} ({report.engine}){kept}; side index: {report.index_added} added, "
+         f"{report.index_removed} removed")
 
 
 __all__ = ["store"]
