@@ -719,7 +719,8 @@ class Memory:
             raise UsageError("this memory was opened read-only")
 
     def ingest(self, conversations: Iterable[Conversation], progress: Progress | None = None) -> IngestReport:
-        """Store every utterance as a post, one atomic write each; re-ingesting the same turns adds nothing.
+        """Store every utterance as a post, one atomic write each (on a server, a conversation's posts one request
+        of up to the store's batch); re-ingesting the same turns adds nothing.
 
         The whole batch is checked first (:func:`~pcm.conversations.check_conversations`, the side index's model),
         so a refusal (InputError, MemoryVersionError) leaves the memory as it was. With a model, facts are then
@@ -743,6 +744,34 @@ class Memory:
         every_post_stored = False
         # a full disk (or memory, quota, permissions) stops the ingest with what it had stored: each post is one
         # atomic write, and the side index and summaries catch up on the next open (the markers those writes set)
+        # On a server each write is a request: the posts of a conversation go together, up to the store's batch of
+        # quads per request (one transaction on Oxigraph's server; on Virtuoso a request of posts that lands or
+        # not as one). The embedded store writes each post on its own, in process.
+        per_write = self.backend.capabilities.batch or 0
+        held: list[tuple[PostInfo, str]] = []  # posts written with the next write, and how to name each
+        pending: list[ox.Quad] = []
+
+        def flush() -> None:
+            nonlocal last_stored, to_index, pending
+            if not held:
+                return
+            if self.settings.summaries_enabled:
+                pending.append(self.store.summaries_marker)  # the posts and "their summary is behind" land together
+            self.store.write(pending)
+            for info, name in held:
+                report.added += 1
+                report.pending += 1
+                report.posts.append(info.iri)
+                last_stored = name
+                to_index.append(info)
+                if progress:
+                    progress(1)
+            held.clear()
+            pending = []
+            if len(to_index) >= 256:
+                self._index_posts(to_index)
+                to_index = []
+
         with resource_errors(lambda: _ingest_stopped(report, last_stored, every_post_stored)):
             for conv, refs in zip(conversations, planned, strict=True):
                 report.conversations += 1
@@ -761,22 +790,15 @@ class Memory:
                     if not thread_written:
                         quads = session_quads(self.naming, conv.id, conv.title, conv.started) + quads
                         thread_written = True
-                    if self.settings.summaries_enabled:
-                        quads.append(self.store.summaries_marker)  # the post and "its summary is behind" land together
-                    self.store.write(quads)
-                    report.added += 1
-                    report.pending += 1
-                    report.posts.append(ref.iri)
-                    last_stored = f"conversation {conv.id!r}, message {u.source_id or u.position!r}"
+                    if held and len(pending) + len(quads) + 2 > per_write:
+                        flush()
+                    pending.extend(quads)
+                    held.append((
+                        PostInfo(ref.iri, conv.id, u.role, u.speaker, u.timestamp, u.content, u.source_id, u.position),
+                        f"conversation {conv.id!r}, message {u.source_id or u.position!r}",
+                    ))
                     previous = ref.iri
-                    to_index.append(
-                        PostInfo(ref.iri, conv.id, u.role, u.speaker, u.timestamp, u.content, u.source_id, u.position)
-                    )
-                    if progress:
-                        progress(1)
-                    if len(to_index) >= 256:
-                        self._index_posts(to_index)
-                        to_index = []
+                flush()  # a conversation's posts are stored before the next one reads what the store holds
             every_post_stored = True
             self._index_posts(to_index)
             mode = self.extraction_mode() if report.posts else EPISODIC
