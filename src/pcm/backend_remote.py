@@ -67,6 +67,7 @@ from pcm.errors import (
     PcmError,
     QueryError,
     QueryTimeout,
+    StorePermissionError,
     UsageError,
 )
 from pcm.layout import LEGACY_LAYOUT, DatasetLayout
@@ -101,6 +102,10 @@ _SD_LANGUAGE = ox.NamedNode("http://www.w3.org/ns/sparql-service-description#sup
 _SD_UPDATE = ox.NamedNode("http://www.w3.org/ns/sparql-service-description#SPARQL11Update")
 #: The header with which Virtuoso says it cut an answer at its ``ResultSetMaxRows`` (it says nothing for graphs).
 _MAX_ROWS_HEADER = "x-sparql-maxrows"
+#: Virtuoso's ``ResultSetMaxRows``, as its ini file sets it (an empty string or 0: no limit).
+_VIRTUOSO_MAX_ROWS = (
+    "SELECT (bif:cfg_item_value(bif:virtuoso_ini_path(), 'SPARQL', 'ResultSetMaxRows') AS ?n) WHERE { }"
+)
 #: Where skolemised blank nodes live (RDF 1.1 §3.5 skolem IRIs, under pcm's own authority).
 SKOLEM_PREFIX = "https://w3id.org/pcm/.well-known/genid/"
 #: Graphs Virtuoso keeps for itself in every database; never a memory's.
@@ -446,14 +451,14 @@ class RemoteBackend:
             return QueryTimeout(f"{_TIME_LIMIT} of the SPARQL server at {response.request.url.host}")
         if _DENIED.search(message):  # the account may not do this (Virtuoso answers 400 or 500, not 403)
             fix = "give a user allowed to write" if what != "query" else "give a user allowed to read"
-            return PcmError(
+            return StorePermissionError(
                 f"the SPARQL server at {response.request.url.host} refused the {what}: the account has no permission "
                 f"for it ({message}); {fix} (PCM_STORE_USER and PCM_STORE_PASSWORD)"
             )
         if self.profile.name == "virtuoso" and self._anonymous and what != "query":
             # Virtuoso's anonymous account may not write: a big update fails to compile before the rights are checked
             # (SP031, "the length of generated SQL text has exceeded ..."), so its message need not say why
-            return PcmError(
+            return StorePermissionError(
                 f"the SPARQL server at {response.request.url.host} refused the {what} sent without credentials "
                 f"(HTTP {status}: {message or response.reason_phrase}); Virtuoso's anonymous account has no permission "
                 "to write: give a user allowed to write (PCM_STORE_USER and PCM_STORE_PASSWORD)"
@@ -462,7 +467,7 @@ class RemoteBackend:
         if refused is not None:  # the server's disk is full (or its files read-only): not the query's fault
             return refused
         if status in (401, 403):
-            return PcmError(
+            return StorePermissionError(
                 f"the SPARQL server at {response.request.url} refused the {what} (HTTP {status}): check the token, or the user and password"
             )
         if status == 400 and what in ("query", "update"):
@@ -564,6 +569,31 @@ class RemoteBackend:
         if form == "ASK" and not isinstance(result, bool) or form == "SELECT" and isinstance(result, bool):
             raise QueryError(f"the SPARQL server answered a {form} query with a {type(result).__name__} result")
         return result
+
+    def row_cap(self, rows: int = 1_000_000) -> int | None:
+        """The row count at which the server cuts every answer (Virtuoso's ``ResultSetMaxRows``), as it announces it
+        on an answer of ``rows`` rows made from nothing (no data read); None when it announces none. Only the head of
+        the answer is read: the connection is closed after it, which stops Oxigraph's evaluation. Virtuoso builds such
+        an answer whole before it cuts it (seconds): its setting is read from its ini file instead, which its own
+        function gives any account."""
+        if self.profile.name == "virtuoso":
+            found = self.query(_VIRTUOSO_MAX_ROWS)
+            assert isinstance(found, Solutions)
+            value = next(iter(found.values("n")), None)
+            return int(value.value) if value is not None and value.value.isdigit() and int(value.value) > 0 else None
+        digits = len(str(max(rows - 1, 1)))
+        values = " ".join(str(d) for d in range(10))
+        body = " ".join(f"VALUES ?d{k} {{ {values} }}" for k in range(digits))
+        request = self._operation("query", f"SELECT * WHERE {{ {body} }}")
+        headers = {**request.pop("headers", {}), "Accept": _ACCEPT_RESULTS}
+        response = self._send("POST", self.query_url, "query", headers=headers, **request)
+        try:
+            if response.status_code >= 400:
+                raise self._refusal(response, "query")
+            cap = response.headers.get(_MAX_ROWS_HEADER, "")
+        finally:
+            response.close()
+        return int(cap) if cap.isdigit() else None
 
     def named_graphs(self) -> list[str]:
         """Every named graph, without the engine's own (Virtuoso lists graphs only from their triples)."""

@@ -165,6 +165,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "retrieve": "pcm.cli_retrieve:retrieve",
     "summary": "pcm.cli_summary:summary",
     "mcp": "pcm.cli_mcp:mcp",
+    "store": "pcm.cli_store:store",
 }
 
 

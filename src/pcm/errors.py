@@ -119,6 +119,11 @@ class OntologyMigrationNeeded(MemoryVersionError):
     ``pcm ontology migrate`` runs. Same exit code as the other version mismatches."""
 
 
+class StorePermissionError(PcmError):
+    """A SPARQL server refused a request because the account may not do it (no credentials, or a user without the
+    right): "permission denied", whatever the server's own wording (Virtuoso answers 400 or 500, not 403)."""
+
+
 class MemoryNotFoundError(PcmError):
     """No memory at the given path (run ``pcm init``)."""
 

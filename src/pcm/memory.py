@@ -58,7 +58,7 @@ from pcm.oserrors import resource_errors
 from pcm.private import Hold, hold
 from pcm.provenance import Activity, PostRef, activity_quads, fixed_agent_quads, post_quads, session_quads
 from pcm.rdfbridge import to_rdflib
-from pcm.rdfio import detect_rdf_format, load_staging, serialize
+from pcm.rdfio import canonical_blank_nodes, detect_rdf_format, load_staging, serialize
 from pcm.rdflimits import RdfLimits, read_file
 from pcm.resources import render_query
 from pcm.settings import Settings
@@ -205,6 +205,27 @@ def _open_backend(settings: Settings, *, read_only: bool) -> Backend:
     from pcm.backend_local import LocalBackend
 
     return LocalBackend(settings.memory / STORE_DIR, read_only=read_only)
+
+
+@dataclass
+class MoveReport:
+    """What :meth:`Memory.move_store` did."""
+
+    source: str
+    """Where the memory was: a server's URL (without credentials) or ``embedded``."""
+    target: str
+    """Where it is now, the same way."""
+    engine: str
+    """The target's engine profile, or ``embedded``."""
+    quads: int
+    graphs: int
+    source_kept: bool
+    """The source still holds the memory's graphs (``keep_source``): pcm no longer reads them."""
+    index_added: int = 0
+    index_removed: int = 0
+
+    def as_json(self) -> dict[str, object]:
+        return dict(self.__dict__)
 
 
 @dataclass
@@ -420,6 +441,90 @@ class Memory:
             memory._catch_up_summaries()
         return memory
 
+    @classmethod
+    def move_store(
+        cls, settings: Settings, target: str, *, engine: str = "auto", keep_source: bool = False,
+        progress: Progress | None = None,
+    ) -> MoveReport:
+        """Move the memory to another store: the SPARQL server at ``target``, or ``"embedded"``, its own store in its
+        directory. Every quad goes as it is (graph names, IRIs, the ontology, provenance and history), so its export is
+        the same before and after; the copy is checked against the source before ``memory.toml`` is pointed at it,
+        and the memory is left where it was if anything fails. Then the source's graphs are dropped (kept with
+        ``keep_source``: an embedded store is renamed ``oxigraph.moved``) and the side index is reconciled with the
+        new store. Credentials for either server come from ``PCM_STORE_USER`` / ``PCM_STORE_PASSWORD`` /
+        ``PCM_STORE_TOKEN`` or the target URL itself; no credential is written down.
+        """
+        from pcm.store_binding import has_local_store, same_store, without_credentials
+        from pcm.store_move import canonical_lines, check_copy, copy_into, drop_graphs, owned_graphs
+
+        embedded = target == "embedded"
+        with cls.open(settings) as memory:
+            if memory.held_by_server:
+                raise MemoryLockedError(
+                    f"`pcm serve` holds memory {memory.settings.memory}: stop it before moving the memory's store"
+                )
+            here = memory.settings
+            source = without_credentials(here.store_url) if here.store_url else "embedded"
+            if embedded and not here.store_url:
+                raise UsageError(f"memory {here.memory} is already in its embedded store")
+            if not embedded and here.store_url and same_store(target, here.store_url):
+                raise UsageError(f"memory {here.memory} already lives on {source}")
+            if embedded and has_local_store(here.memory):
+                raise UsageError(
+                    f"{here.memory / STORE_DIR} (or a purge's copy of it) already exists beside this memory on a server: "
+                    "move it away first"
+                )
+            layout = memory.naming.layout
+            quads = list(memory.backend.quads())
+            expected = canonical_lines(quads)
+            there = here.with_(store_url="" if embedded else target, store_engine=engine, store_update_url="",
+                               store_gsp_url="", engine_url="")
+            destination = _open_backend(there, read_only=False)
+            destination.layout = layout
+            where = "the embedded store" if embedded else without_credentials(target)
+            try:
+                taken = owned_graphs(destination, layout)
+                if taken:
+                    raise UsageError(
+                        f"{where} already holds {len(taken)} graph(s) under <{layout.prefix}>, this memory's graph names "
+                        "(a memory with the same names, or a move that did not finish): drop them there first"
+                    )
+                try:
+                    copy_into(destination, quads, here.memory / ".move.nq")
+                    check_copy(expected, destination, where)
+                except BaseException:
+                    _undo_copy(destination, layout, embedded, here.memory)
+                    raise
+                engine_name = "embedded" if embedded else getattr(destination, "engine", engine)
+                manifest = memory.manifest
+                if embedded:
+                    for name in ("store_url", "store_update_url", "store_gsp_url"):
+                        setattr(manifest, name, "")
+                    manifest.store_engine = "embedded"
+                else:
+                    record(manifest, there, engine_name)
+                manifest.save(here.memory)  # from here on every command reaches the new store
+            finally:
+                destination.close()
+            graphs = len({q.graph_name for q in quads})
+            if here.store_url and not keep_source:
+                drop_graphs(memory.backend, owned_graphs(memory.backend, layout))
+        if not here.store_url:
+            old = here.memory / STORE_DIR
+            if keep_source:
+                old.rename(here.memory / (STORE_DIR + ".moved"))
+            else:
+                shutil.rmtree(old)
+        report = MoveReport(source, without_credentials(target) if not embedded else "embedded", engine_name,
+                            len(quads), graphs, keep_source)
+        reopen = settings.with_(store_url="", store_engine="auto", store_update_url="", store_gsp_url="")
+        if not embedded:
+            reopen = reopen.with_(store_url=target)  # its credentials, if the URL carries them
+        with cls.open(reopen) as moved:
+            if moved.settings.index_enabled:
+                report.index_added, report.index_removed = moved.sync_index(progress)
+        return report
+
     def close(self) -> None:
         """Stop the query worker, close the side index and the store; a second call does nothing. A closed memory
         used again raises :class:`MemoryClosedError`, from here or from its store."""
@@ -616,7 +721,8 @@ class Memory:
             raise UsageError("this memory was opened read-only")
 
     def ingest(self, conversations: Iterable[Conversation], progress: Progress | None = None) -> IngestReport:
-        """Store every utterance as a post, one atomic write each; re-ingesting the same turns adds nothing.
+        """Store every utterance as a post, one atomic write each (on a server, a conversation's posts one request
+        of up to the store's batch); re-ingesting the same turns adds nothing.
 
         The whole batch is checked first (:func:`~pcm.conversations.check_conversations`, the side index's model),
         so a refusal (InputError, MemoryVersionError) leaves the memory as it was. With a model, facts are then
@@ -640,6 +746,34 @@ class Memory:
         every_post_stored = False
         # a full disk (or memory, quota, permissions) stops the ingest with what it had stored: each post is one
         # atomic write, and the side index and summaries catch up on the next open (the markers those writes set)
+        # On a server each write is a request: the posts of a conversation go together, up to the store's batch of
+        # quads per request (one transaction on Oxigraph's server; on Virtuoso a request of posts that lands or
+        # not as one). The embedded store writes each post on its own, in process.
+        per_write = self.backend.capabilities.batch or 0
+        held: list[tuple[PostInfo, str]] = []  # posts written with the next write, and how to name each
+        pending: list[ox.Quad] = []
+
+        def flush() -> None:
+            nonlocal last_stored, to_index, pending
+            if not held:
+                return
+            if self.settings.summaries_enabled:
+                pending.append(self.store.summaries_marker)  # the posts and "their summary is behind" land together
+            self.store.write(pending)
+            for info, name in held:
+                report.added += 1
+                report.pending += 1
+                report.posts.append(info.iri)
+                last_stored = name
+                to_index.append(info)
+                if progress:
+                    progress(1)
+            held.clear()
+            pending = []
+            if len(to_index) >= 256:
+                self._index_posts(to_index)
+                to_index = []
+
         with resource_errors(lambda: _ingest_stopped(report, last_stored, every_post_stored)):
             for conv, refs in zip(conversations, planned, strict=True):
                 report.conversations += 1
@@ -658,22 +792,15 @@ class Memory:
                     if not thread_written:
                         quads = session_quads(self.naming, conv.id, conv.title, conv.started) + quads
                         thread_written = True
-                    if self.settings.summaries_enabled:
-                        quads.append(self.store.summaries_marker)  # the post and "its summary is behind" land together
-                    self.store.write(quads)
-                    report.added += 1
-                    report.pending += 1
-                    report.posts.append(ref.iri)
-                    last_stored = f"conversation {conv.id!r}, message {u.source_id or u.position!r}"
+                    if held and len(pending) + len(quads) + 2 > per_write:
+                        flush()
+                    pending.extend(quads)
+                    held.append((
+                        PostInfo(ref.iri, conv.id, u.role, u.speaker, u.timestamp, u.content, u.source_id, u.position),
+                        f"conversation {conv.id!r}, message {u.source_id or u.position!r}",
+                    ))
                     previous = ref.iri
-                    to_index.append(
-                        PostInfo(ref.iri, conv.id, u.role, u.speaker, u.timestamp, u.content, u.source_id, u.position)
-                    )
-                    if progress:
-                        progress(1)
-                    if len(to_index) >= 256:
-                        self._index_posts(to_index)
-                        to_index = []
+                flush()  # a conversation's posts are stored before the next one reads what the store holds
             every_post_stored = True
             self._index_posts(to_index)
             mode = self.extraction_mode() if report.posts else EPISODIC
@@ -1052,7 +1179,8 @@ class Memory:
         if fmt not in ("trig", "nquads", "jsonld"):
             raise UsageError(f"export format {fmt!r}: choose trig, nquads, turtle or jsonld")
         prefixes = {**PREFIXES, "m": self.manifest.namespace} if fmt == "trig" else None
-        return serialize(quads, fmt, prefixes=prefixes)
+        # blank nodes canonically named: the same memory exports the same bytes from any store (pcm store move)
+        return serialize(canonical_blank_nodes(quads), fmt, prefixes=prefixes)
 
     def sparql(self, query: str, *, limit: int | None = None) -> QueryResult:
         """A read-only query over the union of graphs, bounded in time, rows and memory.
@@ -1448,6 +1576,17 @@ def expand_iri(iri: str, namespace: str) -> str:
 def _shown(text: str, limit: int = 80) -> str:
     """``text`` quoted for an error line, cut to ``limit`` characters."""
     return repr(text if len(text) <= limit else text[: limit - 1] + "…")
+
+
+def _undo_copy(backend: Backend, layout: DatasetLayout, embedded: bool, directory: Path) -> None:
+    """Take back a move's copy that failed or did not match: the target keeps nothing of the memory."""
+    from pcm.store_move import drop_graphs, owned_graphs
+
+    if embedded:
+        backend.close()
+        shutil.rmtree(directory / STORE_DIR, ignore_errors=True)
+        return
+    drop_graphs(backend, owned_graphs(backend, layout))
 
 
 def _undo_init(memory: Memory) -> str:

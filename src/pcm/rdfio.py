@@ -141,6 +141,24 @@ def _as_quad(t: ox.Triple | ox.Quad) -> ox.Quad:
     return ox.Quad(t.subject, t.predicate, t.object, ox.DefaultGraph())
 
 
+def canonical_blank_nodes(quads: Iterable[ox.Quad]) -> list[ox.Quad]:
+    """``quads`` with their blank nodes named by RDF Dataset Canonicalization (RDFC-1.0), so the same dataset reads
+    out the same from any store (each store labels blank nodes its own way: the ontology's OWL lists, a Virtuoso
+    skolem IRI turned back). The quads without a blank node come first, in their order; the others after, sorted.
+    Only they are canonicalised: a blank node's canonical name depends on the quads that mention blank nodes alone."""
+    plain: list[ox.Quad] = []
+    blank = ox.Dataset()
+    for q in quads:
+        if isinstance(q.subject, ox.BlankNode) or isinstance(q.object, ox.BlankNode) or isinstance(q.graph_name, ox.BlankNode):
+            blank.add(q)
+        else:
+            plain.append(q)
+    if not len(blank):
+        return plain
+    blank.canonicalize(ox.CanonicalizationAlgorithm.RDFC_1_0)
+    return plain + sorted(blank, key=str)
+
+
 def serialize(quads: Iterable[ox.Quad], fmt: str, *, prefixes: dict[str, str] | None = None) -> bytes:
     rdf = rdf_format(fmt)
     if rdf.supports_datasets:

@@ -25,6 +25,9 @@ from pcm.manifest import Manifest
 from pcm.naming import Naming
 from pcm.settings import Settings
 
+#: ``store_engine`` of a memory moved into its embedded store: with its graph names kept, a memory made on a server
+#: (the ``memory-id`` layout) is embedded too, which its layout alone no longer says.
+EMBEDDED = "embedded"
 #: The embedded store's directory inside a memory.
 STORE_DIR = "oxigraph"
 #: What an embedded store leaves in the memory's directory, itself or a purge's copies of it (pcm.backend_local).
@@ -100,6 +103,13 @@ def bind(settings: Settings, manifest: Manifest) -> Settings:
             store_update_url=settings.store_update_url or manifest.store_update_url,
             store_gsp_url=settings.store_gsp_url or manifest.store_gsp_url,
         )
+    if manifest.store_engine == EMBEDDED:  # moved into its own store (`pcm store move embedded`), whatever its layout
+        if given:
+            raise UsageError(
+                f"memory {where} is embedded (its store is {where / STORE_DIR}), but PCM_STORE_URL="
+                f"{without_credentials(given)} names a SPARQL server: unset PCM_STORE_URL for this memory"
+            )
+        return settings
     if not given:
         if manifest.layout == BY_ID:
             raise UsageError(
