@@ -9,6 +9,7 @@ an index that searched the wrong partitions would show.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -82,6 +83,7 @@ def index(tmp_path: Path) -> Iterator[SideIndex]:
     idx = SideIndex.open(tmp_path / "index", embedder=TopicEmbedder(), ann_min_rows=THRESHOLD)
     idx.upsert_posts([post(i) for i in range(POSTS)])
     idx.upsert_entities([entity(i) for i in range(POSTS)])
+    idx.wait_for_vector_index()
     yield idx
     idx.close()
 
@@ -111,6 +113,7 @@ def test_the_index_is_built_when_a_table_reaches_the_threshold(tmp_path: Path) -
     assert not idx._tables.vector_indexed[POSTS_TABLE]
     assert not idx._vector_ready(POSTS_TABLE)
     idx.upsert_posts([post(THRESHOLD)])
+    idx.wait_for_vector_index()  # built off the write path
     assert idx._tables.vector_indexed[POSTS_TABLE]
     assert idx._vector_ready(POSTS_TABLE)
     idx.close()
@@ -200,7 +203,45 @@ def test_reindex_rebuilds_the_index_and_forgotten_entities_stay_gone(index: Side
     assert not index._tables.vector_indexed[POSTS_TABLE]
     posts = [post(i) for i in range(POSTS) if i != 11]
     index.reconcile(posts, [entity(i) for i in range(POSTS) if i != 5])
+    index.wait_for_vector_index()
     assert index._vector_ready(POSTS_TABLE) and index._vector_ready(ENTITIES_TABLE)
     assert "urn:ann:e5" not in [m.iri for m in index.match_entities("t5x5", k=10)]
     assert "urn:ann:p11" not in top(index.recall("t11x11", k=10, mode="vector"))
     assert index.recall("t12x12", k=1, mode="vector")[0].post == "urn:ann:p12"
+
+
+def test_reads_and_writes_go_on_while_the_index_is_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The build runs off the write path: held half-way, it lets a recall, an entity match and a write through
+    (under the index lock they would wait for it, and the held build would never be released); once released,
+    the index is used and the post written during the build is found."""
+    started, release = threading.Event(), threading.Event()
+    build = ann.build
+
+    def held(table: object, rows: int, kind: str = ann.KIND) -> None:
+        started.set()
+        assert release.wait(timeout=300), "the test never released the build"
+        build(table, rows, kind)
+
+    monkeypatch.setattr(ann, "build", held)
+    idx = SideIndex.open(tmp_path / "index", embedder=TopicEmbedder(), ann_min_rows=THRESHOLD)
+    try:
+        idx.upsert_posts([post(i) for i in range(POSTS)])
+        assert started.wait(timeout=300)
+        expected = top(exact(idx, lambda: idx.recall(QUERIES[0], k=10)))
+        assert top(idx.recall(QUERIES[0], k=10)) == expected  # the exact scan answers meanwhile
+        assert not idx._vector_ready(POSTS_TABLE)
+        idx.upsert_posts([post(70_000, topic=9)])
+        idx.upsert_entities([entity(i) for i in range(20)])
+        assert [m.iri for m in idx.match_entities("t3x3", k=1)] == ["urn:ann:e3"]
+        release.set()
+        idx.wait_for_vector_index()
+        assert idx._vector_ready(POSTS_TABLE)
+        assert idx.recall("t9x70000", k=1, mode="vector")[0].post == "urn:ann:p70000"
+        assert idx._tables is not None
+        indexed, unindexed = idx._tables.vector_index_rows(POSTS_TABLE)
+        assert indexed >= POSTS and unindexed >= 1  # the build saw the table as it was when it began
+    finally:
+        release.set()
+        idx.close()

@@ -15,6 +15,8 @@ from collections.abc import Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from pcm.index.embedder import bf16_supported
 from pcm.index.records import EntityRecord, PostRecord
@@ -247,7 +249,7 @@ class _Slots(Generic[R]):
         self.vectors = np.array(vectors, dtype=np.float32, copy=True).reshape(
             size, self.dim
         )  # writable, ours
-        self.norms = np.linalg.norm(self.vectors, axis=1).astype(np.float32)
+        self.norms = np.sqrt(np.einsum("ij,ij->i", self.vectors, self.vectors)).astype(np.float32)
         self._near = None
         self.alive = np.ones(size, dtype=bool)
         self._grow_columns(size)
@@ -311,8 +313,19 @@ class _Codes:
             code = self.code_of[value] = len(self.code_of)
         return code
 
-    def codes(self, values: Iterator[str | None], size: int) -> np.ndarray:
-        return np.fromiter((self.code(v) for v in values), dtype=np.int32, count=size)
+    def codes(self, values: Sequence[str | None]) -> np.ndarray:
+        """The codes of many values at once: Arrow's dictionary encoding finds the distinct ones, so only those
+        go through :meth:`code` (a call per row took 0.4 s of CPU for the three columns of 100k posts)."""
+        encoded = pa.array(values, type=pa.string()).dictionary_encode()
+        distinct = encoded.dictionary.to_pylist()
+        if not distinct:
+            return np.full(len(values), _MISSING, dtype=np.int32)
+        mapping = np.array([self.code(v) for v in distinct], dtype=np.int32)
+        indices = encoded.indices.fill_null(0).to_numpy(zero_copy_only=False)
+        out = mapping[indices]
+        if encoded.null_count:
+            out[pc.is_null(encoded.indices).to_numpy(zero_copy_only=False)] = _MISSING
+        return out
 
     def lookup(self, value: str) -> int:
         """The code of a value; one no row has ever had gets a code that matches nothing."""
@@ -348,12 +361,11 @@ class PostMirror(_Slots[PostRecord]):
         ts: np.ndarray,
     ) -> None:
         """Fill an empty mirror from the table's rows, vectorised where it counts."""
-        size = len(records)
         self._load_slots([r.iri for r in records], digests, hashes, vectors)
         self.records = list(records)
-        self.session_code = self.sessions.codes((r.session for r in records), size)
-        self.role_code = self.roles.codes((r.role for r in records), size)
-        self.speaker_code = self.speakers.codes((r.speaker for r in records), size)
+        self.session_code = self.sessions.codes([r.session for r in records])
+        self.role_code = self.roles.codes([r.role for r in records])
+        self.speaker_code = self.speakers.codes([r.speaker for r in records])
         self.ts = np.array(ts, dtype=np.float64)  # written with the row by ``timestamp``; NaN for no time
         self.at = {(r.session, r.position): r.iri for r in records}
         self.speaker_counts = Counter(r.speaker for r in records if r.speaker)

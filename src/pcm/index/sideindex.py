@@ -8,6 +8,7 @@ forgot), so a crash loses nothing. Everything here can be thrown away and rebuil
 from __future__ import annotations
 
 import gc
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -73,6 +74,8 @@ from pcm.index.text import (
 )
 from pcm.models import RecallHit
 
+log = logging.getLogger(__name__)
+
 Progress = Callable[[int], None]
 """Called with the number of records just written (e.g. ``tqdm.update``)."""
 
@@ -115,6 +118,9 @@ class SideIndex:
         """Rows written to each table since its vector index last took them in (``None``: not counted yet)."""
         self._trained: dict[str, int] = {}
         """Rows each table's vector index was built over (or held when first counted in this process)."""
+        self._builds: dict[str, Future[int]] = {}
+        """The vector indexes being built off the write path (:meth:`_start_build`), by table name."""
+        self._builder: ThreadPoolExecutor | None = None
         self._tables: Tables | None = tables
         self._lock = threading.RLock()
         self._beside_pool: ThreadPoolExecutor | None = None
@@ -165,12 +171,28 @@ class SideIndex:
         return cls(directory, Tables(directory, embedder.dim), embedder, ann_min_rows=threshold)
 
     def close(self) -> None:
-        """Release the tables; the object cannot be used afterwards."""
+        """Release the tables; the object cannot be used afterwards. A vector index build still running is waited
+        for (LanceDB cannot stop one half-way, and an abandoned thread would write after the close)."""
+        self.wait_for_vector_index()
         with self._lock:
             self._tables = None
             if self._beside_pool is not None:
                 self._beside_pool.shutdown()
                 self._beside_pool = None
+            if self._builder is not None:
+                self._builder.shutdown()
+                self._builder = None
+
+    def wait_for_vector_index(self) -> None:
+        """Wait until no vector index build runs, and use the index it made. Reads and writes go on meanwhile
+        (the wait holds no lock); for callers that want the index in place before they go on (bulk builds,
+        benchmarks, tests)."""
+        for build in list(self._builds.values()):
+            with suppress(RuntimeError, OSError):  # reported by ``_adopt_builds`` below
+                build.result()
+        with self._lock:
+            if self._tables is not None:
+                self._adopt_builds()
 
     def _beside(self) -> ThreadPoolExecutor:
         """One worker thread for the full-text search of a hybrid recall, run beside its query embedding and
@@ -189,6 +211,7 @@ class SideIndex:
 
     def clear(self) -> None:
         """Delete every row of both tables and record the current model (``pcm reindex`` then reconciles)."""
+        self.wait_for_vector_index()
         with self._lock:
             tables = self._open_tables()
             (self.directory / SYNC_FILE).unlink(missing_ok=True)
@@ -206,7 +229,18 @@ class SideIndex:
     def optimize(self, retain: timedelta | None = None) -> None:
         """Compact the tables, fold new rows into the full-text indexes and drop table versions older than
         ``retain`` (default :attr:`version_retention`; ``timedelta(0)`` for ``pcm purge``: deleted rows leave the
-        files)."""
+        files). Waits for a vector index build first: a compaction during one would pre-empt it."""
+        self.wait_for_vector_index()
+        self._optimize(retain)
+
+    def _optimize_unless_building(self) -> None:
+        """:meth:`optimize` now, unless a vector index build runs: then the writes counted since the last one stay
+        counted, and a later write tries again."""
+        self._adopt_builds()
+        if not self._builds:
+            self._optimize(None)
+
+    def _optimize(self, retain: timedelta | None) -> None:
         with self._lock:
             tables = self._open_tables()
             tables.optimize(self.version_retention if retain is None else retain)
@@ -299,7 +333,7 @@ class SideIndex:
             upserted = len(changed_posts) + len(changed_entities) + repaired
             deleted = len(extra_posts) + len(extra_entities)
             if upserted or deleted:
-                self.optimize()
+                self._optimize_unless_building()
             return upserted, deleted
 
     def overlay_posts(self, records: Sequence[PostRecord], gone: Iterable[str]) -> None:
@@ -691,7 +725,7 @@ class SideIndex:
     def _after_write(self) -> None:
         self._writes += 1
         if self._writes >= self.optimize_every:
-            self.optimize()
+            self._optimize_unless_building()
         for name in (POSTS_TABLE, ENTITIES_TABLE):
             self._keep_vector_index(name)
 
@@ -709,9 +743,12 @@ class SideIndex:
         mirror = self._post_mirror if name == POSTS_TABLE else self._entity_mirror
         if mirror is None or len(mirror) < self.ann_min_rows:
             return
+        self._adopt_builds()
+        if name in self._builds:
+            return  # no compaction beside the build: it would pre-empt it
         tables = self._open_tables()
         if not tables.vector_indexed[name]:
-            self._build_vector_index(tables, name, len(mirror))
+            self._start_build(name)
             return
         pending = self._unindexed[name]
         if pending is None:
@@ -721,20 +758,42 @@ class SideIndex:
         if pending <= ann.STALE_SHARE * len(mirror):
             return
         if len(mirror) > ann.RETRAIN_GROWTH * max(self._trained.get(name, 0), 1):
-            self._build_vector_index(tables, name, len(mirror))
+            self._start_build(name)
         else:
             tables.optimize(self.version_retention, only=name)
             self._unindexed[name] = 0
 
-    def _build_vector_index(self, tables: Tables, name: str, rows: int) -> None:
-        tables.build_vector_index(name)
-        self._trained[name] = rows
-        self._unindexed[name] = 0
+    def _start_build(self, name: str) -> None:
+        """Build the vector index of one table on the builder thread, off the write path: at 100k posts a build
+        takes minutes, and under the lock every read and write would wait for it. Until it is adopted
+        (:meth:`_adopt_builds`) searches go the way they went before (the exact scan, or the older index)."""
+        if self._builder is None:
+            self._builder = ThreadPoolExecutor(max_workers=2, thread_name_prefix="pcm-vector-index")
+        tables = self._open_tables()
+        self._builds[name] = self._builder.submit(tables.build_vector_index_detached, name)
+
+    def _adopt_builds(self) -> None:
+        """Put finished builds to use (callers hold the lock): the table handle moves to the version with the
+        index, and the rows written during the build are counted as not yet in it. A failed build is logged and
+        tried again on a later write; searches keep the exact scan (or the older index) meanwhile."""
+        for name, future in list(self._builds.items()):
+            if not future.done():
+                continue
+            del self._builds[name]
+            try:
+                rows = future.result()
+            except (RuntimeError, OSError) as exc:  # LanceDB reports its own failures as RuntimeError
+                log.warning("building the vector index of %s failed (%s); a later write tries again", name, exc)
+                continue
+            self._open_tables().adopt_vector_index(name)
+            self._trained[name] = rows
+            self._unindexed[name] = None  # counted from the index's own figures on the next write
 
     def _vector_ready(self, name: str) -> bool:
         """Whether vector searches of a table go through its LanceDB index: it has one, the table has reached
         :attr:`ann_min_rows`, and (posts) the mirror holds nothing the tables lack (:meth:`overlay_posts`)."""
         tables = self._open_tables()
+        self._adopt_builds()
         if not tables.vector_indexed[name]:
             return False
         if name == POSTS_TABLE:

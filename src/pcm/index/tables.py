@@ -254,6 +254,26 @@ class Tables:
         self.vector_indexed[name] = True
         faults.reached("index")
 
+    def build_vector_index_detached(self, name: str) -> int:
+        """Build (or rebuild) the vector index of one table through a handle of its own, and return the rows it
+        covers; safe on another thread while this object's handles read and write.
+
+        The build indexes the table as it was when it began; rows appended, deleted or replaced meanwhile commit
+        beside it (LanceDB resolves an append, a delete or a merge against an index build), and the new rows are
+        searched flat beside the index until an update takes them in. A compaction (:meth:`optimize`) during the
+        build would pre-empt it, so the caller runs none until it is over. This object's handle sees the index
+        after :meth:`adopt_vector_index`."""
+        table = lancedb.connect(str(self.directory)).open_table(name)
+        rows = int(table.count_rows())
+        ann.build(table, rows)
+        return rows
+
+    def adopt_vector_index(self, name: str) -> None:
+        """Move this object's handle of one table to its latest version, where a detached build put the index."""
+        self.table(name).checkout_latest()
+        self.vector_indexed[name] = ann.indexed(self.table(name))
+        faults.reached("index")
+
     def vector_index_rows(self, name: str) -> tuple[int, int]:
         """Rows in the vector index of one table, and rows written since that it has not taken in yet."""
         stats = self.table(name).index_stats(ann.INDEX_NAME)
