@@ -59,6 +59,7 @@ from pcm.backend import (
     materialise,
     quads_to_insert_data,
     term_value,
+    value_or_none,
 )
 from pcm.errors import (
     InputError,
@@ -579,8 +580,8 @@ class RemoteBackend:
         if self.profile.name == "virtuoso":
             found = self.query(_VIRTUOSO_MAX_ROWS)
             assert isinstance(found, Solutions)
-            value = next(iter(found.values("n")), None)
-            return int(value.value) if value is not None and value.value.isdigit() and int(value.value) > 0 else None
+            text = value_or_none(next(iter(found.values("n")), None))
+            return int(text) if text is not None and text.isdigit() and int(text) > 0 else None
         digits = len(str(max(rows - 1, 1)))
         values = " ".join(str(d) for d in range(10))
         body = " ".join(f"VALUES ?d{k} {{ {values} }}" for k in range(digits))

@@ -10,7 +10,6 @@ any store view (``reconcile``) and tested without one.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 
 from pcm.conversations import PostRecord
 
