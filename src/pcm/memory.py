@@ -746,10 +746,11 @@ class Memory:
         every_post_stored = False
         # a full disk (or memory, quota, permissions) stops the ingest with what it had stored: each post is one
         # atomic write, and the side index and summaries catch up on the next open (the markers those writes set)
-        # On a server each write is a request: the posts of a conversation go together, up to the store's batch of
-        # quads per request (one transaction on Oxigraph's server; on Virtuoso a request of posts that lands or
-        # not as one). The embedded store writes each post on its own, in process.
-        per_write = self.backend.capabilities.batch or 0
+        # On a SPARQL server the memory lives in, each write is a request: the posts of a conversation go together,
+        # up to the store's batch of quads per request (one transaction on Oxigraph's server; on Virtuoso a request
+        # of posts that lands or not as one). The embedded store, and `pcm serve`'s own engine over it on loopback,
+        # write each post on its own.
+        per_write = (self.backend.capabilities.batch or 0) if self.settings.store_url else 0
         held: list[tuple[PostInfo, str]] = []  # posts written with the next write, and how to name each
         pending: list[ox.Quad] = []
 
