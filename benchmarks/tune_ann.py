@@ -127,7 +127,7 @@ def main() -> None:
     )
     scratch = args.scratch or Path(tempfile.mkdtemp(prefix="tune-ann-"))
     db = lancedb.connect(str(scratch))
-    for spec in args.builds.split(","):
+    for spec in (b for b in args.builds.split(",") if b):
         name = spec.replace(":", "_")
         if name in db.list_tables().tables:
             table = db.open_table(name)
@@ -177,12 +177,16 @@ def main() -> None:
         big = mirror_of(rows)
         del rows
         big.top_by_vector(asks[0], DEPTH)
-        times = []
+        times, cpu = [], []
         for q in asks:
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             big.top_by_vector(q, DEPTH)
             times.append(time.perf_counter() - start)
-        print(f"exact scan over {size} rows: p50 {pct(times, 50) * 1e3:.1f} ms p95 {pct(times, 95) * 1e3:.1f} ms")
+            cpu.append(time.process_time() - start_cpu)
+        print(
+            f"exact scan over {size} rows: p50 {pct(times, 50) * 1e3:.1f} ms p95 {pct(times, 95) * 1e3:.1f} ms, "
+            f"CPU p50 {pct(cpu, 50) * 1e3:.1f} ms"
+        )
         del big
     print(f"after: {cpu_pressure()}")
 

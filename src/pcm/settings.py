@@ -225,17 +225,14 @@ class Settings:
     #: Turn on the LanceDB side index (off only for benchmarks of the store alone).
     index_enabled: bool = True
     #: Rows of an index table (utterances, entities) from which its vector searches go through LanceDB's own
-    #: approximate index (IVF-HNSW-SQ, built when the table reaches this size, candidates re-scored exactly)
-    #: instead of the exact scan of every vector (``PCM_INDEX_ANN_MIN_ROWS``). ``bench_ann.py`` (k 40, clustered
-    #: 384-d vectors, CPU time per search on a loaded 2-core machine): exact scan 7.9 / 7.9 / 23.6 ms at 10k /
-    #: 30k / 100k rows, the index 8.4 / 8.5 / 11.3 ms with recall@10 1.000 of exact at each size. The two cross at
-    #: about 35-40k rows for one search, twice that for a prior's two (all rows and the favoured ones), so 50k was
-    #: about 35-40k. But on the lifetime memory (``bench_lifetime.py --posts 100000``, bag-of-words vectors with
-    #: many near ties) the index kept only 0.890 of the exact vector top 10 and hybrid R@10 against exact was
-    #: 0.803, short of 0.99: until nprobes/ef/refine are tuned on it the default keeps the exact scan up to 1M
-    #: rows. Wall time on that loaded machine also favoured the scan at every size (LanceDB's query threads wait
-    #: for the cores).
-    index_ann_min_rows: int = 1_000_000
+    #: approximate index (IVF-HNSW-SQ, built off the write path when the table reaches this size, candidates
+    #: re-scored exactly) instead of the exact scan of every vector (``PCM_INDEX_ANN_MIN_ROWS``). On the 100k
+    #: lifetime memory (``bench_lifetime.py --posts 100000``, shared 2-core machine) hybrid recall through the
+    #: index keeps 0.998 of the exact top 10 but costs 48.4 ms of CPU against the exact scan's 38.1 ms (p50); one
+    #: exact scan (k 100, ``tune_ann.py --scan-sizes``) costs 22.4 / 46.2 / 124.8 ms of CPU at 100k / 300k / 1M
+    #: rows, about 11.4 ms more per 100k rows, and a hybrid recall runs two, while the graph search grows with the
+    #: log of the rows. They cross at about 150-200k rows (docs/benchmarks.md).
+    index_ann_min_rows: int = 200_000
     #: Traversal algorithm `ask` falls back to first: wc, bs, astar, wc+bs, bs+astar, astar+wc or all.
     traversal_algorithm: str = "wc"
     #: OpenMP wait policy of the embedding model's threads, applied before torch is first imported. PASSIVE lets

@@ -34,7 +34,7 @@ lifetime memory (``tune_ann.py``, k 100, plain, feedback-moved and owner-filtere
 vector leg's R@10 against the exact scan is 0.970 at ef 500, 0.990 at 800, 0.993 at 1000 and 1.000 at 1500 (R@100
 0.994); below 1500 a question now and then finds none of the exact ten (the graph search stays in the wrong topic).
 Another build of the same rows gave 1.000 already at 1000: the margin is for the graph's randomness."""
-MIN_ROWS = 1_000_000
+MIN_ROWS = 200_000
 """Rows of a table from which its vector searches use the index (the default of ``Settings.index_ann_min_rows``;
 its docstring holds the figures that set it)."""
 RETRAIN_GROWTH = 4.0
