@@ -152,3 +152,21 @@ def test_the_cli_moves_and_says_so_in_json(tmp_path: Path) -> None:
         assert stats.returncode == 0 and json.loads(stats.stdout)["posts"] == 1
         again = pcm("store", "move", url)
         assert again.returncode == 2 and again.stderr.count("\n") == 1 and "already lives on" in again.stderr
+
+
+def test_virtuoso_padded_seconds_read_back_in_their_canonical_form() -> None:
+    """Virtuoso gives ``35.82971Z`` (a time whose microseconds end in 0, as Oxigraph stores it) back as
+    ``35.829710Z``: the graph reads undo it, or one move in ten would find its copy differing."""
+    import pyoxigraph as ox
+
+    from pcm.backend_remote import unpad_seconds
+
+    dt = ox.NamedNode("http://www.w3.org/2001/XMLSchema#dateTime")
+    padded = ["2026-11-28T20:05:35.829710Z", "2026-11-28T20:05:35.800-07:00", "2026-11-28T20:05:35.000Z",
+              "2026-11-28T20:05:35.829712Z", "2026-11-28T20:05:35Z"]
+    quads = [ox.Quad(ox.NamedNode("urn:s"), ox.NamedNode("urn:p"), ox.Literal(v, datatype=dt), ox.NamedNode("urn:g"))
+             for v in padded]
+    assert [q.object.value for q in unpad_seconds(quads)] == [  # type: ignore[union-attr]
+        "2026-11-28T20:05:35.82971Z", "2026-11-28T20:05:35.8-07:00", "2026-11-28T20:05:35Z",
+        "2026-11-28T20:05:35.829712Z", "2026-11-28T20:05:35Z",
+    ]

@@ -163,6 +163,9 @@ class Profile:
     #: Columns the engine adds to an answer on its own (Virtuoso answers ``SELECT *`` over a pattern without
     #: variables with a ``_star_fake`` column): dropped.
     own_columns: tuple[str, ...] = ()
+    #: The engine pads the fraction of an ``xsd:dateTime``'s seconds (Virtuoso: ``35.82971Z`` comes back
+    #: ``35.829710Z``): graphs read are given the canonical form back, which the embedded store and Oxigraph keep.
+    pads_seconds: bool = False
 
 
 PROFILES = {
@@ -177,6 +180,7 @@ PROFILES = {
         count_graphs=True,
         zero_length_paths=False,
         own_columns=("_star_fake",),
+        pads_seconds=True,
     ),
     "generic": Profile("generic"),
 }
@@ -745,7 +749,8 @@ class RemoteBackend:
             found = self.query(f"CONSTRUCT {{ ?s ?p ?o }} WHERE {{ GRAPH {name} {{ ?s ?p ?o }} }}")
             assert isinstance(found, list)
             quads = iter([ox.Quad(t.subject, t.predicate, t.object, name) for t in found])
-        return deskolemise(quads) if self.profile.skolemise else quads
+        quads = deskolemise(quads) if self.profile.skolemise else quads
+        return unpad_seconds(quads) if self.profile.pads_seconds else quads
 
     def _stream_quads(
         self, response: httpx.Response, fmt: ox.RdfFormat, graph: str | None
@@ -886,6 +891,22 @@ def skolemise_text(update: str) -> str:
     salt = uuid.uuid4().hex
     labels = [t for t in tokenize(update) if t.kind == "bnode"]
     return apply_edits(update, [(t.start, t.end, f"<{SKOLEM_PREFIX}{salt}-{t.text[2:]}>") for t in labels])
+
+
+_XSD_DATETIME = ox.NamedNode("http://www.w3.org/2001/XMLSchema#dateTime")
+_PADDED_SECONDS = re.compile(r"(T\d\d:\d\d:\d\d)(\.\d*?)0+(?=Z|[+-]\d\d:\d\d|$)")
+
+
+def unpad_seconds(quads: Iterable[ox.Quad]) -> Iterator[ox.Quad]:
+    """``xsd:dateTime`` objects with the trailing zeros of their seconds' fraction dropped (and the point, when
+    nothing is left after it): the canonical form, as stored elsewhere, of the value Virtuoso gives back padded."""
+    for q in quads:
+        o = q.object
+        if isinstance(o, ox.Literal) and o.datatype == _XSD_DATETIME and "." in o.value:
+            value = _PADDED_SECONDS.sub(lambda m: m.group(1) + (m.group(2) if m.group(2) != "." else ""), o.value)
+            if value != o.value:
+                q = ox.Quad(q.subject, q.predicate, ox.Literal(value, datatype=_XSD_DATETIME), q.graph_name)
+        yield q
 
 
 def deskolemise(quads: Iterable[ox.Quad]) -> Iterator[ox.Quad]:
