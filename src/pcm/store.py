@@ -111,6 +111,21 @@ def _post_info(row: dict[str, Term]) -> PostInfo:
     )
 
 
+def window_filter(thread: str | None, since: datetime | None, until: datetime | None) -> str:
+    """The clauses that keep the rows of one thread (any when None) said in [since, until), for a query that binds
+    ``?thread`` and ``?time`` (the message and fact pages)."""
+    parts = [values_clause("thread", [thread])] if thread is not None else []
+    if since is not None:
+        parts.append(f"FILTER(?time >= {dt_literal(since)})")
+    if until is not None:
+        parts.append(f"FILTER(?time < {dt_literal(until)})")
+    return "\n  ".join(parts)
+
+
+def page_clause(limit: int, offset: int) -> str:
+    return f"LIMIT {int(limit)} OFFSET {int(offset)}"
+
+
 def _count(term: Term | None) -> int:
     """A COUNT's value (0 when the engine left it unbound)."""
     return int(value_or_none(term) or 0)
@@ -201,15 +216,9 @@ class MemoryStore:
     ) -> tuple[list[PostInfo], int]:
         """One page of posts, oldest first, of one thread (any when None) said in [since, until); and how many
         posts those filters keep over all pages. A post without a time is kept only when no time bound is given."""
-        parts = [values_clause("thread", [thread])] if thread is not None else []
-        if since is not None:
-            parts.append(f"FILTER(?time >= {dt_literal(since)})")
-        if until is not None:
-            parts.append(f"FILTER(?time < {dt_literal(until)})")
-        filt = "\n  ".join(parts)
+        filt = window_filter(thread, since, until)
         total = _count(self.select(render_query("messages_count", filter=filt)).rows[0][0])
-        page = f"LIMIT {int(limit)} OFFSET {int(offset)}"
-        rows = self.select(render_query("messages_page", filter=filt, page=page)).dicts()
+        rows = self.select(render_query("messages_page", filter=filt, page=page_clause(limit, offset))).dicts()
         return [_post_info(row) for row in rows], total
 
     def entities(self, iris: Iterable[str] | None = None) -> Iterator[tuple[str, str, tuple[str, ...], tuple[str, ...]]]:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import pyoxigraph as ox
 
-from pcm.backend import Term, checked_triple, term_value
+from pcm.backend import Term, checked_triple, datetime_or_none, term_value, value_or_none
 from pcm.errors import InputError, NotFound
 from pcm.extraction.context import show_iri
 from pcm.extraction.queries import render
@@ -31,6 +31,7 @@ from pcm.namespaces import DCTERMS, PCM, PROV, RDF
 from pcm.naming import digest
 from pcm.provenance import dt_literal
 from pcm.sparql import values_clause
+from pcm.store import page_clause, window_filter
 
 if TYPE_CHECKING:
     from pcm.context import MemoryContext
@@ -61,15 +62,10 @@ def list_facts(
     offset: int, zone: tzinfo,
 ) -> FactPage:
     """One page of facts whose sources are in ``thread`` (any when None) and said in [since, until)."""
-    parts = [values_clause("thread", [thread])] if thread is not None else []
-    if since is not None:
-        parts.append(f"FILTER(?time >= {dt_literal(since)})")
-    if until is not None:
-        parts.append(f"FILTER(?time < {dt_literal(until)})")
-    filt = "\n  ".join(parts)
+    filt = window_filter(thread, since, until)
     counted = memory.store.select(render("facts_count", filter=filt)).rows
-    total = int(term_value(counted[0][0])) if counted and counted[0][0] is not None else 0
-    rows = memory.store.select(render("facts_page", filter=filt, page=f"LIMIT {int(limit)} OFFSET {int(offset)}"))
+    total = int(value_or_none(counted[0][0]) or 0) if counted else 0
+    rows = memory.store.select(render("facts_page", filter=filt, page=page_clause(limit, offset)))
     triples = [checked_triple(r[0], r[1], r[2]) for r in rows.rows]
     facts = _facts(memory, triples, zone)
     after = offset + len(facts)
@@ -127,7 +123,7 @@ def _facts(memory: MemoryContext, triples: Sequence[ox.Triple], zone: tzinfo) ->
     for row in found:
         triple = checked_triple(row["s"], row["p"], row["o"])
         sources.setdefault(triple, []).append(FactSource(
-            graph=term_value(row["g"]), post=_text(row.get("post")), session=_text(row.get("session")),
+            graph=term_value(row["g"]), post=value_or_none(row.get("post")), session=value_or_none(row.get("session")),
             time=_time(row.get("time"), zone),
         ))
     entities = sorted({term_value(t.subject) for t in triples} | {t.object.value for t in triples
@@ -163,18 +159,10 @@ def _facts(memory: MemoryContext, triples: Sequence[ox.Triple], zone: tzinfo) ->
     return out
 
 
-def _text(term: Term | None) -> str | None:
-    return None if term is None else term_value(term)
-
-
 def _time(term: Term | None, zone: tzinfo) -> datetime | None:
-    if term is None:
-        return None
-    try:
-        when = datetime.fromisoformat(term_value(term))
-    except ValueError:
-        return None
-    return when if when.tzinfo is not None else when.replace(tzinfo=zone)
+    """A stored time in the memory's zone when it was stored without one."""
+    when = datetime_or_none(term)
+    return when if when is None or when.tzinfo is not None else when.replace(tzinfo=zone)
 
 
 __all__ = ["delete_fact", "fact_id", "get_fact", "list_facts"]
