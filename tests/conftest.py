@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from memory_template import init_template
 from pcm.memory import Memory
 from pcm.settings import Settings
+from tests.memory_template import init_template
 
 if TYPE_CHECKING:
     from pcm.endpoint.server import PcmServer

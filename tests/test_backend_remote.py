@@ -10,13 +10,13 @@ from typing import ClassVar
 import pyoxigraph as ox
 import pytest
 
-from canned_endpoint import Recorder, canned_endpoint
-from oxigraph_server import _free_port, start_oxigraph
 from pcm.backend import Solutions
 from pcm.backend_local import LocalBackend
 from pcm.backend_remote import CANCELLED_MARKER, RemoteBackend, derive_urls
 from pcm.errors import InputError, PcmError, QueryError, UsageError
-from virtuoso_server import start_virtuoso
+from tests.canned_endpoint import Recorder, canned_endpoint
+from tests.oxigraph_server import _free_port, start_oxigraph
+from tests.virtuoso_server import start_virtuoso
 
 EX = "http://example.org/"
 G1 = EX + "graph/one"

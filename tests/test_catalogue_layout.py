@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from memory_template import init_template
 from pcm.catalogue_areas import RESERVED_AREAS
 from pcm.conversations import Conversation, Utterance
 from pcm.errors import UsageError
@@ -22,6 +21,7 @@ from pcm.memory import Memory
 from pcm.ontology import load_ontology
 from pcm.retrieval.ask import CachingClient, ask
 from pcm.settings import Settings
+from tests.memory_template import init_template
 
 T0 = datetime(2025, 3, 3, 17, 10, tzinfo=UTC)
 AS_OF = datetime(2025, 10, 1, 12, 0, tzinfo=UTC)

@@ -7,7 +7,7 @@ import pytest
 from pcm.extraction.history import forget_delta
 from pcm.layout import HISTORY
 from pcm.memory import Memory
-from test_extraction_updates import HOME, WORKS, history_subjects, moved, values
+from tests.extraction.test_extraction_updates import HOME, WORKS, history_subjects, moved, values
 
 
 def count_updates(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> list[str]:

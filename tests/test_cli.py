@@ -97,7 +97,7 @@ def test_help_shows_an_example(tmp_path: Path) -> None:
 def test_commands_go_through_a_running_server(mem: Path, tmp_path: Path) -> None:
     """While `pcm serve` holds the memory's lock, CLI commands reach it through the server instead of failing."""
     from pcm.settings import Settings
-    from test_endpoint_support import TOKEN, serving
+    from tests.endpoint.test_endpoint_support import TOKEN, serving
 
     with serving(Settings(memory=mem, index_enabled=False)):
         env_token = {"PCM_TOKEN": TOKEN}

@@ -15,7 +15,7 @@ import pytest
 
 from pcm.memory import Memory
 from pcm.settings import Settings
-from serve_process import serve_process
+from tests.serve_process import serve_process
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL_LIBRARIES = ("torch", "sentence_transformers", "transformers", "lancedb")

@@ -24,7 +24,6 @@ from pathlib import Path
 
 import pytest
 
-from fault_driver import install, restore
 from pcm.conversations import parse_file, samples_dir
 from pcm.index import SideIndex
 from pcm.layout import LEGACY_LAYOUT
@@ -33,6 +32,7 @@ from pcm.namespaces import SIOC
 from pcm.provenance import post_quads
 from pcm.resources import render_query
 from pcm.settings import Settings
+from tests.fault_driver import install, restore
 
 DRIVER = Path(__file__).with_name("fault_driver.py")
 SAMPLES = samples_dir()

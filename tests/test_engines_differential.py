@@ -18,16 +18,16 @@ from pathlib import Path
 import pyoxigraph as ox
 import pytest
 
-from conftest import W3C_RDF_TESTS
-from engine_diff import Case, Engines
-from oxigraph_server import start_oxigraph
 from pcm import resources
 from pcm.backend_remote import RemoteBackend
 from pcm.layout import LEGACY_LAYOUT
 from pcm.ontology import load_ontology
 from pcm.ontology_tools.competency import FIXTURE_NAMESPACE, fixture_quads, load_questions
 from pcm.sparql.check import check_query
-from virtuoso_server import VIRTUOSO_PASSWORD, VIRTUOSO_USER, start_virtuoso
+from tests.conftest import W3C_RDF_TESTS
+from tests.engine_diff import Case, Engines
+from tests.oxigraph_server import start_oxigraph
+from tests.virtuoso_server import VIRTUOSO_PASSWORD, VIRTUOSO_USER, start_virtuoso
 
 pytestmark = pytest.mark.engine
 
@@ -118,7 +118,7 @@ VIRTUOSO_DIFFERS = {
 
 
 def _datasets(sample_dir: Path) -> dict[str, list[ox.Quad]]:
-    from test_ask_support import build_sample_memory
+    from tests.retrieval.test_ask_support import build_sample_memory
 
     ontology = list(load_ontology().quads())
     datasets: dict[str, list[ox.Quad]] = {}

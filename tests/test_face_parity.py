@@ -38,7 +38,7 @@ from pcm.errors import (
 )
 from pcm.memory import Memory
 from pcm.settings import Settings
-from serve_process import SRC, serve_process
+from tests.serve_process import SRC, serve_process
 
 pytestmark = pytest.mark.slow  # three processes started, and one CLI process per input and flag
 

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tests.test_endpoint_support import AUTH, serving
 
-from fault_driver import install, restore
 from pcm.memory import Memory
 from pcm.settings import Settings
+from tests.endpoint.test_endpoint_support import AUTH, serving
+from tests.fault_driver import install, restore
 
 DRIVER = Path(__file__).with_name("fault_driver.py")
 POSTS = 200

@@ -25,14 +25,14 @@ import pyoxigraph as ox
 import pytest
 import rdflib
 from rdflib.compare import isomorphic
-from tests.memory_template import memory_copy
-from tests.test_endpoint_support import AUTH, EX, ask, build_memory, serving
 
 from pcm.errors import InputError, InputTooLarge
 from pcm.memory import Memory
 from pcm.rdfbridge import to_rdflib
 from pcm.rdflimits import RdfLimits, check_xml
 from pcm.settings import Settings
+from tests.endpoint.test_endpoint_support import AUTH, EX, ask, build_memory, serving
+from tests.memory_template import memory_copy
 
 RDF = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
 ADDRESS_SPACE = 1536 * 1024 * 1024  # 1.5 GB: a parser that starts expanding an entity bomb dies well before swapping

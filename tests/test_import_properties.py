@@ -32,13 +32,13 @@ import pytest
 import rdflib
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.memory_template import init_template
-from tests.test_endpoint_support import AUTH, ask, serving
 
 from pcm.errors import InputError
 from pcm.manifest import Manifest
 from pcm.rdflimits import MAX_NESTING, RdfLimits, checked_triples
 from pcm.settings import Settings
+from tests.endpoint.test_endpoint_support import AUTH, ask, serving
+from tests.memory_template import init_template
 
 REPO = Path(__file__).resolve().parents[1]
 DRIVER = REPO / "tests" / "import_driver.py"

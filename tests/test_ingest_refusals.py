@@ -15,14 +15,14 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tests.memory_template import memory_copy
-from tests.test_endpoint_support import AUTH, POSTS, TOKEN, serving
 
 from pcm.conversations import Conversation, Utterance, parse_file
 from pcm.errors import InputError, MemoryVersionError
 from pcm.manifest import MANIFEST, Manifest
 from pcm.memory import Memory
 from pcm.settings import Settings
+from tests.endpoint.test_endpoint_support import AUTH, POSTS, TOKEN, serving
+from tests.memory_template import memory_copy
 
 
 def pcm(args: list[str | bytes], memory: Path, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:

@@ -21,9 +21,6 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.conftest import shared_path
-from tests.memory_template import init_template
-from tests.test_endpoint_support import AUTH, POSTS, serving
 
 from pcm.cli import main as cli
 from pcm.conversations import DEFAULT_MAX_UTTERANCE_CHARS, check_conversations, parse_file
@@ -31,6 +28,9 @@ from pcm.errors import InputError
 from pcm.naming import Naming
 from pcm.provenance import post_quads, session_quads
 from pcm.settings import Settings
+from tests.conftest import shared_path
+from tests.endpoint.test_endpoint_support import AUTH, POSTS, serving
+from tests.memory_template import init_template
 
 FORMATS = ("json", "jsonl", "locomo", "longmemeval")
 NAMING = Naming("https://pcm.invalid/m/test/")

@@ -19,7 +19,6 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from memory_template import memory_copy
 from pcm.errors import InputError, NotFound, OutOfRange
 from pcm.extraction import extract_posts
 from pcm.llm import ScriptedClient
@@ -27,7 +26,8 @@ from pcm.memory import Memory
 from pcm.models import Fact, Message
 from pcm.namespaces import SCHEMA
 from pcm.settings import Settings
-from serve_process import served_with_log
+from tests.memory_template import memory_copy
+from tests.serve_process import served_with_log
 
 TOKEN = "owner-secret"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

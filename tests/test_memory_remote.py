@@ -10,12 +10,12 @@ from pathlib import Path
 import pyoxigraph as ox
 import pytest
 
-from oxigraph_server import start_oxigraph
 from pcm.backend_remote import RemoteBackend
 from pcm.conversations import Conversation, Utterance
 from pcm.memory import Memory
 from pcm.settings import Settings
-from virtuoso_server import VIRTUOSO_PASSWORD, VIRTUOSO_USER, start_virtuoso
+from tests.oxigraph_server import start_oxigraph
+from tests.virtuoso_server import VIRTUOSO_PASSWORD, VIRTUOSO_USER, start_virtuoso
 
 ENGINES = ["oxigraph", pytest.param("virtuoso", marks=pytest.mark.engine)]
 
@@ -110,7 +110,7 @@ def test_export_then_reimport_is_isomorphic(remote: Settings, tmp_path: Path) ->
 
 
 def _events_memory(settings: Settings) -> tuple[Memory, list[str]]:
-    from test_events import T0, TEXTS, _write_facts
+    from tests.test_events import T0, TEXTS, _write_facts
 
     memory = Memory.init(settings.with_(index_enabled=False), owner="Dana")
     utterances = [Utterance("s1", i, "user", t, timestamp=T0.replace(minute=i), source_id=f"m{i}") for i, t in enumerate(TEXTS)]

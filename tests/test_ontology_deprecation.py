@@ -19,7 +19,7 @@ from pcm.ontology_tools.docs import write_docs
 from pcm.ontology_tools.migrate import migrate, replacement_script
 from pcm.ontology_tools.vocab import load_vocabularies
 from pcm.settings import Settings
-from test_ontology_tools_migrate import fill
+from tests.ontology_tools.test_ontology_tools_migrate import fill
 
 REPO = Path(__file__).resolve().parents[1]
 VOCAB = REPO.parent / "shared" / "vocab"

@@ -19,7 +19,7 @@ from pcm.memory import Memory
 from pcm.namespaces import PCM
 from pcm.ontology import load_ontology, ontology_digest
 from pcm.settings import Settings
-from test_ontology_tools_migrate import RENAME, fill
+from tests.ontology_tools.test_ontology_tools_migrate import RENAME, fill
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = REPO / "pcm_ontology"

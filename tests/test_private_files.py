@@ -11,11 +11,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tests.test_endpoint_support import AUTH, serving
 
 from pcm.conversations import parse_file, sample_paths
 from pcm.memory import Memory
 from pcm.settings import Settings
+from tests.endpoint.test_endpoint_support import AUTH, serving
 
 
 @pytest.fixture

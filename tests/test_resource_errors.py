@@ -17,9 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from click.testing import CliRunner, Result
-from tests.test_endpoint_support import AUTH, build_memory, serving
 
-from fault_driver import install, restore
 from pcm.backend_local import LocalBackend
 from pcm.cli import main as cli
 from pcm.conversations import Conversation, Utterance
@@ -29,6 +27,8 @@ from pcm.memory import Memory
 from pcm.oserrors import refused_in_text, resource_error
 from pcm.settings import Settings
 from pcm.store import MemoryStore
+from tests.endpoint.test_endpoint_support import AUTH, build_memory, serving
+from tests.fault_driver import install, restore
 
 #: How pyoxigraph reports RocksDB's full disk (no errno: the text is all there is), and how LanceDB does.
 ROCKSDB_FULL = "IO error: No space left on device: While appending to file: /m/oxigraph/000022.log: No space left on device"

@@ -16,7 +16,6 @@ import httpx
 import pyoxigraph as ox
 import pytest
 
-from oxigraph_server import start_oxigraph
 from pcm.backend import PurgeScope, QueryIsolation
 from pcm.backend_local import LocalBackend
 from pcm.backend_remote import RemoteBackend
@@ -24,7 +23,8 @@ from pcm.endpoint.config import ServeConfig
 from pcm.endpoint.server import PcmServer
 from pcm.memory import Memory
 from pcm.settings import Settings
-from virtuoso_server import VIRTUOSO_PASSWORD, VIRTUOSO_USER, start_virtuoso
+from tests.oxigraph_server import start_oxigraph
+from tests.virtuoso_server import VIRTUOSO_PASSWORD, VIRTUOSO_USER, start_virtuoso
 
 pytestmark = pytest.mark.slow  # a store server and a `pcm serve` in front of it, per engine
 REPO = Path(__file__).resolve().parents[1]

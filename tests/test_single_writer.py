@@ -18,7 +18,7 @@ import pytest
 
 from pcm.memory import Memory
 from pcm.settings import Settings
-from serve_process import SRC, Served, served_with_log
+from tests.serve_process import SRC, Served, served_with_log
 
 TOKEN = "owner-secret"
 

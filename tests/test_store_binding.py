@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from oxigraph_server import start_oxigraph
 from pcm.backend_remote import RemoteBackend
 from pcm.errors import MemoryNotFoundError, UsageError
 from pcm.manifest import MANIFEST, Manifest
 from pcm.memory import Memory
 from pcm.settings import Settings
 from pcm.store_binding import bind, same_store, without_credentials
+from tests.oxigraph_server import start_oxigraph
 
 BISCUIT = "I adopted a beagle called Biscuit"
 

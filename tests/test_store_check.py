@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from oxigraph_server import _free_port, start_oxigraph
 from pcm.backend_remote import RemoteBackend
-from virtuoso_server import VIRTUOSO_PASSWORD, VIRTUOSO_USER, start_virtuoso
+from tests.oxigraph_server import _free_port, start_oxigraph
+from tests.virtuoso_server import VIRTUOSO_PASSWORD, VIRTUOSO_USER, start_virtuoso
 
 _CREDENTIALS = ("PCM_STORE_USER", "PCM_STORE_PASSWORD", "PCM_STORE_TOKEN", "PCM_STORE_ENGINE", "PCM_STORE_URL")
 

@@ -12,7 +12,6 @@ import pyoxigraph as ox
 import pytest
 from click.testing import CliRunner, Result
 
-from canned_endpoint import Recorder, canned_endpoint
 from pcm.backend import Solutions
 from pcm.backend_remote import RemoteBackend
 from pcm.errors import PcmError, QueryError
@@ -22,8 +21,9 @@ from pcm.memory import Memory
 from pcm.naming import Naming
 from pcm.settings import Settings
 from pcm.store import MemoryStore
-from slow_sparql_server import slow_sparql_server
-from virtuoso_server import start_virtuoso
+from tests.canned_endpoint import Recorder, canned_endpoint
+from tests.slow_sparql_server import slow_sparql_server
+from tests.virtuoso_server import start_virtuoso
 
 XSD_INTEGER = ox.NamedNode("http://www.w3.org/2001/XMLSchema#integer")
 #: What Virtuoso 7.2 answers (HTTP 500, text/plain) to an update sent to /sparql without dba's credentials.

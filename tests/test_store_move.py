@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from oxigraph_server import start_oxigraph
 from pcm.backend_remote import RemoteBackend
 from pcm.conversations import Conversation, Utterance
 from pcm.errors import UsageError
@@ -23,7 +22,8 @@ from pcm.llm import ScriptedClient
 from pcm.manifest import Manifest
 from pcm.memory import Memory
 from pcm.settings import Settings
-from virtuoso_server import VIRTUOSO_PASSWORD, VIRTUOSO_USER, start_virtuoso
+from tests.oxigraph_server import start_oxigraph
+from tests.virtuoso_server import VIRTUOSO_PASSWORD, VIRTUOSO_USER, start_virtuoso
 
 T0 = datetime.fromisoformat("2025-09-01T19:30:00-07:00")
 PORTLAND = """m:owner schema:homeLocation m:portland ; schema:worksFor m:harbor-analytics .

@@ -8,9 +8,9 @@ import pyoxigraph as ox
 import pytest
 import rdflib
 
-from conftest import W3C_RDF_TESTS
 from pcm.errors import InputError
 from pcm.rdfio import load_staging, parse_rdf
+from tests.conftest import W3C_RDF_TESTS
 
 SUITE = W3C_RDF_TESTS / "rdf" / "rdf11" / "rdf-turtle"
 BASE = "https://w3c.github.io/rdf-tests/rdf/rdf11/rdf-turtle/"

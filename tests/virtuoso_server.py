@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from oxigraph_server import _drain, _free_port, _stop, wait_until_up
+from tests.oxigraph_server import _drain, _free_port, _stop, wait_until_up
 
 VIRTUOSO_USER = "dba"
 VIRTUOSO_PASSWORD = "dba"

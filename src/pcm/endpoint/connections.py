@@ -17,7 +17,7 @@ server that is only busy would be taken for dead and restarted. The check reads 
 (not in a worker thread: :data:`pcm.endpoint.app.App.ON_LOOP`) and is answered in about a millisecond, so exempting
 it costs little more than the 503 it replaces; the Guard still applies to it (Host, the read token beyond loopback).
 The exemption rests on when uvicorn's h11 protocol reads its limit (see :attr:`HeadDeadline.limit_concurrency`);
-``tests/test_endpoint_connections.py`` and ``tests/test_endpoint_slow_clients.py`` hold it across upgrades.
+``tests/endpoint/test_endpoint_connections.py`` and ``tests/endpoint/test_endpoint_slow_clients.py`` hold it across upgrades.
 
 h11 rather than httptools because the head limit is h11's: its parsing costs about 40 µs a request (measured on the
 build machine), against the milliseconds the front spends on a request.

@@ -7,7 +7,7 @@ VALUES, subqueries, property paths, blank node property lists) in tens of micros
 collection, BASE, a relative IRI, an escaped local name) makes it defer to rdflib's parser and algebra, which
 cost milliseconds (``benchmarks/bench_sparql_parse.py`` prints both). The fast path is kept only because a
 differential test holds it to rdflib over generated queries and the W3C syntax suites
-(``tests/test_sparql_differential.py``): where both answer, they give the same shape.
+(``tests/sparql/test_sparql_differential.py``): where both answer, they give the same shape.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ shipping the neighbourhood of a popular end:
 Ties between equally short paths are broken by the heuristic, as A*'s ordering would. Longer paths are searched
 vertex by vertex from the start's ring, and a vertex generated next to the goal closes the path without waiting
 for the goal to be popped. On random graphs the paths are exactly as short as a breadth-first search's
-(``tests/test_traversal_paths.py``).
+(``tests/retrieval/traversal/test_traversal_paths.py``).
 """
 
 from __future__ import annotations

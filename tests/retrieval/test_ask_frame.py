@@ -1,0 +1,354 @@
+"""The question frame: its schema from the terms in use, reading a model's frame, every operation evaluated on the
+sample memory's graph without a model, and ask routed by a scripted model that fills frames."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, date, datetime
+
+import pytest
+
+from pcm.errors import UsageError
+from pcm.llm import ScriptedClient
+from pcm.llm.base import Message
+from pcm.memory import Memory
+from pcm.namespaces import SCHEMA
+from pcm.ontology import load_ontology
+from pcm.retrieval.ask import CachingClient, ask
+from pcm.retrieval.frame import (
+    OPERATIONS,
+    Frame,
+    FrameReplyError,
+    Terms,
+    frame_schema,
+    frames_questions,
+    parse_frame,
+)
+from pcm.retrieval.grounding import usage_stats
+from pcm.retrieval.operations import Operations
+from pcm.retrieval.traversal import TraversalEngine
+from pcm.settings import Settings
+from tests.retrieval.test_ask_support import build_sample_memory, cited_ids
+
+AS_OF = datetime(2025, 10, 1, 12, 0, tzinfo=UTC)
+PCM = "https://w3id.org/pcm/ontology#"
+CV = "http://rdfs.org/resume-rdf/cv.rdfs#"
+ONTOLOGY = load_ontology()
+
+
+@pytest.fixture(scope="module")
+def memory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
+    built = build_sample_memory(tmp_path_factory.mktemp("ask-frame") / "memory", index=True)
+    CachingClient.forget(built.context)
+    yield built
+    CachingClient.forget(built.context)
+    built.close()
+
+
+@pytest.fixture(scope="module")
+def ops(memory: Memory) -> Iterator[Operations]:
+    engines: list[TraversalEngine] = []
+
+    def vectors():  # type: ignore[no-untyped-def]
+        if not engines:
+            engines.append(TraversalEngine.for_memory(memory.context))
+        return engines[0].vectors
+
+    yield Operations(memory.context, ONTOLOGY, [], AS_OF.date(), vectors)
+    for engine in engines:
+        engine.close()
+
+
+@pytest.fixture(scope="module")
+def terms(memory: Memory) -> Terms:
+    return Terms.of(usage_stats(memory.context), ONTOLOGY)
+
+
+def frame_json(**fields: str) -> str:
+    data = dict.fromkeys(("op", "subject", "class", "property", "anchor", "anchor2", "from", "to", "unit",
+                          "relative"), "")
+    data.update(fields)
+    return json.dumps(data)
+
+
+# ------------------------------------------------------------------------------------------------ schema and reply
+
+
+def test_the_schema_offers_the_terms_in_use_and_every_operation(terms: Terms) -> None:
+    schema = frame_schema(terms).schema
+    properties = schema["properties"]
+    assert isinstance(properties, dict)
+    assert properties["op"]["enum"] == list(OPERATIONS)
+    assert "schema:BuyAction" in properties["class"]["enum"] and "pcm:hasPet" in properties["property"]["enum"]
+    # bookkeeping and terms the memory does not use are not offered
+    assert "sioc:Post" not in properties["class"]["enum"] and "rdfs:label" not in properties["property"]["enum"]
+    assert "schema:Volcano" not in properties["class"]["enum"]
+    assert set(schema["required"]) == set(properties)  # type: ignore[arg-type]
+
+
+def test_the_schema_converts_to_a_llama_cpp_grammar(terms: Terms) -> None:
+    llama_cpp = pytest.importorskip("llama_cpp")
+    grammar = llama_cpp.LlamaGrammar.from_json_schema(json.dumps(frame_schema(terms).schema), verbose=False)
+    assert grammar is not None
+
+
+def test_a_frame_reply_is_read_into_iris_and_dates(terms: Terms) -> None:
+    frame = parse_frame("```json\n" + frame_json(op="window", subject="Dana", **{"class": "schema:TravelAction"},
+                                                  **{"from": "2025-06-01", "to": "2025-06-30"}) + "\n```", terms)
+    assert frame == Frame("window", "Dana", SCHEMA + "TravelAction", start=date(2025, 6, 1), end=date(2025, 6, 30))
+    assert frame.as_json(ONTOLOGY)["class"] == "schema:TravelAction"
+
+
+@pytest.mark.parametrize(
+    ("reply", "problem"),
+    [
+        ("I think it is a count", "no JSON object"),
+        (frame_json(op="guess"), "'op'"),
+        (frame_json(op="latest", **{"class": "schema:Volcano"}), "'class'"),
+        (frame_json(op="window", **{"from": "2025-02-30"}), "calendar date"),
+        ('{"op": 3}', "not a string"),
+    ],
+)
+def test_a_frame_outside_the_schema_is_refused_in_one_line(terms: Terms, reply: str, problem: str) -> None:
+    with pytest.raises(FrameReplyError) as error:
+        parse_frame(reply, terms)
+    assert problem in str(error.value) and "\n" not in str(error.value)
+
+
+def test_frames_are_read_for_constraining_clients_unless_the_setting_says_otherwise() -> None:
+    class Constrained:
+        constrained = True
+
+    assert frames_questions("auto", Constrained()) and not frames_questions("auto", ScriptedClient([]))
+    assert frames_questions("on", ScriptedClient([])) and not frames_questions("off", Constrained())
+    assert Settings.from_env({"PCM_ASK_FRAME": " On "}).ask_frame == "on"
+    with pytest.raises(UsageError):
+        Settings.from_env({"PCM_ASK_FRAME": "maybe"})
+
+
+# ------------------------------------------------------------------------------------------------ the operations
+
+
+def test_latest_and_earliest_pick_by_date_over_every_action_of_the_class(ops: Operations) -> None:
+    latest = ops.evaluate(Frame("latest", "Dana", SCHEMA + "BuyAction"))
+    earliest = ops.evaluate(Frame("earliest", "I", SCHEMA + "BuyAction"))
+    assert latest is not None and latest.text.startswith("Rumours") and "18 July 2025" in latest.text
+    assert earliest is not None and earliest.text.startswith("Breville Barista Express")
+
+
+def test_latest_of_a_class_that_is_not_an_action_orders_its_dated_nodes(ops: Operations) -> None:
+    found = ops.evaluate(Frame("latest", "Dana", CV + "WorkHistory"))
+    assert found is not None and found.text.startswith("job at Cascade Health")
+
+
+def test_total_sums_the_prices_of_what_was_bought_leaving_returns_out(ops: Operations) -> None:
+    found = ops.evaluate(Frame("total", "Dana", SCHEMA + "BuyAction", SCHEMA + "price"))
+    assert found is not None and found.text.startswith("$634 in total") and "712" not in found.text
+
+
+def test_count_reads_a_property_or_the_members_of_a_class(ops: Operations) -> None:
+    by_property = ops.evaluate(Frame("count", "Dana", prop=PCM + "hasPet"))
+    by_class = ops.evaluate(Frame("count", "Dana", cls=PCM + "Pet"))
+    assert by_property is not None and by_property.text == "2 (Biscuit, Mochi)."
+    assert by_class is not None and by_class.text == "2 (Biscuit, Mochi)."
+    assert by_property.graphs
+    # the property's values that are not of the class named leave the count to the class
+    jobs = ops.evaluate(Frame("count", "Dana", cls=CV + "WorkHistory", prop=SCHEMA + "homeLocation"))
+    assert jobs is not None and jobs.text.startswith("2 (")
+    both = ops.evaluate(Frame("count", "Dana", cls=PCM + "Pet", prop=PCM + "hasPet"))
+    assert both is not None and both.text == "2 (Biscuit, Mochi)."
+
+
+def test_a_count_of_a_kind_of_relative_counts_the_relatives_whatever_property_the_frame_names(ops: Operations) -> None:
+    children = ops.evaluate(Frame("count", "Dana", prop=PCM + "hasPet", relative="child"))
+    brothers = ops.evaluate(Frame("count", "Dana", relative="brother"))
+    assert children is not None and children.text == "2 (Lily and Owen)." and children.graphs
+    assert brothers is not None and brothers.text.startswith("Not in memory") and not brothers.graphs
+
+
+def test_relatives_of_a_kind_named_or_not_in_memory(ops: Operations) -> None:
+    children = ops.evaluate(Frame("relatives", "Dana", relative="child"))
+    brother = ops.evaluate(Frame("relatives", "Dana", relative="brother"))
+    sister = ops.evaluate(Frame("relatives", "Dana", prop=SCHEMA + "homeLocation", relative="sister"))
+    # the names first, then what is stored about each of them
+    assert children is not None and children.text.startswith("Lily and Owen. Lily") and "Owen (" in children.text
+    assert brother is not None and brother.text.startswith("Not in memory") and not brother.graphs
+    assert sister is not None and "Joanna" in sister.text and "Denver" in sister.text
+    # a property no relative holds: what is stored about them instead of the bare names
+    named = ops.evaluate(Frame("relatives", "Dana", prop=SCHEMA + "name", relative="sister"))
+    assert named is not None and named.text.startswith("Joanna. Joanna") and "Denver" in named.text
+
+
+def test_current_reads_the_value_said_last_with_its_containing_places(ops: Operations) -> None:
+    home = ops.evaluate(Frame("current", "Dana", prop=SCHEMA + "homeLocation"))
+    assert home is not None and home.text == "Ballard, Seattle."  # Portland was superseded
+    job = ops.evaluate(Frame("current", "Dana", cls=CV + "WorkHistory"))
+    assert job is not None and job.text.startswith("job at Cascade Health")
+
+
+def test_before_and_after_an_anchor_take_the_nearest_node_of_its_kind(ops: Operations) -> None:
+    before = ops.evaluate(Frame("before", "Dana", anchor="Cascade Health"))
+    after = ops.evaluate(Frame("after", "Dana", CV + "WorkHistory", anchor="the Harbor Analytics job"))
+    assert before is not None and before.text.startswith("job at Harbor Analytics")
+    assert after is not None and after.text.startswith("job at Cascade Health")
+    assert ops.evaluate(Frame("before", "Dana", anchor="the volcano eruption")) is None
+
+
+def test_window_lists_what_happened_between_two_dates(ops: Operations) -> None:
+    found = ops.evaluate(Frame("window", "Dana", SCHEMA + "TravelAction", start=date(2025, 6, 1), end=date(2025, 6, 30)))
+    assert found is not None and "Lisbon" in found.text and "(planned)" in found.text
+    assert ops.evaluate(Frame("window", "Dana", SCHEMA + "TravelAction", start=date(2019, 1, 1),
+                              end=date(2019, 12, 31))) is None
+
+
+def test_interval_counts_between_the_two_events_the_anchors_name(ops: Operations) -> None:
+    found = ops.evaluate(Frame("interval", "Dana", anchor="buying the espresso machine", anchor2="the car broke down",
+                               unit="days"))
+    assert found is not None and found.text.startswith("26 days")
+    weeks = ops.evaluate(Frame("interval", "Dana", anchor="Rachel's wedding", anchor2="ordering the jumpsuit",
+                               unit="weeks"))
+    assert weeks is not None and weeks.text.startswith("4.7 weeks")  # 33 days
+
+
+def test_a_date_of_a_named_thing_is_read_from_its_node(ops: Operations) -> None:
+    found = ops.evaluate(Frame("value", "Dana", SCHEMA + "BuyAction", SCHEMA + "startDate", anchor="the espresso machine"))
+    assert found is not None and found.text == "Tuesday 4 February 2025 (buying the Breville Barista Express)."
+    # a class guessed wrong (the promotion is stored as an event) leaves the anchor to name a node of any kind
+    guessed = ops.evaluate(Frame("value", "Dana", SCHEMA + "TransferAction", SCHEMA + "startDate",
+                                 anchor="Senior Data Analyst"))
+    assert guessed is not None and "1 March 2025 (promotion to Senior Data Analyst)" in guessed.text
+    assert ops.evaluate(Frame("value", "Dana", SCHEMA + "TravelAction", SCHEMA + "startDate", anchor="Tokyo")) is None
+
+
+def test_operations_the_graph_does_not_settle_are_left_to_the_pipeline(ops: Operations) -> None:
+    assert ops.evaluate(Frame("value", "Dana", prop=PCM + "allergicTo")) is None  # read by the model
+    assert ops.evaluate(Frame("latest", "Zebulon", SCHEMA + "BuyAction")) is None  # nobody the memory knows
+    assert ops.evaluate(Frame("count", "Dana", cls=SCHEMA + "Volcano")) is None
+    assert ops.evaluate(Frame("yesno", "Dana")) is None
+
+
+# ------------------------------------------------------------------------------------------------ routing
+
+
+def _framing(memory: Memory, frames: dict[str, str], answer: str = "NOT IN MEMORY") -> tuple[ScriptedClient, list[str]]:
+    """A scripted model that fills the frame scripted for each question and answers everything else with
+    ``answer``; the operations it was asked for are listed."""
+    operations: list[str] = []
+
+    def respond(system: str, messages: list[Message], op: str) -> str:
+        operations.append(op)
+        if op == "frame":
+            asked = next(line[10:] for line in messages[0].content.splitlines() if line.startswith("QUESTION: "))
+            return frames[asked]
+        if op == "nl2sparql":
+            return "NO QUERY: nothing fits"
+        return answer
+
+    CachingClient.forget(memory.context)
+    return ScriptedClient([respond] * 40), operations
+
+
+def _framed(memory: Memory) -> Memory:
+    return Memory.open(memory.settings.with_(ask_frame="on"), read_only=True)
+
+
+def test_a_computed_operation_is_answered_in_code_in_any_language(memory: Memory) -> None:
+    total = frame_json(op="total", subject="Dana", **{"class": "schema:BuyAction"})
+    questions = {"What's the grand sum Dana forked out for her purchases?": total,
+                 "¿Cuánto gastó Dana en total en sus compras?": total}
+    framed = _framed(memory)
+    try:
+        for question in questions:
+            client, operations = _framing(framed, questions)
+            result = ask(framed.context, question, client=client, as_of=AS_OF, plan=False)
+            assert result.path == "frame" and result.answer.startswith("$634 in total"), result.render()
+            assert operations == ["frame"]  # one short call, no answer call
+            assert {"d03-m01", "d11-m01"} <= cited_ids(result)
+            assert result.frame is not None and result.frame["op"] == "total"
+            assert "frame:" in result.render(explain=True)
+    finally:
+        framed.close()
+
+
+def test_the_frame_not_the_wording_decides_the_path(memory: Memory) -> None:
+    # the wording once routed to the latest purchase; a frame that reads it as a plain value sends it to the facts
+    question = "What did Dana buy most recently?"
+    framed = _framed(memory)
+    client, operations = _framing(framed, {question: frame_json(op="value", subject="Dana")}, "NOT IN MEMORY")
+    try:
+        result = ask(framed.context, question, client=client, as_of=AS_OF, plan=False)
+    finally:
+        framed.close()
+    assert result.path != "frame" and "latest" not in result.note and not result.answer.startswith("Rumours")
+    assert operations[0] == "frame" and "answer" in operations
+
+
+def test_only_a_frame_read_as_other_writes_a_free_graph_query(memory: Memory) -> None:
+    # a placed question whose operation and stored facts find nothing goes to recall, not to a free query (the
+    # slow tail); a question the frame cannot place ("other") still gets one
+    placed = "What breed is Dana's cat Mochi?"
+    unplaced = "Anything notable about the volcano society?"
+    frames = {placed: frame_json(op="value", subject="Dana", anchor="Mochi"), unplaced: frame_json(op="other")}
+    framed = _framed(memory)
+    try:
+        client, first_ops = _framing(framed, frames)
+        first = ask(framed.context, placed, client=client, as_of=AS_OF, plan=False)
+        client, second_ops = _framing(framed, frames)
+        ask(framed.context, unplaced, client=client, as_of=AS_OF, plan=False)
+    finally:
+        framed.close()
+    assert "nl2sparql" not in first_ops and "no free graph query for a question the frame reads as value" in first.note
+    assert "nl2sparql" in second_ops
+
+
+def test_an_unsettled_operation_or_a_malformed_frame_goes_on_to_the_stored_facts(memory: Memory) -> None:
+    unknown = "How many days between the volcano trip and the boat sinking?"
+    broken = "Where is Dana living these days?"
+    frames = {unknown: frame_json(op="interval", subject="Dana", anchor="the volcano trip", anchor2="the boat sinking",
+                                  unit="days"), broken: "the city she lives in"}
+    framed = _framed(memory)
+    try:
+        client, _ = _framing(framed, frames, "ANSWER: Seattle [cites: 1]")
+        first = ask(framed.context, unknown, client=client, as_of=AS_OF, plan=False)
+        client, _ = _framing(framed, frames, "ANSWER: Seattle [cites: 1]")
+        second = ask(framed.context, broken, client=client, as_of=AS_OF, plan=False)
+    finally:
+        framed.close()
+    assert first.path != "frame" and "found no answer in the graph" in first.note
+    assert second.path == "facts" and "did not parse" in second.note and second.answer == "Seattle", second.render()
+
+
+def test_only_a_frame_that_says_separate_parts_asks_for_a_plan(memory: Memory) -> None:
+    # two clauses in the wording; the frame, not the wording, decides whether the model is asked for a plan
+    question = "Who is Joanna, and what does the volcano society do?"
+    framed = _framed(memory)
+    try:
+        seen = {}
+        for op in ("value", "other"):
+            client, operations = _framing(framed, {question: frame_json(op=op, subject="Joanna")})
+            ask(framed.context, question, client=client, as_of=AS_OF)
+            seen[op] = operations
+    finally:
+        framed.close()
+    assert "decompose" not in seen["value"]
+    assert "decompose" in seen["other"]
+
+
+def test_how_long_before_an_anchor_of_another_kind_counts_to_the_nearest_node_of_the_class(ops: Operations) -> None:
+    found = ops.evaluate(Frame("before", "Dana", SCHEMA + "OrderAction", anchor="Rachel's wedding", unit="days"))
+    assert found is not None and found.text.startswith("ordering the navy jumpsuit")
+    assert found.text.endswith("33 days between them.")
+
+
+def test_a_kind_of_relative_in_a_value_frame_reads_the_relatives(ops: Operations) -> None:
+    found = ops.evaluate(Frame("value", "Dana", prop=SCHEMA + "homeLocation", relative="sister"))
+    assert found is not None and found.text.startswith("Joanna") and "Denver" in found.text
+    person = ops.evaluate(Frame("value", "Dana", cls=SCHEMA + "Person", relative="sister"))
+    assert person is not None and person.text.startswith("Joanna")
+    # a relatives frame about another kind of thing answers the relatives it finds, never that one is missing
+    trip = ops.evaluate(Frame("relatives", "Dana", cls=SCHEMA + "TravelAction", relative="brother"))
+    cousin = ops.evaluate(Frame("relatives", "Dana", cls=SCHEMA + "TravelAction", relative="cousin"))
+    assert trip is None and cousin is not None and cousin.text.startswith("Rachel. ")
+    # a relative filled in passing in a frame about another kind of thing (a pet's breed) reads no relatives
+    assert ops.evaluate(Frame("value", "Dana", cls=PCM + "Pet", prop=PCM + "petBreed", relative="child")) is None

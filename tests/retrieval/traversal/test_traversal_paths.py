@@ -1,0 +1,178 @@
+"""Hops as SPARQL property paths (issue 6, item 6), and A* against a plain breadth-first search.
+
+The hop queries write K = (p1|^p1|p2|^p2...) as a property path with the start vertices in ``VALUES``; the whole
+bounded walk K/K?/K? is a template too (``reach.rq``), kept for the benchmark. On random small graphs, A* (searching
+from the end with fewer facts and meeting the other end in the engine) must find paths exactly as short as a
+breadth-first search over the same facts, with the same rules: the owner may be an end but is never crossed.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyoxigraph as ox
+import pytest
+
+from pcm.backend_local import LocalBackend
+from pcm.layout import LEGACY_LAYOUT
+from pcm.namespaces import RDFS, SCHEMA
+from pcm.naming import Naming
+from pcm.resources import render_query
+from pcm.retrieval.traversal import AStarConfig, Restrictions, TraversalConfig, TraversalEngine
+from pcm.retrieval.traversal.graph import DENIED_PREDICATES, hop_path, hop_sequence
+from tests.retrieval.traversal.test_traversal import WordEmbedder
+
+NS = "https://pcm.invalid/m/traversal-paths/"
+NAMING = Naming(NS)
+N = ox.NamedNode
+OWNER = N(NAMING.owner)
+PREDICATES = [N(SCHEMA + p) for p in ("knows", "location", "object", "participant", "brand")]
+WORDS = ["red", "blue", "green", "river", "stone", "cloud", "paper", "glass", "maple", "cedar", "copper", "amber", "north", "south", "harbor", "lantern"]
+
+
+# ---------------------------------------------------------------------------------------------- the query shapes
+def test_k_is_a_negated_property_set_both_ways_and_the_walk_a_bounded_sequence() -> None:
+    k = hop_path(DENIED_PREDICATES)
+    assert k.startswith("!(") and k.endswith(")")
+    for predicate in DENIED_PREDICATES:
+        assert f"<{predicate}>" in k and f"^<{predicate}>" in k
+    assert hop_sequence(DENIED_PREDICATES, 1) == k
+    assert hop_sequence(DENIED_PREDICATES, 3) == f"{k}/({k})?/({k})?"  # SPARQL 1.1 has no {1,3}
+    with pytest.raises(ValueError):
+        hop_sequence(DENIED_PREDICATES, 0)
+
+
+def test_the_hop_templates_take_their_starts_through_values_and_walk_k_as_a_path() -> None:
+    k = hop_path(DENIED_PREDICATES)
+    frontier = f"(0 <{NS}a>) (1 <{NS}b>)"
+    neighbours = render_query("traversal/neighbours", frontier=frontier, k=k, non_fact="<urn:x>")
+    assert f"VALUES (?tag ?from) {{ {frontier} }}" in neighbours
+    assert f"GRAPH ?g {{ ?from {k} ?x }}" in neighbours
+    reach = render_query("traversal/reach", frontier=frontier, path=hop_sequence(DENIED_PREDICATES, 2))
+    assert f"?from {k}/({k})? ?x" in reach
+    store = ox.Store()
+    for query in (neighbours, reach):
+        assert list(store.query(query)) == []  # Oxigraph parses both
+
+
+# ---------------------------------------------------------------------------------------------- random graphs
+def random_facts(seed: int, size: int = 24, edges: int = 30) -> list[ox.Quad]:
+    """A sparse random graph spread over several extraction graphs, the owner touching a few vertices, and one
+    superseded fact (history graph) that must never shorten a path."""
+    rng = random.Random(seed)
+    vertices = [N(f"{NS}v{seed}-{i}") for i in range(size)]
+    graphs = [N(NAMING.extraction_graph(NAMING.post(f"p{seed}-{i}"))) for i in range(5)]
+    quads = [ox.Quad(v, N(RDFS + "label"), ox.Literal(" ".join(rng.sample(WORDS, 2))), graphs[0]) for v in vertices]
+    for _ in range(edges):
+        a, b = rng.sample(vertices, 2)
+        quads.append(ox.Quad(a, rng.choice(PREDICATES), b, rng.choice(graphs)))
+    for v in rng.sample(vertices, 4):
+        quads.append(ox.Quad(OWNER, PREDICATES[0], v, rng.choice(graphs)))
+    a, b = rng.sample(vertices, 2)
+    quads.append(ox.Quad(a, PREDICATES[1], b, N(LEGACY_LAYOUT.history)))
+    return quads
+
+
+def bfs_lengths(quads: list[ox.Quad], start: ox.NamedNode) -> dict[ox.NamedNode, int]:
+    """Hop counts from ``start`` over the fact triples, either direction, not walking on through the owner."""
+    adjacent: dict[ox.NamedNode, set[ox.NamedNode]] = {}
+    for q in quads:
+        if q.graph_name == N(LEGACY_LAYOUT.history) or not isinstance(q.object, ox.NamedNode):
+            continue
+        if q.predicate.value in DENIED_PREDICATES:
+            continue
+        adjacent.setdefault(q.subject, set()).add(q.object)  # type: ignore[arg-type]
+        adjacent.setdefault(q.object, set()).add(q.subject)  # type: ignore[arg-type]
+    distance = {start: 0}
+    queue = deque([start])
+    while queue:
+        v = queue.popleft()
+        if v == OWNER and v != start:
+            continue
+        for x in adjacent.get(v, ()):
+            if x not in distance:
+                distance[x] = distance[v] + 1
+                queue.append(x)
+    return distance
+
+
+@pytest.fixture(scope="module")
+def graphs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TraversalEngine, dict[int, list[ox.Quad]]]]:
+    facts = {seed: random_facts(seed) for seed in range(6)}
+    backend = LocalBackend(Path(tmp_path_factory.mktemp("paths")) / "oxigraph")
+    backend.extend([q for quads in facts.values() for q in quads])
+    engine = TraversalEngine(backend, post_prefix=NAMING.post(""), hubs=(NAMING.owner,), embedder=WordEmbedder())
+    yield engine, facts
+    backend.close()
+
+
+@pytest.mark.parametrize("heuristic", ["ip", "weighted_short_path"])
+def test_a_star_paths_are_as_short_as_breadth_first_search(
+    graphs: tuple[TraversalEngine, dict[int, list[ox.Quad]]], heuristic: str
+) -> None:
+    engine, facts = graphs
+    config = TraversalConfig(top_n=None, astar=AStarConfig(heuristic=heuristic, max_depth=6))
+    checked = {"found": 0, "none": 0}
+    for seed, quads in facts.items():
+        vertices = sorted({q.subject for q in quads if q.subject != OWNER}, key=lambda v: v.value)
+        rng = random.Random(100 + seed)
+        for a, b in [tuple(rng.sample(vertices, 2)) for _ in range(12)]:
+            expected = bfs_lengths(quads, a).get(b)  # type: ignore[arg-type]
+            result = engine.retrieve("", [a, b], "astar", config=config, sources=False)
+            if expected is None or expected > 6:
+                assert not result.paths, f"seed {seed}: {a.value} - {b.value} has no path within 6 hops"
+                checked["none"] += 1
+                continue
+            (path,) = result.paths
+            assert len(path.steps) == expected, f"seed {seed}: {a.value} - {b.value}"
+            assert path.vertices[0] == a and path.vertices[-1] == b
+            assert OWNER not in path.vertices[1:-1]
+            checked["found"] += 1
+    assert checked["found"] >= 20 and checked["none"] >= 1  # both outcomes were exercised
+
+
+def test_a_star_with_the_owner_as_an_end_and_with_hubs_crossable(
+    graphs: tuple[TraversalEngine, dict[int, list[ox.Quad]]],
+) -> None:
+    engine, facts = graphs
+    quads = facts[0]
+    reach = bfs_lengths(quads, OWNER)
+    far = max((v for v in reach if v != OWNER), key=lambda v: (reach[v], v.value))
+    result = engine.retrieve("", [OWNER, far], "astar", config=TraversalConfig(top_n=None), sources=False)
+    assert len(result.paths[0].steps) == reach[far]
+    crossing = TraversalConfig(top_n=None, restrictions=Restrictions(cross_hubs=True))
+    vertices = sorted({q.subject for q in quads if q.subject != OWNER}, key=lambda v: v.value)
+    for b in vertices[:8]:
+        via_owner = engine.retrieve("", [vertices[-1], b], "astar", config=crossing, sources=False)
+        plain = engine.retrieve("", [vertices[-1], b], "astar", config=TraversalConfig(top_n=None), sources=False)
+        if via_owner.paths and plain.paths:
+            assert len(via_owner.paths[0].steps) <= len(plain.paths[0].steps)
+
+
+def test_one_sequence_path_reaches_what_the_hops_reach_and_what_they_must_not(
+    graphs: tuple[TraversalEngine, dict[int, list[ox.Quad]]],
+) -> None:
+    """Why the walk stays one K query per hop: the sequence K/K?/K? finds the same vertices where every triple is a
+    fact, but it walks the union of all graphs (a superseded fact shortens it) and goes on through the owner."""
+    engine, facts = graphs
+    store = engine.graph.backend
+    quads = facts[1]
+    history = next(q for q in quads if q.graph_name == N(LEGACY_LAYOUT.history))
+    start = history.subject
+    hops: set[ox.NamedNode] = {start}  # type: ignore[arg-type]
+    level = {start}
+    for _ in range(3):
+        rows = engine.graph.neighbours([(0, v) for v in level if v != OWNER])  # type: ignore[misc]
+        level = {r.vertex for r in rows} - hops
+        hops |= level
+    query = render_query("traversal/reach", frontier=f"(0 {start})", path=hop_sequence(DENIED_PREDICATES, 3))
+    path = {row[1] for row in store.query(query).rows} | {start}  # type: ignore[union-attr]
+    expected = {v for v, d in bfs_lengths(quads, start).items() if d <= 3}  # type: ignore[arg-type]
+    assert hops == expected  # the hop queries walk the facts, and stop at the owner
+    assert hops <= path
+    assert history.object in path  # the sequence also walks the history graph
+    if history.object not in expected:
+        assert history.object not in hops
