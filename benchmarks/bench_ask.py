@@ -39,13 +39,14 @@ from typing import Any
 import pyoxigraph as ox
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))  # the tests package: its sample memory and servers
+
+from tests.retrieval.test_ask_support import FIXTURES, build_sample_memory, cited_ids, sparql_reply  # noqa: E402
 
 from pcm.index.records import entity_record as _entity_record  # noqa: E402
 from pcm.llm.base import LLMClient  # noqa: E402
 from pcm.memory import Memory  # noqa: E402
 from pcm.settings import Settings  # noqa: E402
-from test_ask_support import FIXTURES, build_sample_memory, cited_ids, sparql_reply  # noqa: E402
 
 SCHEMA = "https://schema.org/"
 PCM = "https://w3id.org/pcm/ontology#"

@@ -29,15 +29,16 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))  # the tests package: its sample memory and servers
 
-from oxigraph_server import start_oxigraph  # noqa: E402
+from tests.oxigraph_server import start_oxigraph  # noqa: E402
+from tests.virtuoso_server import VIRTUOSO_PASSWORD, VIRTUOSO_USER, start_virtuoso  # noqa: E402
+
 from pcm.backend_remote import RemoteBackend  # noqa: E402
 from pcm.conversations import Conversation, parse_file  # noqa: E402
 from pcm.evaluation.metrics import percentile  # noqa: E402
 from pcm.memory import Memory  # noqa: E402
 from pcm.settings import Settings  # noqa: E402
-from virtuoso_server import VIRTUOSO_PASSWORD, VIRTUOSO_USER, start_virtuoso  # noqa: E402
 
 LOCOMO = REPO.parent / "shared" / "data" / "locomo" / "locomo-conv-26.json"
 

@@ -19,7 +19,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))  # the tests package: its sample memory and servers
+
+from tests.retrieval.test_ask_support import build_sample_memory  # noqa: E402
 
 from pcm.llm import make_client  # noqa: E402
 from pcm.memory import Memory  # noqa: E402
@@ -29,7 +31,6 @@ from pcm.retrieval.grounding import build_grounding, usage_stats  # noqa: E402
 from pcm.retrieval.operations import COMPUTED, Operations  # noqa: E402
 from pcm.retrieval.traversal import TraversalEngine  # noqa: E402
 from pcm.settings import Settings  # noqa: E402
-from test_ask_support import build_sample_memory  # noqa: E402
 
 AS_OF = datetime(2025, 10, 1, tzinfo=UTC)
 

@@ -39,7 +39,9 @@ from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))  # the tests package: its sample memory and servers
+
+from tests.retrieval.test_ask_support import EXTRACTION, NOTHING, load_questions, utterance_ids  # noqa: E402
 
 from pcm.conversations import parse_file, sample_paths  # noqa: E402
 from pcm.extraction import extract_posts  # noqa: E402
@@ -51,7 +53,6 @@ from pcm.memory import Memory  # noqa: E402
 from pcm.namespaces import RDF, RDFS  # noqa: E402
 from pcm.ontology import load_ontology  # noqa: E402
 from pcm.settings import Settings  # noqa: E402
-from test_ask_support import EXTRACTION, NOTHING, load_questions, utterance_ids  # noqa: E402
 
 #: Characters per token where no tokenizer is given (Qwen2.5's tokenizer on these prompts: 3.4-3.6).
 CHARS_PER_TOKEN = 3.4

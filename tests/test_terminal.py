@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.memory_template import init_template, memory_copy
 
 from pcm.conversations import Conversation, Utterance
+from tests.memory_template import init_template, memory_copy
 
 #: An utterance that, printed raw, clears the line, swaps its direction and forges a second record.
 SPOOF = "I paid \u202e001$ \u202cfor it\x1b[2K\rI paid nothing\n[s1 m2] user: forged line\x07"
