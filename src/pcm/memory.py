@@ -14,11 +14,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyoxigraph as ox
 
-from pcm.backend import Backend, PurgeScope, QueryResult, Solutions
+from pcm.backend import Backend, PurgeScope, QueryResult, Solutions, term_value
 from pcm.context import CACHE_DIR, VECTORS_DIR, MemoryContext
 from pcm.conversations import (
     Conversation,
@@ -67,6 +67,8 @@ from pcm.store import MemoryStore, PostInfo, Source, Stats
 from pcm.store_binding import STORE_DIR, bind, check_holds, record
 
 if TYPE_CHECKING:
+    import rdflib
+
     from pcm.endpoint.discovery import ServerInfo
     from pcm.extraction.duplicates import DuplicatePair
     from pcm.extraction.history import FactHistory
@@ -78,6 +80,7 @@ if TYPE_CHECKING:
     from pcm.ontology import Ontology
     from pcm.ontology_tools.migrate import OntologyDrift
     from pcm.retrieval.ask import AskResult
+    from pcm.shapes import Validator
     from pcm.summaries.store import StoredSummary, SummaryRow
 
 INDEX_DIR = "index"
@@ -590,7 +593,7 @@ class Memory:
             return
         from pcm.summaries import update_summaries
 
-        behind = [t.value for t in self.store.select(render_query("summaries/behind")).values("session") if t is not None]
+        behind = [term_value(t) for t in self.store.select(render_query("summaries/behind")).values("session") if t is not None]
         if behind:
             update_summaries(self.context, behind, None)
         self.store.clear_summaries_pending()
@@ -634,7 +637,7 @@ class Memory:
         if index.sync_record() == self._sync_stamp() and not self.store.index_pending():
             return None
         q = f"SELECT ?p WHERE {{ GRAPH {CONVERSATION} {{ ?p a <{SIOC}Post> }} }}"
-        stored = {t.value for t in self.store.select(q).values("p") if t is not None}
+        stored = {term_value(t) for t in self.store.select(q).values("p") if t is not None}
         indexed = index.post_iris()
         missing, forgotten = stored - indexed, indexed - stored
         if not missing and not forgotten:
@@ -914,7 +917,9 @@ class Memory:
         """Second write per post: its extraction graph, provenance and status (the post itself is already safe)."""
         from pcm.extraction import extract_posts
 
-        run = extract_posts(self.context, report.posts, client=self.llm_client())  # type: ignore[arg-type]
+        client = self.llm_client()
+        assert client is not None, "inline extraction is chosen only with a model configured"
+        run = extract_posts(self.context, report.posts, client=client)
         report.mode = f"extraction ({self.settings.llm})"
         report.extracted, report.failed = run.extracted, run.failed
         report.pending = report.added - run.extracted - run.failed - run.skipped - run.gated
@@ -1040,13 +1045,13 @@ class Memory:
                 report.text(),
             )
 
-    def _context_for(self, graph: object) -> object:
+    def _context_for(self, graph: rdflib.Graph) -> rdflib.Graph:
         """Types and labels of existing memory nodes the delta points to, so they are not flagged as unknown."""
         import rdflib
 
         objects = {
-            str(o) for o in graph.objects() if isinstance(o, rdflib.URIRef) and self.naming.is_individual(str(o))  # type: ignore[attr-defined]
-        } | {str(s) for s in graph.subjects() if isinstance(s, rdflib.URIRef)}  # type: ignore[attr-defined]
+            str(o) for o in graph.objects() if isinstance(o, rdflib.URIRef) and self.naming.is_individual(str(o))
+        } | {str(s) for s in graph.subjects() if isinstance(s, rdflib.URIRef)}
         context = rdflib.Graph()
         iris = sorted(i for i in objects if self.naming.is_individual(i))
         for start in range(0, len(iris), 400):
@@ -1058,7 +1063,7 @@ class Memory:
             )
             result = self.backend.query(q)
             if isinstance(result, list) and result:
-                to_rdflib(result, context)  # type: ignore[arg-type]
+                to_rdflib(result, context)
         return context
 
     def _sync_entities_after_write(self) -> None:
@@ -1444,7 +1449,8 @@ class Memory:
 
     def post_count(self) -> int:
         q = f"SELECT (COUNT(?p) AS ?n) WHERE {{ GRAPH {CONVERSATION} {{ ?p a <{SIOC}Post> }} }}"
-        return int(self.store.select(q).rows[0][0].value)  # type: ignore[union-attr]
+        count = self.store.select(q).rows[0][0]
+        return 0 if count is None else int(term_value(count))
 
 
 _VALIDATOR = None
@@ -1515,7 +1521,7 @@ def check_vocabulary(quads: Sequence[ox.Quad], ontology: Ontology, naming: Namin
     return problems
 
 
-def _validator():  # type: ignore[no-untyped-def]
+def _validator() -> Validator:
     """Shapes are parsed once per process."""
     global _VALIDATOR
     if _VALIDATOR is None:
@@ -1623,7 +1629,7 @@ def _refuse_shared_store(backend: Backend, url: str, namespace: str) -> None:
         "SELECT DISTINCT ?o WHERE { GRAPH ?g { ?o a <https://w3id.org/pcm/ontology#MemoryOwner> } }"
     )
     assert isinstance(found, Solutions)
-    others = sorted(t.value.removesuffix("owner") for t in found.values("o") if t is not None)
+    others = sorted(term_value(t).removesuffix("owner") for t in found.values("o") if t is not None)
     others = [ns for ns in others if ns != namespace]
     if others:
         raise UsageError(
@@ -1635,6 +1641,8 @@ def _refuse_shared_store(backend: Backend, url: str, namespace: str) -> None:
 def _dump_namespace(staging: ox.Store) -> str | None:
     owner_type = ox.NamedNode("https://w3id.org/pcm/ontology#MemoryOwner")
     for q in staging.quads_for_pattern(None, ox.NamedNode(RDF_TYPE), owner_type, None):
+        if not isinstance(q.subject, ox.NamedNode):
+            continue
         s = q.subject.value
         if s.endswith("owner"):
             return s[: -len("owner")]
@@ -1642,6 +1650,7 @@ def _dump_namespace(staging: ox.Store) -> str | None:
 
 
 #: The history graph records superseded statements by RDF reification (docs/DESIGN.md §3), so a dump carries these.
+_T = TypeVar("_T")
 _REIFICATION = frozenset(RDF + t for t in ("Statement", "subject", "predicate", "object"))
 
 
@@ -1649,18 +1658,18 @@ def check_vocabulary_store(staging: ox.Store, ontology: Ontology) -> list[str]:
     """:func:`check_vocabulary` over a staging store, with the distinct terms found by the engine."""
     from pcm.shapes import BUILTIN_TERMS
 
-    predicates = [r[0].value for r in staging.query("SELECT DISTINCT ?p WHERE { GRAPH ?g { ?s ?p ?o } }")]
-    classes = [
-        r[0].value
-        for r in staging.query(f"SELECT DISTINCT ?c WHERE {{ GRAPH ?g {{ ?s <{RDF_TYPE}> ?c }} FILTER(isIRI(?c)) }}")
-    ]
+    found_p = staging.query("SELECT DISTINCT ?p WHERE { GRAPH ?g { ?s ?p ?o } }")
+    found_c = staging.query(f"SELECT DISTINCT ?c WHERE {{ GRAPH ?g {{ ?s <{RDF_TYPE}> ?c }} FILTER(isIRI(?c)) }}")
+    assert isinstance(found_p, ox.QuerySolutions) and isinstance(found_c, ox.QuerySolutions)
+    predicates = [term_value(r[0]) for r in found_p if r[0] is not None]
+    classes = [term_value(r[0]) for r in found_c if r[0] is not None]
     allowed = BUILTIN_TERMS | _REIFICATION
     problems = [f"unknown property {p}" for p in sorted(predicates) if p not in allowed and not ontology.defines(p)]
     problems += [f"unknown class {c}" for c in sorted(classes) if c not in allowed and not ontology.defines(c)]
     return problems
 
 
-def _rehome_term(term, rename):  # type: ignore[no-untyped-def]
+def _rehome_term(term: _T, rename: tuple[str, str]) -> _T | ox.NamedNode:
     old, new = rename
     if isinstance(term, ox.NamedNode) and term.value.startswith(old):
         return ox.NamedNode(new + term.value[len(old) :])
@@ -1671,7 +1680,7 @@ def _rehome_graphs(q: ox.Quad, sources: set[DatasetLayout | None], target: Datas
     """A dump's quad with the graph names of its memory (as graphs and as the subjects and objects of provenance)
     renamed to ``target``'s."""
 
-    def term(t):  # type: ignore[no-untyped-def]
+    def term(t: _T) -> _T | ox.NamedNode:
         if isinstance(t, ox.NamedNode):
             for source in sources:
                 if source is not None and source.owns(t.value):
