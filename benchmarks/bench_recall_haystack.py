@@ -6,10 +6,10 @@ recurs in many haystacks), so the run costs about one embedding pass over the or
 Prints evidence recall@5/@10/@20 per question type (all ``has_answer`` turns in the top k) and session recall@10.
 
     python benchmarks/bench_recall_haystack.py ../shared/data/longmemeval/longmemeval-oracle-dev48.json
-    python benchmarks/bench_recall_haystack.py ORACLE --types multi-session --set VECTOR_WEIGHT=0.5
+    python benchmarks/bench_recall_haystack.py ORACLE --types multi-session --set vector_weight=0.5
 
 ``--indexes DIR`` keeps each question's side index under ``DIR`` and reopens it on the next run (same oracle,
-distractors and seed), so an ablation of the ranking constants costs seconds instead of an ingest.
+distractors and seed), so an ablation of the recall config costs seconds instead of an ingest.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from pcm.evaluation.datasets import category_of, load_items  # noqa: E402
 from pcm.evaluation.metrics import KS, hits_at, percentile, ranked_unique  # noqa: E402
 from pcm.index import PostRecord, SideIndex, get_embedder  # noqa: E402
 from pcm.index.embedder import Embedder  # noqa: E402
+from pcm.settings import RECALL_RECIPES, RecallConfig  # noqa: E402
 
 
 class CachedEmbedder(Embedder):
@@ -58,7 +59,12 @@ class CachedEmbedder(Embedder):
 
 
 def run(
-    path: Path, distractors: int, seed: int, types: set[str] | None, keep: Path | None = None
+    path: Path,
+    distractors: int,
+    seed: int,
+    types: set[str] | None,
+    keep: Path | None = None,
+    recall_config: RecallConfig | None = None,
 ) -> dict[str, Any]:
     records = build(json.loads(path.read_text(encoding="utf-8")), distractors, seed)
     with tempfile.TemporaryDirectory() as tmp:
@@ -86,7 +92,9 @@ def run(
             name = re.sub(r"[^\w.-]+", "_", q.id)
             directory = (keep / f"{distractors}-{seed}" / name) if keep is not None else Path(tmp) / "index"
             built = directory.with_name(directory.name + ".built")  # only a finished index is reused
-            index = SideIndex.open(directory, embedder=embedder, rebuild=not built.exists())
+            index = SideIndex.open(
+                directory, embedder=embedder, rebuild=not built.exists(), recall_config=recall_config
+            )
             if not built.exists():
                 index.upsert_posts(posts)
                 index.optimize()
@@ -136,13 +144,15 @@ def main() -> None:
     parser.add_argument("--distractors", type=int, default=DISTRACTORS)
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--types", default="", help="only these question types, comma-separated")
-    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override a ranking constant")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="change a RecallConfig field (or a relevance/text constant)")
+    parser.add_argument("--recipe", choices=sorted(RECALL_RECIPES), default="tuned", help="the recall recipe to start from")
     parser.add_argument("--indexes", type=Path, default=None, help="keep (and reuse) the side indexes here")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    applied = override(args.set)
+    config, applied = override(args.set, args.recipe)
     types = {t.strip() for t in args.types.split(",") if t.strip()} or None
-    result = run(args.oracle, args.distractors, args.seed, types, args.indexes)
+    result = run(args.oracle, args.distractors, args.seed, types, args.indexes, config)
     print(json.dumps({**result, "set": applied}) if args.json else report(result, applied))
 
 

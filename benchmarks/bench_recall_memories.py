@@ -12,8 +12,9 @@ and odd-numbered), so a threshold chosen on one half can be checked on the other
     pcm eval locomo ../shared/data/locomo/locomo-conv-26.json --llm none --out /tmp/run-locomo
     python benchmarks/bench_recall_memories.py locomo ../shared/data/locomo/locomo-conv-26.json /tmp/run-locomo
 
-``--set NAME=VALUE`` overrides a ranking constant of :mod:`pcm.index.recall` (or :mod:`~pcm.index.relevance`,
-:mod:`~pcm.index.text`) for one run (an ablation: e.g. ``--set ATTRIBUTION_RANK=1``), so each lever's effect is
+``--set NAME=VALUE`` changes a field of the recall config (:class:`pcm.settings.RecallConfig`) or a constant of
+:mod:`~pcm.index.relevance` or :mod:`~pcm.index.text` for one run (an ablation: e.g. ``--set attribution_rank=1``,
+``--recipe plain``), so each lever's effect is
 measured alone; ``--reembed`` re-encodes the posts from the embedded text as ingest would write it now, for a
 change of that text (``--set EMBED_SPEAKER_MIN_WORDS=8 --reembed``).
 """
@@ -27,6 +28,7 @@ import statistics
 import sys
 import time
 from collections import defaultdict
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -35,27 +37,32 @@ sys.path.insert(0, str(REPO / "src"))
 
 from pcm.evaluation.datasets import category_of, load_items  # noqa: E402
 from pcm.evaluation.metrics import KS, hits_at, percentile, ranked_unique  # noqa: E402
-from pcm.index import SideIndex, cooccurrence, get_embedder, relevance  # noqa: E402
-from pcm.index import recall as ranking  # noqa: E402
+from pcm.index import SideIndex, get_embedder, relevance  # noqa: E402
 from pcm.index import text as index_text  # noqa: E402
+from pcm.settings import RECALL_RECIPES, RecallConfig  # noqa: E402
 
 CURVE = (-0.3, -0.25, -0.2, -0.18, -0.15, -0.12, -0.1, -0.05, 0.0, 0.05)
 """Thresholds of the relevance score at which the trade-off curve is reported."""
 
 
-def override(assignments: list[str]) -> dict[str, Any]:
-    """Apply ``NAME=VALUE`` to the ranking or relevance constants (the value parsed as JSON, so numbers and booleans
-    work)."""
+def override(assignments: list[str], recipe: str = "tuned") -> tuple[RecallConfig, dict[str, Any]]:
+    """The recall config of ``recipe`` with each ``NAME=VALUE`` applied (the value parsed as JSON, so numbers and
+    booleans work): a field of :class:`RecallConfig`, or else a constant of the relevance or text module."""
+    config = RECALL_RECIPES[recipe]
+    recall_fields = {f.name for f in fields(RecallConfig)}
     applied = {}
     for assignment in assignments:
         name, _, raw = assignment.partition("=")
-        module = next((m for m in (ranking, relevance, index_text, cooccurrence) if hasattr(m, name)), None)
-        if module is None:
-            raise SystemExit(f"none of pcm.index.recall, .relevance, .text, .cooccurrence has a constant {name!r}")
         value = json.loads(raw)
-        setattr(module, name, value)
+        if name in recall_fields:
+            config = config.with_(**{name: value})
+        else:
+            module = next((m for m in (relevance, index_text) if hasattr(m, name)), None)
+            if module is None:
+                raise SystemExit(f"neither RecallConfig nor pcm.index.relevance or .text has a setting {name!r}")
+            setattr(module, name, value)
         applied[name] = value
-    return applied
+    return config, applied
 
 
 def reembed(index: SideIndex) -> None:
@@ -69,7 +76,13 @@ def reembed(index: SideIndex) -> None:
 
 
 def run(
-    dataset: str, path: Path, out: Path, limit: int | None = None, *, fresh_vectors: bool = False
+    dataset: str,
+    path: Path,
+    out: Path,
+    limit: int | None = None,
+    *,
+    fresh_vectors: bool = False,
+    recall_config: RecallConfig | None = None,
 ) -> dict[str, Any]:
     embedder = get_embedder()
     embedder.encode(["warm up the model"])
@@ -86,7 +99,7 @@ def run(
         directory = out / "memories" / re.sub(r"[^\w.-]+", "_", item.id) / "index"
         if not directory.exists():
             raise SystemExit(f"{directory} is missing: run `pcm eval {dataset} {path} --llm none --out {out}` first")
-        index = SideIndex.open(directory, embedder=embedder)
+        index = SideIndex.open(directory, embedder=embedder, recall_config=recall_config)
         if fresh_vectors:
             reembed(index)
         sessions = {u.source_id: c.id for c in item.conversations for u in c.utterances if u.source_id}
@@ -179,14 +192,16 @@ def main() -> None:
     parser.add_argument("dataset", choices=("locomo", "longmemeval"))
     parser.add_argument("file", type=Path)
     parser.add_argument("run", type=Path, help="the --out directory of a `pcm eval ... --llm none` run")
-    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override a ranking constant")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="change a RecallConfig field (or a relevance/text constant)")
+    parser.add_argument("--recipe", choices=sorted(RECALL_RECIPES), default="tuned", help="the recall recipe to start from")
     parser.add_argument("--limit", type=int, default=None, help="only the first N items")
     parser.add_argument("--reembed", action="store_true",
                         help="re-encode the posts' vectors from the current embedded text (after --set)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    applied = override(args.set)
-    result = run(args.dataset, args.file, args.run, args.limit, fresh_vectors=args.reembed)
+    config, applied = override(args.set, args.recipe)
+    result = run(args.dataset, args.file, args.run, args.limit, fresh_vectors=args.reembed, recall_config=config)
     print(json.dumps({**result, "set": applied}) if args.json else report(result, applied))
 
 

@@ -666,6 +666,7 @@ class Memory:
                 self.settings.memory / INDEX_DIR,
                 embedder=embedder,
                 ann_min_rows=self.settings.index_ann_min_rows,
+                recall_config=self.settings.recall,
             )
         return self._index
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +72,107 @@ class LLMSpec:
         if self.provider == "openai":
             return f"openai:{self.base_url}#{self.model}"
         return f"{self.provider}:{self.model}"
+
+
+@dataclass(frozen=True)
+class RecallConfig:
+    """How episodic recall ranks (:mod:`pcm.index.recall`, :class:`pcm.index.SideIndex`): the weights and depths of
+    its legs and priors, as one value a memory's index is opened with (``PCM_RECALL_RECIPE`` names a recipe of
+    :data:`RECALL_RECIPES`; a benchmark varies single fields with ``--set name=value``).
+
+    The values were chosen on LoCoMo conv-26 as broad plateaus, not peaks: R@10 stays within 0.01 for
+    ``vector_weight`` 0.35-0.8, ``other_speaker_factor`` 0.5-0.7 and a fusion offset of 5-20, so they are not fitted
+    to that conversation's questions; each field says what it was measured at (docs/benchmarks.md has the tables).
+    """
+
+    #: Weight of the full-text leg in the fusion.
+    fts_weight: float = 1.0
+    #: Weight of the vector leg. The full-text leg carries neighbour context and dates, and finds more; vectors
+    #: rescue paraphrases. Raised from 0.35 once the vector query lost the named speaker
+    #: (``named_speaker_in_vector``): LoCoMo conv-26 R@10 stays 0.740 for 0.5-0.8 (R@5 0.653 -> 0.667 at 0.5), the
+    #: LongMemEval dev slice rises 0.870 -> 0.891 (multi-session 0.429 -> 0.571; 0.935 at 0.65-0.8) and the S-like
+    #: haystack 0.783 -> 0.848 (multi-session 0.429 -> 0.714; 0.826 at 0.65), no category lower; 0.5 keeps
+    #: single-hop R@5 (0.843, 0.771 at 0.8).
+    vector_weight: float = 0.5
+    #: Candidates taken from each leg before fusion (at least 4k).
+    depth: int = 100
+    #: When the question names exactly one speaker, posts by anyone else have their leg scores multiplied by this:
+    #: "what did Caroline research?" is answered by Caroline's own words far more often than by her friend's.
+    other_speaker_factor: float = 0.5
+    #: When a question speaks in the first person and names no one ("how many weddings have I attended?"), posts
+    #: not by the owner have their leg scores multiplied by this: the asker is the owner, and what they did is in
+    #: their own words. Chosen on LongMemEval dev48 (0.3-0.5 help, 0.7 barely); neutral on LoCoMo, whose questions
+    #: name people.
+    other_role_factor: float = 0.3
+    #: Whether the vector leg embeds the name of the one speaker a question names. Not by default: every post of
+    #: that speaker is embedded as ``NAME said: ...`` and many posts by others address them by name, so the name
+    #: pulls short chatter ("Wow, NAME, that's great!") above the posts that carry the question's content; the
+    #: speaker prior does the name's job. Dropping it raised LoCoMo conv-26 R@10 0.733 -> 0.740 (R@5 0.633 ->
+    #: 0.653, multi-hop 0.219 -> 0.250, open-domain R@20 0.364 -> 0.455, no category lower).
+    named_speaker_in_vector: bool = False
+    #: Pseudo-relevance feedback: the best fused posts that a second round of retrieval starts from (0 switches it
+    #: off). A question whose evidence is spread over several turns finds one or two of them by its own words; the
+    #: vector of those first finds brings up their siblings, which share the topic but not the question's words.
+    #: On LoCoMo conv-26 (5 posts, vector leg at 0.5, beta 0.25, head kept) R@10 0.740 -> 0.767 (multi-hop 0.250 ->
+    #: 0.312, open-domain 0.364 -> 0.455, single-hop 0.929 -> 0.943; R@20 0.793 -> 0.833), the LongMemEval dev
+    #: slice 0.891 -> 0.913 and the S-like haystack 0.848 unchanged (R@20 0.870 -> 0.913). 2, 3 or 5 posts give
+    #: the same R@10. Cost: a second vector search (a bfloat16 pass of 3-4 ms at 100k posts on two cores).
+    feedback_posts: int = 5
+    #: Weight of the vector leg run with the query vector moved towards the feedback posts' (0: not run). 0.3
+    #: gives conv-26 0.747 (open-domain 0.455, multi-hop 0.250); 0.8 (3 posts, beta 0.5) 0.753 with single-hop
+    #: 0.929 -> 0.886.
+    feedback_vector_weight: float = 0.5
+    #: How far the feedback query vector moves: ``query + beta * mean(feedback posts)``, renormalised. At 0.5 (and
+    #: 1.0) conv-26 and the dev slice stay as at 0.25 (0.767 / 0.913; 0.753 at 1.0) but the S-like haystack falls
+    #: 0.848 -> 0.826 (temporal 0.750 -> 0.625): the further the query moves, the more distractor sessions it
+    #: reaches.
+    feedback_beta: float = 0.25
+    #: The feedback posts keep the first places, in their first-round order, after the second round: the third
+    #: leg otherwise pushes exact answers down (conv-26 single-hop R@5 0.843 -> 0.729-0.757, R@10 unchanged).
+    feedback_keeps_head: bool = True
+    #: Weight of the quantity leg: when a question asks an amount of a unit ("how many hours", "how much money",
+    #: "how long", :mod:`pcm.index.quantity`), the fused candidates that state such an amount, in fused order; 0
+    #: switches it off. At 1.0 and 2.0 the LongMemEval dev slice rises 0.935 -> 0.957 (multi-session 0.714 ->
+    #: 0.857) and the S-like haystack 0.848 -> 0.870, no type lower; LoCoMo conv-26 unchanged (R@10 0.767).
+    quantity_weight: float = 1.0
+    #: Content diversity (maximal marginal relevance) among the best hybrid candidates: the first
+    #: ``diversity_pool`` posts are re-ordered greedily by ``score / best score - diversity * max cosine with the
+    #: posts already placed``, so a near-duplicate of a post above it yields its place to a post that says
+    #: something else; 0 switches it off. The feedback head keeps its places. At 0.1 the LongMemEval dev slice
+    #: gains (R@10 0.913 -> 0.935, multi-session 0.571 -> 0.714, R@20 0.978 -> 1.000); LoCoMo conv-26 keeps R@10
+    #: 0.767 but R@20 falls 0.833 -> 0.827; the S-like haystack keeps R@10 0.848 (R@20 0.913 -> 0.891). 0.05
+    #: lowers conv-26 R@10 to 0.760, 0.2 cuts open-domain R@20 to 0.636, 0.5 lowers R@10 to 0.740.
+    diversity: float = 0.1
+    #: Best fused posts the diversity re-ordering may move; the rest keep their fused order after them.
+    diversity_pool: int = 30
+    #: Weight of the vector leg in the attribution check's fusion (:meth:`SideIndex.said_by_others`): the value
+    #: ``attribution_rank`` was chosen with.
+    attribution_vector_weight: float = 0.35
+    #: Candidates of each leg the attribution check ranks.
+    attribution_depth: int = 100
+    #: The check finds a question's words said by someone else when at least this many posts by others outrank
+    #: the named speaker's best post (content words only, no speaker prior) and the nearest post in meaning is
+    #: also not theirs. Chosen on LoCoMo conv-26 as the point where answerable questions almost never trip it (3%
+    #: there); one rank declines more adversarial questions and about one answerable question in five.
+    attribution_rank: int = 2
+
+    def with_(self, **changes: Any) -> RecallConfig:
+        """This config with some fields changed (a benchmark's ``--set``); an unknown name is a one-line error."""
+        unknown = sorted(set(changes) - {f.name for f in fields(self)})
+        if unknown:
+            raise UsageError(f"recall has no setting {unknown[0]!r}; it has {', '.join(f.name for f in fields(self))}")
+        return replace(self, **changes)
+
+
+#: Recall configs whose values travel together, by the name ``PCM_RECALL_RECIPE`` gives: ``tuned`` (the default:
+#: every leg and prior at its measured value) and ``plain`` (the full-text and vector legs fused alone: no
+#: feedback round, quantity leg, diversity or priors), the baseline the tuned legs are measured against.
+RECALL_RECIPES: dict[str, RecallConfig] = {
+    "tuned": RecallConfig(),
+    "plain": RecallConfig(
+        other_speaker_factor=1.0, other_role_factor=1.0, feedback_posts=0, quantity_weight=0.0, diversity=0.0
+    ),
+}
 
 
 DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-5"
@@ -233,6 +334,8 @@ class Settings:
     #: rows, about 11.4 ms more per 100k rows, and a hybrid recall runs two, while the graph search grows with the
     #: log of the rows. They cross at about 150-200k rows (docs/benchmarks.md).
     index_ann_min_rows: int = 200_000
+    #: How episodic recall ranks: a recipe of :data:`RECALL_RECIPES` (``PCM_RECALL_RECIPE``, default ``tuned``).
+    recall: RecallConfig = field(default_factory=RecallConfig)
     #: Traversal algorithm `ask` falls back to first: wc, bs, astar, wc+bs, bs+astar, astar+wc or all.
     traversal_algorithm: str = "wc"
     #: OpenMP wait policy of the embedding model's threads, applied before torch is first imported. PASSIVE lets
@@ -311,6 +414,9 @@ class Settings:
             kwargs["read_token"] = env["PCM_READ_TOKEN"]
         if env.get("PCM_PUBLIC_READ", "").lower() in {"1", "on", "true", "yes"}:
             kwargs["public_read"] = True
+        if env.get("PCM_RECALL_RECIPE"):
+            recipe = _choice("PCM_RECALL_RECIPE", env["PCM_RECALL_RECIPE"], tuple(RECALL_RECIPES))
+            kwargs["recall"] = RECALL_RECIPES[recipe]
         if env.get("PCM_TRAVERSAL"):
             kwargs["traversal_algorithm"] = env["PCM_TRAVERSAL"]
         if env.get("PCM_INDEX", "").lower() in {"0", "off", "false", "no"}:

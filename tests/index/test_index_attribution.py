@@ -16,7 +16,6 @@ import pytest
 from pcm.conversations import Conversation, Utterance
 from pcm.evaluation.metrics import says_not_in_memory
 from pcm.index import PostRecord, SideIndex
-from pcm.index import recall as ranking
 from pcm.memory import Memory
 from pcm.retrieval.answer import NOT_IN_MEMORY
 from pcm.retrieval.ask import ask
@@ -71,7 +70,7 @@ def test_a_question_is_declined_only_when_others_said_its_words(index: SideIndex
 
 def test_a_lower_rank_threshold_declines_more(index: SideIndex, monkeypatch: pytest.MonkeyPatch) -> None:
     """With a threshold past every candidate nothing is declined: the rank is what decides."""
-    monkeypatch.setattr(ranking, "ATTRIBUTION_RANK", 10_000)
+    monkeypatch.setattr(index, "recall_config", index.recall_config.with_(attribution_rank=10_000))
     assert index.said_by_others("What did Bob make in his pottery class?") is False
 
 

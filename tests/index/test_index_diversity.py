@@ -43,32 +43,32 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> SideIndex:
 def test_a_near_duplicate_yields_its_place_to_a_different_post(
     index: SideIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ranking, "PRF_DOCS", 0)
-    monkeypatch.setattr(ranking, "MMR_LAMBDA", 0.0)
+    monkeypatch.setattr(index, "recall_config", index.recall_config.with_(feedback_posts=0))
+    monkeypatch.setattr(index, "recall_config", index.recall_config.with_(diversity=0.0))
     assert _ids(index, QUESTION, 3) == [FIRST, DUPLICATE, DIFFERENT]
-    monkeypatch.setattr(ranking, "MMR_LAMBDA", 0.5)
+    monkeypatch.setattr(index, "recall_config", index.recall_config.with_(diversity=0.5))
     assert _ids(index, QUESTION, 3) == [FIRST, DIFFERENT, DUPLICATE]
 
 
 def test_posts_beyond_the_pool_keep_their_fused_order(index: SideIndex, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ranking, "PRF_DOCS", 0)
-    monkeypatch.setattr(ranking, "MMR_LAMBDA", 0.5)
-    monkeypatch.setattr(ranking, "MMR_POOL", 1)
+    monkeypatch.setattr(index, "recall_config", index.recall_config.with_(feedback_posts=0))
+    monkeypatch.setattr(index, "recall_config", index.recall_config.with_(diversity=0.5))
+    monkeypatch.setattr(index, "recall_config", index.recall_config.with_(diversity_pool=1))
     assert _ids(index, QUESTION, 3) == [FIRST, DUPLICATE, DIFFERENT]
 
 
 def test_the_feedback_head_keeps_its_places(index: SideIndex, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ranking, "PRF_DOCS", 2)
-    monkeypatch.setattr(ranking, "MMR_LAMBDA", 0.0)
+    monkeypatch.setattr(index, "recall_config", index.recall_config.with_(feedback_posts=2))
+    monkeypatch.setattr(index, "recall_config", index.recall_config.with_(diversity=0.0))
     plain = _ids(index, QUESTION, 2)
-    monkeypatch.setattr(ranking, "MMR_LAMBDA", 5.0)
+    monkeypatch.setattr(index, "recall_config", index.recall_config.with_(diversity=5.0))
     assert _ids(index, QUESTION, 2) == plain
 
 
 def test_only_hybrid_recall_is_diversified(index: SideIndex, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ranking, "MMR_LAMBDA", 0.0)
+    monkeypatch.setattr(index, "recall_config", index.recall_config.with_(diversity=0.0))
     plain = _ids(index, QUESTION, 3, mode="fts")
-    monkeypatch.setattr(ranking, "MMR_LAMBDA", 5.0)
+    monkeypatch.setattr(index, "recall_config", index.recall_config.with_(diversity=5.0))
     assert _ids(index, QUESTION, 3, mode="fts") == plain
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from pcm.index import PostRecord, SideIndex
-from pcm.index import recall as ranking
 from pcm.index import text as index_text
+from pcm.settings import RecallConfig
 from tests.index.test_index_attribution import _records
 from tests.index.test_index_side import HashEmbedder
 
@@ -32,15 +32,14 @@ QUESTION = "Which instruments does Bob play?"
 FIRST, SIBLING = "s1:1", "s2:1"
 
 
-@pytest.fixture(autouse=True)
-def _feedback_alone(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Content diversity would move the sibling (a near-duplicate of the first answer) down: each lever alone."""
-    monkeypatch.setattr(ranking, "MMR_LAMBDA", 0.0)
-
-
 @pytest.fixture(scope="module")
 def index(tmp_path_factory: pytest.TempPathFactory) -> SideIndex:
-    idx = SideIndex.open(Path(tmp_path_factory.mktemp("feedback")) / "index", embedder=HashEmbedder())
+    # content diversity would move the sibling (a near-duplicate of the first answer) down: each lever alone
+    idx = SideIndex.open(
+        Path(tmp_path_factory.mktemp("feedback")) / "index",
+        embedder=HashEmbedder(),
+        recall_config=RecallConfig(diversity=0.0),
+    )
     idx.upsert_posts(_records(TURNS))
     idx.optimize()
     return idx
@@ -53,24 +52,24 @@ def _ids(index: SideIndex, query: str, k: int, **filters: object) -> list[str | 
 def test_feedback_brings_up_the_sibling_of_the_first_answer(
     index: SideIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ranking, "PRF_DOCS", 0)
+    monkeypatch.setattr(index, "recall_config", index.recall_config.with_(feedback_posts=0))
     plain = _ids(index, QUESTION, 2)
     assert plain[0] == FIRST and SIBLING not in plain
-    monkeypatch.setattr(ranking, "PRF_DOCS", 1)
+    monkeypatch.setattr(index, "recall_config", index.recall_config.with_(feedback_posts=1))
     # in a memory this small every post is in the first round's vector leg; the feedback leg must outweigh it
-    monkeypatch.setattr(ranking, "PRF_VECTOR_WEIGHT", 1.0)
+    monkeypatch.setattr(index, "recall_config", index.recall_config.with_(feedback_vector_weight=1.0))
     assert _ids(index, QUESTION, 2) == [FIRST, SIBLING]
 
 
 def test_the_feedback_posts_keep_their_first_round_places(
     index: SideIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ranking, "PRF_DOCS", 0)
+    monkeypatch.setattr(index, "recall_config", index.recall_config.with_(feedback_posts=0))
     head = _ids(index, QUESTION, 2)
-    monkeypatch.setattr(ranking, "PRF_DOCS", 2)
-    monkeypatch.setattr(ranking, "PRF_VECTOR_WEIGHT", 5.0)  # a second round strong enough to reorder anything
+    monkeypatch.setattr(index, "recall_config", index.recall_config.with_(feedback_posts=2))
+    monkeypatch.setattr(index, "recall_config", index.recall_config.with_(feedback_vector_weight=5.0))  # a second round strong enough to reorder anything
     assert _ids(index, QUESTION, 2) == head
-    monkeypatch.setattr(ranking, "PRF_KEEP_HEAD", False)
+    monkeypatch.setattr(index, "recall_config", index.recall_config.with_(feedback_keeps_head=False))
     assert _ids(index, QUESTION, 2) != head
 
 

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from pcm.index import SideIndex
-from pcm.index import recall as ranking
 from pcm.index.quantity import Unit, asked_unit, states
 from tests.index.test_index_attribution import _records
 from tests.index.test_index_side import HashEmbedder
@@ -76,7 +75,7 @@ def test_a_quantity_question_recalls_the_turns_that_state_the_amount(
     def top(n: int) -> set[str]:
         return {hit.text for hit in index.recall(question, n)}
 
-    assert stated <= top(ranking.PRF_DOCS + 2)
-    monkeypatch.setattr(ranking, "QUANTITY_WEIGHT", 0.0)
+    assert stated <= top(index.recall_config.feedback_posts + 2)
+    monkeypatch.setattr(index, "recall_config", index.recall_config.with_(quantity_weight=0.0))
     assert not stated & top(10)
     index.close()

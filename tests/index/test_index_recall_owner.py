@@ -59,8 +59,8 @@ def test_asks_about_owner(query: str, expected: bool) -> None:
 
 
 def test_role_factors_keep_owner_posts_and_damp_the_rest() -> None:
-    factors = ranking.role_factors(np.array([True, False, True]))
-    assert factors.tolist() == pytest.approx([1.0, ranking.OTHER_ROLE_FACTOR, 1.0])
+    factors = ranking.role_factors(np.array([True, False, True]), 0.3)
+    assert factors.tolist() == pytest.approx([1.0, 0.3, 1.0])
 
 
 def test_first_person_question_brings_both_sessions_owner_posts_to_the_top(index: SideIndex) -> None:
@@ -71,7 +71,7 @@ def test_first_person_question_brings_both_sessions_owner_posts_to_the_top(index
 def test_second_person_question_is_not_reordered(index: SideIndex, monkeypatch: pytest.MonkeyPatch) -> None:
     query = "What wedding venues did you suggest to me?"
     before = index.recall(query, 6)
-    monkeypatch.setattr(ranking, "OTHER_ROLE_FACTOR", 1.0)
+    monkeypatch.setattr(index, "recall_config", index.recall_config.with_(other_role_factor=1.0))
     after = index.recall(query, 6)
     assert [h.post for h in before] == [h.post for h in after]
     assert [h.score for h in before] == pytest.approx([h.score for h in after])
@@ -80,12 +80,12 @@ def test_second_person_question_is_not_reordered(index: SideIndex, monkeypatch: 
 def test_role_filter_turns_the_prior_off(index: SideIndex, monkeypatch: pytest.MonkeyPatch) -> None:
     query = "How many weddings have I attended?"
     before = index.recall(query, 4, role="assistant")
-    monkeypatch.setattr(ranking, "OTHER_ROLE_FACTOR", 1.0)
+    monkeypatch.setattr(index, "recall_config", index.recall_config.with_(other_role_factor=1.0))
     after = index.recall(query, 4, role="assistant")
     assert before and all(h.role == "assistant" for h in before)
     assert [(h.post, h.score) for h in before] == [(h.post, h.score) for h in after]
 
 
 def test_prior_off_gives_the_plain_order(index: SideIndex, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ranking, "OTHER_ROLE_FACTOR", 1.0)
+    monkeypatch.setattr(index, "recall_config", index.recall_config.with_(other_role_factor=1.0))
     assert set(_ids(index, "How many weddings have I attended?")) != {"s1:0", "s2:0"}

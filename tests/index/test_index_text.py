@@ -139,15 +139,11 @@ def test_rrf_rewards_agreement_and_weights_legs() -> None:
 
 def test_the_speaker_prior_damps_other_speakers_inside_a_leg() -> None:
     named = np.array([False, True, False])
-    factors = ranking.speaker_factors(3, named)
-    assert factors is not None and factors.tolist() == [
-        ranking.OTHER_SPEAKER_FACTOR,
-        1.0,
-        ranking.OTHER_SPEAKER_FACTOR,
-    ]
+    factors = ranking.speaker_factors(3, named, 0.5)
+    assert factors is not None and factors.tolist() == [0.5, 1.0, 0.5]
     leg = ranking.rank_leg(np.array([0, 1]), np.array([1.0, 0.8]), 1.0, factors)
     assert leg.slots.tolist() == [1, 0]
-    assert ranking.speaker_factors(3, None) is None
+    assert ranking.speaker_factors(3, None, 0.5) is None
 
 
 def test_recency_weights_decay_exponentially_over_min_max_normalised_ages() -> None:

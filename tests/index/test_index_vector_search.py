@@ -11,7 +11,6 @@ import pytest
 
 from pcm.index import PostRecord, SideIndex
 from pcm.index import mirror as mirror_module
-from pcm.index import recall as ranking
 from pcm.index.mirror import PostMirror
 from tests.index.test_index_attribution import _records
 from tests.index.test_index_side import HashEmbedder
@@ -184,7 +183,7 @@ def test_recall_is_the_same_as_with_exact_products_of_every_post(
     index = SideIndex.open(tmp_path / "index", embedder=HashEmbedder())
     index.upsert_posts(_records(turns))
     index.optimize()
-    monkeypatch.setattr(ranking, "DEPTH", 10)  # deep legs would read every row of a small index anyway
+    monkeypatch.setattr(index, "recall_config", index.recall_config.with_(depth=10))  # deep legs read every row
     questions = ["Which violin did Bob play?", "coffee and dinner", "museum trip in the holiday", "guitar"]
 
     def hits() -> list[list[tuple[str, float]]]:

@@ -22,11 +22,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from pcm.errors import MemoryVersionError, PcmError, UsageError
-from pcm.index import ann, cooccurrence, quantity
+from pcm.index import ann, quantity
 from pcm.index import entities as entity_ranking
 from pcm.index import recall as ranking
 from pcm.index.embedder import Embedder, get_embedder
-from pcm.index.graph import GRAPH_FILE, TermGraph, append_log, read_log, terms, write_log
 from pcm.index.mirror import EntityMirror, PostMirror
 from pcm.index.records import EntityMatch, EntityRecord, PostRecord
 from pcm.index.relevance import (
@@ -73,6 +72,7 @@ from pcm.index.text import (
     without_speakers,
 )
 from pcm.models import RecallHit
+from pcm.settings import RecallConfig
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +95,8 @@ class WriteWatcher(Protocol):
 _WRITE_CHUNK = 2048
 """Records embedded and committed together: bounds memory and gives ``reindex`` its progress steps."""
 _QUERY_CACHE = 256
+LEGACY_GRAPH_FILE = "graph.jsonl"
+"""Per-post terms an earlier pcm kept for a recall leg since removed; deleted when the index is cleared or purged."""
 
 
 class SideIndex:
@@ -106,11 +108,19 @@ class SideIndex:
     """Write calls between automatic ``optimize()`` runs, so the unindexed full-text tail and old versions stay small."""
 
     def __init__(
-        self, directory: Path, tables: Tables, embedder: Embedder, *, ann_min_rows: int = ann.MIN_ROWS
+        self,
+        directory: Path,
+        tables: Tables,
+        embedder: Embedder,
+        *,
+        ann_min_rows: int = ann.MIN_ROWS,
+        recall_config: RecallConfig | None = None,
     ) -> None:
         """Use :meth:`open`."""
         self.directory = directory
         self.embedder = embedder
+        self.recall_config = RecallConfig() if recall_config is None else recall_config
+        """How :meth:`recall` ranks (``Settings.recall``); a benchmark may swap it between recalls."""
         self.ann_min_rows = ann_min_rows
         """Rows of a table from which its vector searches go through LanceDB's vector index (built then) rather
         than the exact scan of the mirror (``Settings.index_ann_min_rows``)."""
@@ -126,13 +136,11 @@ class SideIndex:
         self._beside_pool: ThreadPoolExecutor | None = None
         self._post_mirror: PostMirror | None = None
         self._entity_mirror: EntityMirror | None = None
-        self._term_graph: TermGraph | None = None
-        self._cooccurrence = cooccurrence.CooccurrenceGraph()
         self._term_stats: tuple[int, int, TermStats] | None = None
         """The relevance decision's per-post terms, with the id and generation of the mirror they describe."""
         self._overlaid = False
-        """Set once :meth:`overlay_posts` put posts in the mirror that the tables lack: the graph file is then
-        left alone, since it describes the tables."""
+        """Set once :meth:`overlay_posts` put posts in the mirror that the tables lack: no vector index is built
+        then, since it would describe the tables."""
         self._writes = 0
         self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self.watcher: WriteWatcher | None = None
@@ -147,13 +155,14 @@ class SideIndex:
         embedder: Embedder | None = None,
         rebuild: bool = False,
         ann_min_rows: int | None = None,
+        recall_config: RecallConfig | None = None,
     ) -> SideIndex:
         """Open (creating if missing) the index in ``directory``.
 
         Raises :class:`~pcm.errors.MemoryVersionError` when the index was built with another embedding model or
         layout. ``rebuild=True`` first deletes everything in the directory (``pcm reindex`` after a model change);
         follow it with :meth:`reconcile`. ``ann_min_rows`` is :attr:`ann_min_rows` (default
-        :data:`pcm.index.ann.MIN_ROWS`).
+        :data:`pcm.index.ann.MIN_ROWS`); ``recall_config`` is :attr:`recall_config` (default: the tuned recipe).
         """
         directory = Path(directory)
         embedder = embedder if embedder is not None else get_embedder()
@@ -168,7 +177,9 @@ class SideIndex:
         else:
             check_meta(directory, meta, embedder.name, embedder.dim)
         threshold = ann.MIN_ROWS if ann_min_rows is None else ann_min_rows
-        return cls(directory, Tables(directory, embedder.dim), embedder, ann_min_rows=threshold)
+        return cls(
+            directory, Tables(directory, embedder.dim), embedder, ann_min_rows=threshold, recall_config=recall_config
+        )
 
     def close(self) -> None:
         """Release the tables; the object cannot be used afterwards. A vector index build still running is waited
@@ -215,8 +226,7 @@ class SideIndex:
         with self._lock:
             tables = self._open_tables()
             (self.directory / SYNC_FILE).unlink(missing_ok=True)
-            (self.directory / GRAPH_FILE).unlink(missing_ok=True)
-            self._term_graph = None
+            (self.directory / LEGACY_GRAPH_FILE).unlink(missing_ok=True)
             tables.drop_all()
             write_meta(self.directory, Meta(self.embedder.name, self.embedder.dim))
             self._tables = Tables(self.directory, self.embedder.dim)
@@ -249,14 +259,8 @@ class SideIndex:
                 if indexed:
                     self._unindexed[name] = 0
             if retain is not None and not retain:
-                self._compact_graph_file()
-
-    def _compact_graph_file(self) -> None:
-        """Rewrite the graph file with the live posts' lines only: a forgotten post's terms leave the disk."""
-        path = self.directory / GRAPH_FILE
-        if path.exists():
-            live = self._posts.slot_of
-            write_log(path, {iri: entry for iri, entry in read_log(path).items() if iri in live})
+                # a term file an earlier pcm kept for its graph leg holds forgotten posts' words: it goes
+                (self.directory / LEGACY_GRAPH_FILE).unlink(missing_ok=True)
 
     # -- the record of the last full reconcile ----------------------------------------------------------------------
     def sync_record(self) -> dict[str, Any] | None:
@@ -355,7 +359,6 @@ class SideIndex:
                 search = search_text(record, mirror.previous(record))
                 mirror.put(record, post_digest(record), search_hash(search), vectors[record.iri])
             self._overlaid = True
-            self._update_graph(chosen, gone, (), persist=False)
 
     # -- reads ----------------------------------------------------------------------------------------------------
     def recall(
@@ -385,7 +388,7 @@ class SideIndex:
             tables = self._open_tables()
             if k <= 0 or not query.strip() or len(self._posts) == 0:
                 return []
-            depth = max(ranking.DEPTH, 4 * k)
+            depth = max(self.recall_config.depth, 4 * k)
             since_ts = timestamp(since) if since is not None else None
             until_ts = timestamp(until) if until is not None else None
             mask = self._posts.mask(
@@ -411,38 +414,28 @@ class SideIndex:
                     # LanceDB searches the words on its own threads while this one embeds the question
                     fts_hits = self._beside().submit(tables.fts, *fts_args)
             if mode != "fts":
-                vector = self._query_vector(vector_query(self._vector_text(query, named)))
+                vector = self._query_vector(vector_query(self._vector_text(query, named, keep_name=self.recall_config.named_speaker_in_vector)))
                 slots, scores = self._nearest(
                     POSTS_TABLE, vector, depth, mask, factors, where=where, favoured=favoured
                 )
-                legs.append(ranking.rank_leg(slots, scores, ranking.VECTOR_WEIGHT))
+                legs.append(ranking.rank_leg(slots, scores, self.recall_config.vector_weight))
             if fts_hits is not None:
                 legs.insert(0, self._fts_leg(fts_hits.result(), factors))
             head: list[int] = []
-            if mode == "hybrid" and ranking.PRF_DOCS > 0:
+            if mode == "hybrid" and self.recall_config.feedback_posts > 0:
                 head, feedback = self._feedback_legs(
                     query, named, legs, vector, depth, mask, factors, where, favoured
                 )
                 legs += feedback
-                if not ranking.PRF_KEEP_HEAD or recency is not None:
+                if not self.recall_config.feedback_keeps_head or recency is not None:
                     head = []  # a recency order re-ranks everything
             if mode == "hybrid":
                 fused = ranking.rrf(legs)
-                if ranking.QUANTITY_WEIGHT > 0 and fused:
+                if self.recall_config.quantity_weight > 0 and fused:
                     unit = quantity.asked_unit(query)
                     if unit is not None:
                         legs.append(self._quantity_leg(unit, fused))
                         fused = ranking.rrf(legs)
-                if ranking.GRAPH_WEIGHT > 0 and fused:
-                    legs.append(self._graph_leg(query, fused, mask, factors))
-                    fused = ranking.rrf(legs)
-                if ranking.COOCCURRENCE_WEIGHT > 0 and fused:
-                    graph = self._cooccurrence
-                    legs.append(cooccurrence.leg(graph, self._posts, self._entities, query, fused, mask, factors))
-                    fused = ranking.rrf(legs)
-                fused = ranking.spread_to_neighbours(
-                    fused, lambda slot: self._neighbours(slot, mask), ranking.NEIGHBOUR_SHARE
-                )
             else:
                 fused = dict(zip(legs[0].slots.tolist(), legs[0].scores.tolist(), strict=True))
             return self._hits(fused, k, recency, hybrid=mode == "hybrid", head=head)
@@ -454,7 +447,7 @@ class SideIndex:
         utterances are Y telling of Y's own life, the memory does not hold X's answer, however close the words,
         and recall (whose speaker prior lifts X's posts to the top) would cite the wrong person's turns. The posts
         are ranked as by :meth:`recall` on the question's content words alone (speaker names removed from both
-        legs, no prior): the answer is ``True`` when at least ``ATTRIBUTION_RANK`` posts by others outrank the
+        legs, no prior): the answer is ``True`` when at least ``attribution_rank`` posts by others outrank the
         named speaker's best one and the post nearest in meaning is not the named speaker's either. ``False``
         when the query names no speaker or several (nothing to attribute) or the memory has one speaker.
         """
@@ -469,17 +462,17 @@ class SideIndex:
             (name,) = named
             said = posts.speaker_mask(name)
             content = without_speakers(query, named)
-            depth = ranking.ATTRIBUTION_DEPTH
+            depth = self.recall_config.attribution_depth
             slots, scores = self._nearest(POSTS_TABLE, self._query_vector(vector_query(content)), depth)
             if not len(slots) or said[slots[0]]:
                 return False
             legs = [
                 self._fts_leg(tables.fts(tables.posts, content, depth), None),
-                ranking.rank_leg(slots, scores, ranking.ATTRIBUTION_VECTOR_WEIGHT),
+                ranking.rank_leg(slots, scores, self.recall_config.attribution_vector_weight),
             ]
             fused = ranking.rrf(legs)
             ranked = ranking.ranked(fused)
-            return ranking.first_rank(ranked, said) >= ranking.ATTRIBUTION_RANK
+            return ranking.first_rank(ranked, said) >= self.recall_config.attribution_rank
 
     def relevance(self, query: str) -> Relevance:
         """Whether the memory holds something about the one speaker a question names, or only what others said
@@ -630,7 +623,6 @@ class SideIndex:
             self._posts.remove(iri)
         for row in rows:
             self._posts.put(row.record, row.digest, row.search_hash, row.vector)
-        self._update_graph([row.record for row in rows], removed, {r.iri for r in changed}, persist=True)
 
     def _post_vectors(self, records: list[PostRecord]) -> dict[str, np.ndarray]:
         """Vectors for ``records``: reused when the embedded text is unchanged, else encoded in one batch."""
@@ -672,7 +664,6 @@ class SideIndex:
             tables.upsert(tables.posts, post_rows_table(rows, self.embedder.dim))
             for row in rows:
                 self._posts.put(row.record, row.digest, row.search_hash, row.vector)
-            self._update_graph([row.record for row in rows], (), (), persist=True)
         return len(rows)
 
     # -- internals: writing entities ------------------------------------------------------------------------------
@@ -901,8 +892,7 @@ class SideIndex:
         head: Sequence[int] = (),
     ) -> list[RecallHit]:
         """The ``k`` best posts as hits, each with its own (recency-weighted) score. A ``hybrid`` order is
-        re-ordered for content diversity with ``MMR_LAMBDA`` on, and is the two-stage one with ``SESSION_TURNS`` on
-        (:func:`~pcm.index.recall.two_stage`), so a hit's score may exceed the one before it."""
+        re-ordered for content diversity with ``diversity`` on, so a hit's score may exceed the one before it."""
         if not fused:
             return []
         slots = np.fromiter(fused.keys(), dtype=np.int64, count=len(fused))
@@ -914,20 +904,8 @@ class SideIndex:
             first = {slot: i for i, slot in enumerate(head)}
             rank = np.array([first.get(int(slot), len(first)) for slot in slots.tolist()])
             order = order[np.argsort(rank[order], kind="stable")]
-        if hybrid and ranking.MMR_LAMBDA > 0:
+        if hybrid and self.recall_config.diversity > 0:
             order = self._diversified(order, slots, scores, fixed=len(head))
-        if hybrid and ranking.SESSION_TURNS > 0:
-            position = {int(slot): i for i, slot in enumerate(slots.tolist())}
-            staged = ranking.two_stage(
-                slots[order],
-                scores[order],
-                self._posts.session_code,
-                sessions=ranking.SESSIONS,
-                turns=ranking.SESSION_TURNS,
-                head=ranking.SESSION_HEAD,
-                pool=ranking.SESSION_POOL,
-            )
-            order = np.array([position[slot] for slot in staged[:k]], dtype=np.int64)
         hits = []
         for i in order[:k].tolist():
             record = self._posts.record_at(int(slots[i]))
@@ -946,35 +924,23 @@ class SideIndex:
         return hits
 
     def _diversified(self, order: np.ndarray, slots: np.ndarray, scores: np.ndarray, *, fixed: int) -> np.ndarray:
-        """``order`` (positions into ``slots``/``scores``, best first) with its first ``MMR_POOL`` positions
+        """``order`` (positions into ``slots``/``scores``, best first) with its first ``diversity_pool`` positions
         re-ordered for content diversity (:func:`~pcm.index.recall.diversify`) over the posts' stored vectors; the
         first ``fixed`` (the feedback head) stay in place."""
-        pool = order[: ranking.MMR_POOL]
+        pool = order[: self.recall_config.diversity_pool]
         unit = self._posts.unit_vectors(slots[pool])
-        picked = ranking.diversify(scores[pool], unit, ranking.MMR_LAMBDA, fixed=fixed)
-        return np.concatenate([pool[picked], order[ranking.MMR_POOL :]])
+        picked = ranking.diversify(scores[pool], unit, self.recall_config.diversity, fixed=fixed)
+        return np.concatenate([pool[picked], order[self.recall_config.diversity_pool :]])
 
     @staticmethod
-    def _vector_text(query: str, named: set[str]) -> str:
+    def _vector_text(query: str, named: set[str], *, keep_name: bool = False) -> str:
         """The query the vector leg embeds: without the name of the one speaker it names, unless
-        ``NAMED_SPEAKER_IN_VECTOR`` keeps it (the speaker prior already favours that speaker's posts)."""
-        if ranking.NAMED_SPEAKER_IN_VECTOR or len(named) != 1:
+        ``keep_name`` (``RecallConfig.named_speaker_in_vector``) keeps it (the speaker prior already favours that
+        speaker's posts)."""
+        if keep_name or len(named) != 1:
             return query
         content = without_speakers(query, named)
         return content if query_content(content) else query
-
-    def _neighbours(self, slot: int, mask: np.ndarray | None) -> list[int]:
-        """The slots of the turns just before and after ``slot`` in its session that ``mask`` allows."""
-        posts = self._posts
-        record = posts.record_at(slot)
-        out = []
-        for position in (record.position - 1, record.position + 1):
-            iri = posts.at.get((record.session, position))
-            if iri is not None:
-                other = posts.slot_of[iri]
-                if mask is None or mask[other]:
-                    out.append(other)
-        return out
 
     def _feedback_legs(
         self,
@@ -988,110 +954,48 @@ class SideIndex:
         where: str | None,
         favoured: str | None = None,
     ) -> tuple[list[int], list[ranking.Leg]]:
-        """Pseudo-relevance feedback: the ``PRF_DOCS`` best fused posts, and the vector leg again with the query
+        """Pseudo-relevance feedback: the ``feedback_posts`` best fused posts, and the vector leg again with the query
         ``vector`` moved towards theirs."""
         fused = ranking.rrf(legs)
-        top = ranking.ranked(fused)[: ranking.PRF_DOCS]
+        top = ranking.ranked(fused)[: self.recall_config.feedback_posts]
         if not top:
             return [], []
         posts = self._posts
         out: list[ranking.Leg] = []
-        if ranking.PRF_VECTOR_WEIGHT > 0:
-            moved = vector + ranking.PRF_VECTOR_BETA * posts.vectors[top].mean(axis=0)
+        if self.recall_config.feedback_vector_weight > 0:
+            moved = vector + self.recall_config.feedback_beta * posts.vectors[top].mean(axis=0)
             moved = (moved / max(float(np.linalg.norm(moved)), 1e-9)).astype(np.float32)
             slots, scores = self._nearest(POSTS_TABLE, moved, depth, mask, factors, where=where, favoured=favoured)
-            out.append(ranking.rank_leg(slots, scores, ranking.PRF_VECTOR_WEIGHT))
+            out.append(ranking.rank_leg(slots, scores, self.recall_config.feedback_vector_weight))
         return top, out
 
     def _quantity_leg(self, unit: quantity.Unit, fused: dict[int, float]) -> ranking.Leg:
         """The fused candidates whose text states an amount of ``unit``, best fused first."""
         found = [slot for slot in ranking.ranked(fused) if quantity.states(self._posts.record_at(slot).text, unit)]
         slots = np.asarray(found, dtype=np.int64)
-        return ranking.Leg(slots, np.array([fused[s] for s in found], dtype=np.float64), ranking.QUANTITY_WEIGHT)
+        return ranking.Leg(slots, np.array([fused[s] for s in found], dtype=np.float64), self.recall_config.quantity_weight)
 
     def _fts_leg(self, hits: list[tuple[str, float]], factors: np.ndarray | None) -> ranking.Leg:
         known = [(self._posts.slot_of[iri], score) for iri, score in hits if iri in self._posts]
         slots = np.array([slot for slot, _ in known], dtype=np.int64)
         scores = np.array([score for _, score in known], dtype=np.float64)
-        return ranking.rank_leg(slots, scores, ranking.FTS_WEIGHT, factors)
-
-    def _graph_leg(
-        self, query: str, fused: dict[int, float], mask: np.ndarray | None, factors: np.ndarray | None
-    ) -> ranking.Leg:
-        """The term-graph leg: posts ranked by a personalised PageRank walk from the question's terms and the
-        best posts of the fused legs (:mod:`pcm.index.graph`)."""
-        seeds = {slot: fused[slot] for slot in ranking.ranked(fused)[: ranking.GRAPH_SEEDS]}
-        scores = self._graph.walk(query, seeds, allowed=mask)
-        slots = np.fromiter(scores.keys(), dtype=np.int64, count=len(scores))
-        values = np.fromiter(scores.values(), dtype=np.float64, count=len(scores))
-        leg = ranking.rank_leg(slots, values, ranking.GRAPH_WEIGHT, factors)
-        return ranking.Leg(leg.slots[: ranking.DEPTH], leg.scores[: ranking.DEPTH], leg.weight)
-
-    @property
-    def _graph(self) -> TermGraph:
-        """The term graph, loaded on first use from the graph file beside the tables; a post the file lacks or
-        describes at another digest has its terms recomputed from its text, and the file is brought up to date
-        (rewritten whole when it is missing or holds more dead lines than live ones)."""
-        if self._term_graph is None:
-            path = self.directory / GRAPH_FILE
-            stored = read_log(path)
-            posts = self._posts
-            graph = TermGraph()
-            fresh: dict[str, tuple[str, list[str]]] = {}
-            computed = 0
-            for record in posts.live_records():
-                slot = posts.slot_of[record.iri]
-                entry = stored.get(record.iri)
-                if entry is None or entry[0] != posts.digests[slot]:
-                    entry = (posts.digests[slot], terms(record.text))
-                    computed += 1
-                fresh[record.iri] = entry
-                graph.put(record.iri, slot, entry[1])
-            if not self._overlaid and (computed or len(stored) != len(fresh)):
-                # a read-only directory keeps the terms in memory; the next writable open saves them
-                with suppress(OSError):
-                    write_log(path, fresh)
-            self._term_graph = graph
-        return self._term_graph
-
-    def _update_graph(
-        self, put: Sequence[PostRecord], gone: Iterable[str], changed: set[str] | tuple[()], *, persist: bool
-    ) -> None:
-        """Carry a write of the posts mirror into the term graph (when loaded) and, with ``persist``, append
-        the posts whose digest changed, and those that went, to the graph file."""
-        if ranking.GRAPH_WEIGHT <= 0:
-            return
-        graph = self._term_graph
-        posts = self._posts
-        lines: list[list[Any]] = []
-        for iri in gone:
-            if graph is not None:
-                graph.remove(iri)
-            lines.append([iri, None])
-        for record in put:
-            if graph is None and record.iri not in changed:
-                continue
-            slot = posts.slot_of[record.iri]
-            post_terms = terms(record.text)
-            if graph is not None:
-                graph.put(record.iri, slot, post_terms)
-            if record.iri in changed:
-                lines.append([record.iri, posts.digests[slot], post_terms])
-        if persist and not self._overlaid:
-            append_log(self.directory / GRAPH_FILE, lines)
+        return ranking.rank_leg(slots, scores, self.recall_config.fts_weight, factors)
 
     def _speaker_prior(self, named: set[str]) -> np.ndarray | None:
         """Per-slot factors favouring the one speaker a query names (``None`` when it names none or several)."""
         if len(named) != 1:
             return None
         (name,) = named
-        return ranking.speaker_factors(self._posts.capacity(), self._posts.speaker_mask(name))
+        return ranking.speaker_factors(
+            self._posts.capacity(), self._posts.speaker_mask(name), self.recall_config.other_speaker_factor
+        )
 
     def _owner_prior(self) -> np.ndarray:
         """Per-slot factors favouring the owner's posts, for a first-person question that names no one."""
         posts = self._posts
         size = posts.capacity()
-        return ranking.role_factors(posts.role_code[:size] == posts.roles.lookup(ranking.OWNER_ROLE))
+        owner = posts.role_code[:size] == posts.roles.lookup(ranking.OWNER_ROLE)
+        return ranking.role_factors(owner, self.recall_config.other_role_factor)
 
     def _query_vector(self, text: str) -> np.ndarray:
         """The vector of a query or mention; recent ones are cached (mentions recur during extraction)."""
