@@ -6,7 +6,7 @@ No other module reads the environment: they receive a :class:`Settings`.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -36,31 +36,18 @@ class LLMSpec:
 
     @classmethod
     def parse(cls, text: str) -> LLMSpec:
-        """Parse ``none``, ``anthropic[:MODEL]``, ``openai:BASE_URL#MODEL`` (Ollama, vLLM, llama.cpp, LM Studio)."""
+        """Parse ``none``, ``anthropic[:MODEL]``, ``openai:BASE_URL#MODEL`` (Ollama, vLLM, llama.cpp, LM Studio),
+        ``llamacpp:PATH.gguf``, ``scripted:PATH`` or ``replay:DIR``: one row of :data:`_SPEC_FORMS` a provider."""
         text = text.strip()
         if not text or text == "none":
             return cls()
         provider, _, rest = text.partition(":")
-        if provider == "anthropic":
-            return cls("anthropic", rest or DEFAULT_ANTHROPIC_MODEL)
-        if provider == "openai":
-            base, sep, model = rest.rpartition("#")
-            if not sep or not base or not model:
-                raise UsageError(f"PCM_LLM={text!r}: expected openai:BASE_URL#MODEL, e.g. openai:http://localhost:11434/v1#llama3.1")
-            return cls("openai", model, base)
-        if provider == "llamacpp":
-            if not rest:
-                raise UsageError(f"PCM_LLM={text!r}: expected llamacpp:/path/to/model.gguf")
-            return cls("llamacpp", rest)
-        if provider == "scripted":
-            return cls("scripted", rest)
-        if provider == "replay":
-            if not rest:
-                raise UsageError(f"PCM_LLM={text!r}: expected replay:DIR (a directory written by pcm eval --record)")
-            return cls("replay", rest)
-        raise UsageError(
-            f"PCM_LLM={text!r}: expected none, anthropic:MODEL, openai:BASE_URL#MODEL, llamacpp:PATH.gguf or replay:DIR"
-        )
+        form = _SPEC_FORMS.get(provider)
+        if form is None:
+            raise UsageError(
+                f"PCM_LLM={text!r}: expected none, anthropic:MODEL, openai:BASE_URL#MODEL, llamacpp:PATH.gguf or replay:DIR"
+            )
+        return form(text, rest)
 
     @property
     def enabled(self) -> bool:
@@ -176,6 +163,36 @@ RECALL_RECIPES: dict[str, RecallConfig] = {
 
 
 DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-5"
+
+
+def _openai_spec(text: str, rest: str) -> LLMSpec:
+    base, sep, model = rest.rpartition("#")
+    if not sep or not base or not model:
+        raise UsageError(f"PCM_LLM={text!r}: expected openai:BASE_URL#MODEL, e.g. openai:http://localhost:11434/v1#llama3.1")
+    return LLMSpec("openai", model, base)
+
+
+def _llamacpp_spec(text: str, rest: str) -> LLMSpec:
+    if not rest:
+        raise UsageError(f"PCM_LLM={text!r}: expected llamacpp:/path/to/model.gguf")
+    return LLMSpec("llamacpp", rest)
+
+
+def _replay_spec(text: str, rest: str) -> LLMSpec:
+    if not rest:
+        raise UsageError(f"PCM_LLM={text!r}: expected replay:DIR (a directory written by pcm eval --record)")
+    return LLMSpec("replay", rest)
+
+
+#: How ``PCM_LLM`` names each provider: ``PROVIDER:REST`` read by the provider's row (the clients themselves are
+#: built by :data:`pcm.llm.factory.PROVIDERS`, from the same names).
+_SPEC_FORMS: dict[str, Callable[[str, str], LLMSpec]] = {
+    "anthropic": lambda _text, rest: LLMSpec("anthropic", rest or DEFAULT_ANTHROPIC_MODEL),
+    "openai": _openai_spec,
+    "llamacpp": _llamacpp_spec,
+    "scripted": lambda _text, rest: LLMSpec("scripted", rest),
+    "replay": _replay_spec,
+}
 #: Values of ``PCM_LLM_CATALOGUE`` (see :attr:`Settings.llm_catalogue`).
 CATALOGUE_LAYOUTS = ("auto", "areas", "whole")
 #: Values of ``PCM_ASK_ORDER`` (see :attr:`Settings.ask_order`).

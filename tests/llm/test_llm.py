@@ -723,3 +723,11 @@ def test_the_scripted_client_records_the_schema_asked_for() -> None:
     _call(client, schema=SCHEMA_)
     _call(client)
     assert client.schemas == [SCHEMA_, None]
+
+
+def test_every_provider_pcm_llm_can_name_has_a_client() -> None:
+    """The two tables (how ``PCM_LLM`` names a provider, how its client is built) list the same providers."""
+    from pcm.llm.factory import PROVIDERS
+    from pcm.settings import _SPEC_FORMS
+
+    assert set(_SPEC_FORMS) == set(PROVIDERS)
