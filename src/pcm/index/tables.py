@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import lancedb
 import numpy as np
@@ -151,11 +151,15 @@ def entity_schema(dim: int) -> pa.Schema:
     )
 
 
-@dataclass(frozen=True)
-class PostRow:
-    """One row of the utterances table: the record, its full-text column and fingerprints, its vector."""
+_Record = TypeVar("_Record", PostRecord, EntityRecord)
 
-    record: PostRecord
+
+@dataclass(frozen=True)
+class Row(Generic[_Record]):
+    """One row of a table: the record, its full-text column and fingerprints, its vector (an entity row also
+    stores its label keys, so opening does not recompute them)."""
+
+    record: _Record
     search: str
     digest: str
     vector: np.ndarray
@@ -165,18 +169,8 @@ class PostRow:
         return search_hash(self.search)
 
 
-@dataclass(frozen=True)
-class EntityRow:
-    """One row of the entities table; the label keys are stored so opening does not recompute them."""
-
-    record: EntityRecord
-    search: str
-    digest: str
-    vector: np.ndarray
-
-    @property
-    def search_hash(self) -> str:
-        return search_hash(self.search)
+PostRow = Row[PostRecord]
+EntityRow = Row[EntityRecord]
 
 
 def post_rows_table(rows: Sequence[PostRow], dim: int) -> pa.Table:
