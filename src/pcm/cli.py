@@ -1,6 +1,6 @@
 """The ``pcm`` command line. Each command is a thin shell over :class:`pcm.memory.Memory`.
 
-Exit codes scripts can trust, one meaning each across commands (the table in docs/benchmarks.md): 0 ok, 1 generic
+Exit codes scripts can trust, one meaning each across commands (the table in docs/DESIGN.md §8): 0 ok, 1 generic
 failure, 2 usage, 3 bad input, 4 memory locked (a write while `pcm serve` holds the memory, without its token,
 included), 5 version or model mismatch (a write to a memory whose ontology differs from this pcm's included: run
 `pcm ontology migrate`), 6 no memory, 7 validation failed, 8 query refused or failed, 9 LLM error, 10 the machine
