@@ -47,7 +47,7 @@ from pcm.llm.llamacpp_client import LlamaCppClient
 from pcm.llm.record import RecordingClient, ReplayClient
 from pcm.memory import Memory
 from pcm.namespaces import PROV
-from pcm.settings import Settings
+from pcm.settings import GroundingConfig, Settings
 
 
 def facts(memory: Memory) -> int:
@@ -263,7 +263,7 @@ def run_labelled(client: LlamaCppClient, output: str, label_sets: list[LabelSet]
         root = Path(tempfile.mkdtemp(prefix=f"pcm-bench-labelled-{output}-"))
         try:
             settings = Settings(memory=root / "memory", index_enabled=False, repair_rounds=repair_rounds,
-                                llm_catalogue=catalogue, summaries_enabled=False, extraction_grounding=grounding,
+                                llm_catalogue=catalogue, summaries_enabled=False, grounding=GroundingConfig(enabled=grounding),
                                 extraction_gate=gate)
             memory = Memory.init(settings, owner=labels.owner)
             memory.ingest(label_conversations(labels, data))

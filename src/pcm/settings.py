@@ -62,6 +62,24 @@ class LLMSpec:
 
 
 @dataclass(frozen=True)
+class GroundingConfig:
+    """The check that keeps only the extracted values found in the words said (:mod:`pcm.extraction.grounding`):
+    whether it runs, and how much of a value must have been said."""
+
+    #: Off (``PCM_EXTRACTION_GROUNDING=0``) stores what the model wrote, for measuring what the check removes.
+    enabled: bool = True
+    #: Share of a name's content words that must be found in what was said.
+    name_coverage: float = 0.5
+    #: Share for text the model writes in its own words: descriptions, and the labels of actions and events
+    #: ("buying the Breville Barista Express" for "I bought a Breville Barista Express").
+    description_coverage: float = 1 / 3
+    #: Similarity (difflib ratio) from which two words of five letters or more are one word misspelt or inflected.
+    fuzzy_word: float = 0.8
+    #: Words a category value ("positive", "dog", "female") may have and be kept without being said.
+    category_words: int = 3
+
+
+@dataclass(frozen=True)
 class RecallConfig:
     """How episodic recall ranks (:mod:`pcm.index.recall`, :class:`pcm.index.SideIndex`): the weights and depths of
     its legs and priors, as one value a memory's index is opened with (``PCM_RECALL_RECIPE`` names a recipe of
@@ -285,9 +303,8 @@ class Settings:
     #: (``pcm.extraction.gate``; they get the status ``gated``, ``pcm extract --gated`` extracts them). Off:
     #: ``PCM_EXTRACTION_GATE=off`` sends every utterance to the model.
     extraction_gate: bool = True
-    #: Keep only the extracted values found in the words said (``pcm.extraction.grounding``); off
-    #: (``PCM_EXTRACTION_GROUNDING=0``) stores what the model wrote, for measuring what the check removes.
-    extraction_grounding: bool = True
+    #: Keep only the extracted values found in the words said (``pcm.extraction.grounding``), and how strictly.
+    grounding: GroundingConfig = field(default_factory=GroundingConfig)
     #: Hard time limit for any SPARQL query we run on behalf of a user or a model.
     query_timeout: float = 10.0
     #: Maximum rows returned by a user or generated SELECT.
@@ -450,7 +467,7 @@ class Settings:
         if env.get("PCM_EXTRACTION_GATE", "").lower() in {"0", "off", "false", "no"}:
             kwargs["extraction_gate"] = False
         if env.get("PCM_EXTRACTION_GROUNDING", "").lower() in {"0", "off", "false", "no"}:
-            kwargs["extraction_grounding"] = False
+            kwargs["grounding"] = GroundingConfig(enabled=False)
         kwargs.update({k: v for k, v in overrides.items() if v is not None})
         if int(kwargs.get("max_utterance_chars", 1)) < 1:
             raise UsageError("PCM_MAX_UTTERANCE_CHARS must be at least 1")

@@ -8,14 +8,16 @@ from datetime import date, datetime
 import pyoxigraph as ox
 import pytest
 
-from pcm.extraction.grounding import NAME_COVERAGE, Grounding, Said
+from pcm.extraction.grounding import Grounding, Said
 from pcm.extraction.said_dates import said_dates
 from pcm.namespaces import PREFIXES
 from pcm.ontology import load_ontology
+from pcm.settings import GroundingConfig, Settings
 
 M = "https://example.org/m/"
 OWNER, ASSISTANT = M + "owner", M + "assistant"
 WHEN = datetime(2023, 5, 8, 14, 0)  # a Monday
+NAME_COVERAGE = GroundingConfig().name_coverage
 
 
 @pytest.fixture(scope="module")
@@ -214,3 +216,18 @@ def test_a_short_form_grounds_a_word_never_a_name_or_a_filler_word() -> None:
     assert not said.supports("Anytown", NAME_COVERAGE)  # "any" is said, the town is not
     assert not said.has_word("anytime")  # a filler word is nobody's short form
     assert not said.supports("Vetville", NAME_COVERAGE)  # a name is said as it is written
+
+
+def test_how_strict_the_check_is_comes_from_its_config() -> None:
+    """A description half of whose words were said passes at the default third and fails when the config asks for
+    every word; a misspelt word is one word only as far as ``fuzzy_word`` allows; the env var turns it off."""
+    turtle = 'm:trip a schema:TravelAction ; rdfs:label "trip to the coast" ; schema:agent m:owner ;\n' \
+             '    schema:description "long weekend by the coast with friends" .'
+    said = Said.of("We drove to the coast for the weekend.", WHEN)
+    default = Grounding(load_ontology(), parties=(OWNER, ASSISTANT))
+    strict = Grounding(load_ontology(), parties=(OWNER, ASSISTANT), config=GroundingConfig(description_coverage=1.0))
+    assert values(default.ground(triples(turtle), said).triples, "description")
+    assert not values(strict.ground(triples(turtle), said).triples, "description")
+    assert Said.of("I adopted a beagel", WHEN).has_word("beagle")
+    assert not Said.of("I adopted a beagel", WHEN, fuzzy_word=0.95).has_word("beagle")
+    assert Settings.from_env({"PCM_EXTRACTION_GROUNDING": "0"}).grounding == GroundingConfig(enabled=False)

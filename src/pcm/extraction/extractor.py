@@ -162,8 +162,9 @@ class Extractor:
         self.single_valued = single_valued_properties(self.ontology)
         naming = memory.naming
         self.grounding = (
-            Grounding(self.ontology, parties=(naming.owner, naming.assistant), show=self._show)
-            if memory.settings.extraction_grounding else None
+            Grounding(self.ontology, parties=(naming.owner, naming.assistant), show=self._show,
+                      config=memory.settings.grounding)
+            if memory.settings.grounding.enabled else None
         )
         #: ``turtle``, ``json`` or ``compact``: what the model is asked to write (see :func:`output_format`).
         self.output = output_format(output or memory.settings.llm_output, client, forms=OUTPUTS)
@@ -325,7 +326,11 @@ class Extractor:
         names = [e.label for e in context.entities if e.label]
         names += [self.memory.manifest.owner, *(p.speaker for p in (context.post, *context.previous) if p.speaker)]
         return Said.of(
-            context.post.text, context.post.time, context=[(p.text, p.time) for p in context.previous], names=names
+            context.post.text,
+            context.post.time,
+            context=[(p.text, p.time) for p in context.previous],
+            names=names,
+            fuzzy_word=self.memory.settings.grounding.fuzzy_word,
         )
 
     def check(

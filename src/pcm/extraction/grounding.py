@@ -16,9 +16,9 @@ What it does, in order:
 2. An action whose object is its own agent, or a node that points at itself, says nothing: dropped.
 3. Each literal is checked by its kind. In any text value, every number and every capitalised word (a proper
    name: "Main", "Anytown", "Smith") must be found; beyond those, a name or a plain value needs half its content
-   words (:data:`NAME_COVERAGE`), and a node whose name is not found is dropped whole; descriptions and the
+   words (``GroundingConfig.name_coverage``), and a node whose name is not found is dropped whole; descriptions and the
    labels of what the model names in its own words (actions, events, a work history, an account: "job at Harbor
-   Analytics") need a third (:data:`DESCRIPTION_COVERAGE`). A number must be a number said (digits or words); a
+   Analytics") need a third (``description_coverage``). A number must be a number said (digits or words); a
    date must follow from the words and the message time at the precision said, and a day the words do not give is
    cut back to the month or year they do give; a duration's numbers and a time's hour must be said; a currency
    code needs its symbol or name; a value that only classifies what was said ("positive", "dog") is kept
@@ -47,18 +47,12 @@ from pcm.extraction.resolve import GENERIC_TYPES, OCCURRENCE_ROOTS
 from pcm.extraction.said_dates import DAY, MONTH, YEAR, SaidDates, fold, said_dates
 from pcm.index.text import stem
 from pcm.namespaces import FOAF, PCM, PROV, RDF, RDFS, SCHEMA, SKOS, XSD
+from pcm.settings import GroundingConfig
 from pcm.words import STOPWORDS
 
 if TYPE_CHECKING:
     from pcm.ontology import Ontology
 
-#: Share of a name's content words that must be found in what was said.
-NAME_COVERAGE = 0.5
-#: Share for text the model writes in its own words: descriptions, and the labels of actions and events
-#: ("buying the Breville Barista Express" for "I bought a Breville Barista Express").
-DESCRIPTION_COVERAGE = 1 / 3
-#: Similarity (difflib ratio) from which two words of five letters or more are one word misspelt or inflected.
-FUZZY_WORD = 0.8
 #: Values named in the report (the count is always complete).
 REPORTED = 12
 
@@ -79,10 +73,8 @@ CATEGORY_PROPERTIES = frozenset({
     PCM + "clothingType", PCM + "collectionType", PCM + "mealType", PCM + "housingTenure", PCM + "transportMode",
     SCHEMA + "gender",
 })
-#: Words in a category value at most.
-CATEGORY_WORDS = 3
 #: Kinds of node the model names in its own words ("liking teal", "buying the espresso machine", "Dana's work
-#: history"): their labels are held to :data:`DESCRIPTION_COVERAGE`, not to :data:`NAME_COVERAGE`. An address is
+#: history"): their labels are held to ``description_coverage``, not to ``name_coverage``. An address is
 #: an intangible too, but its name is its street and number, which the number and proper-name rule still holds.
 DESCRIBED_ROOTS = (
     *OCCURRENCE_ROOTS, SCHEMA + "Intangible", FOAF + "OnlineAccount", "http://rdfs.org/resume-rdf/cv.rdfs#CV",
@@ -155,10 +147,12 @@ class Said:
     numbers: frozenset[float]
     dates: SaidDates
     clock_hours: frozenset[int]
+    fuzzy_word: float = GroundingConfig.fuzzy_word
+    """``GroundingConfig.fuzzy_word``: how alike two words must be to be one word misspelt or inflected."""
 
     @classmethod
     def of(cls, utterance: str, when: datetime | None, *, context: Iterable[tuple[str, datetime | None]] = (),
-           names: Iterable[str] = ()) -> Said:
+           names: Iterable[str] = (), fuzzy_word: float = GroundingConfig.fuzzy_word) -> Said:
         """The utterance said at ``when``, the previous turns shown with it (text, time) and the names it may use
         (the speaker's, the owner's, the known entities' labels)."""
         parts = [(utterance, when), *context]
@@ -169,7 +163,7 @@ class Said:
         words = frozenset(_TOKEN.findall(folded))
         return cls(
             text=folded, words=words, stems=frozenset(stem(w) for w in words), numbers=frozenset(_numbers(folded)),
-            dates=dates, clock_hours=frozenset(_hours(folded)),
+            dates=dates, clock_hours=frozenset(_hours(folded)), fuzzy_word=fuzzy_word,
         )
 
     def has_word(self, word: str, *, short_forms: bool = True) -> bool:
@@ -185,7 +179,7 @@ class Said:
             return False
         return any(
             len(w) >= 5 and w[:3] == word[:3] and (w.startswith(word) or word.startswith(w)
-                                                   or SequenceMatcher(None, w, word).ratio() >= FUZZY_WORD)
+                                                   or SequenceMatcher(None, w, word).ratio() >= self.fuzzy_word)
             for w in self.words
         )
 
@@ -297,8 +291,16 @@ class Grounded:
 class Grounding:
     """The check for one memory's ontology and fixed people (owner, assistant); thread-safe (no state per call)."""
 
-    def __init__(self, ontology: Ontology, *, parties: Iterable[str], show: Callable[[str], str] | None = None) -> None:
+    def __init__(
+        self,
+        ontology: Ontology,
+        *,
+        parties: Iterable[str],
+        show: Callable[[str], str] | None = None,
+        config: GroundingConfig | None = None,
+    ) -> None:
         self.ontology = ontology
+        self.config = GroundingConfig() if config is None else config
         #: The two sides of the conversation (the owner and the assistant): what they ask or tell each other is
         #: the conversation itself, not a fact about the world.
         self.parties = frozenset(parties)
@@ -406,17 +408,17 @@ class Grounding:
             return t if fold(value) in said.text else None
         if predicate in NAME_PROPERTIES:
             described = not known and any(self._is_a(node_types, root) for root in DESCRIBED_ROOTS)
-            need = DESCRIPTION_COVERAGE if described else NAME_COVERAGE
+            need = self.config.description_coverage if described else self.config.name_coverage
             return t if said.supports(value, need, first_is_name=not described) else None
-        if predicate in CATEGORY_PROPERTIES and len(_TOKEN.findall(value)) <= CATEGORY_WORDS:
+        if predicate in CATEGORY_PROPERTIES and len(_TOKEN.findall(value)) <= self.config.category_words:
             return t
         if predicate in DESCRIPTION_PROPERTIES:
-            return t if said.supports(value, DESCRIPTION_COVERAGE, first_is_name=False) else None
+            return t if said.supports(value, self.config.description_coverage, first_is_name=False) else None
         if _DURATION_TEXT.fullmatch(value.strip()):
             return _duration(t, value, said)
         if _TIME_TEXT.fullmatch(value.strip()):
             return t if _time_said(value, said) else None
-        return t if _said_text(value, said) else None
+        return t if _said_text(value, said, self.config.name_coverage) else None
 
     # ------------------------------------------------------------------------------------------------ merging
 
@@ -492,14 +494,14 @@ def _contiguous(short: list[str], long_: list[str]) -> bool:
     return any(long_[i : i + n] == short for i in range(len(long_) - n + 1))
 
 
-def _said_text(value: str, said: Said) -> bool:
+def _said_text(value: str, said: Said, need: float) -> bool:
     """A plain value (a colour, a brand, a place, a currency code): its words were said, or its code's symbol."""
     code = value.strip().upper()
     if code in CURRENCIES:
         return any(sign in said.text if not sign.isalpha() else sign in said.words for sign in CURRENCIES[code]) or (
             code.lower() in said.words
         )
-    if said.supports(value, NAME_COVERAGE):
+    if said.supports(value, need):
         return True
     compact = re.sub(r"[\s().-]", "", value)
     return bool(compact) and compact.isdigit() and compact in re.sub(r"[\s().-]", "", said.text)
