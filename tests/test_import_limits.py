@@ -107,7 +107,8 @@ def pcm_import(path: Path, memory: Path, **env: str) -> tuple[int, str, float, f
         process = subprocess.Popen(
             [sys.executable, "-c", _UNDER_LIMIT, str(ADDRESS_SPACE), sys.executable, "-m", "pcm.cli", "import",
              str(path)], stdout=subprocess.PIPE, stderr=err, env=environ, cwd=path.parent, start_new_session=True)
-        timer = threading.Timer(120, os.killpg, (process.pid, signal.SIGKILL))  # the old parser ran for minutes
+        # a stop for a runaway parse (the old parser ran for minutes), far above what a loaded machine needs
+        timer = threading.Timer(500, os.killpg, (process.pid, signal.SIGKILL))
         timer.start()
         try:
             out, _ = process.communicate()
