@@ -23,15 +23,10 @@ from pcm.manifest import Manifest
 from pcm.memory import Memory
 from pcm.settings import Settings
 from tests.oxigraph_server import start_oxigraph
+from tests.snippets import PORTLAND, SEATTLE
 from tests.virtuoso_server import VIRTUOSO_PASSWORD, VIRTUOSO_USER, start_virtuoso
 
 T0 = datetime.fromisoformat("2025-09-01T19:30:00-07:00")
-PORTLAND = """m:owner schema:homeLocation m:portland ; schema:worksFor m:harbor-analytics .
-m:portland a schema:City ; rdfs:label "Portland" .
-m:harbor-analytics a schema:Organization ; rdfs:label "Harbor Analytics" ."""
-SEATTLE = """m:owner schema:homeLocation m:seattle ; schema:worksFor m:cascade-health .
-m:seattle a schema:City ; rdfs:label "Seattle" .
-m:cascade-health a schema:Organization ; rdfs:label "Cascade Health" ."""
 FACTS = """@prefix pcm: <https://w3id.org/pcm/ontology#> . @prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
 <{ns}biscuit> a pcm:Pet ; rdfs:label "Biscuit" .
 <{ns}owner> pcm:hasPet <{ns}biscuit> .

@@ -4,7 +4,6 @@ discovery file, store lock, the ``pcm serve`` command itself."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -17,18 +16,6 @@ from pcm.errors import MemoryLockedError, UsageError
 from pcm.memory import Memory
 from pcm.settings import Settings
 from tests.endpoint.test_endpoint_support import AUTH, PET_TEXT, TOKEN, ask, build_memory, serving
-
-
-@pytest.fixture(scope="module")
-def memory_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    return build_memory(tmp_path_factory.mktemp("served") / "memory")
-
-
-@pytest.fixture(scope="module")
-def server(memory_settings: Settings) -> Iterator[PcmServer]:
-    with serving(memory_settings) as running:
-        yield running
-
 
 # ------------------------------------------------------------------------------------------------ JSON API
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import csv
 import io
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -20,22 +19,8 @@ from rdflib.compare import isomorphic
 
 from pcm.backend import Solutions
 from pcm.backend_remote import RemoteBackend
-from pcm.endpoint.server import PcmServer
 from pcm.errors import PcmError
-from pcm.settings import Settings
 from tests.endpoint.test_endpoint_support import AUTH, EX, POSTS, TOKEN, ask, build_memory, serving
-
-
-@pytest.fixture(scope="module")
-def memory_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    return build_memory(tmp_path_factory.mktemp("served") / "memory")
-
-
-@pytest.fixture(scope="module")
-def server(memory_settings: Settings) -> Iterator[PcmServer]:
-    with serving(memory_settings) as running:
-        yield running
-
 
 # ------------------------------------------------------------------------------------------------ queries
 

@@ -28,17 +28,12 @@ from pcm.namespaces import PCM, PROV, RDF, SCHEMA
 from pcm.ontology import Ontology
 from pcm.settings import Settings
 from tests.memory_template import memory_copy
+from tests.snippets import PORTLAND, SEATTLE
 
 T0 = datetime.fromisoformat("2025-09-01T19:30:00-07:00")
 HOME = SCHEMA + "homeLocation"
 WORKS = SCHEMA + "worksFor"
 
-PORTLAND = """m:owner schema:homeLocation m:portland ; schema:worksFor m:harbor-analytics .
-m:portland a schema:City ; rdfs:label "Portland" .
-m:harbor-analytics a schema:Organization ; rdfs:label "Harbor Analytics" ."""
-SEATTLE = """m:owner schema:homeLocation m:seattle ; schema:worksFor m:cascade-health .
-m:seattle a schema:City ; rdfs:label "Seattle" .
-m:cascade-health a schema:Organization ; rdfs:label "Cascade Health" ."""
 BALLARD = """m:owner schema:homeLocation m:ballard .
 m:ballard a schema:Place ; rdfs:label "Ballard" ."""
 HOME_ONLY = 'm:owner schema:homeLocation m:{0} .\nm:{0} a schema:City ; rdfs:label "{1}" .'

@@ -13,16 +13,10 @@ from pcm.memory import Memory
 from pcm.namespaces import PCM
 from pcm.ontology import load_ontology
 from pcm.ontology_tools.diff import data_from_file, diff_ontologies, load_version
+from tests.snippets import BREED
 
 REPO = Path(__file__).resolve().parents[2]
 
-BREED = """pcm:petBreed a owl:DatatypeProperty, owl:FunctionalProperty ;
-    rdfs:label "pet breed" ;
-    rdfs:comment "Breed, if known." ;
-    rdfs:domain pcm:Pet ;
-    rdfs:range xsd:string ;
-    pcm:area "pets" .
-"""
 EDITS = [
     ('owl:versionInfo "0.1.0"', 'owl:versionInfo "0.2.0"'),
     (BREED, ""),  # removed

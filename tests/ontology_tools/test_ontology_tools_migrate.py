@@ -27,6 +27,7 @@ from pcm.ontology_tools.migrate import (
 )
 from pcm.provenance import Activity, activity_quads
 from pcm.settings import Settings
+from tests.snippets import BREED
 
 REPO = Path(__file__).resolve().parents[2]
 N = ox.NamedNode
@@ -35,13 +36,6 @@ RENAME = """PREFIX pcm: <https://w3id.org/pcm/ontology#>
 DELETE { GRAPH ?g { ?pet pcm:petSpecies ?s } }
 INSERT { GRAPH ?g { ?pet pcm:species ?s } }
 WHERE { GRAPH ?g { ?pet pcm:petSpecies ?s } FILTER(?g != <urn:pcm:graph:ontology>) } ;
-"""
-BREED = """pcm:petBreed a owl:DatatypeProperty, owl:FunctionalProperty ;
-    rdfs:label "pet breed" ;
-    rdfs:comment "Breed, if known." ;
-    rdfs:domain pcm:Pet ;
-    rdfs:range xsd:string ;
-    pcm:area "pets" .
 """
 
 
