@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -294,15 +294,21 @@ def test_serve_drains_posts_ingested_through_it_in_the_background(tmp_path: Path
             assert run_order(memory, "a") == stored  # each chat in position order, the later one after
 
 
-def test_serve_ingests_while_the_model_answers_and_the_worker_picks_the_new_posts_up(tmp_path: Path) -> None:
-    settings = _served(tmp_path, script_file(tmp_path, "unused", []))
-    entered, release = threading.Event(), threading.Event()
+def _held(entered: threading.Event, release: threading.Event) -> Callable[[str, list[Message], str], str]:
+    """A scripted reply that says it has been asked (``entered``) and answers only once ``release`` is set."""
 
     def slow(system: str, messages: list[Message], operation: str) -> str:
         entered.set()
         assert release.wait(BOUND)
         return REPLY
 
+    return slow
+
+
+def test_serve_ingests_while_the_model_answers_and_the_worker_picks_the_new_posts_up(tmp_path: Path) -> None:
+    settings = _served(tmp_path, script_file(tmp_path, "unused", []))
+    entered, release = threading.Event(), threading.Event()
+    slow = _held(entered, release)
     with serving(settings) as server:
         worker, memory = server.extraction, server.memory
         assert worker is not None and memory is not None and server.app is not None
@@ -326,12 +332,7 @@ def test_serve_ingests_while_the_model_answers_and_the_worker_picks_the_new_post
 def test_serve_stops_the_worker_between_two_posts(tmp_path: Path) -> None:
     settings = _served(tmp_path, script_file(tmp_path, "unused", []))
     entered, release = threading.Event(), threading.Event()
-
-    def slow(system: str, messages: list[Message], operation: str) -> str:
-        entered.set()
-        assert release.wait(BOUND)
-        return REPLY
-
+    slow = _held(entered, release)
     with serving(settings) as server:
         worker, memory = server.extraction, server.memory
         assert worker is not None and memory is not None and server.app is not None
