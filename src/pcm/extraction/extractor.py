@@ -42,6 +42,7 @@ from pcm.extraction.jsonld import complete_references, dangling_references, extr
 from pcm.extraction.normalise import Normalised, OutputProblem, normalise_json, normalise_output
 from pcm.extraction.prompts import (
     OUTPUTS,
+    compact_examples,
     notes_section,
     repair_message,
     system_prompt,
@@ -80,8 +81,10 @@ USER_TOKENS = 2000
 #: Lines of a repair report.
 REPORT_LINES = 20
 #: Areas whose terms a compact answer may always write, beside the utterance's own (see :meth:`Extractor._constraint`):
-#: the rules make whatever the assistant recommends or explains a ``schema:InformAction`` (social), in any turn.
-GRAMMAR_AREAS: tuple[str, ...] = ("social",)
+#: the rules make whatever the assistant recommends or explains a ``schema:InformAction`` (social), in any turn, and
+#: ``schema:Event`` (events) is as general as ``schema:Action`` (a party, a wedding: "getting married" names no
+#: event keyword).
+GRAMMAR_AREAS: tuple[str, ...] = ("social", "events")
 _TRUNCATED = frozenset({"max_tokens", "length"})
 _NOTHING = "nothing to extract"
 _WORD = re.compile(r"[a-z0-9]+")
@@ -260,6 +263,8 @@ class Extractor:
         """
         extra = tuple(a for a in self._areas(context) if a not in EXTRACTION_CORE)
         topics = notes_section(extra) if self.catalogue == WHOLE else topic_section(_topic_vocabulary(self.ontology, extra))
+        if self.output == "compact":
+            topics += compact_examples(self._areas(context), context.post.role)
         user = render_user_message(context, memory=self.memory, ontology=self.ontology, output=self.output, topics=topics)
         return _system(self.ontology, self.output, self.catalogue), user
 
