@@ -82,9 +82,9 @@ USER_TOKENS = 2000
 REPORT_LINES = 20
 #: Areas whose terms a compact answer may always write, beside the utterance's own (see :meth:`Extractor._constraint`):
 #: the rules make whatever the assistant recommends or explains a ``schema:InformAction`` (social), in any turn, and
-#: ``schema:Event`` (events) is as general as ``schema:Action`` (a party, a wedding: "getting married" names no
-#: event keyword).
-GRAMMAR_AREAS: tuple[str, ...] = ("social", "events")
+#: ``schema:Event`` (events) and ``schema:Product`` (products) are as general as ``schema:Action``: "getting married"
+#: names no event keyword, and a purchase of "headphones" no product keyword.
+GRAMMAR_AREAS: tuple[str, ...] = ("social", "events", "products")
 _TRUNCATED = frozenset({"max_tokens", "length"})
 _NOTHING = "nothing to extract"
 _WORD = re.compile(r"[a-z0-9]+")
