@@ -48,7 +48,8 @@ KEYWORDS: dict[str, tuple[str, ...]] = {
     ),
     "travel": (
         "trip", "travel", "flight", "fly", "flew", "airport", "vacation", "holiday", "visit", "hotel", "drive",
-        "drove", "train", "abroad", "tour", "journey", "itinerar", "return", "went to", "going to", "back from",
+        "drove", "train", "bus", "plane", "taxi", "subway", "ferry", "cruise", "abroad", "tour", "journey",
+        "itinerar", "return", "went to", "going to", "back from",
     ),
     "residence": ("home", "house", "apartment", "flat", "rent", "mortgage", "moved", "move", "live", "lived", "neighborhood"),
     "work": (

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import re
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -470,7 +471,9 @@ def test_one_extraction_in_compact_form_with_a_repair_round(memory: Memory) -> N
     assert schema is not None and schema.name == "extraction_compact" and schema.grammar is not None
     assert "me" in schema.grammar(300) and "Write the lines for the current utterance." in client.requests[0][1][0].content
     system, messages, _ = client.requests[1]
-    assert "buy schema:BuyAction" in system and "# Output\n- One line per fact" in system
+    assert "# Output\n- One line per fact" in system and "buy schema:BuyAction" not in system
+    # the purchase's example goes with the utterance (its words name a purchase), not in the fixed system prompt
+    assert "buy schema:BuyAction" in client.requests[0][1][0].content
     assert messages[1].content == first and "[action-has-agent] buy " in messages[2].content
     assert "buying-the-breville" not in messages[2].content
     assert "Write the corrected lines" in messages[2].content
@@ -482,7 +485,7 @@ def test_one_extraction_in_compact_form_with_a_repair_round(memory: Memory) -> N
     assert (ns + "buying-the-breville-barista-express", SCHEMA + "price", "549") in stored
     versions = memory.store.select(f"SELECT ?v WHERE {{ GRAPH ?g {{ ?a <{PCM}promptVersion> ?v }} }}").rows
     assert [r[0].value for r in versions] == [prompt_version("compact")]
-    assert "extract_compact.v1@" in prompt_version("compact") and "extract_compact" not in prompt_version()
+    assert "extract_compact.v4@" in prompt_version("compact") and "extract_compact" not in prompt_version()
 
 
 def test_once_the_rounds_are_spent_the_readable_lines_are_kept_and_the_others_named(memory: Memory) -> None:
@@ -536,3 +539,78 @@ def test_pcm_extract_with_a_scripted_model_in_compact_form(tmp_path: Path) -> No
     with Memory.open(Settings(memory=path, index_enabled=False)) as reopened:
         labels = reopened.store.select(f"SELECT ?l WHERE {{ GRAPH ?g {{ ?s <{RDFS}label> ?l }} }}").rows
         assert {r[0].value for r in labels} >= {"Breville Barista Express", "Williams Sonoma", "Breville"}
+
+
+# ------------------------------------------------------------------------------------------------ examples and areas
+
+
+def example_blocks() -> list[tuple[str, str, str, str]]:
+    """``(kind, message day, role, utterance, lines)`` of every example the shipped compact prompt shows."""
+    from pcm.extraction.prompts import _example_blocks, compact_prompt
+
+    found = []
+    for kind, block in _example_blocks(compact_prompt()).items():
+        head, _, lines = block.partition("\n\n")
+        day = re.search(r"Message time: (\d{4}-\d{2}-\d{2})", head)
+        utterance = re.search(r'Utterance: "(.*)"', head.replace("\n", " "))
+        assert utterance is not None, kind
+        role = "assistant" if "the assistant" in head.split("Utterance:")[0] else "user"
+        found.append((kind, day.group(1) if day else "2024-08-01", role, utterance.group(1), lines.strip("\n") + "\n"))
+    return found
+
+
+def test_the_prompt_has_an_example_for_an_assistants_turn_and_a_default() -> None:
+    from pcm.extraction.prompts import ASSISTANT_EXAMPLE, DEFAULT_EXAMPLE
+
+    kinds = [k for k, *_ in example_blocks()]
+    assert ASSISTANT_EXAMPLE in kinds and DEFAULT_EXAMPLE in kinds
+    assert set(kinds) - {ASSISTANT_EXAMPLE} <= set(ONTOLOGY.areas)  # every other kind is a catalogue area
+
+
+@pytest.mark.parametrize("kind", [k for k, *_ in example_blocks()])
+def test_every_example_is_an_answer_the_pipeline_stores_whole(kind: str, tmp_path: Path) -> None:
+    """An example the model is shown must be a right answer: the grammar (of its own areas) writes it, it is valid
+    and every value in it is grounded in its utterance, or the model learns to write what is then left out."""
+    from datetime import datetime
+
+    from pcm.catalogue_areas import CORE_AREAS, select_areas
+    from pcm.extraction.extractor import GRAMMAR_AREAS
+
+    _, day, role, utterance, lines = next(e for e in example_blocks() if e[0] == kind)
+    areas = (*select_areas(utterance, ontology=ONTOLOGY, core=CORE_AREAS), *GRAMMAR_AREAS)
+    assert Grammar(compact_grammar(ONTOLOGY, grammar_budget(3000), KNOWN, areas)).accepts(lines), lines
+    with Memory.init(Settings(memory=tmp_path / "m", index_enabled=False), owner="Sam Ortiz") as mem:
+        when = datetime.fromisoformat(day + "T10:00:00+00:00")
+        mem.ingest([Conversation("s1", [Utterance("s1", 0, role, utterance, timestamp=when, source_id="m0")])])
+        report = extract_posts(mem.context, [p.iri for p in mem.store.posts()], client=Local([lines]),
+                               concurrency=1, output="compact")
+    assert (report.extracted, report.failed, report.repairs, report.ungrounded) == (1, 0, 0, 0)
+
+
+def test_a_call_is_shown_the_examples_of_its_own_kinds() -> None:
+    from pcm.extraction.prompts import EXAMPLES_HEADING, MAX_EXAMPLES, compact_examples
+
+    work = compact_examples(("people", "work", "family"), "user")
+    assert work.startswith(EXAMPLES_HEADING) and "cv:WorkHistory" in work and "ob:hasCousin" in work
+    assert "schema:BuyAction" not in work and work.count("Utterance:") == MAX_EXAMPLES
+    advice = compact_examples(("people", "travel"), "assistant")
+    assert advice.index("schema:InformAction") < advice.index("schema:TravelAction")
+    assert compact_examples(("people",), "user").count("Utterance:") == 1  # the default, when no kind has one
+
+
+def test_the_grammar_offers_only_the_terms_of_the_given_areas() -> None:
+    narrow = Grammar(compact_grammar(ONTOLOGY, grammar_budget(3000), KNOWN, ("people", "activities", "work")))
+    assert narrow.accepts('x schema:Organization "Acme"\nme schema:worksFor x\n')
+    assert narrow.accepts("me schema:actionStatus schema:CompletedActionStatus\n")  # named values stay
+    assert not narrow.accepts('x schema:BuyAction "buying a kettle"\n')
+    assert not narrow.accepts('d pcm:Pet "Rex"\n')
+    assert grammar(3000, KNOWN).accepts('x schema:BuyAction "buying a kettle"\n')  # every area by default
+
+
+def test_a_compact_call_gets_the_grammar_of_its_utterances_areas(memory: Memory) -> None:
+    post = next(iter(memory.store.posts()))
+    extractor = Extractor(memory.context, Local(), output="compact")
+    schema = extractor._constraint(extractor.contexts.build(post, [post]))["schema"]
+    text = schema.grammar(3000)  # type: ignore[misc]
+    assert '"schema:BuyAction"' in text and '"schema:InformAction"' in text  # bought; social always
+    assert '"pcm:Pet"' not in text and '"opencare:Medication"' not in text

@@ -659,23 +659,26 @@ def in_handles(report: str, answer: CompactAnswer | None, namespace: str) -> str
 # ---------------------------------------------------------------------------------------------------- grammar
 
 
-def compact_schema(ontology: Ontology, known: Iterable[str] = ()) -> JsonSchema:
+def compact_schema(
+    ontology: Ontology, known: Iterable[str] = (), areas: Iterable[str] | None = None
+) -> JsonSchema:
     """The constraint an extraction call in the compact form passes to its client: no JSON Schema (the answer is
-    not JSON), only the bounded grammar of :func:`compact_grammar` for ``known`` names (:func:`call_names`), which a
-    client that takes a GBNF grammar (the in-process llama.cpp one) applies as it is."""
-    return _schema(ontology, tuple(sorted(set(known))))
+    not JSON), only the bounded grammar of :func:`compact_grammar` for ``known`` names (:func:`call_names`) and the
+    vocabulary of ``areas`` (every area for None), which a client that takes a GBNF grammar (the in-process
+    llama.cpp one) applies as it is."""
+    return _schema(ontology, tuple(sorted(set(known))), None if areas is None else tuple(sorted(set(areas))))
 
 
 @lru_cache(maxsize=64)
-def _schema(ontology: Ontology, known: tuple[str, ...]) -> JsonSchema:
+def _schema(ontology: Ontology, known: tuple[str, ...], areas: tuple[str, ...] | None) -> JsonSchema:
     return JsonSchema(
         SCHEMA_NAME, {}, "Record the facts the current utterance states, one per line.",
-        grammar=partial(_bounded, ontology, known), line_set=True,
+        grammar=partial(_bounded, ontology, known, areas), line_set=True,
     )
 
 
-def _bounded(ontology: Ontology, known: tuple[str, ...], max_tokens: int) -> str:
-    return compact_grammar(ontology, grammar_budget(max_tokens), known)
+def _bounded(ontology: Ontology, known: tuple[str, ...], areas: tuple[str, ...] | None, max_tokens: int) -> str:
+    return compact_grammar(ontology, grammar_budget(max_tokens), known, areas)
 
 
 def grammar_budget(max_tokens: int) -> int:
@@ -684,7 +687,9 @@ def grammar_budget(max_tokens: int) -> int:
     return max(0, max_tokens)
 
 
-def compact_grammar(ontology: Ontology, budget: int, known: Iterable[str] = ()) -> str:
+def compact_grammar(
+    ontology: Ontology, budget: int, known: Iterable[str] = (), areas: Iterable[str] | None = None
+) -> str:
     """A llama.cpp GBNF grammar of compact answers at most ``budget`` characters long.
 
     Its language: ``nothing to extract``, or one line or more, each a declaration of a new node
@@ -697,7 +702,10 @@ def compact_grammar(ontology: Ontology, budget: int, known: Iterable[str] = ()) 
     :func:`pcm.extraction.jsonld._vocabulary`); a property takes the value shapes of its range
     (:func:`pcm.extraction.jsonld._value_schema`) written bare, or quoted for text (no escapes; at most
     :data:`TEXT` characters). A new handle is any name but ``known`` ones (and never ``me``/``you``), so a known
-    entity or the speaker is never declared again.
+    entity or the speaker is never declared again. ``areas`` (None: every area but the reserved ones) limits the
+    classes and properties to those catalogue areas (:func:`pcm.catalogue_areas.select_areas`): a small model that
+    may only write the terms of the kinds of facts an utterance is about does not fill a job's answer with a
+    purchase's terms; the named values (action statuses, days) stay, whatever their area.
 
     The budget: every line costs its longest form in :data:`SLOT`-character slots, and the nonterminal ``n{k}``
     ("k slots left") offers only the lines that fit, so a model that loops ends with a complete answer instead of
@@ -705,7 +713,7 @@ def compact_grammar(ontology: Ontology, budget: int, known: Iterable[str] = ()) 
     costs, not of terms (about 0.1 MB for 3,000 tokens).
     """
     names = tuple(sorted({k for k in known if _KNOWN_NAME.fullmatch(k)} | {ME, YOU}))
-    return _grammar(ontology, budget // SLOT, names)
+    return _grammar(ontology, budget // SLOT, names, None if areas is None else tuple(sorted(set(areas))))
 
 
 def _cost(characters: int) -> int:
@@ -713,8 +721,8 @@ def _cost(characters: int) -> int:
 
 
 @lru_cache(maxsize=16)
-def _grammar(ontology: Ontology, slots: int, known: tuple[str, ...]) -> str:
-    classes, properties, values = _vocabulary(ontology, None)
+def _grammar(ontology: Ontology, slots: int, known: tuple[str, ...], areas: tuple[str, ...] | None) -> str:
+    classes, properties, values = _vocabulary(ontology, areas)
     ref_len = max([MAX_HANDLE, *(len(k) for k in known)])
     lines = [
         "known ::= " + " | ".join(_literal_gbnf(k) for k in known),

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import pyoxigraph as ox
 
-from pcm.catalogue_areas import EXTRACTION_CORE, RESERVED_AREAS, select_areas
+from pcm.catalogue_areas import CORE_AREAS, EXTRACTION_CORE, RESERVED_AREAS, select_areas
 from pcm.errors import LLMError
 from pcm.extraction.compact import call_names, compact_schema, in_handles, normalise_answer, read_compact
 from pcm.extraction.context import (
@@ -42,6 +42,7 @@ from pcm.extraction.jsonld import complete_references, dangling_references, extr
 from pcm.extraction.normalise import Normalised, OutputProblem, normalise_json, normalise_output
 from pcm.extraction.prompts import (
     OUTPUTS,
+    compact_examples,
     notes_section,
     repair_message,
     system_prompt,
@@ -79,6 +80,11 @@ ECHO_CHARS = 12_000
 USER_TOKENS = 2000
 #: Lines of a repair report.
 REPORT_LINES = 20
+#: Areas whose terms a compact answer may always write, beside the utterance's own (see :meth:`Extractor._constraint`):
+#: the rules make whatever the assistant recommends or explains a ``schema:InformAction`` (social), in any turn, and
+#: ``schema:Event`` (events) and ``schema:Product`` (products) are as general as ``schema:Action``: "getting married"
+#: names no event keyword, and a purchase of "headphones" no product keyword.
+GRAMMAR_AREAS: tuple[str, ...] = ("social", "events", "products")
 _TRUNCATED = frozenset({"max_tokens", "length"})
 _NOTHING = "nothing to extract"
 _WORD = re.compile(r"[a-z0-9]+")
@@ -258,6 +264,8 @@ class Extractor:
         """
         extra = tuple(a for a in self._areas(context) if a not in EXTRACTION_CORE)
         topics = notes_section(extra) if self.catalogue == WHOLE else topic_section(_topic_vocabulary(self.ontology, extra))
+        if self.output == "compact":
+            topics += compact_examples(self._areas(context), context.post.role)
         user = render_user_message(context, memory=self.memory, ontology=self.ontology, output=self.output, topics=topics)
         return _system(self.ontology, self.output, self.catalogue), user
 
@@ -267,7 +275,8 @@ class Extractor:
         if self.output == "json":
             return {"schema": extraction_schema(self.ontology, known=self._known(context))}
         if self.output == "compact":
-            return {"schema": compact_schema(self.ontology, known=self._names(context) or {})}
+            areas = (*self._areas(context, core=CORE_AREAS), *GRAMMAR_AREAS)
+            return {"schema": compact_schema(self.ontology, known=self._names(context) or {}, areas=areas)}
         return {}
 
     def _names(self, context: TurnContext) -> dict[str, str] | None:
@@ -293,8 +302,8 @@ class Extractor:
         ns = self.memory.naming.namespace
         return tuple(show_iri(e.iri, ns, self.ontology) for e in context.entities if e.iri.startswith(ns))
 
-    def _areas(self, context: TurnContext) -> tuple[str, ...]:
-        """Areas of the utterance's own words and of the entities it (or its session so far) mentions.
+    def _areas(self, context: TurnContext, core: Sequence[str] = EXTRACTION_CORE) -> tuple[str, ...]:
+        """Areas of the utterance's own words and of the entities it (or its session so far) mentions, with ``core``.
 
         The previous turns' words are left out: they pulled in three times the catalogue for no gold fact on the
         sample conversations. A known entity's types count when the utterance names it (shares a word with its
@@ -308,7 +317,7 @@ class Extractor:
             if referring or words & set(_WORD.findall(e.label.lower())) - _REFERRING
             for t in e.types
         ]
-        return tuple(select_areas(text, entity_types=types, ontology=self.ontology, core=EXTRACTION_CORE))
+        return tuple(select_areas(text, entity_types=types, ontology=self.ontology, core=core))
 
     def _normalise(self, text: str, *, skip_unreadable: bool = False) -> Normalised:
         ns = self.memory.naming.namespace

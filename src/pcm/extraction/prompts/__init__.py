@@ -26,7 +26,7 @@ PROMPTS_DIR = _ALL_PROMPTS / "extraction"
 EXTRACT_FILE = "extract.v3.md"
 REPAIR_FILE = "repair.v1.md"
 #: The compact line form's own sections (output, example, repair); its rules and catalogue are ``extract.v3.md``'s.
-COMPACT_FILE = "extract_compact.v1.md"
+COMPACT_FILE = "extract_compact.v4.md"
 #: The catalogue marker lines as ``extract.v3.md`` writes them (the full compact catalogue, every area).
 CATALOGUE_BEGIN = "<!-- catalogue:begin compact -->"
 CATALOGUE_END = "<!-- catalogue:end -->"
@@ -88,6 +88,44 @@ def refresh_catalogue(path: Path | None = None) -> bool:
     path.write_text(text[:start] + fresh + text[end:], encoding="utf-8")
     load.cache_clear()
     return True
+
+
+#: Heading of the compact form's examples in the user message (see :func:`compact_examples`).
+EXAMPLES_HEADING = "EXAMPLES (the form only: their names, values and dates are not this memory's):\n"
+#: Examples one compact call is shown at most, the example of an assistant's turn, and the one shown when the
+#: utterance's areas have none.
+MAX_EXAMPLES = 2
+ASSISTANT_EXAMPLE = "recommendation"
+DEFAULT_EXAMPLE = "events"
+
+
+def compact_examples(areas: tuple[str, ...], role: str) -> str:
+    """The user message's examples for a compact call: one or two of the compact prompt's ``examples`` part (``##
+    kind`` blocks, a kind being a catalogue area or ``recommendation``), chosen by the utterance's ``areas`` and
+    ``role``; empty when the prompt has no such part.
+
+    Why per utterance: Qwen2.5-Coder-1.5B copies the example it is shown, lines, names and all. With one purchase
+    in the system prompt it wrote a purchase for a promotion; with six examples of different kinds there it copied
+    whichever came first or looked closest, a brother into a job's answer. Shown only examples of the utterance's
+    own kinds, what it copies is the right shape, and a copied name that was not said is left out by the grounding
+    check. The blocks' order in the file is their priority; an assistant's turn gets the recommendation first.
+    """
+    library = _example_blocks(compact_prompt())
+    if not library:
+        return ""
+    kinds = [ASSISTANT_EXAMPLE] if role == "assistant" and ASSISTANT_EXAMPLE in library else []
+    kinds += [k for k in library if k in areas and k not in kinds]
+    kinds = kinds[:MAX_EXAMPLES] or [DEFAULT_EXAMPLE]
+    return EXAMPLES_HEADING + "\n\n".join(library[k] for k in kinds if k in library) + "\n\n"
+
+
+def _example_blocks(prompt: PromptFile) -> dict[str, str]:
+    """The ``## kind`` blocks of a prompt's ``examples`` part, in file order, without their heading lines."""
+    blocks: dict[str, str] = {}
+    for chunk in prompt.parts.get("examples", "").split("## ")[1:]:
+        kind, _, body = chunk.partition("\n")
+        blocks[kind.strip()] = body.strip("\n")
+    return blocks
 
 
 #: Output formats of an extraction answer: free-form Turtle, JSON held to a schema (see pcm.extraction.jsonld), or
@@ -176,6 +214,7 @@ __all__ = [
     "CATALOGUE_BEGIN",
     "CATALOGUE_END",
     "COMPACT_FILE",
+    "EXAMPLES_HEADING",
     "EXTRACT_FILE",
     "NOTES_HEADING",
     "NO_TOPIC_VOCABULARY",
@@ -184,6 +223,7 @@ __all__ = [
     "REPAIR_FILE",
     "PromptFile",
     "committed_catalogue",
+    "compact_examples",
     "compact_prompt",
     "extract_prompt",
     "generated_catalogue",
