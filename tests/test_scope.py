@@ -228,6 +228,7 @@ def test_a_walk_on_virtuoso_is_a_transitive_subquery_over_the_memory_graphs() ->
     ("query", "says"),
     [
         ("SELECT * WHERE { ?a rdfs:subClassOf+ ?b }", "only from a fixed end"),
+        ("SELECT * WHERE { ex:Dog ex:p/rdfs:subClassOf+ ?b }", "only from a fixed end"),
         ("SELECT * WHERE { GRAPH ?g { ex:Dog rdfs:subClassOf+ ?c } }", "through every graph"),
         ("SELECT * WHERE { ex:Dog (rdfs:subClassOf+/ex:p)+ ?c }", "repeated inside another"),
     ],

@@ -10,7 +10,8 @@ that it can read nothing else, whoever wrote it (pcm itself, ``ask``'s generator
   is split into its steps, so its steps may come from different graphs as well. A ``*``, ``+`` or ``?`` step gives
   each pair once over the union, so it becomes a ``SELECT DISTINCT`` over the graphs (evaluated without the
   bindings around it: slower than inline when both ends are variables), and it is walked within one graph (the one
-  departure from the union: pcm's closures run over the ontology graph, which holds them whole);
+  departure from the union: pcm's closures run over the ontology graph, which holds them whole); on an engine
+  with :class:`Quirks` the paths, and a FILTER inside OPTIONAL, are written around what it gets wrong;
 * ``GRAPH ?g { ... }`` gets the same filter on ``?g``; ``GRAPH <iri>``, ``FROM`` and ``FROM NAMED`` must name
   this memory's graphs (a query with ``FROM`` keeps its own dataset, so its default-graph patterns are left as
   written); ``SERVICE`` and ``DESCRIBE`` (whose answer the server draws from its whole store) are refused.
@@ -426,8 +427,8 @@ class _Scoper(_Cursor):
         graphs of it, as over the union); sequences and alternatives holding ``+`` are split around it."""
         if s[0] in "?$" and o[0] in "?$":
             raise ScopeError(
-                f"this store's engine (Virtuoso) walks a `+` path only from a fixed end, and between two variables "
-                f"({s} {p} {o}) it does not answer: give one end a value"
+                f"this store's engine (Virtuoso) walks a `+` path only from a fixed end: give an end of {p} a value "
+                "(a walk between two variables, or after another step of a sequence, is not answered)"
             )
         return self.emit_path(s, _PathTree(_tokenize(p)).parse(), o)
 
