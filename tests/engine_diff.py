@@ -10,7 +10,9 @@ Each case is a dataset and a query. The dataset goes into graphs under a memory 
 - ``oxigraph`` / ``virtuoso``: the same on the server, through :class:`pcm.backend_remote.RemoteBackend`.
 
 Answers are compared as sorted multisets of rows (an ``ORDER BY`` is not compared: engines break ties
-differently), each term normalised where engines legitimately differ (:func:`term_key`).
+differently), each term normalised where engines legitimately differ (:func:`term_key`). A ``GROUP_CONCAT`` joins
+its values in an order the standard leaves open (SPARQL 1.1 §18.5.1.7: the aggregate is over a multiset), so its
+column is compared as the multiset of the parts its separator splits (:func:`concat_columns`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pcm.backend_remote import SKOLEM_PREFIX, RemoteBackend
 from pcm.errors import PcmError
 from pcm.layout import LEGACY_PREFIX, DatasetLayout
 from pcm.scope import ScopeError, scope_query, strip_hidden
+from pcm.sparql.lexer import matching, string_value, tokenize
 
 XSD = "http://www.w3.org/2001/XMLSchema#"
 #: Integer types an engine may give an integer result (Virtuoso types COUNT and integer sums as xsd:int or
@@ -91,15 +94,45 @@ def term_key(term: object) -> str:
     return str(term)
 
 
-def answer_key(result: object) -> object:
-    """The comparable form of a query result (see the module docstring)."""
+def concat_columns(query: str) -> dict[str, str]:
+    """The columns a query fills with ``GROUP_CONCAT(...) AS ?v``, each with its separator (a space by default)."""
+    tokens = tokenize(query)
+    columns: dict[str, str] = {}
+    for i, token in enumerate(tokens):
+        if not token.is_word("GROUP_CONCAT"):
+            continue
+        close = matching(tokens, i + 1, "(", ")")
+        if close is None or close + 2 >= len(tokens) or not tokens[close + 1].is_word("AS"):
+            continue
+        separator = " "
+        for j in range(i + 2, close - 2):
+            if tokens[j].is_word("SEPARATOR") and tokens[j + 1].text == "=" and tokens[j + 2].kind == "string":
+                separator = string_value(tokens[j + 2].text)
+        columns[tokens[close + 2].text[1:]] = separator
+    return columns
+
+
+def _unordered(term: object, separator: str) -> object:
+    """A GROUP_CONCAT's value with its parts sorted (the order is the engine's)."""
+    if isinstance(term, ox.Literal) and separator:
+        joined = separator.join(sorted(term.value.split(separator)))
+        return ox.Literal(joined, language=term.language) if term.language else ox.Literal(joined, datatype=term.datatype)
+    return term
+
+
+def answer_key(result: object, concat: dict[str, str] | None = None) -> object:
+    """The comparable form of a query result (see the module docstring); ``concat``: :func:`concat_columns`."""
     if isinstance(result, bool):
         return result
     if isinstance(result, Solutions):
         keep = strip_hidden(result.variables)
         names = [result.variables[k] for k in keep] if keep is not None else list(result.variables)
+        concat = concat or {}
         rows = sorted(
-            tuple(sorted((v, term_key(t)) for v, t in zip(result.variables, row, strict=True) if v in names and t is not None))
+            tuple(sorted(
+                (v, term_key(_unordered(t, concat[v]) if v in concat else t))
+                for v, t in zip(result.variables, row, strict=True) if v in names and t is not None
+            ))
             for row in result.rows
         )
         return ("select", tuple(sorted(names)), tuple(rows))
@@ -139,17 +172,20 @@ class Engines:
         layout = self.layouts[case.dataset]
         text = layout.render(case.query)
         found: dict[str, object] = {}
+        concat = concat_columns(text)
         reference = self.references[case.dataset].query(text, use_default_graph_as_union=True)
-        found["reference"] = answer_key(from_pyoxigraph(reference))
+        found["reference"] = answer_key(from_pyoxigraph(reference), concat)
         try:
             scoped = scope_query(text, layout.prefix)
-            found["embedded"] = answer_key(from_pyoxigraph(self.embedded.query(scoped, use_default_graph_as_union=True)))
+            found["embedded"] = answer_key(
+                from_pyoxigraph(self.embedded.query(scoped, use_default_graph_as_union=True)), concat
+            )
         except (PcmError, SyntaxError, OSError) as error:
             found["embedded"] = f"error: {error}"
         for engine, backend in self.remotes.items():
             backend.layout = layout
             try:
-                found[engine] = answer_key(backend.query(text))
+                found[engine] = answer_key(backend.query(text), concat)
             except ScopeError as error:
                 found[engine] = f"refused: {error}"
             except PcmError as error:

@@ -9,7 +9,7 @@ import pyoxigraph as ox
 import pytest
 
 from pcm.layout import LEGACY_LAYOUT, DatasetLayout, layout_of_graph
-from pcm.scope import ScopeError, scope_query, strip_hidden
+from pcm.scope import VIRTUOSO, Quirks, ScopeError, scope_query, strip_hidden
 
 N = ox.NamedNode
 EX = "http://example.org/"
@@ -185,4 +185,55 @@ def test_paths_written_without_zero_length_give_the_same_answer(stores: tuple[ox
 def test_what_cannot_be_written_without_zero_length_is_refused_in_one_line(query: str, says: str) -> None:
     with pytest.raises(ScopeError, match=says) as caught:
         scope_query(PREFIXES + query, A.prefix, zero_length=False)
+    assert "\n" not in str(caught.value)
+
+
+OPTIONAL_FILTERS = [
+    "SELECT ?pet WHERE { ?me ex:hasPet ?pet OPTIONAL { ?pet rdfs:label ?l FILTER(?me != ?pet) } }",
+    "SELECT ?l WHERE { ?me ex:hasPet ?pet OPTIONAL { ?pet rdfs:label ?l FILTER(CONTAINS(STR(?me), 'ann')) } }",
+    "ASK { ?me ex:hasPet ?pet OPTIONAL { ?pet rdfs:label ?l FILTER(?me = ?pet) } }",
+    "SELECT (COUNT(?l) AS ?n) WHERE { ?me ex:hasPet ?pet OPTIONAL { ?pet rdfs:label ?l FILTER(BOUND(?me)) } }",
+    "SELECT ?x WHERE { { SELECT ?x WHERE { ?x a ?c OPTIONAL { ?c rdfs:subClassOf ?d FILTER(?x != ?d) } } } }",
+]
+
+
+@pytest.mark.parametrize("query", OPTIONAL_FILTERS)
+def test_a_group_with_a_filter_inside_optional_projects_every_variable(
+    stores: tuple[ox.Store, ox.Store], query: str
+) -> None:
+    """Virtuoso hides from a FILTER inside OPTIONAL the outer variables the query does not project: the group goes
+    into ``SELECT *``, the same answers on a standard engine."""
+    shared, alone = stores
+    text = PREFIXES + query
+    scoped = scope_query(text, A.prefix, quirks=Quirks(optional_filter_scope=False))
+    assert "SELECT * WHERE" in scoped
+    expected = _answer(alone.query(text, use_default_graph_as_union=True))
+    assert _answer(shared.query(scoped, use_default_graph_as_union=True)) == expected, scoped
+    assert "SELECT * WHERE" not in scope_query(PREFIXES + "SELECT ?x WHERE { ?x a ?c OPTIONAL { ?x ?p ?o } }", A.prefix,
+                                               quirks=Quirks(optional_filter_scope=False))
+
+
+def test_a_walk_on_virtuoso_is_a_transitive_subquery_over_the_memory_graphs() -> None:
+    """Virtuoso walks a `+` path inside GRAPH ?g through every graph of the server: each step of the walk is read
+    from this memory's graphs (the differential suite runs these on Virtuoso itself)."""
+    scoped = scope_query(PREFIXES + "SELECT ?x WHERE { ?x a/rdfs:subClassOf* ex:Pet }", A.prefix, quirks=VIRTUOSO)
+    assert "OPTION (TRANSITIVE" in scoped and "rdfs:subClassOf+" not in scoped
+    walked = scoped[scoped.index("OPTION (TRANSITIVE") - 200 :]
+    assert 'FILTER(STRSTARTS(STR(?__pcm_g' in walked and A.prefix in walked
+    inverse = scope_query(PREFIXES + "SELECT ?x WHERE { ex:Pet (^rdfs:subClassOf|ex:p)+ ?x }", A.prefix, quirks=VIRTUOSO)
+    assert "^rdfs:subClassOf" not in inverse and "?x rdfs:subClassOf" not in inverse  # the inverse step turned round
+
+
+@pytest.mark.parametrize(
+    ("query", "says"),
+    [
+        ("SELECT * WHERE { ?a rdfs:subClassOf+ ?b }", "only from a fixed end"),
+        ("SELECT * WHERE { ex:Dog ex:p/rdfs:subClassOf+ ?b }", "only from a fixed end"),
+        ("SELECT * WHERE { GRAPH ?g { ex:Dog rdfs:subClassOf+ ?c } }", "through every graph"),
+        ("SELECT * WHERE { ex:Dog (rdfs:subClassOf+/ex:p)+ ?c }", "repeated inside another"),
+    ],
+)
+def test_what_virtuoso_cannot_walk_in_the_memory_is_refused_in_one_line(query: str, says: str) -> None:
+    with pytest.raises(ScopeError, match=says) as caught:
+        scope_query(PREFIXES + query, A.prefix, quirks=VIRTUOSO)
     assert "\n" not in str(caught.value)

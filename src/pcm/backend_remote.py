@@ -73,7 +73,8 @@ from pcm.errors import (
 )
 from pcm.layout import LEGACY_LAYOUT, DatasetLayout
 from pcm.oserrors import refused_in_text
-from pcm.scope import scope_query, strip_hidden
+from pcm.scope import STANDARD, Quirks, scope_query, strip_hidden
+from pcm.scope import VIRTUOSO as VIRTUOSO_QUIRKS
 from pcm.sparql.lexer import apply_edits, tokenize
 from pcm.sparql.query import parse
 
@@ -157,9 +158,9 @@ class Profile:
     count_graphs: bool = False
     #: One update request is one transaction (all of it applied or none).
     transactions: bool = False
-    #: ``*`` and ``?`` paths inside ``GRAPH ?g`` give their zero-length matches (Virtuoso 7.2 drops them, so the
-    #: scope rewrite writes such paths without ``*`` and ``?``: :mod:`pcm.scope`).
-    zero_length_paths: bool = True
+    #: What the engine answers otherwise than the standard under the scope rewrite, which the rewrite writes around
+    #: (:class:`pcm.scope.Quirks`: Virtuoso 7.2's ``*``, ``?`` and ``+`` paths and its FILTER inside OPTIONAL).
+    quirks: Quirks = STANDARD
     #: Columns the engine adds to an answer on its own (Virtuoso answers ``SELECT *`` over a pattern without
     #: variables with a ``_star_fake`` column): dropped.
     own_columns: tuple[str, ...] = ()
@@ -178,7 +179,7 @@ PROFILES = {
         empty_graph_pattern=False,
         system_graphs=VIRTUOSO_SYSTEM_GRAPHS,
         count_graphs=True,
-        zero_length_paths=False,
+        quirks=VIRTUOSO_QUIRKS,
         own_columns=("_star_fake",),
         pads_seconds=True,
     ),
@@ -502,7 +503,7 @@ class RemoteBackend:
         sparql = (self.layout or LEGACY_LAYOUT).render(sparql)
         if self.layout is not None:
             # reads no graph but the memory's: no union needed
-            sparql = scope_query(sparql, self.layout.prefix, zero_length=self.profile.zero_length_paths)
+            sparql = scope_query(sparql, self.layout.prefix, quirks=self.profile.quirks)
         elif self.union_default_graph:
             url += ("&" if "?" in url else "?") + "union-default-graph"
         form = query_form(sparql)

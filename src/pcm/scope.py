@@ -10,7 +10,8 @@ that it can read nothing else, whoever wrote it (pcm itself, ``ask``'s generator
   is split into its steps, so its steps may come from different graphs as well. A ``*``, ``+`` or ``?`` step gives
   each pair once over the union, so it becomes a ``SELECT DISTINCT`` over the graphs (evaluated without the
   bindings around it: slower than inline when both ends are variables), and it is walked within one graph (the one
-  departure from the union: pcm's closures run over the ontology graph, which holds them whole);
+  departure from the union: pcm's closures run over the ontology graph, which holds them whole); on an engine
+  with :class:`Quirks` the paths, and a FILTER inside OPTIONAL, are written around what it gets wrong;
 * ``GRAPH ?g { ... }`` gets the same filter on ``?g``; ``GRAPH <iri>``, ``FROM`` and ``FROM NAMED`` must name
   this memory's graphs (a query with ``FROM`` keeps its own dataset, so its default-graph patterns are left as
   written); ``SERVICE`` and ``DESCRIBE`` (whose answer the server draws from its whole store) are refused.
@@ -96,10 +97,11 @@ class _Cursor:
 class _Scoper(_Cursor):
     ends_early = "the query ends too early to be scoped to this memory"
 
-    def __init__(self, tokens: list[_Tok], prefix: str, *, zero_length: bool = True) -> None:
+    def __init__(self, tokens: list[_Tok], prefix: str, quirks: Quirks) -> None:
         super().__init__(tokens)
         self.prefix = prefix
-        self.zero_length = zero_length
+        self.zero_length = quirks.zero_length_paths
+        self.quirks = quirks
         self.graph_vars: list[bool] = []  # for each enclosing GRAPH: whether it names its graph with a variable
         self.out: list[str] = []
         self.prefixes: dict[str, str] = {}
@@ -199,9 +201,41 @@ class _Scoper(_Cursor):
                 self.own_dataset = self.own_dataset or not named  # the default graph is the FROM graphs
                 continue
             if tok.text == "{":
-                self.group(in_graph=False)
+                self.where_group()
                 return
             self.expression_token()
+
+    def where_group(self) -> None:
+        """The WHERE group of a query or subquery. On an engine that hides unprojected variables from a FILTER
+        inside OPTIONAL (:class:`Quirks`), a group holding such a FILTER becomes ``{ SELECT * WHERE { ... } }``:
+        the same solutions (the query's own projection and modifiers apply to them as before), every variable
+        projected inside."""
+        wrap = not self.quirks.optional_filter_scope and self.optional_filter_ahead()
+        if wrap:
+            self.out.append(" { SELECT * WHERE")
+        self.group(in_graph=False)
+        if wrap:
+            self.out.append(" }")
+
+    def optional_filter_ahead(self) -> bool:
+        """Whether the group starting at the next token holds an OPTIONAL whose group holds a FILTER."""
+        depth, j = 0, self.i
+        while j < len(self.t):
+            tok = self.t[j]
+            depth += {"{": 1, "}": -1}.get(tok.text, 0)
+            if depth == 0:
+                return False
+            if tok.upper == "OPTIONAL" and j + 1 < len(self.t) and self.t[j + 1].text == "{":
+                inner, k = 0, j + 1
+                while k < len(self.t):
+                    inner += {"{": 1, "}": -1}.get(self.t[k].text, 0)
+                    if inner == 0:
+                        break
+                    if self.t[k].upper == "FILTER":
+                        return True
+                    k += 1
+            j += 1
+        return False
 
     def expression_token(self) -> None:
         """Copy one token of an expression or clause; ``EXISTS { ... }`` inside it is a group to scope."""
@@ -256,7 +290,10 @@ class _Scoper(_Cursor):
         if nxt is not None and nxt.upper == "SELECT":
             while self.peek_text() not in (None, "{"):
                 self.expression_token()
-            self.group(in_graph)
+            if in_graph:
+                self.group(in_graph)
+            else:
+                self.where_group()
             self.modifiers(until_close=True)
             self.emit(self.take())
             return
@@ -335,6 +372,12 @@ class _Scoper(_Cursor):
                     "this store's engine drops the zero-length matches of a `*` or `?` path inside GRAPH ?g: write "
                     "the path outside GRAPH (it is still read from this memory's graphs only) or name the graph"
                 )
+            if not self.quirks.graph_bound_walks and self.graph_vars and self.graph_vars[-1] and _has_walk(tokens, self):
+                raise ScopeError(
+                    "this store's engine (Virtuoso) walks a `+` path inside GRAPH ?g through every graph of the "
+                    "server, other memories' too: write the path outside GRAPH (it is then walked over this "
+                    "memory's graphs only) or name the graph"
+                )
             for tok in tokens:
                 self.emit(tok)
             return
@@ -362,15 +405,110 @@ class _Scoper(_Cursor):
         var = self.new_var("g")
         return f"GRAPH {var} {{ {s} {p} {o} }}" + self.guard(var)
 
-    def closure(self, s: str, p: str, o: str, *, body: str | None = None) -> str:
+    def closure(self, s: str, p: str, o: str, *, also: str = "") -> str:
         """A triple whose path has ``*``, ``+`` or ``?``. Such a path yields each pair once over the union; per graph
         it would repeat the pair (and a zero-length match) once per graph: DISTINCT over the graphs gives the union's
         answer."""
         ends = [t for t in (s, o) if t[0] in "?$"]
-        body = body or self.graph_pattern(s, p, o)
+        if not self.quirks.graph_bound_walks:
+            body = self.walk_pattern(s, p, o) + also
+            if ends:  # the LIMIT makes the engine evaluate the walk on its own, not with the bindings of the join
+                return f" {{ SELECT DISTINCT {' '.join(dict.fromkeys(ends))} WHERE {{{body} }} LIMIT {_NO_LIMIT} }}"
+            return f" FILTER EXISTS {{{body} }}"
+        body = self.graph_pattern(s, p, o) + also
         if ends:
             return f" {{ SELECT DISTINCT {' '.join(dict.fromkeys(ends))} WHERE {{ {body} }} }}"
         return f" FILTER EXISTS {{ {body} }}"
+
+    def walk_pattern(self, s: str, p: str, o: str) -> str:
+        """``s p o`` for an engine that walks a ``+`` path through every graph (:class:`Quirks`): each ``+`` step
+        becomes Virtuoso's transitive subquery (``OPTION (TRANSITIVE ...)``) over a step relation read from this
+        memory's graphs only, so every step of the walk stays in the memory (and steps may come from different
+        graphs of it, as over the union); sequences and alternatives holding ``+`` are split around it."""
+        if s[0] in "?$" and o[0] in "?$":
+            raise ScopeError(
+                f"this store's engine (Virtuoso) walks a `+` path only from a fixed end: give an end of {p} a value "
+                "(a walk between two variables, or after another step of a sequence, is not answered)"
+            )
+        return self.emit_path(s, _PathTree(_tokenize(p)).parse(), o)
+
+    def emit_path(self, s: str, node: _PathNode, o: str) -> str:
+        if not node.walks:
+            return " " + self.graph_pattern(s, node.text, o)
+        if node.kind == "alt":
+            return " " + " UNION ".join("{" + self.emit_path(s, branch, o) + " }" for branch in node.parts)
+        if node.kind == "seq":
+            out, current = "", s
+            for k, part in enumerate(node.parts):
+                target = o if k == len(node.parts) - 1 else self.new_var("p")
+                out += self.emit_path(current, part, target)
+                current = target
+            return out
+        if node.inverse:
+            s, o = o, s
+        assert node.inner is not None
+        if node.inner.walks:
+            raise ScopeError(
+                f"this store's engine (Virtuoso) cannot keep a walk inside this memory's graphs for {node.text}: a "
+                "`+` or `*` path repeated inside another; write the inner path apart"
+            )
+        return self.walk_step(s, node.inner, o)
+
+    def step_pattern(self, a: str, node: _PathNode, b: str) -> str:
+        """One step of a walk, ``a node b``, its alternatives as a UNION and an inverse as the triple turned round:
+        Virtuoso hangs walking a step written as a path ``(:p|^:p)``."""
+        if node.kind == "alt":
+            return " UNION ".join("{ " + self.step_pattern(a, part, b) + " }" for part in node.parts)
+        if node.kind == "elt" and node.inner is None and node.text.startswith("^"):
+            return self.graph_pattern(b, node.text[1:], a)
+        return self.graph_pattern(a, node.text, b)
+
+    def walk_step(self, s: str, step: _PathNode, o: str) -> str:
+        """``s (step)+ o`` as Virtuoso's transitive subquery over ``step`` read from this memory's graphs. The
+        engine walks from a bound end only ("transitive start not given"): a fixed end is given by a FILTER, and
+        between two variables every node a step leaves is the start. Its ``t_distinct`` never gives a walk's start
+        back, where a path that returns to its start holds the pair (``:c :p :c`` gives ``:c :p+ :c``): the
+        second branch finds the starts a step (or a walk and a step) leads back to."""
+        s_var, o_var = s[0] in "?$", o[0] in "?$"
+        start = s if s_var else self.new_var("w")
+        end = o if o_var and o != s else self.new_var("w")
+
+        def walk(a: str, b: str) -> str:
+            return (
+                f" {{ SELECT {a} {b} WHERE {{ {self.step_pattern(a, step, b)} }} }}"
+                f" OPTION (TRANSITIVE, t_in({a}), t_out({b}), t_distinct, t_min(1))"
+            )
+
+        def starts() -> str:
+            return f" {{ SELECT DISTINCT {start} WHERE {{ {self.step_pattern(start, step, self.new_var('w'))} }} }}"
+
+        main = starts() if s_var and o_var else ""
+        main += walk(start, end)
+        if not s_var:
+            main += _same(start, s)
+        if not o_var:
+            main += _same(end, o)
+        elif o == s:
+            main += f" FILTER(sameTerm({end}, {s}))"
+        # each part a subquery of its own (the LIMIT keeps the engine from merging them: its compiler fails on
+        # the FILTERs that give the starts when they meet in one group)
+        main = f" {{ SELECT {start} {end} WHERE {{{main} }} LIMIT {_NO_LIMIT} }}"
+        if not s_var and not o_var and not self.same_term(s, o):
+            return main  # two different fixed ends: no walk back to the start joins them
+        # the starts as a pattern before the walk; a FILTER giving a fixed start after it (the engine hangs or
+        # fails to compile otherwise)
+        before, after = (starts(), "") if s_var and o_var else ("", _same(start, s if not s_var else o))
+        back, via = self.new_var("w"), self.new_var("w")
+        returns = (
+            f" {{ SELECT DISTINCT {start} WHERE {{"
+            f" {{ {{ {self.step_pattern(start, step, back)} }}{after} FILTER(sameTerm({back}, {start})) }} UNION"
+            f" {{{before}{walk(start, via)}{after} {{ {self.step_pattern(via, step, back)} }}"
+            f" FILTER(sameTerm({back}, {start})) }}"
+            f" }} LIMIT {_NO_LIMIT} }}"
+        )
+        if end == o:
+            returns += f" BIND({start} AS {end})"
+        return f" {{{main} }} UNION {{{returns} }}"
 
     def without_zero_length(self, triples: list[tuple[str, str, str]]) -> str:
         """The triples with every ``*`` or ``?`` path written without them (module docstring): a union of the
@@ -422,10 +560,9 @@ class _Scoper(_Cursor):
                 if kind == "walk":
                     var = next((t for t in (s, o) if t[0] in "?$"), None)
                     fixed = o if var == s else s
-                    body = self.graph_pattern(s, p, o)
-                    if var is not None:
-                        body += f" FILTER(!sameTerm({var}, {fixed}))"  # the zero-length pair is the other branch's
-                    parts.append(self.closure(s, p, o, body=body))
+                    # the zero-length pair is the other branch's
+                    also = f" FILTER(!sameTerm({var}, {fixed}))" if var is not None else ""
+                    parts.append(self.closure(s, p, o, also=also))
                 elif _is_closure(p):
                     parts.append(self.closure(s, p, o))
                 else:
@@ -582,6 +719,133 @@ class _Triples(_Cursor):
                 return
 
 
+@dataclass
+class _PathNode:
+    """A property path as a tree: ``alt`` (``|``) and ``seq`` (``/``) hold ``parts``; ``elt`` is a primary
+    (``inner``, None for an IRI, ``a`` or a negated set) with its ``^`` and a ``+``. ``walks``: a ``+`` inside."""
+
+    kind: str
+    text: str
+    parts: list[_PathNode]
+    inner: _PathNode | None = None
+    inverse: bool = False
+    walks: bool = False
+
+
+class _PathTree:
+    """The SPARQL 1.1 path grammar (Path, PathSequence, PathEltOrInverse, PathPrimary) over tokens, into
+    :class:`_PathNode` (``*`` and ``?`` are refused: the zero-length rewrite has taken them out before)."""
+
+    def __init__(self, tokens: list[_Tok]) -> None:
+        self.t = tokens
+        self.i = 0
+
+    def parse(self) -> _PathNode:
+        node = self.path()
+        if self.i != len(self.t):
+            raise ScopeError(f"cannot read the path {self.text(0, len(self.t))!r}")
+        return node
+
+    def text(self, start: int, end: int) -> str:
+        return "".join(t.space + t.text for t in self.t[start:end]).strip()
+
+    def peek(self) -> str | None:
+        return self.t[self.i].text if self.i < len(self.t) else None
+
+    def path(self) -> _PathNode:
+        start = self.i
+        parts = [self.sequence()]
+        while self.peek() == "|":
+            self.i += 1
+            parts.append(self.sequence())
+        if len(parts) == 1:
+            return parts[0]
+        return _PathNode("alt", self.text(start, self.i), parts, walks=any(p.walks for p in parts))
+
+    def sequence(self) -> _PathNode:
+        start = self.i
+        parts = [self.element()]
+        while self.peek() == "/":
+            self.i += 1
+            parts.append(self.element())
+        if len(parts) == 1:
+            return parts[0]
+        return _PathNode("seq", self.text(start, self.i), parts, walks=any(p.walks for p in parts))
+
+    def element(self) -> _PathNode:
+        start = self.i
+        inverse = self.peek() == "^"
+        if inverse:
+            self.i += 1
+        inner = self.primary()
+        modifier = self.peek() if self.peek() in ("*", "+", "?") else None
+        if modifier in ("*", "?"):
+            raise ScopeError(f"a `{modifier}` path is left after the zero-length rewrite: {self.text(start, self.i + 1)}")
+        if modifier is None:
+            return _inverted(inner) if inverse else inner
+        self.i += 1
+        return _PathNode("elt", self.text(start, self.i), [], inner=inner, inverse=inverse, walks=True)
+
+    def primary(self) -> _PathNode:
+        if self.i >= len(self.t):
+            raise ScopeError("a property path ends too early")
+        start = self.i
+        tok = self.t[self.i]
+        self.i += 1
+        if tok.text == "(":
+            inner = self.path()
+            if self.peek() != ")":
+                raise ScopeError("unbalanced ( ) in a property path")
+            self.i += 1
+            return _PathNode(inner.kind, self.text(start, self.i), inner.parts, inner.inner, inner.inverse, inner.walks)
+        if tok.text == "!":
+            if self.peek() == "(":
+                depth = 0
+                while self.i < len(self.t):
+                    depth += {"(": 1, ")": -1}.get(self.t[self.i].text, 0)
+                    self.i += 1
+                    if depth == 0:
+                        break
+            else:
+                if self.peek() == "^":
+                    self.i += 1
+                self.i += 1
+        return _PathNode("elt", self.text(start, self.i), [])
+
+
+def _same(var: str, term: str) -> str:
+    """A FILTER binding ``var`` to a fixed term, as Virtuoso takes a walk's start from it (``=``; a literal's term
+    is checked as well, ``=`` comparing its value)."""
+    out = f" FILTER({var} = {term})"
+    if term[0] in "\"'+-0123456789":
+        out += f" FILTER(sameTerm({var}, {term}))"
+    return out
+
+
+def _inverted(node: _PathNode) -> _PathNode:
+    """``^node``: a sequence reversed with each part inverted, each branch of an alternative inverted."""
+    if not node.walks:
+        text = node.text[1:] if node.kind == "elt" and node.text.startswith("^") else f"^({node.text})"
+        return _PathNode("elt", text, [])
+    parts = [_inverted(part) for part in node.parts]
+    text = f"^({node.text})"
+    if node.kind == "seq":
+        return _PathNode("seq", text, parts[::-1], walks=True)
+    if node.kind == "alt":
+        return _PathNode("alt", text, parts, walks=True)
+    return _PathNode("elt", text, [], inner=node.inner, inverse=not node.inverse, walks=True)
+
+
+def _has_walk(tokens: list[_Tok], scoper: _Scoper) -> bool:
+    """Whether a triples block written as it is (inside GRAPH) holds a ``+`` path."""
+    try:
+        copied = [_Tok("var" if t.kind == "bnode" else t.kind, t.text, t.space) for t in tokens]
+        triples = _Triples(copied, scoper).parse()
+    except _Unsplittable:
+        return any(t.kind == "punct" and t.text == "+" for t in tokens)
+    return any(_is_closure(p) for _s, p, _o in triples)
+
+
 #: Most alternatives one path is written as without ``*`` and ``?`` (each ``*`` or ``?`` in a sequence doubles them).
 MAX_ALTERNATIVES = 16
 
@@ -693,11 +957,39 @@ def _dedup(alternatives: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
     return unique
 
 
-def scope_query(text: str, prefix: str, *, zero_length: bool = True) -> str:
+@dataclass(frozen=True)
+class Quirks:
+    """What a store's engine answers otherwise than the standard under this rewrite, which the rewrite writes
+    around (each ``False`` is a deviation; :data:`STANDARD` has none). The engine profiles hold them
+    (:mod:`pcm.backend_remote`); docs/engines.md lists what each costs."""
+
+    #: ``*`` and ``?`` paths inside ``GRAPH ?g`` give their zero-length matches (Virtuoso 7.2 drops them: such paths
+    #: are written without ``*`` and ``?``).
+    zero_length_paths: bool = True
+    #: A ``+`` path inside ``GRAPH ?g`` keeps to that graph, and its answer does not depend on the patterns joined
+    #: with it. Virtuoso 7.2 walks it through every graph of the server (``:a :p+ ?z`` reaches nodes only another
+    #: memory's graph leads to) and, joined with patterns that bind an end, drops some pairs: each ``+`` step is
+    #: written as its transitive subquery over the memory's graphs, evaluated on its own (:meth:`_Scoper.walk_pattern`).
+    graph_bound_walks: bool = True
+    #: A FILTER inside OPTIONAL sees the variables of the group around it. Virtuoso 7.2 hides from it those the
+    #: query does not project (the filter then fails): the group is wrapped in ``SELECT *``.
+    optional_filter_scope: bool = True
+
+
+STANDARD = Quirks()
+#: Virtuoso 7.2 (Debian's virtuoso-opensource), as tests/test_engines_differential.py finds it.
+VIRTUOSO = Quirks(zero_length_paths=False, graph_bound_walks=False, optional_filter_scope=False)
+#: A LIMIT no answer reaches, which keeps an engine from evaluating a subquery with the bindings around it.
+_NO_LIMIT = 2_147_483_647
+
+
+def scope_query(text: str, prefix: str, *, zero_length: bool = True, quirks: Quirks | None = None) -> str:
     """``text`` rewritten to read only graphs whose names start with ``prefix`` (see the module docstring);
-    :class:`ScopeError` for a query that cannot be confined. ``zero_length=False``: the engine drops the
-    zero-length matches of ``*`` and ``?`` paths inside ``GRAPH ?g``, so they are written without them."""
-    return _Scoper(_tokenize(text), prefix, zero_length=zero_length).query()
+    :class:`ScopeError` for a query that cannot be confined. ``quirks``: what the engine gets wrong, written around
+    (:class:`Quirks`); ``zero_length=False`` alone is ``Quirks(zero_length_paths=False)``."""
+    if quirks is None:
+        quirks = Quirks(zero_length_paths=zero_length)
+    return _Scoper(_tokenize(text), prefix, quirks).query()
 
 
 def strip_hidden(variables: tuple[str, ...]) -> list[int] | None:

@@ -43,8 +43,9 @@ _PATHS = (
 )
 _REFUSED_SHAPES = (
     "a zero-length part between two variables (`?a rdfs:subClassOf* ?b`)",
-    "`+` or `*` over a group holding `*` or `?` (`((:p)*)*`)",
-    "a `*` or `?` path inside a GRAPH ?g written in the query",
+    "a `+` path between two variables (`?a rdfs:subClassOf+ ?b`)",
+    "`+` or `*` over a group holding `*`, `?` or `+` (`((:p)*)*`)",
+    "a `*`, `?` or `+` path inside a GRAPH ?g written in the query",
 )
 
 
@@ -266,10 +267,10 @@ def _paths(backend: RemoteBackend, layout: DatasetLayout, add: Callable[[Check],
         refused = ""
     except ScopeError:
         refused = "; refused in one line: " + "; ".join(_REFUSED_SHAPES)
-    if not profile.zero_length_paths:
+    if not profile.quirks.zero_length_paths:
         add(Check("paths", OK, f"the engine drops the zero-length part of `*` and `?` paths inside GRAPH ?g "
                                f"({'yes' if engine_drops else 'not on this server'}): the {profile.name} profile "
-                               f"rewrites them{refused}"))
+                               f"rewrites them, and `+` paths as walks over the memory's graphs{refused}"))
     else:
         add(Check("paths", OK, "`*` and `?` paths give their zero-length matches under the scope rewrite; "
                                "nothing rewritten or refused"))
