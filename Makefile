@@ -28,7 +28,7 @@ lint:
 # The whole suite, serial, after the linters and the ontology's own checks (what CI runs).
 test: install-test
 	$(MAKE) --no-print-directory lint
-	pcm ontology check
+	pcm ontology check --vocab tests/fixtures/vocab
 	pcm ontology test
 	$(PYTHON) -m pytest -q
 

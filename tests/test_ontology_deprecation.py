@@ -19,10 +19,10 @@ from pcm.ontology_tools.docs import write_docs
 from pcm.ontology_tools.migrate import migrate, replacement_script
 from pcm.ontology_tools.vocab import load_vocabularies
 from pcm.settings import Settings
+from tests.conftest import VOCAB
 from tests.ontology_tools.test_ontology_tools_migrate import fill
 
 REPO = Path(__file__).resolve().parents[1]
-VOCAB = REPO.parent / "shared" / "vocab"
 SPECIES = """
 pcm:species a owl:DatatypeProperty, owl:FunctionalProperty ;
     rdfs:label "species" ;
@@ -66,7 +66,7 @@ def test_a_deprecated_term_stays_defined_but_leaves_the_catalogue(folder: Path) 
 
 
 def test_is_replaced_by_is_declared_and_replacements_are_linted(folder: Path) -> None:
-    vocab = load_vocabularies(VOCAB if VOCAB.is_dir() else None)
+    vocab = load_vocabularies(VOCAB)
     findings = lint_ontology(load_version(folder), vocab)
     assert not [f for f in findings if f.severity == "error"], [f.text() for f in findings]
     broken = folder / "pcm.ttl"
@@ -82,7 +82,7 @@ def test_a_query_using_a_deprecated_term_gets_a_warning(folder: Path, tmp_path: 
     (queries / "species.rq").write_text(
         "PREFIX pcm: <https://w3id.org/pcm/ontology#>\nSELECT ?s WHERE { ?p pcm:petSpecies ?s }\n", encoding="utf-8")
     report = run_check(ontology_dir=folder, queries_dir=queries, prompts=[], reasoner=False,
-                       vocab_dir=VOCAB if VOCAB.is_dir() else None)
+                       vocab_dir=VOCAB)
     found = [f for f in report.findings if f.code == "deprecated-term"]
     assert len(found) == 1 and found[0].severity == "warning" and "use pcm:species" in found[0].message
     assert "species.rq" in found[0].where

@@ -17,9 +17,8 @@ from pcm.ontology import load_ontology
 from pcm.ontology_tools.check import Finding, lint_ontology, run_check
 from pcm.ontology_tools.usage import markdown_terms, sparql_terms
 from pcm.ontology_tools.vocab import load_vocabularies
+from tests.conftest import VOCAB
 
-REPO = Path(__file__).resolve().parents[2]
-VOCAB = REPO.parent / "shared" / "vocab"
 needs_java = pytest.mark.skipif(shutil.which("java") is None, reason="HermiT needs java")
 
 SMALL = turtle_prefixes() + """
@@ -59,7 +58,7 @@ def small_project(tmp_path: Path, ontology: str = SMALL, shapes: str = SHAPES, q
         "shapes_dir": tmp_path / "shapes",
         "queries_dir": tmp_path / "queries",
         "prompts": [],
-        "vocab_dir": VOCAB if VOCAB.is_dir() else None,
+        "vocab_dir": VOCAB,
         "workdir": tmp_path / "hermit",
     }
 
@@ -169,7 +168,6 @@ pcm:weight a owl:DatatypeProperty ; rdfs:label "weight" ; rdfs:comment "Weight."
     assert ("range-kind", "pcm:weight") in found
 
 
-@pytest.mark.skipif(not VOCAB.is_dir(), reason="../shared/vocab is not available")
 def test_a_term_the_standard_does_not_define_is_caught(tmp_path: Path) -> None:
     invented = SMALL + """
 schema:RepairAction a owl:Class ; rdfs:label "Repair" ; rdfs:comment "Invented by mistake." ; pcm:area "services" .
@@ -257,7 +255,7 @@ def test_markdown_scanner_reads_curies_and_bracketed_iris() -> None:
 
 def test_the_shipped_ontology_is_documented_and_uses_real_terms() -> None:
     onto = load_ontology()
-    vocab = load_vocabularies(VOCAB if VOCAB.is_dir() else None)
+    vocab = load_vocabularies(VOCAB)
     assert [f for f in lint_ontology(onto, vocab) if f.severity != "info"] == []
 
 
@@ -302,8 +300,6 @@ IMPORTING = SMALL.replace(
 @needs_java
 @pytest.mark.engine
 def test_imports_are_read_through_an_xml_catalog_from_local_files(tmp_path: Path) -> None:
-    if not (VOCAB / "skos.nq").is_file():
-        pytest.skip("../shared/vocab/skos.nq is not available")
     project = small_project(tmp_path, IMPORTING.replace("http://www.w3.org/ns/prov-o", "http://www.w3.org/2004/02/skos/core"))
     (tmp_path / "onto" / "catalog-v001.xml").write_text(
         '<?xml version="1.0" encoding="UTF-8"?>\n'

@@ -17,10 +17,10 @@ from pcm.ontology_tools.check import run_check
 from pcm.ontology_tools.diff import load_version
 from pcm.ontology_tools.migrate import migrate
 from pcm.settings import Settings
+from tests.conftest import VOCAB
 from tests.ontology_tools.test_ontology_tools_migrate import fill
 
 REPO = Path(__file__).resolve().parents[2]
-VOCAB = REPO.parent / "shared" / "vocab"
 
 
 def project(tmp_path: Path) -> dict[str, Path]:
@@ -80,7 +80,7 @@ def test_rename_rewrites_every_file_bumps_the_version_and_writes_the_script(tmp_
     assert catalog.stale_prompts(onto, catalog.prompt_files(dirs["prompts"])) == []
     report = run_check(ontology_dir=dirs["onto"], shapes_dir=dirs["shapes"], queries_dir=dirs["queries"],
                        prompts=catalog.prompt_files(dirs["prompts"]), reasoner=False,
-                       vocab_dir=VOCAB if VOCAB.is_dir() else None)
+                       vocab_dir=VOCAB)
     assert report.ok, report.text()
 
     script = Path(result["script"])
