@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from pcm.ontology import Ontology
     from pcm.retrieval.grounding import GroundedEntity, Usage
 
-PROMPT_FILE = "retrieval/frame.v1.md"
+PROMPT_FILE = "retrieval/frame.v2.md"
 #: What a question can ask; :mod:`pcm.retrieval.operations` answers the computed ones, the others go on to the
 #: fact context and the graph query (``value``, ``list``, ``yesno``, ``other``), event chains (``cause``,
 #: ``consequence``) or session summaries (``conversation``).
@@ -220,7 +220,7 @@ def checked(frame: Frame, question: str, *, as_of: date, owner_name: str) -> Fra
     operation: an anchor picks one node among many, a window keeps only what lies in it. So an anchor whose words
     are not the question's is dropped (compared as words, in any language; the owner's name and function words
     aside), a window that starts on the question date or ends before it starts is dropped, and a unit is kept only
-    where an operation counts time.
+    where an operation counts time. A kind of relative the model wrote as the anchor moves to the relative field.
     """
     asked = _words(question)
     owner = _words(owner_name)
@@ -240,7 +240,14 @@ def checked(frame: Frame, question: str, *, as_of: date, owner_name: str) -> Fra
         anchor, anchor2 = anchor2, ""
     if anchor2 and _words(anchor2) <= _words(anchor):
         anchor2 = ""
-    return replace(frame, anchor=anchor, anchor2=anchor2, start=start, end=end, unit=unit)
+    relative = frame.relative
+    if not relative and frame.op in ("value", "list", "count", "relatives"):
+        # a kind of relative written as the anchor ("sister") is the relative field's own term in the wrong field
+        kinds = {r for r in RELATIVES if {r, r + "s"} & _words(anchor)}
+        if len(kinds) == 1:
+            relative = kinds.pop()
+            anchor = anchor2 = ""
+    return replace(frame, anchor=anchor, anchor2=anchor2, start=start, end=end, unit=unit, relative=relative)
 
 
 def _words(text: str) -> set[str]:

@@ -108,9 +108,11 @@ class Operations:
                 return found
         handler = _HANDLERS.get(frame.op)
         found = handler(self, frame) if handler is not None else None
-        if found is not None and not found.graphs and frame.op == "relatives" and not self._about_people(frame.cls):
+        if found is not None and not found.graphs and frame.op == "relatives" and (
+                not self._about_people(frame.cls) or self._holds_itself(frame)):
             # "no such relative" from a frame whose class is another kind of thing (a trip "and with whom" read
-            # as a relative): the frame contradicts itself, so it settles nothing
+            # as a relative), or whose property the subject holds itself (an allergy read with a relative filled
+            # in passing): the frame contradicts itself, so it settles nothing
             found = None
         if found is None and frame.op not in ("window", "interval") and (frame.start or frame.end):
             # a time the question names is the surest part of a frame ("where did she travel in June 2025" read as
@@ -119,6 +121,11 @@ class Operations:
         if found is None and frame.op in ("value", "list"):
             found = _unheld(self, frame)
         return found
+
+    def _holds_itself(self, frame: Frame) -> bool:
+        """Whether the frame's subject states a value of the frame's property itself."""
+        subject = self.subject(frame)
+        return bool(frame.prop and subject is not None and self.values(subject, frame.prop))
 
     def _about_people(self, cls: str) -> bool:
         """Whether a frame's class allows a question about people: none named, or a kind of person."""
@@ -404,8 +411,26 @@ def _total(ops: Operations, frame: Frame) -> Worked | None:
     subject = ops.subject(frame)
     if subject is None:
         return None
+    if frame.anchor and frame.anchor2:
+        # "what did the espresso machine and the alternator repair cost together": the two things the anchors
+        # name, among every action of the subject whatever its class (a purchase and a payment)
+        acts = actions_of(ops.memory, sorted(ops.ontology.subclasses(_ACTION) | {_ACTION}), subject)
+        picked = [_named_act(ops, anchor, acts) for anchor in (frame.anchor, frame.anchor2)]
+        if all(a is not None for a in picked) and len({a.iri for a in picked if a is not None}) == 2:
+            return total_of([a for a in picked if a is not None])
     cls = frame.cls if frame.cls and _is_action(ops, frame.cls) else SCHEMA + "BuyAction"
     return total_of(actions_of(ops.memory, cls, subject))
+
+
+def _named_act(ops: Operations, anchor: str, acts: Sequence[Any]) -> Any | None:
+    """The priced action whose words (its label, what it acted on) share the most content words with ``anchor``
+    ("the alternator repair" names "paying for the alternator replacement"); None on a tie or no shared word."""
+    wanted = {w for w in content_words(anchor) if len(w) > 1} - content_words(ops.memory.manifest.owner)
+    scored = sorted(((len(wanted & a.words()), a.iri, a) for a in acts if a.price is not None),
+                    key=lambda t: (-t[0], t[1]))
+    if not scored or scored[0][0] == 0 or (len(scored) > 1 and scored[1][0] == scored[0][0]):
+        return None
+    return scored[0][2]
 
 
 def _extreme(ops: Operations, frame: Frame) -> Worked | None:
@@ -592,18 +617,24 @@ def _unheld(ops: Operations, frame: Frame) -> Worked | None:
     node linked to it holds the property asked, which other nodes of its kind do hold (the cat is stored without
     a breed, the jacket's purchase without a price). The stored facts would otherwise hand a small model other
     values to answer with (the dog's breed). Only a node named by every content word of the anchor counts, not
-    one near it by meaning, and only a property its kind is known to carry: a wrong guess of either settles
-    nothing."""
+    one near it by meaning, only the subject's own node (linked to it directly), and only a property its kind is
+    known to carry: a wrong guess of either settles nothing."""
     if not (frame.anchor and frame.prop and frame.cls) or frame.relative:
         return None
     subject = ops.subject(frame)
-    pool = [c for c in (_pool(ops, frame, 2) if subject is not None else []) if not c.iri == subject]
+    if subject is None:
+        return None
+    pool = [c for c in _pool(ops, frame, 2) if c.iri != subject]
     named = ops.holding(frame.anchor, pool)
     named = [c for c in named if content_words(frame.anchor) - content_words(ops.memory.manifest.owner)
              <= content_words(c.label)] or named
     if len(named) != 1:
         return None
     card = named[0]
+    if ops._rings(subject).get(card.iri) != 1:
+        # only the subject's own node (their pet, their purchase): a node reached through another (the schedule
+        # of a habit) is a part of that thing, and the question may well be about the thing
+        return None
     skip = {ops.memory.naming.owner, ops.memory.naming.assistant}
     near = [card.iri, *sorted(o for o in card.others if o not in skip and o.startswith(ops.memory.naming.namespace))]
     near += [c.iri for c in pool if card.iri in c.others and c.iri not in near]
