@@ -447,5 +447,6 @@ def test_a_kind_of_relative_written_as_the_anchor_reads_the_relatives(ops: Opera
 def test_a_relative_filled_in_passing_beside_the_subjects_own_property_settles_nothing(ops: Operations) -> None:
     # "What is Dana allergic to?" read with a kind of relative copied from the prompt's examples
     assert ops.evaluate(Frame("relatives", "Dana", prop=PCM + "allergicTo", relative="aunt")) is None
+    assert ops.evaluate(Frame("relatives", "Dana", anchor="Dana's car", relative="grandparent")) is None
     brother = ops.evaluate(Frame("relatives", "Dana", relative="brother"))
     assert brother is not None and brother.text.startswith("Not in memory")

@@ -109,10 +109,11 @@ class Operations:
         handler = _HANDLERS.get(frame.op)
         found = handler(self, frame) if handler is not None else None
         if found is not None and not found.graphs and frame.op == "relatives" and (
-                not self._about_people(frame.cls) or self._holds_itself(frame)):
+                not self._about_people(frame.cls) or self._holds_itself(frame) or frame.anchor):
             # "no such relative" from a frame whose class is another kind of thing (a trip "and with whom" read
-            # as a relative), or whose property the subject holds itself (an allergy read with a relative filled
-            # in passing): the frame contradicts itself, so it settles nothing
+            # as a relative), whose property the subject holds itself (an allergy read with a relative filled in
+            # passing), or that names a thing besides (the garage that fixed "Dana's car"): the frame
+            # contradicts itself, so it settles nothing
             found = None
         if found is None and frame.op not in ("window", "interval") and (frame.start or frame.end):
             # a time the question names is the surest part of a frame ("where did she travel in June 2025" read as
