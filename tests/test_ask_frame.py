@@ -450,3 +450,8 @@ def test_a_relative_filled_in_passing_beside_the_subjects_own_property_settles_n
     assert ops.evaluate(Frame("relatives", "Dana", anchor="Dana's car", relative="grandparent")) is None
     brother = ops.evaluate(Frame("relatives", "Dana", relative="brother"))
     assert brother is not None and brother.text.startswith("Not in memory")
+
+
+def test_an_anchored_latest_that_asks_a_date_reads_the_date_of_the_named_thing(ops: Operations) -> None:
+    found = ops.evaluate(Frame("latest", "Dana", CV + "WorkHistory", SCHEMA + "startDate", anchor="Senior Data Analyst"))
+    assert found is not None and "1 March 2025" in found.text

@@ -438,6 +438,12 @@ def _extreme(ops: Operations, frame: Frame) -> Worked | None:
     subject = ops.subject(frame)
     if subject is None or not frame.cls:
         return None
+    if frame.anchor and frame.prop in ops.date_properties():
+        # "when did the promotion take effect" read as the latest job with the promotion as anchor and a date as
+        # property: the date of the thing the anchor names
+        dated = _date_of(ops, replace(frame, op="value"))
+        if dated is not None:
+            return dated
     latest = frame.op == "latest"
     if _is_action(ops, frame.cls) and not frame.anchor:
         found = latest_action(actions_of(ops.memory, frame.cls, subject), latest=latest, today=ops.today)
