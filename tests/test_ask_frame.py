@@ -440,6 +440,11 @@ def test_a_kind_of_relative_written_as_the_anchor_reads_the_relatives(ops: Opera
     frame = checked(Frame("value", "Dana", prop=SCHEMA + "name", anchor="sister"),
                     "What is the name of Dana's sister?", as_of=date(2025, 10, 1), owner_name="Dana Whitfield")
     assert (frame.relative, frame.anchor) == ("sister", "")
+    both = checked(Frame("relatives", "Dana", anchor="brother", relative="brother"),
+                   "What is the name of Dana's brother?", as_of=date(2025, 10, 1), owner_name="Dana Whitfield")
+    assert both.anchor == ""
+    brother = ops.evaluate(both)
+    assert brother is not None and brother.text.startswith("Not in memory")
     found = ops.evaluate(frame)
     assert found is not None and "Joanna" in found.text
 

@@ -241,12 +241,11 @@ def checked(frame: Frame, question: str, *, as_of: date, owner_name: str) -> Fra
     if anchor2 and _words(anchor2) <= _words(anchor):
         anchor2 = ""
     relative = frame.relative
-    if not relative and frame.op in ("value", "list", "count", "relatives"):
-        # a kind of relative written as the anchor ("sister") is the relative field's own term in the wrong field
-        kinds = {r for r in RELATIVES if {r, r + "s"} & _words(anchor)}
-        if len(kinds) == 1:
-            relative = kinds.pop()
-            anchor = anchor2 = ""
+    kinds = {r for r in RELATIVES if {r, r + "s"} & _words(anchor)}
+    if frame.op in ("value", "list", "count", "relatives") and len(kinds) == 1 and relative in ("", *kinds):
+        # a kind of relative written as the anchor ("sister") is the relative field's own term, not a thing
+        relative = kinds.pop()
+        anchor = anchor2 = ""
     return replace(frame, anchor=anchor, anchor2=anchor2, start=start, end=end, unit=unit, relative=relative)
 
 
