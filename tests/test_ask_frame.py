@@ -26,7 +26,7 @@ from pcm.retrieval.frame import (
     frames_questions,
     parse_frame,
 )
-from pcm.retrieval.grounding import usage_stats
+from pcm.retrieval.grounding import GroundedEntity, usage_stats
 from pcm.retrieval.operations import Operations
 from pcm.retrieval.traversal import TraversalEngine
 from pcm.settings import Settings
@@ -452,7 +452,13 @@ def test_a_kind_of_relative_written_as_the_anchor_reads_the_relatives(ops: Opera
 def test_a_relative_filled_in_passing_beside_the_subjects_own_property_settles_nothing(ops: Operations) -> None:
     # "What is Dana allergic to?" read with a kind of relative copied from the prompt's examples
     assert ops.evaluate(Frame("relatives", "Dana", prop=PCM + "allergicTo", relative="aunt")) is None
-    assert ops.evaluate(Frame("relatives", "Dana", anchor="Dana's car", relative="grandparent")) is None
+    car = GroundedEntity(ops.memory.naming.namespace + "owner-car", "Dana's car", (), 0.9, "label")
+    with_car = Operations(ops.memory, ops.ontology, [car], ops.today, ops.vectors)
+    assert with_car.evaluate(Frame("relatives", "Dana", anchor="Dana's car", relative="grandparent")) is None
+    # an anchor that names nothing the question mentions (the kind of relative in another language) leaves the
+    # "no such relative" answer standing
+    bruder = ops.evaluate(Frame("relatives", "Dana", anchor="Bruder", relative="brother"))
+    assert bruder is not None and bruder.text.startswith("Not in memory")
     brother = ops.evaluate(Frame("relatives", "Dana", relative="brother"))
     assert brother is not None and brother.text.startswith("Not in memory")
 

@@ -109,10 +109,10 @@ class Operations:
         handler = _HANDLERS.get(frame.op)
         found = handler(self, frame) if handler is not None else None
         if found is not None and not found.graphs and frame.op == "relatives" and (
-                not self._about_people(frame.cls) or self._holds_itself(frame) or frame.anchor):
+                not self._about_people(frame.cls) or self._holds_itself(frame) or self._names_a_thing(frame)):
             # "no such relative" from a frame whose class is another kind of thing (a trip "and with whom" read
             # as a relative), whose property the subject holds itself (an allergy read with a relative filled in
-            # passing), or that names a thing besides (the garage that fixed "Dana's car"): the frame
+            # passing), or whose anchor names a stored thing (the garage that fixed "Dana's car"): the frame
             # contradicts itself, so it settles nothing
             found = None
         if found is None and frame.op not in ("window", "interval") and (frame.start or frame.end):
@@ -122,6 +122,14 @@ class Operations:
         if found is None and frame.op in ("value", "list"):
             found = _unheld(self, frame)
         return found
+
+    def _names_a_thing(self, frame: Frame) -> bool:
+        """Whether the frame's anchor names something the question mentions that the memory holds (an entity
+        grounding matched, the subject aside): "Dana's car" does, "Bruder" (the kind of relative in the
+        question's language) does not."""
+        wanted = content_words(frame.anchor) - content_words(self.memory.manifest.owner)
+        subject = self.subject(frame)
+        return bool(wanted) and any(wanted & content_words(e.label) for e in self.entities if e.iri != subject)
 
     def _holds_itself(self, frame: Frame) -> bool:
         """Whether the frame's subject states a value of the frame's property itself."""
