@@ -21,11 +21,12 @@ from pcm.retrieval.frame import (
     Frame,
     FrameReplyError,
     Terms,
+    checked,
     frame_schema,
     frames_questions,
     parse_frame,
 )
-from pcm.retrieval.grounding import usage_stats
+from pcm.retrieval.grounding import GroundedEntity, usage_stats
 from pcm.retrieval.operations import Operations
 from pcm.retrieval.traversal import TraversalEngine
 from pcm.settings import Settings
@@ -352,3 +353,116 @@ def test_a_kind_of_relative_in_a_value_frame_reads_the_relatives(ops: Operations
     assert trip is None and cousin is not None and cousin.text.startswith("Rachel. ")
     # a relative filled in passing in a frame about another kind of thing (a pet's breed) reads no relatives
     assert ops.evaluate(Frame("value", "Dana", cls=PCM + "Pet", prop=PCM + "petBreed", relative="child")) is None
+
+
+# ------------------------------------------------------------------------------------------------ frame checks
+
+
+def test_fields_the_question_does_not_give_are_dropped() -> None:
+    asked = date(2025, 10, 1)
+    copied = checked(Frame("latest", "Dana", SCHEMA + "BuyAction", anchor="the guitar", anchor2="none",
+                           start=asked, end=asked, unit="days"),
+                     "What did Dana buy most recently?", as_of=asked, owner_name="Dana Whitfield")
+    assert (copied.anchor, copied.anchor2, copied.start, copied.end, copied.unit) == ("", "", None, None, "")
+    # the anchor's words are compared as words, in any language; a dropped first anchor gives way to the second
+    kept = checked(Frame("value", "Dana", anchor="Dana Whitfield", anchor2="Espressomaschine"),
+                   "An welchem Tag hat Dana die Espressomaschine gekauft?", as_of=asked, owner_name="Dana Whitfield")
+    assert (kept.anchor, kept.anchor2) == ("Espressomaschine", "")
+    june = checked(Frame("window", "Dana", start=date(2025, 6, 1), end=date(2025, 6, 30)),
+                   "¿A qué ciudad viajó Dana en junio de 2025?", as_of=asked, owner_name="Dana Whitfield")
+    assert (june.start, june.end) == (date(2025, 6, 1), date(2025, 6, 30))
+    inverted = checked(Frame("before", "Dana", anchor="Cascade Health", start=asked, end=date(2025, 9, 30),
+                             unit="months"), "Where did Dana work before Cascade Health?", as_of=asked,
+                       owner_name="Dana Whitfield")
+    assert (inverted.anchor, inverted.start, inverted.end, inverted.unit) == ("Cascade Health", None, None, "months")
+
+
+def test_an_anchored_latest_picks_among_the_nodes_the_anchor_names(ops: Operations) -> None:
+    newest = ops.evaluate(Frame("latest", "Dana", SCHEMA + "BuyAction"))
+    assert newest is not None and "Rumours" in newest.text
+    named = ops.evaluate(Frame("latest", "Dana", SCHEMA + "BuyAction", anchor="espresso machine"))
+    assert named is not None and "Breville" in named.text and "Rumours" not in named.text
+    assert ops.evaluate(Frame("latest", "Dana", SCHEMA + "TravelAction", anchor="Tokyo")) is None
+
+
+def test_a_time_the_frame_names_answers_when_its_operation_does_not(ops: Operations) -> None:
+    trip = ops.evaluate(Frame("relatives", "Dana", SCHEMA + "TravelAction", SCHEMA + "toLocation",
+                              start=date(2025, 6, 1), end=date(2025, 6, 30), relative="mother"))
+    assert trip is not None and "Lisbon" in trip.text
+    bought = ops.evaluate(Frame("value", "Dana", SCHEMA + "BuyAction", SCHEMA + "price", start=date(2025, 7, 1),
+                                end=date(2025, 7, 31)))
+    assert bought is not None and "Rumours" in bought.text and "Breville" not in bought.text
+
+
+def test_an_interval_from_one_anchor_to_the_one_node_of_a_class(ops: Operations) -> None:
+    found = ops.evaluate(Frame("interval", "Dana", SCHEMA + "OrderAction", anchor="Rachel's wedding", unit="days"))
+    assert found is not None and found.text.startswith("33 days")
+
+
+def test_a_value_the_named_node_lacks_is_not_in_memory_from_the_graph(ops: Operations) -> None:
+    breed = ops.evaluate(Frame("value", "Dana", PCM + "Pet", PCM + "petBreed", anchor="Mochi"))
+    assert breed is not None and breed.text.startswith("Not in memory:") and breed.graphs
+    price = ops.evaluate(Frame("value", "Dana", SCHEMA + "BuyAction", SCHEMA + "price", anchor="rain jacket"))
+    assert price is not None and price.text.startswith("Not in memory:")
+    # held by the node, by a node linked to it, or by no other node of its kind: the graph does not settle it
+    assert ops.evaluate(Frame("value", "Dana", PCM + "Pet", PCM + "petBreed", anchor="Biscuit")) is None
+    assert ops.evaluate(Frame("value", "Dana", SCHEMA + "BuyAction", SCHEMA + "price", anchor="espresso")) is None
+    assert ops.evaluate(Frame("value", "Dana", PCM + "Pet", PCM + "favouriteToy", anchor="Mochi")) is None
+
+
+def test_a_frame_with_a_copied_anchor_and_a_missing_value_route_in_code(memory: Memory) -> None:
+    questions = {
+        "Was hat Dana zuletzt gekauft?": frame_json(op="latest", subject="Dana", anchor="the guitar",
+                                                   **{"class": "schema:BuyAction", "from": "2025-10-01",
+                                                      "to": "2025-10-01"}),
+        "Mochi: which breed?": frame_json(op="value", subject="Dana", property="pcm:petBreed", anchor="Mochi",
+                                          **{"class": "pcm:Pet"}),
+    }
+    framed = _framed(memory)
+    try:
+        client, operations = _framing(framed, questions, answer="Biscuit is a beagle [1]")
+        latest = ask(framed.context, "Was hat Dana zuletzt gekauft?", client=client, as_of=AS_OF)
+        breed = ask(framed.context, "Mochi: which breed?", client=client, as_of=AS_OF)
+    finally:
+        framed.close()
+    assert latest.path == "frame" and "Rumours" in latest.answer
+    assert breed.path == "frame" and breed.answer.startswith("Not in memory:") and "beagle" not in breed.answer
+    assert operations == ["frame", "frame"]
+
+
+def test_a_total_of_two_named_things_sums_their_prices_whatever_their_class(ops: Operations) -> None:
+    both = ops.evaluate(Frame("total", "Dana", SCHEMA + "BuyAction", SCHEMA + "price", anchor="the espresso machine",
+                              anchor2="the alternator repair"))
+    assert both is not None and both.text.startswith("$1261 in total") and "Rumours" not in both.text
+
+
+def test_a_kind_of_relative_written_as_the_anchor_reads_the_relatives(ops: Operations) -> None:
+    frame = checked(Frame("value", "Dana", prop=SCHEMA + "name", anchor="sister"),
+                    "What is the name of Dana's sister?", as_of=date(2025, 10, 1), owner_name="Dana Whitfield")
+    assert (frame.relative, frame.anchor) == ("sister", "")
+    both = checked(Frame("relatives", "Dana", anchor="brother", relative="brother"),
+                   "What is the name of Dana's brother?", as_of=date(2025, 10, 1), owner_name="Dana Whitfield")
+    assert both.anchor == ""
+    brother = ops.evaluate(both)
+    assert brother is not None and brother.text.startswith("Not in memory")
+    found = ops.evaluate(frame)
+    assert found is not None and "Joanna" in found.text
+
+
+def test_a_relative_filled_in_passing_beside_the_subjects_own_property_settles_nothing(ops: Operations) -> None:
+    # "What is Dana allergic to?" read with a kind of relative copied from the prompt's examples
+    assert ops.evaluate(Frame("relatives", "Dana", prop=PCM + "allergicTo", relative="aunt")) is None
+    car = GroundedEntity(ops.memory.naming.namespace + "owner-car", "Dana's car", (), 0.9, "label")
+    with_car = Operations(ops.memory, ops.ontology, [car], ops.today, ops.vectors)
+    assert with_car.evaluate(Frame("relatives", "Dana", anchor="Dana's car", relative="grandparent")) is None
+    # an anchor that names nothing the question mentions (the kind of relative in another language) leaves the
+    # "no such relative" answer standing
+    bruder = ops.evaluate(Frame("relatives", "Dana", anchor="Bruder", relative="brother"))
+    assert bruder is not None and bruder.text.startswith("Not in memory")
+    brother = ops.evaluate(Frame("relatives", "Dana", relative="brother"))
+    assert brother is not None and brother.text.startswith("Not in memory")
+
+
+def test_an_anchored_latest_that_asks_a_date_reads_the_date_of_the_named_thing(ops: Operations) -> None:
+    found = ops.evaluate(Frame("latest", "Dana", CV + "WorkHistory", SCHEMA + "startDate", anchor="Senior Data Analyst"))
+    assert found is not None and "1 March 2025" in found.text

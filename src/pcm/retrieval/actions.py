@@ -94,8 +94,9 @@ def action_answer(
     return _extreme(acts, asked, today)
 
 
-def actions_of(memory: MemoryContext, action_class: str, agent: str) -> list[_Act]:
-    """``agent``'s actions of ``action_class`` that happened (a planned or failed one is not among them)."""
+def actions_of(memory: MemoryContext, action_class: str | Sequence[str], agent: str) -> list[_Act]:
+    """``agent``'s actions of ``action_class`` (or of any of several classes) that happened (a planned or failed
+    one is not among them)."""
     return [a for a in _actions(memory, action_class, agent) if a.status not in NOT_DONE]
 
 
@@ -163,11 +164,12 @@ def _when(acts: Sequence[_Act], asked: AskedAction) -> Worked | None:
                   "the date of the person's stored action that matches the question")
 
 
-def _actions(memory: MemoryContext, action_class: str, agent: str) -> list[_Act]:
+def _actions(memory: MemoryContext, action_class: str | Sequence[str], agent: str) -> list[_Act]:
     from pcm.resources import render_query
     from pcm.sparql import iri_term, values_clause
 
-    query = render_query("ask/actions", classes=values_clause("class", [action_class]), agent=iri_term(agent),
+    classes = [action_class] if isinstance(action_class, str) else list(action_class)
+    query = render_query("ask/actions", classes=values_clause("class", classes), agent=iri_term(agent),
                          limit=str(ROWS))
     rows: list[dict[str, Any]] = memory.store.select(query).dicts()
     acts: dict[str, _Act] = {}

@@ -52,7 +52,7 @@ from pcm.retrieval import answer as answers
 from pcm.retrieval.actions import action_answer
 from pcm.retrieval.answer import EvidenceFact, EvidencePost
 from pcm.retrieval.counts import count_answer
-from pcm.retrieval.frame import Frame, FrameReplyError, Terms, frames_questions, read_frame
+from pcm.retrieval.frame import Frame, FrameReplyError, Terms, checked, frames_questions, read_frame
 from pcm.retrieval.grounding import (
     GroundedEntity,
     Grounding,
@@ -483,8 +483,9 @@ class _Pipeline:
         terms = Terms.of(grounding.usage, self.ontology)
         llm_before, started = self.cache.ms, time.perf_counter()
         try:
-            self.frame = read_frame(self.cache, self.question, terms, as_of=self.as_of,
-                                    owner_name=self.memory.manifest.owner, entities=grounding.entities)
+            self.frame = checked(read_frame(self.cache, self.question, terms, as_of=self.as_of,
+                                            owner_name=self.memory.manifest.owner, entities=grounding.entities),
+                                 self.question, as_of=self.as_of.date(), owner_name=self.memory.manifest.owner)
         except FrameReplyError as error:
             self.kind = "factual"
             self.notes.append(f"the question's frame did not parse ({error}): read as a factual question")

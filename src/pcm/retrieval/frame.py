@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime
 from functools import cache
 from typing import TYPE_CHECKING
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from pcm.ontology import Ontology
     from pcm.retrieval.grounding import GroundedEntity, Usage
 
-PROMPT_FILE = "retrieval/frame.v1.md"
+PROMPT_FILE = "retrieval/frame.v2.md"
 #: What a question can ask; :mod:`pcm.retrieval.operations` answers the computed ones, the others go on to the
 #: fact context and the graph query (``value``, ``list``, ``yesno``, ``other``), event chains (``cause``,
 #: ``consequence``) or session summaries (``conversation``).
@@ -55,6 +55,8 @@ FRAME_TOKENS = 160
 TEXT_CHARS = 80
 _FIELDS = ("op", "subject", "class", "property", "anchor", "anchor2", "from", "to", "unit", "relative")
 _DATE = r"^([0-9]{4}-[0-9]{2}-[0-9]{2})?$"
+_TIMED = ("interval", "before", "after")
+"""The operations that count time between two dates (``unit``)."""
 
 
 class FrameReplyError(LLMError):
@@ -209,6 +211,51 @@ def parse_frame(text: str, terms: Terms) -> Frame:
     )
 
 
+def checked(frame: Frame, question: str, *, as_of: date, owner_name: str) -> Frame:
+    """The frame less the fields the question does not give.
+
+    A small model fills every field (the grammar makes it write them all): an anchor copied from the prompt's
+    examples ("the guitar") or made of the question's own clause ("the last thing she bought" is no thing), a time
+    window that is the question date, a unit on a question that counts no time. Each of these would steer an
+    operation: an anchor picks one node among many, a window keeps only what lies in it. So an anchor whose words
+    are not the question's is dropped (compared as words, in any language; the owner's name and function words
+    aside), a window that starts on the question date or ends before it starts is dropped, and a unit is kept only
+    where an operation counts time. A kind of relative the model wrote as the anchor moves to the relative field.
+    """
+    asked = _words(question)
+    owner = _words(owner_name)
+
+    def said(anchor: str) -> str:
+        own = _words(anchor) - owner
+        return anchor if own and own & asked else ""
+
+    start, end = frame.start, frame.end
+    if (start is not None and start == as_of) or (start is not None and end is not None and end < start):
+        start = end = None
+    if end is not None and start is None and end == as_of:
+        end = None
+    unit = frame.unit if frame.op in _TIMED else ""
+    anchor, anchor2 = said(frame.anchor), said(frame.anchor2)
+    if not anchor:
+        anchor, anchor2 = anchor2, ""
+    if anchor2 and _words(anchor2) <= _words(anchor):
+        anchor2 = ""
+    relative = frame.relative
+    kinds = {r for r in RELATIVES if {r, r + "s"} & _words(anchor)}
+    if frame.op in ("value", "list", "count", "relatives") and len(kinds) == 1 and relative in ("", *kinds):
+        # a kind of relative written as the anchor ("sister") is the relative field's own term, not a thing
+        relative = kinds.pop()
+        anchor = anchor2 = ""
+    return replace(frame, anchor=anchor, anchor2=anchor2, start=start, end=end, unit=unit, relative=relative)
+
+
+def _words(text: str) -> set[str]:
+    """Lower-case words of three letters or more (any script), function words aside."""
+    from pcm.words import STOPWORDS
+
+    return {w for w in re.findall(r"\w+", text.casefold()) if len(w) > 2 and w not in STOPWORDS}
+
+
 def _day(text: str) -> date | None:
     if not text:
         return None
@@ -218,5 +265,5 @@ def _day(text: str) -> date | None:
         raise FrameReplyError(f"frame date {text!r} is not a calendar date") from error
 
 
-__all__ = ["FRAME_TOKENS", "OPERATIONS", "Frame", "FrameReplyError", "Terms", "frame_schema", "frames_questions",
+__all__ = ["FRAME_TOKENS", "OPERATIONS", "Frame", "FrameReplyError", "Terms", "checked", "frame_schema", "frames_questions",
            "parse_frame", "read_frame"]

@@ -57,6 +57,8 @@ _LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
 _STATUS = SCHEMA + "actionStatus"
 _ACTION = SCHEMA + "Action"
 _PEOPLE = (SCHEMA + "Person", "http://xmlns.com/foaf/0.1/Person")
+NOT_STORED = "Not in memory:"
+"""How an operation's answer begins when the graph shows the fact asked was never stored."""
 
 
 @dataclass(frozen=True)
@@ -106,11 +108,33 @@ class Operations:
                 return found
         handler = _HANDLERS.get(frame.op)
         found = handler(self, frame) if handler is not None else None
-        if found is not None and not found.graphs and frame.op == "relatives" and not self._about_people(frame.cls):
+        if found is not None and not found.graphs and frame.op == "relatives" and (
+                not self._about_people(frame.cls) or self._holds_itself(frame) or self._names_a_thing(frame)):
             # "no such relative" from a frame whose class is another kind of thing (a trip "and with whom" read
-            # as a relative): the frame contradicts itself, so it settles nothing
-            return None
+            # as a relative), whose property the subject holds itself (an allergy read with a relative filled in
+            # passing), or whose anchor names a stored thing (the garage that fixed "Dana's car"): the frame
+            # contradicts itself, so it settles nothing
+            found = None
+        if found is None and frame.op not in ("window", "interval") and (frame.start or frame.end):
+            # a time the question names is the surest part of a frame ("where did she travel in June 2025" read as
+            # a value or as relatives): what lies in that window, of the frame's class
+            found = _window(self, frame)
+        if found is None and frame.op in ("value", "list"):
+            found = _unheld(self, frame)
         return found
+
+    def _names_a_thing(self, frame: Frame) -> bool:
+        """Whether the frame's anchor names something the question mentions that the memory holds (an entity
+        grounding matched, the subject aside): "Dana's car" does, "Bruder" (the kind of relative in the
+        question's language) does not."""
+        wanted = content_words(frame.anchor) - content_words(self.memory.manifest.owner)
+        subject = self.subject(frame)
+        return bool(wanted) and any(wanted & content_words(e.label) for e in self.entities if e.iri != subject)
+
+    def _holds_itself(self, frame: Frame) -> bool:
+        """Whether the frame's subject states a value of the frame's property itself."""
+        subject = self.subject(frame)
+        return bool(frame.prop and subject is not None and self.values(subject, frame.prop))
 
     def _about_people(self, cls: str) -> bool:
         """Whether a frame's class allows a question about people: none named, or a kind of person."""
@@ -191,6 +215,17 @@ class Operations:
         rows: list[dict[str, Any]] = self.memory.store.select(query).dicts()
         return [(r["o"], r["label"].value if "label" in r else _shown(r["o"]), r["graph"].value) for r in rows]
 
+    def held_elsewhere(self, cls: str, prop: str, node: str) -> bool:
+        """Whether a node of ``cls`` other than ``node`` states a value of ``prop`` (subclasses and
+        subproperties included)."""
+        from pcm.resources import render_query
+        from pcm.sparql import iri_term, values_clause
+
+        query = render_query("ask/frame_held", classes=values_clause("class", sorted(self.ontology.subclasses(cls) | {cls})),
+                             properties=values_clause("p", sorted(self.ontology.subproperties(prop) | {prop})),
+                             node=iri_term(node))
+        return bool(self.memory.store.select(query).rows)
+
     def date_properties(self) -> list[str]:
         return sorted(iri for iri in self.ontology.properties
                       if set(self.ontology.terms[iri].range) & _DATE_RANGES)
@@ -254,6 +289,15 @@ class Operations:
         order = sorted(range(len(pool)), key=lambda i: (-scores[i], pool[i].iri))
         best, rival = scores[order[0]], scores[order[1]]
         return pool[order[0]] if best >= floor and best - rival >= margin else None
+
+    def holding(self, anchor: str, cards: Sequence[Card]) -> list[Card]:
+        """The cards whose line (with what they point at) holds every content word of ``anchor`` (the owner's
+        name aside); none when the anchor has no such word."""
+        wanted = {w for w in content_words(anchor) if len(w) > 1} - content_words(self.memory.manifest.owner)
+        if not wanted:
+            return []
+        texts = self._with_objects(cards)
+        return [c for c in cards if wanted <= content_words(texts[c.iri])]
 
     def _with_objects(self, cards: Sequence[Card]) -> dict[str, str]:
         """Each card's line followed by the lines of the nodes it points at (the subject and the owner aside)."""
@@ -376,20 +420,48 @@ def _total(ops: Operations, frame: Frame) -> Worked | None:
     subject = ops.subject(frame)
     if subject is None:
         return None
+    if frame.anchor and frame.anchor2:
+        # "what did the espresso machine and the alternator repair cost together": the two things the anchors
+        # name, among every action of the subject whatever its class (a purchase and a payment)
+        acts = actions_of(ops.memory, sorted(ops.ontology.subclasses(_ACTION) | {_ACTION}), subject)
+        picked = [_named_act(ops, anchor, acts) for anchor in (frame.anchor, frame.anchor2)]
+        if all(a is not None for a in picked) and len({a.iri for a in picked if a is not None}) == 2:
+            return total_of([a for a in picked if a is not None])
     cls = frame.cls if frame.cls and _is_action(ops, frame.cls) else SCHEMA + "BuyAction"
     return total_of(actions_of(ops.memory, cls, subject))
+
+
+def _named_act(ops: Operations, anchor: str, acts: Sequence[Any]) -> Any | None:
+    """The priced action whose words (its label, what it acted on) share the most content words with ``anchor``
+    ("the alternator repair" names "paying for the alternator replacement"); None on a tie or no shared word."""
+    wanted = {w for w in content_words(anchor) if len(w) > 1} - content_words(ops.memory.manifest.owner)
+    scored = sorted(((len(wanted & a.words()), a.iri, a) for a in acts if a.price is not None),
+                    key=lambda t: (-t[0], t[1]))
+    if not scored or scored[0][0] == 0 or (len(scored) > 1 and scored[1][0] == scored[0][0]):
+        return None
+    return scored[0][2]
 
 
 def _extreme(ops: Operations, frame: Frame) -> Worked | None:
     subject = ops.subject(frame)
     if subject is None or not frame.cls:
         return None
+    if frame.anchor and frame.prop in ops.date_properties():
+        # "when did the promotion take effect" read as the latest job with the promotion as anchor and a date as
+        # property: the date of the thing the anchor names
+        dated = _date_of(ops, replace(frame, op="value"))
+        if dated is not None:
+            return dated
     latest = frame.op == "latest"
-    if _is_action(ops, frame.cls):
+    if _is_action(ops, frame.cls) and not frame.anchor:
         found = latest_action(actions_of(ops.memory, frame.cls, subject), latest=latest, today=ops.today)
         if found is not None:
             return found
     cards = [c for c in ops.about(lambda among: ops.members(frame.cls, among), subject) if c.done and c.day and c.day <= ops.today]
+    if frame.anchor:
+        # "when did I last visit Lisbon": the latest of the nodes the anchor names, not of all; none named, and
+        # the operation settles nothing (the stored facts and recall answer, or say it is not in memory)
+        cards = ops.holding(frame.anchor, cards)
     if not cards:
         return None
     pick = max if latest else min
@@ -492,9 +564,28 @@ def _window(ops: Operations, frame: Frame) -> Worked | None:
 
 
 def _interval(ops: Operations, frame: Frame) -> Worked | None:
+    if frame.anchor and not frame.anchor2 and frame.cls:
+        # "how many days before the wedding did I order the jumpsuit", read with one anchor and the class of
+        # the other event: the other end is the subject's one dated node of that class
+        return _anchored(ops, frame, lambda reach: _interval_to_class(ops, frame, reach))
     if not (frame.anchor and frame.anchor2):
         return None
     return _anchored(ops, frame, lambda reach: _interval_in(ops, frame, reach))
+
+
+def _interval_to_class(ops: Operations, frame: Frame, reach: int) -> Worked | None:
+    own = [c for c in _pool(ops, frame, reach) if c.full]
+    if len(own) != 1:
+        return None
+    pool = [c for c in ops.about(ops.dated, ops.subject(frame), reach=reach) if c.full and c.iri != own[0].iri]
+    first = ops.match(frame.anchor, pool)
+    if first is None or first.day is None or own[0].day is None:
+        return None
+    a, b = sorted((first, own[0]), key=lambda c: c.day or date.min)
+    assert a.day is not None and b.day is not None
+    text = between(a.label or a.iri, a.day, b.label or b.iri, b.day, frame.unit or "days")
+    return Worked(text, _graphs([a, b]), "counted between the event the question names and the one node of "
+                  f"{ops.ontology.curie(frame.cls)}")
 
 
 def _interval_in(ops: Operations, frame: Frame, reach: int) -> Worked | None:
@@ -536,13 +627,49 @@ def _date_in(ops: Operations, frame: Frame, reach: int) -> Worked | None:
                   f"the {ops.ontology.curie(frame.prop)} of the node the question names")
 
 
+def _unheld(ops: Operations, frame: Frame) -> Worked | None:
+    """"Not in memory" from the graph: the node the anchor names by its words is stored, and neither it nor a
+    node linked to it holds the property asked, which other nodes of its kind do hold (the cat is stored without
+    a breed, the jacket's purchase without a price). The stored facts would otherwise hand a small model other
+    values to answer with (the dog's breed). Only a node named by every content word of the anchor counts, not
+    one near it by meaning, only the subject's own node (linked to it directly), and only a property its kind is
+    known to carry: a wrong guess of either settles nothing."""
+    if not (frame.anchor and frame.prop and frame.cls) or frame.relative:
+        return None
+    subject = ops.subject(frame)
+    if subject is None:
+        return None
+    pool = [c for c in _pool(ops, frame, 2) if c.iri != subject]
+    named = ops.holding(frame.anchor, pool)
+    named = [c for c in named if content_words(frame.anchor) - content_words(ops.memory.manifest.owner)
+             <= content_words(c.label)] or named
+    if len(named) != 1:
+        return None
+    card = named[0]
+    if ops._rings(subject).get(card.iri) != 1:
+        # only the subject's own node (their pet, their purchase): a node reached through another (the schedule
+        # of a habit) is a part of that thing, and the question may well be about the thing
+        return None
+    skip = {ops.memory.naming.owner, ops.memory.naming.assistant}
+    near = [card.iri, *sorted(o for o in card.others if o not in skip and o.startswith(ops.memory.naming.namespace))]
+    near += [c.iri for c in pool if card.iri in c.others and c.iri not in near]
+    if any(ops.values(iri, frame.prop) for iri in near):
+        return None
+    if not ops.held_elsewhere(frame.cls, frame.prop, card.iri):
+        return None
+    prop = ops.ontology.curie(frame.prop)
+    return Worked(f"{NOT_STORED} {card.label or card.iri} is stored, but not its {prop}.", _graphs([card]),
+                  f"the node the question names holds no {prop}, which other {ops.ontology.curie(frame.cls)} "
+                  "nodes hold")
+
+
 _HANDLERS: dict[str, Callable[[Operations, Frame], Worked | None]] = {
     "value": _date_of, "relatives": _relatives, "count": _count, "total": _total, "latest": _extreme, "earliest": _extreme,
     "current": _current, "before": _side, "after": _side, "window": _window, "interval": _interval,
 }
-#: The operations answered in code here (``value`` only for a date of a named thing); the others go on through the
-#: pipeline.
-COMPUTED = frozenset(_HANDLERS)
+#: The operations answered in code here (``value`` and ``list`` only for a date of a named thing, a time window,
+#: or a property the named node lacks); the others go on through the pipeline.
+COMPUTED = frozenset(_HANDLERS) | {"list"}
 
 
 # ------------------------------------------------------------------------------------------------ helpers
