@@ -302,7 +302,7 @@ def test_the_text_of_a_message_is_text_in_every_answer(url: str, document: dict[
     for name in ("Message", "RecallHit", "ConversationPost", "Source"):
         assert "text" in schemas[name]["properties"] and "content" not in schemas[name]["properties"], name
     answer = httpx.post(url + "/api/ask", json={"question": "What breed is Biscuit?"}, timeout=60).json()
-    assert answer["evidence"]["posts"] and all("text" in p and "content" not in p for p in answer["evidence"]["posts"])
+    assert answer["citations"] and all("text" in p and "content" not in p for p in answer["citations"])
     hits = httpx.get(url + "/api/recall", params={"q": "beagle"}).json()
     assert hits and all("text" in h for h in hits)
 
