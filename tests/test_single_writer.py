@@ -83,7 +83,7 @@ def test_cli_import_goes_through_the_server(served: tuple[Path, Served], tmp_pat
     done = pcm(path, "import", str(facts), "--json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
-    assert (report["mode"], report["quads"], report["file"]) == ("facts", 2, "facts.ttl")
+    assert (report["mode"], report["quads"], report["file"]) == ("facts", 3, "facts.ttl")
     query = 'SELECT ?s WHERE { ?s <http://www.w3.org/2000/01/rdf-schema#label> "Pebble" }'
     rows = httpx.post(server.url + "/query", data={"query": query}, headers={"Accept": "application/sparql-results+json"},
                       timeout=120).json()["results"]["bindings"]
@@ -96,7 +96,7 @@ def _pet(memory: Path, slug: str, name: str) -> str:
 
     ns = Manifest.load(memory).namespace
     return (f"@prefix pcm: <https://w3id.org/pcm/ontology#> .\n@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .\n"
-            f'<{ns}{slug}> a pcm:Pet ; rdfs:label "{name}" .\n')
+            f'<{ns}{slug}> a pcm:Pet ; rdfs:label "{name}" .\n<{ns}owner> pcm:hasPet <{ns}{slug}> .\n')
 
 
 @pytest.mark.slow
@@ -107,7 +107,7 @@ def test_import_over_http_streams_progress_then_the_result(served: tuple[Path, S
                       headers={"Authorization": f"Bearer {TOKEN}"}) as answer:
         assert answer.status_code == 200 and answer.headers["content-type"].startswith("application/x-ndjson")
         events = [json.loads(line) for line in answer.iter_lines() if line.strip()]
-    assert [e["event"] for e in events][-1] == "result" and events[-1]["result"]["quads"] == 2, events
+    assert [e["event"] for e in events][-1] == "result" and events[-1]["result"]["quads"] == 3, events
     assert any(e["event"] == "progress" and e["done"] >= 1 for e in events), events
 
 
