@@ -55,7 +55,7 @@ def test_ingest_text_then_why_and_sparql(mem: Path, tmp_path: Path) -> None:
     posts = json.loads(run(["sparql", "SELECT ?p WHERE { ?p a sioc:Post ; pcm:position 0 }", "--json"], mem,
                            cwd=tmp_path).stdout)["rows"]
     why = json.loads(run(["why", posts[0]["p"], "--json"], mem, cwd=tmp_path).stdout)
-    assert why[0]["content"] == "I adopted a beagle called Biscuit" and why[0]["session"] == "s1"
+    assert why[0]["text"] == "I adopted a beagle called Biscuit" and why[0]["session"] == "s1"
 
 
 def test_errors_are_one_line_with_distinct_exit_codes(mem: Path, tmp_path: Path) -> None:

@@ -108,7 +108,7 @@ def test_ask_and_recall_go_through_a_running_server_without_loading_the_model(st
     assert hit["source_id"] == "m-1" and hit["text"] == "I adopted a beagle called Biscuit"
     assert not imported, f"pcm recall imported {sorted(imported)}"
     out, _ = _run(stored, "ask", "What is my dog called?", "--json")
-    assert json.loads(out)["evidence"]["posts"][0]["source_id"] == "m-1"
+    assert json.loads(out)["citations"][0]["source_id"] == "m-1"
 
 
 @pytest.mark.slow

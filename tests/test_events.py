@@ -140,7 +140,7 @@ def test_start_events_from_question_words_and_sources(memory: Memory) -> None:
 def test_event_context_gives_lines_with_their_posts(memory: Memory) -> None:
     lines = event_context(memory.context, "What happened after the storm?", [], direction="effects", depth=2)
     assert lines[0][0].startswith("Event: storm")
-    assert [p.content for p in lines[0][1]] == [TEXTS[0]]
+    assert [p.text for p in lines[0][1]] == [TEXTS[0]]
     assert any("tree blocked the car was caused by storm" in text for text, _ in lines)
     assert all(posts for _, posts in lines)
 

@@ -241,6 +241,6 @@ def test_mcp_and_the_http_api_give_a_stored_message_one_shape() -> None:
     from pcm.endpoint import models
 
     assert mcp_server.Message is models.Message and mcp_server.RecallHit is models.RecallHit
-    assert mcp_server.Answer.model_fields["citations"].annotation == list[models.Message]
+    assert mcp_server.Answer is models.Answer and models.Answer.model_fields["citations"].annotation == list[models.Message]
     assert list(models.RecallHit.model_fields) == ["post", "source_id", "session", "time", "speaker", "role", "text",
                                                    "score"]

@@ -97,7 +97,7 @@ def test_episodic_ask_cites_the_utterance(indexed: Settings) -> None:
             memory.ingest(parse_file(path))
         answer = memory.ask("What is the name of my dog?")
         assert answer.path == "episodic" and "LLM" in answer.note
-        assert any("Biscuit" in p.content for p in answer.posts[:3])
+        assert any("Biscuit" in p.text for p in answer.citations[:3])
 
 
 def without_summaries(settings: Settings) -> Settings:

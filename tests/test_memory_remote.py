@@ -77,10 +77,10 @@ def test_ingest_recall_ask_why_forget_over_http(remote: Settings, tmp_path: Path
         hits = memory.recall("dog adoption", k=2)
         assert hits and "beagle" in hits[0].text
         answer = memory.ask("What is my dog called?")
-        assert any("Biscuit" in p.content for p in answer.posts)
+        assert any("Biscuit" in p.text for p in answer.citations)
         post = memory.store.find_post("m1")[0]
         [source] = memory.why(post)
-        assert source.content == "I adopted a beagle called Biscuit" and source.session == "s1"
+        assert source.text == "I adopted a beagle called Biscuit" and source.session == "s1"
         ttl = tmp_path / "facts.ttl"
         ttl.write_text(facts(memory.manifest.namespace))
         assert memory.import_rdf(ttl).quads == 3
@@ -205,8 +205,8 @@ def test_two_memories_on_one_server_see_nothing_of_each_other(remote: Settings, 
         # recall and ask
         assert all("Kiwi" not in h.text for h in a.recall("parrot French", k=5))
         assert all("beagle" not in h.text for h in b.recall("dog adoption", k=5))
-        assert all("Kiwi" not in p.content for p in a.ask("What does my parrot speak?").posts)
-        assert all("Biscuit" not in p.content for p in b.ask("What is my dog called?").posts)
+        assert all("Kiwi" not in p.text for p in a.ask("What does my parrot speak?").citations)
+        assert all("Biscuit" not in p.text for p in b.ask("What is my dog called?").citations)
         # sparql: the union default graph, GRAPH ?g, and a hostile query naming the other memory's graphs
         probe = 'SELECT ?o WHERE { ?s ?p ?o FILTER(CONTAINS(STR(?o), "Biscuit") || CONTAINS(STR(?o), "Kiwi") || ?o = "Eli") }'
         a_text = str(a.sparql(probe).rows)  # type: ignore[union-attr]
@@ -226,7 +226,7 @@ def test_two_memories_on_one_server_see_nothing_of_each_other(remote: Settings, 
         # forget: a's m1 goes, b's m1 stays
         [post] = a.forget(post="m1")
         assert (a.stats().posts, b.stats().posts) == (2, 1)
-        assert b.store.find_post("m1") and "Kiwi" in b.why(b.store.find_post("m1")[0])[0].content  # type: ignore[operator]
+        assert b.store.find_post("m1") and "Kiwi" in b.why(b.store.find_post("m1")[0])[0].text  # type: ignore[operator]
         # a migration's restore puts back this memory's graphs only (no CLEAR ALL: the other memory stays)
         from pcm.ontology_tools.migrate import make_backup, restore_backup
 

@@ -55,7 +55,7 @@ def test_create_open_by_path_and_context_manager(tmp_path: Path, quiet_env: None
     with Memory.open(path) as m:  # the lock was released on leaving the block
         assert m.post_count() == 1
         [source] = m.why(report.post)
-        assert source.content == "I adopted a beagle called Biscuit"
+        assert source.text == "I adopted a beagle called Biscuit"
 
 
 def test_same_key_twice_stores_one_post_and_says_so(mem: Memory) -> None:

@@ -1,6 +1,7 @@
 """While `pcm serve` holds a memory it is the memory's only writer: `pcm forget` goes through it (the server's store,
-side index and summaries stay one, and it keeps answering), and the writes its JSON API does not take (purge,
-import, extract) are refused in one line naming the server, before anything is opened."""
+side index and summaries stay one, and it keeps answering), and import and extract go through it too, with
+their progress streamed back; purge, which rewrites the files the server holds, is refused in one line naming the
+server, before anything is opened."""
 
 from __future__ import annotations
 
@@ -62,17 +63,62 @@ def test_cli_forget_goes_through_the_server_which_keeps_answering(served: tuple[
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("args", [["purge"], ["import", "facts.ttl"], ["extract", "--pending"]])
-def test_writes_the_server_does_not_take_are_refused_naming_it(served: tuple[Path, Served], tmp_path: Path,
-                                                                 args: list[str]) -> None:
+def test_purge_is_refused_naming_the_server(served: tuple[Path, Served]) -> None:
     path, server = served
-    (tmp_path / "facts.ttl").write_text("<urn:a> <urn:b> <urn:c> .\n")
-    args = [str(tmp_path / a) if a.endswith(".ttl") else a for a in args]
-    refused = pcm(path, *args)
+    refused = pcm(path, "purge")
     assert refused.returncode == 4, refused.stderr
     line = refused.stderr.strip()
     assert len(line.splitlines()) == 1 and line.startswith(f"pcm: error: pcm serve at {server.url} holds this memory")
     assert httpx.get(server.url + "/api/messages", timeout=120).status_code == 200
+
+
+@pytest.mark.slow
+def test_cli_import_goes_through_the_server(served: tuple[Path, Served], tmp_path: Path) -> None:
+    """`pcm import` beside a running server was refused; the server imports, and the CLI follows its progress."""
+    path, server = served
+    facts = tmp_path / "facts.ttl"
+    facts.write_text(_pet(path, "pebble", "Pebble"))
+    refused = pcm(path, "import", str(facts), token="")
+    assert refused.returncode == 4 and "token" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+    done = pcm(path, "import", str(facts), "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["mode"], report["quads"], report["file"]) == ("facts", 3, "facts.ttl")
+    query = 'SELECT ?s WHERE { ?s <http://www.w3.org/2000/01/rdf-schema#label> "Pebble" }'
+    rows = httpx.post(server.url + "/query", data={"query": query}, headers={"Accept": "application/sparql-results+json"},
+                      timeout=120).json()["results"]["bindings"]
+    assert [r["s"]["value"].rsplit("/", 1)[-1] for r in rows] == ["pebble"]
+
+
+def _pet(memory: Path, slug: str, name: str) -> str:
+    """Turtle for one pet of this memory (its individuals live in its own namespace)."""
+    from pcm.manifest import Manifest
+
+    ns = Manifest.load(memory).namespace
+    return (f"@prefix pcm: <https://w3id.org/pcm/ontology#> .\n@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .\n"
+            f'<{ns}{slug}> a pcm:Pet ; rdfs:label "{name}" .\n<{ns}owner> pcm:hasPet <{ns}{slug}> .\n')
+
+
+@pytest.mark.slow
+def test_import_over_http_streams_progress_then_the_result(served: tuple[Path, Served]) -> None:
+    path, server = served
+    body = {"data": _pet(path, "kiwi", "Kiwi"), "name": "kiwi.ttl"}
+    with httpx.stream("POST", server.url + "/api/import", json=body, timeout=120,
+                      headers={"Authorization": f"Bearer {TOKEN}"}) as answer:
+        assert answer.status_code == 200 and answer.headers["content-type"].startswith("application/x-ndjson")
+        events = [json.loads(line) for line in answer.iter_lines() if line.strip()]
+    assert [e["event"] for e in events][-1] == "result" and events[-1]["result"]["quads"] == 3, events
+    assert any(e["event"] == "progress" and e["done"] >= 1 for e in events), events
+
+
+@pytest.mark.slow
+def test_cli_extract_goes_through_the_server_and_keeps_its_error_line(served: tuple[Path, Served]) -> None:
+    """`pcm extract` beside a running server goes through it: this server has no model, so its refusal comes back
+    as the one line and exit code `pcm extract` gives without a server."""
+    path, _ = served
+    done = pcm(path, "extract", "--pending")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("pcm: error: no LLM configured"), done.stderr
 
 
 @pytest.mark.slow

@@ -220,8 +220,8 @@ def test_why_cites_each_source_with_session_and_time(memory: Memory) -> None:
     memory.ingest([conv("s1", ("user", "hello"))])
     post = next(memory.store.posts())
     [source] = memory.why(post.iri)
-    assert (source.content, source.session, source.source_id) == ("hello", "s1", "s1:0")
-    assert source.time is not None and source.time.startswith("2025-03-02T10:00")
+    assert (source.text, source.session, source.source_id) == ("hello", "s1", "s1:0")
+    assert source.time is not None and source.time.isoformat().startswith("2025-03-02T10:00")
 
 
 def test_sparql_is_read_only(memory: Memory) -> None:
@@ -264,6 +264,6 @@ def test_ingest_with_an_llm_extracts_facts_that_cite_their_post(tmp_path: Path) 
         report = m.ingest([conv("s1", ("user", "I adopted a beagle called Biscuit."))])
         assert (report.added, report.extracted, report.failed) == (1, 1, 0)
         [source] = [s for s in m.why(f"{ns}biscuit") if s.post]
-        assert source.content == "I adopted a beagle called Biscuit." and source.source_id == "s1:0"
+        assert source.text == "I adopted a beagle called Biscuit." and source.source_id == "s1:0"
         assert ask_bool(m, f'ASK {{ <{ns}biscuit> <{PCM}petSpecies> "beagle" }}')
         assert m.stats().status == {"extracted": 1}

@@ -58,7 +58,7 @@ def test_human_output_escapes_stored_text_and_json_keeps_it(tmp_path_factory: py
     assert not raw_controls(why.stdout) and why.stdout.count("\n") == 1
     assert "\\u202e001$" in why.stdout and "\\x1b[2K\\rI paid nothing\\n[s1 m2]" in why.stdout
     exact = json.loads(pcm(["why", post["p"], "--json"], path, tmp_path).stdout)
-    assert exact[0]["content"] == SPOOF
+    assert exact[0]["text"] == SPOOF
     table = pcm(["sparql", "SELECT ?text WHERE { ?p sioc:content ?text }"], path, tmp_path)
     assert table.returncode == 0 and not raw_controls(table.stdout) and "\\u202e" in table.stdout
     rows = json.loads(pcm(["sparql", "SELECT ?text WHERE { ?p sioc:content ?text }", "--json"], path, tmp_path).stdout)

@@ -152,6 +152,18 @@ def progress_bar(total: int | None, desc: str) -> Any:
     return tqdm(total=total, desc=desc, unit="utt", file=sys.stderr, disable=None, dynamic_ncols=True)
 
 
+def follow(bar: Any) -> Callable[[dict[str, Any]], None]:
+    """A progress event of `pcm serve` (``done`` so far, ``total`` once known) shown on ``bar``."""
+
+    def show(state: dict[str, Any]) -> None:
+        if state.get("total") is not None and bar.total != state["total"]:
+            bar.total = state["total"]
+            bar.refresh()
+        bar.update(max(0, int(state.get("done") or 0) - bar.n))
+
+    return show
+
+
 #: Commands that live beside the code they drive: name -> "module:attribute", imported only when used, so
 #: `pcm --help` stays fast and those modules may import the helpers above without a cycle.
 LAZY_COMMANDS: dict[str, str] = {
@@ -403,13 +415,20 @@ def import_(ctx: click.Context, memory_path: Path | None, file: Path, fmt: str |
       pcm import facts.ttl
       pcm import backup.trig
     """
-    refuse_if_served(ctx, memory_path, "stop `pcm serve`, then run `pcm import`")
-    with opened(ctx, memory_path) as memory:
-        report = memory.import_rdf(file, fmt)
-    if as_json:
-        emit_json(report.as_json())
+    server = running_server(ctx, memory_path, write=True)
+    if server is not None:  # the server is the memory's single writer: it imports, and says how far it got
+        with server, progress_bar(None, "import") as bar:
+            done = server.import_file(file, fmt, on_progress=follow(bar))
+        where = f" through pcm serve at {server.info.url}"
     else:
-        echo(f"imported {report.quads} quad(s) from {report.file} ({report.mode}) into {len(report.graphs)} graph(s)")
+        with opened(ctx, memory_path) as memory, progress_bar(None, "import") as bar:
+            done = memory.import_rdf(file, fmt, progress=bar.update).as_json()
+        where = ""
+    if as_json:
+        emit_json(done)
+    else:
+        echo(f"imported {done['quads']} quad(s) from {done['file']} ({done['mode']}) into {len(done['graphs'])} "
+             f"graph(s){where}")
 
 
 @main.command()
@@ -554,9 +573,9 @@ def why(ctx: click.Context, memory_path: Path | None, iri: str, as_json: bool) -
         echo("no source found: nothing in this memory mentions it")
         sys.exit(1)
     for s in sources:
-        if s.content is not None:
+        if s.text is not None:
             who = s.speaker or s.role or "?"
-            echo(f"[{s.session} {s.source_id or ''} {s.time or ''}] {who}: {s.content}")
+            echo(f"[{s.session} {s.source_id or ''} {s.time.isoformat() if s.time else ''}] {who}: {s.text}")
         elif s.file:
             echo(f"[imported from {s.file}] graph {s.graph}")
         else:
@@ -896,13 +915,7 @@ def reindex(ctx: click.Context, memory_path: Path | None, as_json: bool) -> None
     server = running_server(ctx, memory_path, write=True)
     if server is not None:
         with server, progress_bar(None, "reindex") as bar:
-
-            def show(state: dict[str, Any]) -> None:
-                if state.get("total") is not None and bar.total != state["total"]:
-                    bar.total = state["total"]
-                bar.update(max(0, int(state.get("done") or 0) - bar.n))
-
-            n = int(server.reindex(show).get("indexed") or 0)
+            n = int(server.reindex(follow(bar)).get("indexed") or 0)
         where = f" through pcm serve at {server.info.url}"
     else:
         with opened(ctx, memory_path) as memory, progress_bar(memory.post_count(), "reindex") as bar:
@@ -946,8 +959,9 @@ def demo(ctx: click.Context, memory_path: Path | None, question: str) -> None:
     echo(f"Q: {question}")
     echo(f"A: {answer.answer}")
     echo(f"   (path: {answer.path}{'; ' + answer.note if answer.note else ''})")
-    for p in answer.posts[:3]:
-        echo(f"   source: post {p.post} (message {p.source_id}, session {p.session}, {p.time}): {p.content}")
+    for p in answer.citations[:3]:
+        when = p.time.isoformat() if p.time else None
+        echo(f"   source: post {p.post} (message {p.source_id}, session {p.session}, {when}): {p.text}")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from pcm.answer_text import answer_text
 from pcm.cli import emit_json, handle_errors, json_option, memory_option, opened, settings_for, warm_server
 from pcm.limits import ASK_K
 from pcm.settings import ASK_FRAMES, ASK_ORDERS
@@ -55,23 +56,18 @@ def ask(ctx: click.Context, memory_path: Path | None, question: str, k: int, exp
     """
     server = warm_server(ctx, memory_path) if not (explain or order or frame) else None
     if server is not None:  # `pcm serve` holds the memory: it answers, with its own model and index
-        data = server.ask(question, k=k, plan=plan, as_of=as_of)
-        if as_json:
-            emit_json(data)
-        else:
-            echo(f"{data.get('answer')}\n(path: {data.get('path')}; answered by pcm serve at {server.url})", newlines=True)
-            _say_pending(len(data.get("pending") or []), settings_for(ctx, memory_path).llm.enabled)
-        return
-    with opened(ctx, memory_path, read_only=True, ask_order=order, ask_frame=frame) as memory:
-        result = memory.ask(question, k=k, as_of=as_of, explain=explain, plan=plan)
+        data = server.ask(question, k=k, plan=plan, as_of=as_of)  # the Answer record's JSON, shown without pydantic
+        llm = settings_for(ctx, memory_path).llm.enabled
+        note = f"(answered by pcm serve at {server.url})"
+    else:
+        with opened(ctx, memory_path, read_only=True, ask_order=order, ask_frame=frame) as memory:
+            data = memory.ask(question, k=k, as_of=as_of, explain=explain, plan=plan).as_json()
+        llm, note = memory.settings.llm.enabled, ""
     if as_json:
-        data = result.as_json(stats=explain)
-        if memory.index_lag is not None:
-            data["warnings"] = [memory.index_lag.as_json()]
         emit_json(data)
         return
-    echo(result.render(explain), newlines=True)
-    _say_pending(len(result.pending), memory.settings.llm.enabled)
+    echo(answer_text(data, explain) + (f"\n{note}" if note else ""), newlines=True)
+    _say_pending(len(data.get("pending") or []), llm)
 
 
 def _say_pending(count: int, model: bool) -> None:

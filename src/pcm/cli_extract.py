@@ -12,12 +12,13 @@ import click
 
 from pcm.cli import (
     emit_json,
+    follow,
     handle_errors,
     json_option,
     memory_option,
     opened,
     progress_bar,
-    refuse_if_served,
+    running_server,
 )
 from pcm.errors import UsageError
 from pcm.terminal import echo
@@ -58,35 +59,40 @@ def extract(ctx: click.Context, memory_path: Path | None, pending: bool, failed:
     chosen = [name for name, on in (("pending", pending), ("failed", failed), ("gated", gated), ("all", all_)) if on]
     if len(chosen) != 1:
         raise UsageError("give exactly one of --pending, --failed, --gated or --all")
-    refuse_if_served(ctx, memory_path, "it extracts queued posts itself (GET /api/stats shows its queue); "
-                                       "stop `pcm serve` to run `pcm extract`")
-    with opened(ctx, memory_path) as memory:
-        if memory.llm_client() is None:
-            memory.extract([])  # the one refusal without a model, before the posts are read
-        posts = memory.posts_to_extract(chosen[0])
-        with progress_bar(len(posts), "extract") as bar:
-            report = memory.extract(
-                posts, progress=bar.update, force=force,
-                gate=False if chosen[0] == "gated" else None,  # what the gate held back goes to the model
-            )
+    server = running_server(ctx, memory_path, write=True)
+    if server is not None:  # the server is the memory's single writer: it extracts, with its own model
+        with server, progress_bar(None, "extract") as bar:
+            report = server.extract(chosen[0], force=force, on_progress=follow(bar))
+        where = f" through pcm serve at {server.info.url}"
+    else:
+        with opened(ctx, memory_path) as memory:
+            if memory.llm_client() is None:
+                memory.extract([])  # the one refusal without a model, before the posts are read
+            posts = memory.posts_to_extract(chosen[0])
+            with progress_bar(len(posts), "extract") as bar:
+                report = memory.extract(
+                    posts, progress=bar.update, force=force,
+                    gate=False if chosen[0] == "gated" else None,  # what the gate held back goes to the model
+                ).as_json()
+        where = ""
     if as_json:
-        emit_json(report.as_json())
+        emit_json(report)
         return
     echo(
-        f"extracted {report.extracted}, failed {report.failed}, skipped {report.skipped}, gated {report.gated} "
-        f"of {report.posts} post(s); "
-        f"{report.calls} LLM call(s), {report.repairs} repair(s), "
-        f"{report.input_tokens} input / {report.output_tokens} output tokens; "
-        f"{report.merges} merge(s), {report.supersessions} knowledge update(s); "
-        f"{report.ungrounded} value(s) not in the words said left out"
+        f"extracted {report['extracted']}, failed {report['failed']}, skipped {report['skipped']}, gated "
+        f"{report['gated']} of {report['posts']} post(s){where}; "
+        f"{report['calls']} LLM call(s), {report['repairs']} repair(s), "
+        f"{report['input_tokens']} input / {report['output_tokens']} output tokens; "
+        f"{report['merges']} merge(s), {report['supersessions']} knowledge update(s); "
+        f"{report['ungrounded']} value(s) not in the words said left out"
     )
     if explain:
-        for post, text in report.left_out:
-            echo(f"  {post}: {text}")
-    for post, reason in report.failures:
-        echo(f"  failed {post}: {reason}", err=True)
-    if report.unknown_terms:
-        terms = ", ".join(f"{t} ({n})" for t, n in report.unknown_terms.most_common(10))
+        for item in report["left_out"]:
+            echo(f"  {item['post']}: {item['report']}")
+    for item in report["failures"]:
+        echo(f"  failed {item['post']}: {item['report']}", err=True)
+    if report["unknown_terms"]:
+        terms = ", ".join(f"{t} ({n})" for t, n in list(report["unknown_terms"].items())[:10])
         echo(f"terms the model wanted but the ontology lacks: {terms}")
 
 

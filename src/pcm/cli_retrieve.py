@@ -101,7 +101,8 @@ def _print(result: Any, labels: Any) -> None:
         if item.path is not None and item.path.steps:
             echo(f"     path: {_path_text(item.path, labels)}")
         for source in item.sources[:3]:
-            where = ", ".join(x for x in (source.session, source.time, source.speaker) if x)
+            when = source.time.isoformat() if source.time else None
+            where = ", ".join(x for x in (source.session, when, source.speaker) if x)
             said = f'"{source.text}"' if source.text else source.file or source.post
             echo(f"     said: {said}" + (f" ({where})" if where else ""))
     for note in result.notes:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hmac
 import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -31,7 +31,7 @@ from pydantic import BaseModel, Field
 from pcm import __version__
 from pcm.errors import PcmError, write_refusal
 from pcm.limits import ASK_K, PAGE_OFFSET, PAGE_SIZE, RECALL_K, SPARQL_ROWS
-from pcm.models import Fact, FactDeleted, FactPage, Forgotten, Message, MessagePage, RecallHit
+from pcm.models import Answer, Fact, FactDeleted, FactPage, Forgotten, Message, MessagePage, RecallHit, Source
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -55,51 +55,33 @@ INSTRUCTIONS = (
 
 
 class Remembered(BaseModel):
+    """What storing one message did."""
+
     post: str = Field(description="The post IRI the message is stored as.")
     stored: bool = Field(description="False when a message with this key was already stored: nothing new.")
-    session: str
-
-
-class Answer(BaseModel):
-    answer: str
-    path: str = Field(description="How it was answered: sparql, events, summary, facts, traversal, episodic, plan or none.")
-    note: str = ""
-    as_of: str = Field(description="The question's date the answer was read at (ISO 8601, with its zone).")
-    citations: list[Message] = Field(description="The stored messages the answer rests on, best first.")
-    sparql: str | None = Field(default=None, description="The query that produced the answer, on the sparql path.")
-    pending: list[str] = Field(default_factory=list, description="The cited posts whose facts are not extracted yet.")
-
-
-class Source(BaseModel):
-    """Where a fact or entity came from: a stored message, or an imported file."""
-
-    post: str | None
-    text: str | None
-    session: str | None
-    time: str | None
-    speaker: str | None
-    role: str | None
-    source_id: str | None
-    file: str | None
+    session: str = Field(description="The id of the session the message belongs to.")
 
 
 class SparqlResult(BaseModel):
     """A SELECT gives ``variables`` and ``rows`` (IRIs and literal values as text), ASK gives ``boolean``,
     CONSTRUCT / DESCRIBE give ``triples`` as N-Triples text."""
 
-    variables: list[str] | None = None
-    rows: list[dict[str, str | None]] | None = None
-    boolean: bool | None = None
-    triples: str | None = None
+    variables: list[str] | None = Field(default=None, description="SELECT: the variables, in order.")
+    rows: list[dict[str, str | None]] | None = Field(
+        default=None, description="SELECT: one object a row, each variable's value as text (null: unbound).")
+    boolean: bool | None = Field(default=None, description="ASK: the answer.")
+    triples: str | None = Field(default=None, description="CONSTRUCT or DESCRIBE: the triples as N-Triples text.")
 
 
 class Stats(BaseModel):
-    posts: int
-    sessions: int
-    triples: int
-    entities: int
-    extraction_status: dict[str, int]
-    entities_by_class: dict[str, int]
+    """How much the memory holds."""
+
+    posts: int = Field(description="Stored messages.")
+    sessions: int = Field(description="Sessions (conversations).")
+    triples: int = Field(description="Triples in every graph.")
+    entities: int = Field(description="Entities the facts are about.")
+    extraction_status: dict[str, int] = Field(description="Messages by extraction status (pending, extracted, ...).")
+    entities_by_class: dict[str, int] = Field(description="Entities by class IRI.")
 
 
 # -- the server ----------------------------------------------------------------------------------------------------
@@ -146,13 +128,15 @@ def build_server(memory: Memory, *, token: str = "", lock: threading.RLock | Non
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
                                              open_world_hint=False))
     def remember(
-        text: str,
+        text: Annotated[str, Field(description="What was said.")],
         ctx: Context,
-        time: str | None = None,
-        speaker: str | None = None,
-        session: str | None = None,
+        time: str | None = Field(None, description="When it was said (ISO 8601; without a zone, the memory's); "
+                                                   "default now."),
+        speaker: str | None = Field(None, description="Who said it, when the role does not say enough."),
+        session: str | None = Field(None, description="The session it continues; default: one per day."),
         role: str = Field("user", description="user, assistant, system or other (the memory checks it)."),
-        key: str | None = None,
+        key: str | None = Field(None, description="Your id for this message: the same key again stores nothing "
+                                                  "new."),
     ) -> Remembered:
         """Store one message in the memory.
 
@@ -166,14 +150,16 @@ def build_server(memory: Memory, *, token: str = "", lock: threading.RLock | Non
 
     @server.tool(annotations=read)
     def recall(
-        query: str,
+        query: Annotated[str, Field(description="The text to recall messages for.")],
         k: int = Field(RECALL_K.default, json_schema_extra=RECALL_K.schema(),
                        description="How many messages to return (the memory checks the bounds)."),
-        session: str | None = None,
-        speaker: str | None = None,
+        session: str | None = Field(None, description="Only messages of this session (its id, or its thread IRI)."),
+        speaker: str | None = Field(None, description="Only messages said by this speaker."),
         role: str | None = Field(None, description="Only messages of this role: user, assistant, system or other."),
-        since: str | None = None,
-        until: str | None = None,
+        since: str | None = Field(None, description="Only messages said at or after this time (ISO 8601; without "
+                                                    "a zone, the memory's)."),
+        until: str | None = Field(None, description="Only messages said before this time (ISO 8601; without a "
+                                                    "zone, the memory's)."),
     ) -> list[RecallHit]:
         """The stored messages that best match `query` (hybrid vector and full-text search), best first.
 
@@ -187,34 +173,36 @@ def build_server(memory: Memory, *, token: str = "", lock: threading.RLock | Non
 
     @server.tool(annotations=read)
     def ask(
-        question: str,
+        question: Annotated[str, Field(description="The question, in words.")],
         k: int = Field(ASK_K.default, json_schema_extra=ASK_K.schema(),
                        description="How many stored messages to consider (the memory checks the bounds)."),
-        as_of: str | None = None,
+        as_of: str | None = Field(None, description="The question's date (ISO 8601; without a zone, the memory's), "
+                                                    "for 'last month' and 'how long ago'; default now."),
     ) -> Answer:
         """Answer a question from memory, citing the stored messages the answer rests on.
 
         `as_of` is the question's date (ISO 8601; without a zone, the memory's) for relative times such as "last
         month"; default now."""
 
-        def answer() -> Answer:
-            result = memory.ask(question, k=k, as_of=as_of)
-            return Answer(answer=result.answer, path=result.path, note=result.note, sparql=result.sparql,
-                          as_of=result.as_of.isoformat(),
-                          citations=[_message(p.as_json()) for p in result.posts], pending=result.pending)
-
-        return run(answer)
+        return run(lambda: memory.ask(question, k=k, as_of=as_of))
 
     @server.tool(annotations=read)
-    def why(iri: str) -> list[Source]:
+    def why(
+        iri: Annotated[str, Field(description="A full IRI, m:slug for an individual of this memory, or a CURIE.")],
+    ) -> list[Source]:
         """Where a fact, entity or message came from: the stored messages (or imported files) behind it.
 
         `iri` is a full IRI, `m:slug` for an individual of this memory, or a CURIE such as `schema:Person`."""
-        return run(lambda: [_source(s.as_json()) for s in memory.why(iri)])
+        return run(lambda: memory.why(iri))
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
                                              open_world_hint=False))
-    def forget(ctx: Context, post: str | None = None, session: str | None = None, purge: bool = True) -> Forgotten:
+    def forget(
+        ctx: Context,
+        post: str | None = Field(None, description="The message: its post IRI, or your message id."),
+        session: str | None = Field(None, description="A whole session: its id, or its thread IRI."),
+        purge: bool = Field(True, description="Also rewrite the memory's files so the text leaves the disk."),
+    ) -> Forgotten:
         """Forget one message (`post`: its IRI or message id) or a whole `session`, with everything learnt from it
         alone. Facts another message also supports stay. With `purge` (the default) the memory's files are then
         rewritten so the text leaves the disk, as `pcm forget` does."""
@@ -270,7 +258,7 @@ def build_server(memory: Memory, *, token: str = "", lock: threading.RLock | Non
 
     @server.tool(annotations=read)
     def sparql(
-        query: str,
+        query: Annotated[str, Field(description="A read-only SPARQL 1.1 query (common prefixes predeclared).")],
         limit: int = Field(SPARQL_ROWS.default, json_schema_extra=SPARQL_ROWS.schema(),
                            description="At most this many rows (the memory checks the bounds)."),
     ) -> SparqlResult:
@@ -391,15 +379,6 @@ def _write_refusal(headers: Mapping[str, str] | None, token: str, what: str) -> 
     if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
         return write_refusal(takes_writes=True).line
     return None
-
-
-def _message(data: Mapping[str, Any]) -> Message:
-    return Message(post=data["post"], text=data["content"], session=data["session"], time=data.get("time"),
-                   speaker=data.get("speaker"), role=data["role"], source_id=data.get("source_id"))
-
-
-def _source(data: Mapping[str, Any]) -> Source:
-    return Source(text=data.get("content"), **{k: data.get(k) for k in Source.model_fields if k != "text"})
 
 
 def _sparql_result(result: Any) -> SparqlResult:

@@ -63,7 +63,7 @@ from pcm.rdflimits import RdfLimits, read_file
 from pcm.resources import render_query
 from pcm.settings import Settings
 from pcm.sparql import check_query
-from pcm.store import MemoryStore, PostInfo, Source, Stats
+from pcm.store import MemoryStore, PostInfo, Stats
 from pcm.store_binding import STORE_DIR, bind, check_holds, record
 
 if TYPE_CHECKING:
@@ -76,10 +76,9 @@ if TYPE_CHECKING:
     from pcm.index import RecallHit, SideIndex
     from pcm.index.outbox import IndexLag
     from pcm.llm import LLMClient
-    from pcm.models import Fact, FactDeleted, FactPage, Forgotten, Message, MessagePage
+    from pcm.models import Answer, Fact, FactDeleted, FactPage, Forgotten, Message, MessagePage, Source
     from pcm.ontology import Ontology
     from pcm.ontology_tools.migrate import OntologyDrift
-    from pcm.retrieval.ask import AskResult
     from pcm.shapes import Validator
     from pcm.summaries.store import StoredSummary, SummaryRow
 
@@ -934,10 +933,15 @@ class Memory:
                 self.store.keep_index_pending()  # a later index write must not clear the marker these posts set
                 raise
 
-    def import_rdf(self, path: Path, fmt: str | None = None) -> ImportReport:
+    def import_rdf(
+        self, path: Path, fmt: str | None = None, *, base_iri: str | None = None, progress: Progress | None = None,
+    ) -> ImportReport:
         """Import RDF: plain triples become an import graph (validated); a pcm dataset dump is restored.
 
         The file is parsed and checked on an in-memory staging store first, so a bad file changes nothing.
+        ``base_iri`` (default: the file's own URI) resolves relative IRIs: a server importing a client's file
+        from a copy resolves them as the client would have. ``progress`` hears of the quads written, then of the
+        side index's rows as they are embedded.
         """
         self._writable()
         fmt = detect_rdf_format(path, fmt)
@@ -945,12 +949,12 @@ class Memory:
             raise InputError(f"{path}: no such file")
         limits = RdfLimits.of(self.settings)
         data = read_file(path, limits)  # its size checked before it is read
-        staging = load_staging(data, fmt, name=path.name, base_iri=path.resolve().as_uri(), limits=limits)
+        staging = load_staging(data, fmt, name=path.name, base_iri=base_iri or path.resolve().as_uri(), limits=limits)
         named = [g.value for g in staging.named_graphs() if isinstance(g, ox.NamedNode)]
         if any(layout_of_graph(g) is not None for g in named):
             # an N-Quads dump that needs no rewriting can go straight from the file to the bulk loader
             direct = fmt == "nquads" and SCHEMA_HTTP.encode() not in data
-            return self._restore(path, staging, direct=direct)
+            return self._restore(path, staging, direct=direct, progress=progress)
         if named or any(True for _ in staging.named_graphs()):
             raise InputError(
                 f"{path.name}: named graphs other than pcm's are not imported; give the triples as Turtle or N-Triples"
@@ -964,10 +968,15 @@ class Memory:
         new += activity_quads(self.naming, activity, graph, None)
         self.backend.update(f"DROP SILENT GRAPH <{graph}>")
         self.store.write(new)
-        self._sync_entities_after_write()
+        if progress is not None:
+            progress(len(plain))
+        if self._index is not None:
+            self.sync_index(progress)
         return ImportReport(path.name, "facts", len(plain), [graph])
 
-    def _restore(self, path: Path, staging: ox.Store, *, direct: bool = False) -> ImportReport:
+    def _restore(
+        self, path: Path, staging: ox.Store, *, direct: bool = False, progress: Progress | None = None
+    ) -> ImportReport:
         """Restore a pcm dump (TriG / N-Quads), re-homing its individuals into this memory's namespace.
 
         Small dumps are written in one transaction. Large ones are checked in full on the staging store and then
@@ -1018,8 +1027,10 @@ class Memory:
                 raise
             finally:
                 spool.unlink(missing_ok=True)
+        if progress is not None:
+            progress(count)
         if self.settings.index_enabled:
-            self.sync_index()
+            self.sync_index(progress)
         return ImportReport(path.name, "restore", count, graphs)
 
     def _validate(self, quads: Sequence[ox.Quad], name: str, *, vocabulary_only: bool = False) -> None:
@@ -1295,8 +1306,12 @@ class Memory:
         return expand_iri(iri, self.manifest.namespace)
 
     def why(self, iri: str) -> list[Source]:
-        """Each stored message (or imported file) a fact or an entity came from."""
-        return self.store.why(self.expand_iri(iri))
+        """Each stored message (or imported file) a fact or an entity came from; every time carries a zone."""
+        return [s.model_copy(update={"time": self._zoned(s.time)}) for s in self.store.why(self.expand_iri(iri))]
+
+    def _zoned(self, when: datetime | None) -> datetime | None:
+        """A stored time with its zone: one stored without one is read in :attr:`zone`."""
+        return when.replace(tzinfo=self.zone) if when is not None and when.tzinfo is None else when
 
     def history(self, iri: str) -> FactHistory:
         """How the facts about an entity changed: past values, when and by what they were replaced."""
@@ -1334,12 +1349,15 @@ class Memory:
     def ask(
         self, question: str, *, k: int = ASK_K.default, as_of: datetime | str | None = None, explain: bool = False,
         plan: bool | None = None,
-    ) -> AskResult:
+    ) -> Answer:
         """Answer from memory (grounded NL→SPARQL with repair; traversal and episodic recall as fallbacks).
 
         ``as_of`` (ISO text or datetime; a naive one in :attr:`zone`) is the question's date, for "last month".
-        Without an LLM: the utterances that best match, and the answer says so.
+        Without an LLM: the utterances that best match, and the answer says so. The answer cites the stored
+        messages it rests on and carries a warning when the side index lags the store; ``explain`` adds every
+        query tried and the timings.
         """
+        from pcm.models import AnswerWarning
         from pcm.retrieval.ask import ask
 
         check_text(question, *ASK_TEXT)
@@ -1347,7 +1365,10 @@ class Memory:
             raise InputError("ask: the question is empty")
         ASK_K.check(k)
         when = self.when(as_of, "as_of")
-        return ask(self.context, question, client=self.llm_client(), as_of=when, explain=explain, k=k, plan=plan)
+        result = ask(self.context, question, client=self.llm_client(), as_of=when, explain=explain, k=k, plan=plan)
+        result.posts = [p.model_copy(update={"time": self._zoned(p.time)}) for p in result.posts]
+        lag = [AnswerWarning.model_validate(self.index_lag.as_json())] if self.index_lag is not None else []
+        return result.record(stats=explain, warnings=lag)
 
     def show_iri(self, iri: str) -> str:
         """``m:slug`` for the memory's individuals, a CURIE for vocabulary terms, ``<iri>`` otherwise: how a face

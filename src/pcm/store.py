@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import pyoxigraph as ox
 
@@ -20,6 +21,9 @@ from pcm.naming import Naming
 from pcm.provenance import dt_literal
 from pcm.resources import render_query
 from pcm.sparql import iri_term, literal_term, values_clause
+
+if TYPE_CHECKING:
+    from pcm.models import Source
 
 #: A stored utterance as the side index and the CLI see it (one type for both: the index is derived from the store).
 PostInfo = PostRecord
@@ -47,24 +51,6 @@ class Stats:
             "triples": self.triples,
             "graphs": self.graphs,
         }
-
-
-@dataclass
-class Source:
-    """One utterance (or imported file) a fact or entity came from."""
-
-    post: str | None
-    graph: str | None
-    content: str | None
-    session: str | None
-    time: str | None
-    speaker: str | None
-    role: str | None
-    source_id: str | None
-    file: str | None
-
-    def as_json(self) -> dict[str, object]:
-        return {k: v for k, v in self.__dict__.items()}
 
 
 def index_marker(layout: DatasetLayout) -> ox.Quad:
@@ -257,14 +243,18 @@ class MemoryStore:
         return stats
 
     def why(self, iri: str) -> list[Source]:
+        """Each stored message (or imported file) a fact or entity came from (the record every face shows)."""
+        from pcm.models import Source  # pydantic only when asked: a command that never asks starts without it
+
         rows = self.select(render_query("why", iri=iri_term(iri))).dicts()
         return [
             Source(
                 post=value_or_none(r.get("post")),
                 graph=value_or_none(r.get("graph")),
-                content=value_or_none(r.get("content")),
+                text=value_or_none(r.get("content")),
+                thread=value_or_none(r.get("thread")),
                 session=value_or_none(r.get("session")),
-                time=value_or_none(r.get("time")),
+                time=datetime_or_none(r.get("time")),
                 speaker=value_or_none(r.get("speaker")),
                 role=value_or_none(r.get("role")),
                 source_id=value_or_none(r.get("source_id")),

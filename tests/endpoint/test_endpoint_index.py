@@ -21,6 +21,6 @@ def test_ask_and_recall_through_the_server_with_the_side_index(tmp_path: Path) -
         assert hits.status_code == 200, hits.text
         assert any("beagle" in h["text"] or "Biscuit" in h["text"] for h in hits.json())
         answer = httpx.post(server.url + "/api/ask", json={"question": "What is my dog's name?"}, timeout=120)
-        assert answer.status_code == 200 and answer.json()["evidence"]
+        assert answer.status_code == 200 and answer.json()["citations"]
         search = httpx.get(server.url + "/api/search", params={"q": "our vet"}, timeout=120).json()
         assert search["mode"] == "hybrid" and "Alvarez" in search["hits"][0]["text"]

@@ -383,7 +383,7 @@ def test_ask_names_the_cited_posts_not_yet_extracted(tmp_path: Path, stand_in_em
     out = CliRunner().invoke(pcm, ["ask", "--memory", str(path), "--k", "6", "--json", question], env=env)
     assert out.exit_code == 0, out.output
     data = json.loads(out.stdout)
-    cited = [p["post"] for p in data["evidence"]["posts"]]
+    cited = [p["post"] for p in data["citations"]]
     assert data["pending"] == [p for p in cited if p in vet] and data["pending"]
     text = CliRunner().invoke(pcm, ["ask", "--memory", str(path), "--k", "6", question], env=env)
     assert text.exit_code == 0, text.output

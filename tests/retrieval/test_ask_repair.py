@@ -290,11 +290,11 @@ def test_explain_and_json_show_every_query_tried(small: Memory) -> None:
     text = result.render()
     assert "round 1, model: empty" in text and "pcm:nothing" in text and "round 2, model: ok" in text
     data = result.as_json()
-    assert set(data) == {"question", "answer", "path", "as_of", "note", "sparql", "computed", "trace", "evidence", "plan",
-                         "frame", "pending"}
+    assert set(data) == {"question", "answer", "path", "as_of", "note", "sparql", "computed", "citations", "facts",
+                         "pending", "warnings", "trace", "plan", "frame", "stats"}
     assert [s["outcome"] for s in data["trace"]] == ["empty", "ok"]  # type: ignore[index]
-    post = data["evidence"]["posts"][0]  # type: ignore[index]
-    assert post["source_id"] == "u0" and post["content"].startswith("My dog Biscuit") and post["session"] == "small"
+    post = data["citations"][0]  # type: ignore[index]
+    assert post["source_id"] == "u0" and post["text"].startswith("My dog Biscuit") and post["session"] == "small"
 
 
 # ------------------------------------------------------------------------------------------------ determinism

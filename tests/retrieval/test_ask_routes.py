@@ -172,7 +172,7 @@ def test_summaries_support_the_episodic_fallback(memory: Memory, monkeypatch: py
     import pcm.retrieval.summaries as summaries
 
     basil = post_of(memory, "garden2")
-    hit = SimpleNamespace(post=basil.post, source_id=basil.source_id, text=basil.content, session=basil.session,
+    hit = SimpleNamespace(post=basil.post, source_id=basil.source_id, text=basil.text, session=basil.session,
                           time=basil.time, speaker=basil.speaker, role=basil.role)
     monkeypatch.setattr(ask_module, "_recall", lambda memory, question, k: [hit])
     summary = Recorder([(f"Session garden, summary: line {i}", [post_of(memory, "garden0")]) for i in range(5)])

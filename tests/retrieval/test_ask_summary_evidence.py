@@ -36,7 +36,7 @@ def test_a_detail_of_a_past_chat_is_cited_from_that_session(tmp_path: Path) -> N
         question = "Going back to our previous chat about the dinosaur book: what color was the Plesiosaur?"
         result = memory.ask(question, k=10)
         assert result.path == "summary", result.render(explain=True)
-        cited = [p.source_id for p in result.posts]
+        cited = [p.source_id for p in result.citations]
         assert "dinos:5" in cited  # the one turn that holds the answer
         ranked = [h.source_id for h in memory.recall(question, 10, session="dinos")]
         assert cited[: len(ranked)] == ranked  # best first, and every cited turn is from that chat

@@ -42,7 +42,7 @@ def test_summary_posts_and_context_follow_the_matching_session(mem: Memory) -> N
 
 def test_event_context_without_events_is_the_episodic_chain(mem: Memory) -> None:
     lines = event_context(mem.context, "What happened after Biscuit chewed my shoes?", [], direction="after", depth=1)
-    contents = [posts[0].content for _, posts in lines]
+    contents = [posts[0].text for _, posts in lines]
     chewed = BATCHES[1][0]
     assert chewed in contents
     assert contents[contents.index(chewed) + 1] == BATCHES[1][1]  # the turn that came next, right after it

@@ -133,7 +133,7 @@ def json_error(status: int, message: str, **headers: str) -> Response:
 def pcm_error(exc: PcmError) -> Response:
     """Our error as the JSON API answers it: its one line, its HTTP status, and the exit code the CLI gives it (so
     a command that goes through this server fails as it would without one)."""
-    response = json_response({"error": exc.line, "exit_code": exc.exit_code}, exc.http_status)
+    response = json_response(models.ErrorBody(error=exc.line, exit_code=exc.exit_code).as_json(), exc.http_status)
     if isinstance(exc, TokenRefused):
         response.headers["WWW-Authenticate"] = "Bearer"
     return response
@@ -219,6 +219,8 @@ class App:
             "/api/messages": self.api_messages,
             "/api/message": self.api_message,
             "/api/forget": self.api_forget,
+            "/api/import": self.api_import,
+            "/api/extract": self.api_extract,
             "/api/facts": self.api_facts,
             "/api/fact": self.api_fact,
             "/api/stats": self.api_stats,
@@ -273,7 +275,8 @@ class App:
             return method in ("PUT", "POST", "DELETE", "PATCH")
         if method == "DELETE":
             return path in ("/api/message", "/api/fact")
-        return path in ("/update", "/api/ingest", "/api/reindex", "/api/forget") and method == "POST"
+        return path in ("/update", "/api/ingest", "/api/reindex", "/api/forget", "/api/import",
+                        "/api/extract") and method == "POST"
 
     def _check_token(self, headers: Mapping[str, str]) -> Response | None:
         """The refusal of a write without this server's token (:func:`pcm.errors.write_refusal`, the line every
@@ -670,10 +673,7 @@ class App:
             if not body.question.strip():
                 raise InputError('give {"question": "..."}')
             with self.memory_lock:
-                answer = self.memory.ask(body.question, k=body.k, plan=body.plan, as_of=body.as_of).as_json()
-            evidence: Any = answer["evidence"]
-            evidence["posts"] = [_text_named(p) for p in evidence["posts"]]
-            return models.Answer.model_validate(answer)
+                return self.memory.ask(body.question, k=body.k, plan=body.plan, as_of=body.as_of)
 
         return self._api(request, "POST", ask)
 
@@ -776,6 +776,52 @@ class App:
 
         return self._api(request, "POST", forget)
 
+    def api_import(self, request: Request) -> Response:
+        """Import a file of RDF (``pcm import``; the owner's token), its progress streamed back as JSON lines."""
+        refused = self._check_token(request.headers)
+        if refused is not None:
+            return refused
+        if request.method != "POST":
+            return json_error(405, "use POST to import", Allow="POST")
+        try:
+            body = validated(models.ImportBody, _json_body(request.body))
+        except PcmError as exc:
+            return pcm_error(exc)
+        name = Path(body.name).name or "import"  # a file name, never a path on this machine
+
+        def run(progress: Callable[[int], None], total: Callable[[int | None], None]) -> object:
+            with tempfile.TemporaryDirectory(prefix="pcm-import-") as folder:
+                path = Path(folder) / name
+                path.write_text(body.data, encoding="utf-8")
+                with self.memory_lock:
+                    return self.memory.import_rdf(path, body.format, base_iri=body.base, progress=progress).as_json()
+
+        return streamed(run)
+
+    def api_extract(self, request: Request) -> Response:
+        """Extract the facts of stored posts (``pcm extract``; the owner's token) with this server's model, its
+        progress streamed back as JSON lines. The memory lock is held throughout, as a reindex holds it."""
+        refused = self._check_token(request.headers)
+        if refused is not None:
+            return refused
+        if request.method != "POST":
+            return json_error(405, "use POST to extract", Allow="POST")
+        try:
+            body = validated(models.ExtractBody, _json_body(request.body))
+        except PcmError as exc:
+            return pcm_error(exc)
+
+        def run(progress: Callable[[int], None], total: Callable[[int | None], None]) -> object:
+            with self.memory_lock:
+                if self.memory.llm_client() is None:
+                    self.memory.extract([])  # the one refusal without a model, before the posts are read
+                posts = self.memory.posts_to_extract(body.selection)
+                total(len(posts))
+                gate = False if body.selection == "gated" else None  # what the gate held back goes to the model
+                return self.memory.extract(posts, progress=progress, force=body.force, gate=gate).as_json()
+
+        return streamed(run)
+
     def api_facts(self, request: Request) -> Response:
         """A page of facts, those said earliest first, narrowed by session and time (``Memory.facts``)."""
 
@@ -838,6 +884,49 @@ def _one_line(body: bytes) -> str:
     return line[:500] if line else "the SPARQL engine refused the request"
 
 
+def streamed(work: Callable[[Callable[[int], None], Callable[[int | None], None]], object]) -> Response:
+    """Run ``work(progress, total)`` in a thread and answer with JSON lines (``application/x-ndjson``) as it runs:
+    a ``progress`` event with the count done (and the total, once known) whenever it moves, then one ``result``
+    event with what the work returned, or one ``error`` event with the line and exit code every face gives the
+    error. The answer's status is 200 before the work starts, so an error is an event, not a status."""
+    import queue
+
+    events: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
+    counts: dict[str, int | None] = {"done": 0, "total": None}
+
+    def progress(n: int) -> None:
+        counts["done"] = (counts["done"] or 0) + n
+        events.put({"event": "progress", **counts})
+
+    def total(n: int | None) -> None:
+        counts["total"] = n
+        events.put({"event": "progress", **counts})
+
+    def run() -> None:
+        try:
+            events.put({"event": "result", "result": work(progress, total)})
+        except PcmError as exc:
+            events.put({"event": "error", **models.ErrorBody(error=exc.line, exit_code=exc.exit_code).as_json()})
+        except (OSError, MemoryError) as exc:  # a full disk is not a bug: its one line
+            from pcm.oserrors import resource_error
+
+            refused = resource_error(exc)
+            if refused is None:
+                raise
+            events.put({"event": "error", **models.ErrorBody(error=refused.line, exit_code=refused.exit_code).as_json()})
+        finally:
+            events.put(None)  # the end of the answer, whatever happened (a bug is logged by the thread)
+
+    async def lines() -> AsyncIterator[bytes]:
+        import anyio.to_thread
+
+        while (event := await anyio.to_thread.run_sync(events.get)) is not None:
+            yield (json.dumps(event, ensure_ascii=False, default=_json_default) + "\n").encode("utf-8")
+
+    threading.Thread(target=run, name="pcm-streamed", daemon=True).start()
+    return Response(200, {"Content-Type": "application/x-ndjson; charset=utf-8", "Cache-Control": "no-store"}, lines())
+
+
 def _json_body(body: bytes) -> Any:
     try:
         return json.loads(body.decode("utf-8"))
@@ -887,13 +976,6 @@ def _dump(value: object) -> object:
 
 def _state(state: Any) -> models.ReindexState:
     return models.ReindexState.model_validate(state.as_json())
-
-
-def _text_named(post: dict[str, Any]) -> dict[str, Any]:
-    """An evidence post with its utterance under ``text``, the name every other answer of the API uses."""
-    out = dict(post)
-    out["text"] = out.pop("content")
-    return out
 
 
 def _recall_filters(query: models.RecallQuery) -> dict[str, Any]:

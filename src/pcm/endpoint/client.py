@@ -69,10 +69,7 @@ class ServeClient:
             body["plan"] = plan
         if as_of is not None:
             body["as_of"] = as_of
-        answer = dict(self._call("POST", "/ask", json=body))
-        for post in answer.get("evidence", {}).get("posts", []):  # as `pcm ask --json` prints it without a server
-            post["content"] = post.pop("text")
-        return answer
+        return dict(self._call("POST", "/ask", json=body))
 
     def recall(self, text: str, k: int = 10, **filters: object) -> list[dict[str, Any]]:
         params: dict[str, str] = {"q": text, "k": str(k)}
@@ -93,6 +90,54 @@ class ServeClient:
     def delete_fact(self, fact_id: str) -> dict[str, Any]:
         """Delete a fact in the server (``DELETE /api/fact``): what ``pcm fact --delete`` does there."""
         return dict(self._call("DELETE", "/fact", params={"id": fact_id}))
+
+    def import_file(
+        self, path: Path, fmt: str | None = None, on_progress: Callable[[dict[str, Any]], None] | None = None
+    ) -> dict[str, Any]:
+        """Import a file of RDF in the server (``POST /api/import``): what ``pcm import`` does there. Relative IRIs
+        resolve against the file's own URI, as they would without the server."""
+        try:
+            data = Path(path).read_text(encoding="utf-8")
+        except FileNotFoundError as exc:
+            raise InputError(f"{path}: no such file") from exc
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+        body = {"data": data, "name": Path(path).name, "format": fmt, "base": Path(path).resolve().as_uri()}
+        return self._streamed("/import", {k: v for k, v in body.items() if v is not None}, on_progress)
+
+    def extract(
+        self, selection: str, *, force: bool = False, on_progress: Callable[[dict[str, Any]], None] | None = None
+    ) -> dict[str, Any]:
+        """Extract facts in the server with its model (``POST /api/extract``): what ``pcm extract`` does there."""
+        return self._streamed("/extract", {"selection": selection, "force": force}, on_progress)
+
+    def _streamed(
+        self, path: str, body: dict[str, Any], on_progress: Callable[[dict[str, Any]], None] | None
+    ) -> dict[str, Any]:
+        """POST ``body`` and read the JSON lines the server streams back: each progress event goes to
+        ``on_progress``; the result event is returned, an error event raised as the error the server raised."""
+        import json
+
+        try:
+            with self._http.stream("POST", path, json=body) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    raise _error(response, self.info)
+                for line in response.iter_lines():
+                    if not line.strip():
+                        continue
+                    event = json.loads(line)
+                    if event.get("event") == "progress" and on_progress is not None:
+                        on_progress(event)
+                    elif event.get("event") == "result":
+                        return dict(event.get("result") or {})
+                    elif event.get("event") == "error":
+                        code = event.get("exit_code")
+                        message = str(event.get("error") or "")
+                        raise error_for(code, 200, message) if isinstance(code, int) else PcmError(message)
+        except httpx.HTTPError as exc:
+            raise PcmError(f"cannot reach pcm serve at {self.info.url}: {exc}") from exc
+        raise PcmError(f"pcm serve at {self.info.url} ended {path} without a result (see its log)")
 
     def start_reindex(self) -> dict[str, Any]:
         """Ask the server to rebuild its side index in the background; returns the job's first state.

@@ -22,6 +22,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import sysconfig
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -53,13 +54,29 @@ def _dying_with_parent(command: list[str]) -> list[str]:
     return [sys.executable, "-I", "-S", str(Path(deathsig.__file__)), str(os.getpid()), *command]
 
 
+def engine_binary(name: str = "oxigraph") -> str | None:
+    """The engine's server binary, found from pcm's own installation first: the scripts directory of the Python
+    environment pcm runs in (``bin`` of a virtual environment, where ``pip install oxigraph`` puts it), then the
+    user scripts directory, then ``PATH``. An assistant that starts pcm by its absolute path (``/venv/bin/pcm
+    serve``) rarely has that environment's ``bin`` on ``PATH``."""
+    found = [sysconfig.get_path("scripts"), str(Path(sys.executable).parent)]
+    user = f"{os.name}_user"
+    if user in sysconfig.get_scheme_names():
+        found.append(sysconfig.get_path("scripts", user))
+    for directory in dict.fromkeys(found):
+        binary = shutil.which(name, path=directory)
+        if binary is not None:
+            return binary
+    return shutil.which(name)
+
+
 class Engine:
     """One ``oxigraph serve`` child on ``127.0.0.1``, over the memory's store directory (or in memory)."""
 
     def __init__(self, location: Path | None, *, timeout_s: float, binary: str | None = None) -> None:
         self.location = location
         self.timeout_s = timeout_s
-        self.binary = binary or shutil.which("oxigraph") or ""
+        self.binary = binary or engine_binary() or ""
         self.port = 0
         self.restarts = 0
         self._proc: subprocess.Popen[bytes] | None = None
@@ -94,7 +111,8 @@ class Engine:
     def start(self) -> None:
         """Start the engine on a free port (or on the port it had, after a restart)."""
         if not self.binary:
-            raise PcmError("the `oxigraph` server binary is not on PATH (it comes with `pip install oxigraph`)")
+            raise PcmError("the `oxigraph` server binary is neither in pcm's environment nor on PATH (it comes with "
+                           "`pip install oxigraph`)")
         keep_port = self.port != 0
         for _attempt in range(3):
             if not keep_port:

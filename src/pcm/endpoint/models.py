@@ -15,6 +15,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from pcm.limits import ASK_K, PAGE_OFFSET, PAGE_SIZE, RECALL_K
+from pcm.models import Answer as Answer
+from pcm.models import AnswerWarning as AnswerWarning
+from pcm.models import EntityFact as EntityFact
+from pcm.models import EntityPage as EntityPage
+from pcm.models import ErrorBody as ErrorBody
+from pcm.models import EvidenceFact as EvidenceFact
 from pcm.models import Fact as Fact
 from pcm.models import FactDeleted as FactDeleted
 from pcm.models import FactPage as FactPage
@@ -23,20 +29,9 @@ from pcm.models import Forgotten as Forgotten
 from pcm.models import Message as Message
 from pcm.models import MessagePage as MessagePage
 from pcm.models import RecallHit as RecallHit
-
-# -- every error -----------------------------------------------------------------------------------------------------
-
-
-class ErrorBody(BaseModel):
-    """Every JSON API error, whatever the status (400, 401, 403, 404, 405, 409, 413, 500, 503): one line saying what
-    went wrong and what to do."""
-
-    error: str = Field(description="What went wrong and what to do, on one line.")
-    exit_code: int | None = Field(
-        default=None, description="The exit code `pcm` gives the same error (pcm.errors), for a client that runs "
-        "commands through this server; absent for errors of the HTTP exchange itself."
-    )
-
+from pcm.models import Source as Source
+from pcm.models import Term as Term
+from pcm.models import TraceStep as TraceStep
 
 # -- requests ----------------------------------------------------------------------------------------------------------
 
@@ -77,7 +72,7 @@ class ChatMessage(Body):
     )
     id: str | int | None = Field(default=None, description="The client's message id; a message already stored under it is not stored again.")
     timestamp: str | int | float | None = Field(default=None, description="When it was said (ISO 8601 or Unix seconds).")
-    speaker: str | None = None
+    speaker: str | None = Field(default=None, description="Who said it, when the role does not say enough.")
 
 
 class IngestChat(Body):
@@ -86,17 +81,17 @@ class IngestChat(Body):
     Without ``conversation_id`` the session is named from the ``Idempotency-Key`` header, or else from the
     messages themselves: the same body sent twice stores nothing new; two chats are two sessions."""
 
-    messages: list[ChatMessage]
-    conversation_id: str | int | None = None
-    title: str | None = None
-    started: str | int | float | None = None
+    messages: list[ChatMessage] = Field(description="The chat's messages, in order.")
+    conversation_id: str | int | None = Field(default=None, description="The chat's id: its messages continue that session.")
+    title: str | None = Field(default=None, description="The chat's title, kept with its session.")
+    started: str | int | float | None = Field(default=None, description="When the chat started (ISO 8601 or Unix seconds), for messages without a time.")
 
 
 class IngestFile(Body):
     """Conversations in any format ``pcm ingest`` reads (json, jsonl, locomo, longmemeval), detected unless named."""
 
-    conversations: list[Any] | dict[str, Any]
-    format: Literal["json", "jsonl", "locomo", "longmemeval"] | None = None
+    conversations: list[Any] | dict[str, Any] = Field(description="The file's content: a list of conversations or one object, as the format has it.")
+    format: Literal["json", "jsonl", "locomo", "longmemeval"] | None = Field(default=None, description="The format; default: detected from the content.")
 
 
 class AskBody(Body):
@@ -116,9 +111,9 @@ class RecallQuery(Query):
     q: str = Field(min_length=1, description="The text to recall messages for.")
     k: int = Field(default=RECALL_K.default, json_schema_extra=RECALL_K.schema(),
                    description="How many messages to return (the memory checks the bounds).")
-    role: str | None = None
-    speaker: str | None = None
-    session: str | None = None
+    role: str | None = Field(default=None, description="Only messages of this role: user, assistant, system or other.")
+    speaker: str | None = Field(default=None, description="Only messages said by this speaker.")
+    session: str | None = Field(default=None, description="Only messages of this session (its id, or its thread IRI).")
     mode: Literal["hybrid", "fts", "vector"] | None = Field(default=None, description="Which legs of recall to use.")
     since: str | None = Field(default=None, description="Only messages said at or after this time (ISO 8601).")
     until: str | None = Field(default=None, description="Only messages said before this time (ISO 8601).")
@@ -183,50 +178,71 @@ class ForgetBody(Body):
                                                   "(not done while the server holds them: the answer says so).")
 
 
+class ImportBody(Body):
+    """A file of RDF to import (``pcm import``): plain triples become an import graph, a pcm dump is restored."""
+
+    data: str = Field(description="The file's text (Turtle, TriG, N-Quads, N-Triples or JSON-LD).")
+    name: str = Field(min_length=1, description="The file's name: kept as the import's source, and its suffix "
+                                                "tells the format when `format` is absent.")
+    format: Literal["turtle", "trig", "nquads", "ntriples", "jsonld"] | None = Field(
+        default=None, description="The RDF format; default: from the name's suffix.")
+    base: str | None = Field(default=None, description="The base IRI relative IRIs resolve against (`pcm import` "
+                                                       "sends the file's own file: URI).")
+
+
+class ExtractBody(Body):
+    """Which stored posts to extract the facts of (``pcm extract``), with the server's model."""
+
+    selection: Literal["pending", "failed", "gated", "all"] = Field(
+        description="pending: never extracted; failed: whose last extraction failed; gated: those the small-talk "
+                    "gate kept from the model; all: every post not yet extracted with this prompt and ontology.")
+    force: bool = Field(default=False, description="Re-extract even posts already extracted with the same versions.")
+
+
 # -- answers -----------------------------------------------------------------------------------------------------------
 
 
 class Health(BaseModel):
-    status: Literal["ok"]
-    pid: int
-    memory: str
-    engine_restarts: int
+    status: Literal["ok"] = Field(description="ok whenever the server answers.")
+    pid: int = Field(description="The server's process id.")
+    memory: str = Field(description="The memory directory the server holds.")
+    engine_restarts: int = Field(description="How many times the store engine was restarted since the server started.")
 
 
 class Limits(BaseModel):
-    query_timeout_s: float
-    update_timeout_s: float
-    max_body_bytes: int
-    max_result_bytes: int
+    query_timeout_s: float = Field(description="Seconds a query may run.")
+    update_timeout_s: float = Field(description="Seconds an update may run.")
+    max_body_bytes: int = Field(description="The largest request body accepted.")
+    max_result_bytes: int = Field(description="The largest query answer sent.")
 
 
 class Endpoints(BaseModel):
-    query: str
-    update: str
-    graph_store: str
+    query: str = Field(description="The SPARQL query endpoint.")
+    update: str = Field(description="The SPARQL update endpoint (the token required).")
+    graph_store: str = Field(description="The Graph Store Protocol endpoint.")
 
 
 class Info(BaseModel):
-    memory: str
-    owner: str
-    owner_iri: str
-    namespace: str
+    memory: str = Field(description="The memory directory.")
+    owner: str = Field(description="The owner's name.")
+    owner_iri: str = Field(description="The owner's IRI (m:owner).")
+    namespace: str = Field(description="The namespace of the memory's individuals (the m: prefix).")
     prefixes: dict[str, str] = Field(description="The prefixes the SPARQL editor completes.")
     writable: bool = Field(description="Whether writes are allowed (with the token).")
     index: bool = Field(description="Whether the side index (recall, hybrid search) is on.")
-    limits: Limits
-    endpoints: Endpoints
+    limits: Limits = Field(description="What the server accepts and answers.")
+    endpoints: Endpoints = Field(description="The SPARQL endpoints beside the JSON API.")
 
 
 class GraphCount(BaseModel):
-    graphs: int
-    triples: int
+    graphs: int = Field(description="Graphs of this kind.")
+    triples: int = Field(description="Triples in them.")
 
 
 class ExtractionQueue(BaseModel):
     """The server's extraction worker, which extracts the facts of queued posts in the background."""
 
-    state: Literal["starting", "idle", "extracting", "retrying", "stopped", "failed"]
+    state: Literal["starting", "idle", "extracting", "retrying", "stopped", "failed"] = Field(description="What the worker is doing.")
     pending: int = Field(description="Posts waiting for extraction, the one in hand included.")
     done: int = Field(description="Posts extracted by this server since it started.")
     failed: int = Field(description="Posts whose extraction failed since it started (`pcm extract --failed` retries).")
@@ -237,12 +253,12 @@ class ExtractionQueue(BaseModel):
 class MemoryStats(BaseModel):
     """What the memory holds (``pcm stats``)."""
 
-    posts: int
-    sessions: int
+    posts: int = Field(description="Stored messages.")
+    sessions: int = Field(description="Sessions (conversations).")
     extraction_status: dict[str, int] = Field(description="Posts by extraction status (pending, extracted, ...).")
-    entities: int
-    entities_by_class: dict[str, int]
-    triples: int
+    entities: int = Field(description="Entities the facts are about.")
+    entities_by_class: dict[str, int] = Field(description="Entities by class IRI.")
+    triples: int = Field(description="Triples in every graph.")
     graphs: dict[str, GraphCount] = Field(description="Graphs and triples by kind of graph.")
     extraction_queue: ExtractionQueue | None = Field(
         default=None, description="The background extraction worker, when this server runs one (queued extraction)."
@@ -250,20 +266,20 @@ class MemoryStats(BaseModel):
 
 
 class Figures(BaseModel):
-    mean: float
-    p50: float
-    p95: float
-    p99: float
+    mean: float = Field(description="The mean.")
+    p50: float = Field(description="The median.")
+    p95: float = Field(description="The 95th percentile.")
+    p99: float = Field(description="The 99th percentile.")
 
 
 class Timings(BaseModel):
     """The front's own time per request next to the engine's, in milliseconds, over the most recent requests."""
 
-    requests: int
-    window: int
-    front_ms: Figures | None
-    engine_ms: Figures | None
-    engine_restarts: int
+    requests: int = Field(description="Requests timed since the server started.")
+    window: int = Field(description="How many of the latest requests the figures cover.")
+    front_ms: Figures | None = Field(description="The front's own time per request (null: none yet).")
+    engine_ms: Figures | None = Field(description="The engine's time per request (null: none yet).")
+    engine_restarts: int = Field(description="How many times the store engine was restarted.")
 
 
 class IngestResult(BaseModel):
@@ -272,7 +288,7 @@ class IngestResult(BaseModel):
 
     stored: int = Field(description="Messages stored as new posts by this request.")
     duplicates: int = Field(description="Messages already stored (a retry): nothing new was written for them.")
-    conversations: int
+    conversations: int = Field(description="Conversations (sessions) in the body.")
     utterances: int = Field(description="Messages in the body.")
     posts: list[str] = Field(description="The post IRIs stored by this request.")
     mode: str = Field(description="episodic (stored only), extraction with the LLM that extracted the facts, or "
@@ -284,148 +300,78 @@ class IngestResult(BaseModel):
                                                           "extracted yet.")
 
 
-class EvidenceFact(BaseModel):
-    subject: str
-    predicate: str
-    object: str = Field(description="N-Triples form of the object.")
-    graph: str
-    posts: list[str]
-    text: str = Field(description="The triple as a reader sees it.")
-
-
-class Evidence(BaseModel):
-    facts: list[EvidenceFact]
-    posts: list[Message]
-
-
-class TraceStep(BaseModel):
-    round: int
-    source: str
-    sparql: str | None
-    outcome: str
-    detail: str
-    rows: int
-
-
-class Answer(BaseModel):
-    question: str
-    answer: str
-    path: str = Field(description="How it was answered: sparql, events, summary, facts, traversal, episodic, plan or none.")
-    as_of: str
-    note: str
-    sparql: str | None
-    computed: str | None
-    trace: list[TraceStep]
-    evidence: Evidence
-    plan: dict[str, Any] | None = Field(description="How the question was read and, for a planned answer, each step.")
-    pending: list[str] = Field(default_factory=list, description="The cited posts whose facts are not extracted "
-                                                                 "yet (`pcm extract --pending`).")
-
-
 class EntityMatch(BaseModel):
-    iri: str
-    label: str
-    score: float | None
-    how: str
+    iri: str = Field(description="The entity's IRI.")
+    label: str = Field(description="Its name.")
+    score: float | None = Field(description="How near it is (null for a text match).")
+    how: str = Field(description="How it was matched (vector, name, ...).")
 
 
 class SearchResult(BaseModel):
     mode: Literal["hybrid", "text"] = Field(description="hybrid (side index) or text (substring search).")
-    hits: list[RecallHit]
-    entities: list[EntityMatch]
+    hits: list[RecallHit] = Field(description="The stored messages found, best first.")
+    entities: list[EntityMatch] = Field(description="The entities found, best first.")
     note: str | None = Field(default=None, description="Why a hybrid search fell back to text search.")
 
 
-class Term(BaseModel):
-    type: Literal["uri", "bnode", "literal", "triple"]
-    value: str
-    curie: str | None = None
-    label: str | None = None
-    lang: str | None = None
-    datatype: str | None = None
-
-
-class Source(BaseModel):
-    """A message (or imported file) a fact came from."""
-
-    graph: str | None
-    post: str | None
-    text: str | None
-    thread: str | None
-    session: str | None
-    time: str | None
-    speaker: str | None
-    role: str | None
-    source_id: str | None
-    file: str | None
-
-
-class EntityFact(BaseModel):
-    """A fact as an entity page shows it: in or out of the entity, with the messages it came from."""
-
-    direction: Literal["in", "out"]
-    predicate: Term
-    value: Term
-    sources: list[Source]
-
-
-class EntityPage(BaseModel):
-    iri: str
-    curie: str
-    label: str
-    labels: list[str]
-    types: list[Term]
-    facts: list[EntityFact]
-    related: list[Term]
-    mentioned_in: list[str]
-    truncated: bool
-
-
 class Triple(BaseModel):
-    s: Term
-    p: Term
-    o: Term
+    s: Term = Field(description="The subject.")
+    p: Term = Field(description="The property.")
+    o: Term = Field(description="The value.")
 
 
 class ConversationPost(BaseModel):
-    post: str
-    position: int
-    role: str | None
-    speaker: str | None
-    time: str | None
-    text: str
-    source_id: str | None
-    status: str | None
-    facts: list[Triple]
+    post: str = Field(description="The post IRI.")
+    position: int = Field(description="Its place in the session, from 0.")
+    role: str | None = Field(description="user, assistant, system or other.")
+    speaker: str | None = Field(description="Who said it, when known beyond the role.")
+    time: str | None = Field(description="When it was said (ISO 8601), if known.")
+    text: str = Field(description="What was said.")
+    source_id: str | None = Field(description="The client's id for the message, if it gave one.")
+    status: str | None = Field(description="Its extraction status (pending, extracted, gated, failed), if any.")
+    facts: list[Triple] = Field(description="The facts extracted from it.")
 
 
 class ConversationPage(BaseModel):
-    iri: str
-    id: str | None
-    title: str | None
-    created: str | None
-    posts: list[ConversationPost]
+    iri: str = Field(description="The thread IRI.")
+    id: str | None = Field(description="The session id.")
+    title: str | None = Field(description="The session's title, if any.")
+    created: str | None = Field(description="When the session started (ISO 8601), if known.")
+    posts: list[ConversationPost] = Field(description="Its messages, in order.")
 
 
 class ConversationSummary(BaseModel):
-    iri: str
-    id: str | None
-    title: str | None
-    posts: int
-    first: str | None
+    iri: str = Field(description="The thread IRI.")
+    id: str | None = Field(description="The session id.")
+    title: str | None = Field(description="The session's title, if any.")
+    posts: int = Field(description="How many messages it holds.")
+    first: str | None = Field(description="When its first message was said (ISO 8601), if known.")
+
+
+class ProgressEvent(BaseModel):
+    """One line of a streamed answer (``application/x-ndjson``): progress while the work runs, then one result or
+    one error."""
+
+    event: Literal["progress", "result", "error"] = Field(description="What the line tells.")
+    done: int | None = Field(default=None, description="progress: how many items are done so far.")
+    total: int | None = Field(default=None, description="progress: how many items there are, once known.")
+    result: dict[str, Any] | None = Field(default=None, description="result: what the work did, as the command's "
+                                                                    "--json prints it.")
+    error: str | None = Field(default=None, description="error: what went wrong, on one line.")
+    exit_code: int | None = Field(default=None, description="error: the exit code `pcm` gives the same error.")
 
 
 class ReindexState(BaseModel):
     """A side-index rebuild: idle (never started), running, done or failed."""
 
-    state: Literal["idle", "running", "done", "failed"]
-    done: int
-    total: int | None
-    indexed: int | None
-    errors: list[str]
-    started: str | None
-    finished: str | None
-    seconds: float | None
+    state: Literal["idle", "running", "done", "failed"] = Field(description="idle (never started), running, done or failed.")
+    done: int = Field(description="Rows written so far.")
+    total: int | None = Field(description="Rows to write, once counted.")
+    indexed: int | None = Field(description="Rows the finished rebuild wrote.")
+    errors: list[str] = Field(description="Why it failed, if it did.")
+    started: str | None = Field(description="When it started (ISO 8601).")
+    finished: str | None = Field(description="When it finished (ISO 8601).")
+    seconds: float | None = Field(description="How long it took.")
 
 
 class ReindexBusy(ReindexState, ErrorBody):

@@ -63,6 +63,8 @@ class Operation:
     other: dict[int, tuple[type[BaseModel], str]] = field(default_factory=dict)
     idempotency_key: bool = False
     jsonl: bool = False
+    #: The 200 answer is JSON lines (``application/x-ndjson``) of the ``ok`` model, streamed as the work runs.
+    streamed: bool = False
 
 
 _NO_INDEX = {500: "The side index is off or unusable here (the error says why)."}
@@ -163,6 +165,24 @@ OPERATIONS: dict[str, list[Operation]] = {
             errors={404: "No such message or session in this memory; nothing changed."},
         ),
     ],
+    "/api/import": [
+        Operation(
+            "post", "Import a file of RDF (owner's token required), its progress streamed back", {200: m.ProgressEvent},
+            description="`pcm import` over HTTP: plain triples become an import graph, a pcm dump is restored. The "
+                        "answer is JSON lines: progress events, then one result (what `pcm import --json` prints) "
+                        "or one error (its line and exit code).",
+            body=m.ImportBody, write=True, streamed=True,
+        ),
+    ],
+    "/api/extract": [
+        Operation(
+            "post", "Extract the facts of stored posts with this server's model (owner's token required), its "
+                    "progress streamed back", {200: m.ProgressEvent},
+            description="`pcm extract` over HTTP. The answer is JSON lines: progress events (posts done of the "
+                        "total), then one result (what `pcm extract --json` prints) or one error.",
+            body=m.ExtractBody, write=True, streamed=True,
+        ),
+    ],
     "/api/facts": [
         Operation("get", "A page of facts, those said earliest first, narrowed by session and time",
                   {200: m.FactPage}, query=m.FactsQuery, errors={404: "No such session in this memory."}),
@@ -236,7 +256,11 @@ def _parameters(op: Operation, schemas: dict[str, Any]) -> list[dict[str, Any]]:
 def _operation(path: str, op: Operation, schemas: dict[str, Any]) -> dict[str, Any]:
     responses: dict[str, Any] = {}
     for status, model in op.ok.items():
-        responses[str(status)] = _json(_ref(model), model.__doc__.strip().splitlines()[0] if model.__doc__ else "OK")
+        said = model.__doc__.strip().splitlines()[0] if model.__doc__ else "OK"
+        responses[str(status)] = (
+            {"description": said, "content": {"application/x-ndjson": {"schema": _ref(model)}}} if op.streamed
+            else _json(_ref(model), said)
+        )
     errors = {**GUARD_ERRORS, **(AUTH_ERRORS if op.write else {}), **op.errors}
     if op.body is not None or op.query is not None:
         errors.setdefault(400, GUARD_ERRORS[400])

@@ -93,7 +93,10 @@ class WriteWatcher(Protocol):
 
 
 _WRITE_CHUNK = 2048
-"""Records embedded and committed together: bounds memory and gives ``reindex`` its progress steps."""
+"""Records embedded and committed together: bounds memory."""
+_PROGRESS_STEP = 64
+"""Records embedded between two progress reports: a rebuild of fewer records than a chunk still moves its bar
+(reported per chunk, a reindex through the server sat at 0% and then jumped to 100%)."""
 _QUERY_CACHE = 256
 LEGACY_GRAPH_FILE = "graph.jsonl"
 """Per-post terms an earlier pcm kept for a recall leg since removed; deleted when the index is cleared or purged."""
@@ -595,16 +598,14 @@ class SideIndex:
         for start in range(0, max(len(changed), 1), _WRITE_CHUNK):
             chunk = changed[start : start + _WRITE_CHUNK]
             gone = removed if start + _WRITE_CHUNK >= len(changed) else set()
-            self._write_post_chunk(chunk, gone)
-            if progress is not None and chunk:
-                progress(len(chunk))
+            self._write_post_chunk(chunk, gone, progress)
         self._note_written(POSTS_TABLE, len(changed) + len(removed))
         self._after_write()
 
-    def _write_post_chunk(self, changed: list[PostRecord], removed: set[str]) -> None:
+    def _write_post_chunk(self, changed: list[PostRecord], removed: set[str], progress: Progress | None = None) -> None:
         tables = self._open_tables()
         view = _PostView(self._posts, changed, removed)
-        vectors = self._post_vectors(changed)
+        vectors = self._post_vectors(changed, progress)
         rows = [self._post_row(r, view.previous(r), vectors[r.iri], post_digest(r)) for r in changed]
         written = {r.iri for r in changed}
         for follower in view.followers():
@@ -624,8 +625,9 @@ class SideIndex:
         for row in rows:
             self._posts.put(row.record, row.digest, row.search_hash, row.vector)
 
-    def _post_vectors(self, records: list[PostRecord]) -> dict[str, np.ndarray]:
-        """Vectors for ``records``: reused when the embedded text is unchanged, else encoded in one batch."""
+    def _post_vectors(self, records: list[PostRecord], progress: Progress | None = None) -> dict[str, np.ndarray]:
+        """Vectors for ``records``: reused when the embedded text is unchanged, else encoded; ``progress`` hears of
+        every record, a step of encoding at a time."""
         out: dict[str, np.ndarray] = {}
         todo: list[PostRecord] = []
         for record in records:
@@ -634,9 +636,22 @@ class SideIndex:
                 out[record.iri] = self._posts.vectors[self._posts.slot_of[record.iri]].copy()
             else:
                 todo.append(record)
-        if todo:
-            encoded = self.embedder.encode([embed_text(r) for r in todo])
-            out.update({r.iri: encoded[i] for i, r in enumerate(todo)})
+        if progress is not None and len(out):
+            progress(len(out))
+        out.update(self._encoded(todo, embed_text, progress))
+        return out
+
+    def _encoded(self, records: Sequence[Any], text: Callable[[Any], str], progress: Progress | None) -> dict[str, np.ndarray]:
+        """``records`` encoded ``_PROGRESS_STEP`` at a time, with a progress report after each step (in one batch
+        when nobody follows the progress)."""
+        out: dict[str, np.ndarray] = {}
+        step = _PROGRESS_STEP if progress is not None else max(len(records), 1)
+        for start in range(0, len(records), step):
+            batch = records[start : start + step]
+            encoded = self.embedder.encode([text(r) for r in batch])
+            out.update({r.iri: encoded[i] for i, r in enumerate(batch)})
+            if progress is not None:
+                progress(len(batch))
         return out
 
     def _post_row(
@@ -675,14 +690,12 @@ class SideIndex:
         tables = self._open_tables()
         for start in range(0, len(changed), _WRITE_CHUNK):
             chunk = changed[start : start + _WRITE_CHUNK]
-            vectors = self._entity_vectors(chunk)
+            vectors = self._entity_vectors(chunk, progress)
             rows = [EntityRow(r, entity_search_text(r), entity_digest(r), vectors[r.iri]) for r in chunk]
             data = entity_rows_table(rows, self.embedder.dim)
             _store_rows(tables, tables.entities, data, self._entities, [r.iri for r in chunk])
             for row in rows:
                 self._entities.put(row.record, row.digest, row.search_hash, row.vector)
-            if progress is not None:
-                progress(len(chunk))
         if removed:
             tables.delete(tables.entities, removed)
             for iri in removed:
@@ -690,7 +703,7 @@ class SideIndex:
         self._note_written(ENTITIES_TABLE, len(changed) + len(removed))
         self._after_write()
 
-    def _entity_vectors(self, records: list[EntityRecord]) -> dict[str, np.ndarray]:
+    def _entity_vectors(self, records: list[EntityRecord], progress: Progress | None = None) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
         todo: list[EntityRecord] = []
         for record in records:
@@ -699,9 +712,9 @@ class SideIndex:
                 out[record.iri] = self._entities.vectors[self._entities.slot_of[record.iri]].copy()
             else:
                 todo.append(record)
-        if todo:
-            encoded = self.embedder.encode([entity_embed_text(r) for r in todo])
-            out.update({r.iri: encoded[i] for i, r in enumerate(todo)})
+        if progress is not None and len(out):
+            progress(len(out))
+        out.update(self._encoded(todo, entity_embed_text, progress))
         return out
 
     @contextmanager

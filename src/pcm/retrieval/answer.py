@@ -29,6 +29,8 @@ from pcm.backend import QueryResult, Solutions, datetime_or_none
 from pcm.errors import QueryError
 from pcm.layout import HISTORY
 from pcm.llm.base import LLMClient, Message
+from pcm.models import EvidenceFact
+from pcm.models import Message as Said
 from pcm.namespaces import PROV
 from pcm.prompts import PromptFile, load
 from pcm.query_safety import QueryRunner
@@ -60,60 +62,12 @@ NOT_IN_MEMORY = "Not in memory: nothing stored answers this question."
 OPERATION = "answer"
 
 
-@dataclass(frozen=True)
-class EvidencePost:
-    """An utterance an answer rests on."""
-
-    post: str
-    source_id: str | None
-    content: str
-    session: str
-    time: datetime | None
-    speaker: str | None
-    role: str
-
-    def as_json(self) -> dict[str, object]:
-        return {
-            "post": self.post,
-            "source_id": self.source_id,
-            "content": self.content,
-            "session": self.session,
-            "time": self.time.isoformat() if self.time else None,
-            "speaker": self.speaker,
-            "role": self.role,
-        }
-
-
-@dataclass(frozen=True)
-class EvidenceFact:
-    """A stored triple the answer used, where it is stored, and the utterances it came from."""
-
-    subject: str
-    predicate: str
-    object: str
-    """N-Triples form of the object (``<iri>`` or a literal)."""
-    graph: str
-    posts: tuple[str, ...]
-    text: str
-    """The triple as a reader sees it: labels and CURIEs."""
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "subject": self.subject,
-            "predicate": self.predicate,
-            "object": self.object,
-            "graph": self.graph,
-            "posts": list(self.posts),
-            "text": self.text,
-        }
-
-
 # ------------------------------------------------------------------------------------------------ evidence
 
 
 def sparql_evidence(
     memory: MemoryContext, runner: QueryRunner, safe: SafeQuery, result: QueryResult, ontology: Ontology, labels: Mapping[str, str]
-) -> tuple[list[EvidenceFact], list[EvidencePost]]:
+) -> tuple[list[EvidenceFact], list[Said]]:
     """The facts a query's answer used and the posts they came from (see the module docstring)."""
     shape = query_shape(safe.text)
     rows = _evidence_rows(runner, safe, result, shape.projected if shape else [])
@@ -132,7 +86,8 @@ def sparql_evidence(
             continue
         if not (layout.is_fact_graph(graph) or graph in (layout.history, layout.conversation)):
             continue
-        facts.append(EvidenceFact(s, p, o, graph, posts, _fact_text(s, p, o, ontology, labels)))
+        facts.append(EvidenceFact(subject=s, predicate=p, object=o, graph=graph, posts=list(posts),
+                                   text=_fact_text(s, p, o, ontology, labels)))
     facts.sort(key=lambda f: (f.posts, f.subject, f.predicate, f.object))
     post_iris = list(dict.fromkeys(p for f in facts for p in f.posts))
     if not post_iris:
@@ -273,7 +228,7 @@ def _derived_posts(memory: MemoryContext, iris: Sequence[str]) -> list[str]:
     return [row[0].value for row in memory.store.select(query).rows if row[0] is not None]
 
 
-def posts_of(memory: MemoryContext, iris: Sequence[str]) -> list[EvidencePost]:
+def posts_of(memory: MemoryContext, iris: Sequence[str]) -> list[Said]:
     """The stored posts, in conversation order (time, then session and position).
 
     Our own query rather than ``MemoryStore.posts``: that one filters after scanning every post (see posts.rq).
@@ -290,10 +245,10 @@ def posts_of(memory: MemoryContext, iris: Sequence[str]) -> list[EvidencePost]:
         found.append((
             when,
             int(row["position"].value),
-            EvidencePost(
-                row["post"].value, row["source_id"].value if "source_id" in row else None, row["text"].value,
-                row["session"].value, when, row["speaker"].value if "speaker" in row else None,
-                row["role"].value,
+            Said(
+                post=row["post"].value, source_id=row["source_id"].value if "source_id" in row else None,
+                text=row["text"].value, session=row["session"].value, time=when,
+                speaker=row["speaker"].value if "speaker" in row else None, role=row["role"].value,
             ),
         ))
     found.sort(key=lambda item: (item[0].timestamp() if item[0] else 0.0, item[2].session, item[1], item[2].post))
@@ -302,8 +257,10 @@ def posts_of(memory: MemoryContext, iris: Sequence[str]) -> list[EvidencePost]:
 
 
 
-def posts_from_hits(hits: Sequence[RecallHit]) -> list[EvidencePost]:
-    return [EvidencePost(h.post, h.source_id, h.text, h.session, h.time, h.speaker, h.role) for h in hits]
+def posts_from_hits(hits: Sequence[RecallHit]) -> list[Said]:
+    """The messages recall found, as an answer cites them (without the score that ranked them)."""
+    return [Said(post=h.post, source_id=h.source_id, text=h.text, session=h.session, time=h.time, speaker=h.speaker,
+                 role=h.role) for h in hits]
 
 
 def _fact_text(s: str, p: str, o: str, ontology: Ontology, labels: Mapping[str, str]) -> str:
@@ -469,16 +426,15 @@ def parse_context_answer(text: str, size: int) -> ContextAnswer:
     return ContextAnswer(match.group("text").strip(), cites)
 
 
-def utterance_line(post: EvidencePost) -> str:
+def utterance_line(post: Said) -> str:
     when = post.time.date().isoformat() if post.time else "unknown date"
     who = post.speaker or post.role
-    return f"({when}, {who}) {' '.join(post.content.split())}"
+    return f"({when}, {who}) {' '.join(post.text.split())}"
 
 
 __all__ = [
     "ContextAnswer",
     "EvidenceFact",
-    "EvidencePost",
     "NOT_IN_MEMORY",
     "answer_from_context",
     "compose",

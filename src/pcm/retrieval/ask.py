@@ -47,10 +47,12 @@ from pcm.llm.base import (
     output_format,
     runs_here,
 )
+from pcm.models import Answer, AnswerWarning, EvidenceFact
+from pcm.models import Message as Said
+from pcm.models import TraceStep as TraceRecord
 from pcm.resources import render_query
 from pcm.retrieval import answer as answers
 from pcm.retrieval.actions import action_answer
-from pcm.retrieval.answer import EvidenceFact, EvidencePost
 from pcm.retrieval.counts import count_answer
 from pcm.retrieval.frame import Frame, FrameReplyError, Terms, checked, frames_questions, read_frame
 from pcm.retrieval.grounding import (
@@ -116,7 +118,7 @@ class AskResult:
     computed: str | None = None
     trace: list[TraceStep] = field(default_factory=list)
     facts: list[EvidenceFact] = field(default_factory=list)
-    posts: list[EvidencePost] = field(default_factory=list)
+    posts: list[Said] = field(default_factory=list)
     explain: bool = False
     plan: PlanTrace | None = None
     """How the question was read (kind, decomposition) and, for a planned answer, every step, check and revision."""
@@ -128,51 +130,25 @@ class AskResult:
     """The cited posts whose facts are not extracted yet (no extraction status, or ``pending``), in citation order:
     an answer from the graph cannot have used them (queued extraction, docs/DESIGN.md §5)."""
 
+    def record(self, *, stats: bool | None = None, warnings: Sequence[AnswerWarning] = ()) -> Answer:
+        """The answer as every face shows it (:class:`pcm.models.Answer`); ``stats`` (default: when asked with
+        explain) adds the timings, which vary run to run."""
+        return Answer(
+            question=self.question, answer=self.answer, path=self.path, as_of=self.as_of, note=self.note,
+            sparql=self.sparql, computed=self.computed, citations=list(self.posts), facts=list(self.facts),
+            pending=list(self.pending), warnings=list(warnings),
+            trace=[TraceRecord.model_validate(_step_json(s)) for s in self.trace],
+            plan=self.plan.as_json() if self.plan is not None else None, frame=self.frame,
+            stats=dict(self.stats) if (self.explain if stats is None else stats) else None,
+        )
+
     def as_json(self, *, stats: bool = False) -> dict[str, object]:
-        data: dict[str, object] = {
-            "question": self.question,
-            "answer": self.answer,
-            "path": self.path,
-            "as_of": self.as_of.isoformat(),
-            "note": self.note,
-            "sparql": self.sparql,
-            "computed": self.computed,
-            "trace": [_step_json(s) for s in self.trace],
-            "evidence": {"facts": [f.as_json() for f in self.facts], "posts": [p.as_json() for p in self.posts]},
-            "plan": self.plan.as_json() if self.plan is not None else None,
-            "frame": self.frame,
-            "pending": list(self.pending),
-        }
-        if stats:
-            data["stats"] = dict(self.stats)
-        return data
+        return self.record(stats=stats).as_json()
 
     def render(self, explain: bool | None = None) -> str:
         """The human form: answer, path and note, cited utterances; with ``explain``, every query tried."""
-        lines = [self.answer, f"(path: {self.path}{'; ' + self.note if self.note else ''})"]
-        if self.posts:
-            lines.append("evidence:")
-            for p in self.posts:
-                when = p.time.isoformat(sep=" ", timespec="minutes") if p.time else "?"
-                lines.append(f"  [{p.session} {p.source_id or ''} {when}] {p.speaker or p.role}: {' '.join(p.content.split())}")
-        if explain if explain is not None else self.explain:
-            if self.facts:
-                lines.append("facts:")
-                lines += [f"  {f.text}" for f in self.facts[:40]]
-            if self.frame is not None:
-                lines.append("frame: " + json.dumps({k: v for k, v in self.frame.items() if v}, ensure_ascii=False))
-            if self.computed:
-                lines.append(f"computed: {self.computed}")
-            if self.plan is not None:
-                lines += self.plan.render_lines()
-            for step in self.trace:
-                lines.append(f"-- round {step.round + 1}, {step.source}: {step.outcome} ({step.rows} rows)"
-                             + (f": {step.detail}" if step.detail else ""))
-                if step.sparql:
-                    lines += [f"   {line}" for line in step.sparql.strip().splitlines()]
-            if self.stats:
-                lines.append("stats: " + json.dumps(self.stats, sort_keys=True))
-        return "\n".join(lines)
+        shown = self.explain if explain is None else explain
+        return self.record(stats=shown).render(shown)
 
 
 def _step_json(step: TraceStep) -> dict[str, object]:
@@ -625,7 +601,7 @@ class _Pipeline:
                                 "grounding_ms": 0.0, "queries_ms": 0.0, "answer_ms": 0.0})
         return found
 
-    def _from_context(self, items: Sequence[tuple[str, list[EvidencePost]]], path: str, note: str) -> AskResult | None:
+    def _from_context(self, items: Sequence[tuple[str, list[Said]]], path: str, note: str) -> AskResult | None:
         """The model answers from numbered context lines (or abstains); the cited lines' posts are the evidence."""
         lines = [line for line, _ in items]
         reply = answers.answer_from_context(self.cache, self.question, lines, as_of=self.as_of, owner_name=self.memory.manifest.owner)
@@ -650,7 +626,7 @@ def ask_order(setting: str, client: object) -> str:
     return setting
 
 
-def _ordered(posts: Sequence[EvidencePost]) -> list[EvidencePost]:
+def _ordered(posts: Sequence[Said]) -> list[Said]:
     unique = {p.post: p for p in posts}
     return sorted(unique.values(), key=lambda p: (p.time.timestamp() if p.time else 0.0, p.session, p.post))
 
@@ -689,7 +665,7 @@ def closest_said(hit: Any) -> str:
     return f'Not in memory as a stored fact. The closest thing said: {who} ({when}): "{" ".join(hit.text.split())}"'
 
 
-def _summary_context(memory: MemoryContext, question: str, k: int) -> list[tuple[str, list[EvidencePost]]]:
+def _summary_context(memory: MemoryContext, question: str, k: int) -> list[tuple[str, list[Said]]]:
     """Session summaries matching the question (:mod:`pcm.retrieval.summaries`); empty when unavailable."""
     from pcm.retrieval.summaries import summary_context
 
@@ -702,13 +678,13 @@ def _summary_context(memory: MemoryContext, question: str, k: int) -> list[tuple
 
 def _event_context(
     memory: MemoryContext, question: str, starts: Sequence[str], directions: Sequence[str], k: int
-) -> list[tuple[str, list[EvidencePost]]]:
+) -> list[tuple[str, list[Said]]]:
     """Event chains (:mod:`pcm.retrieval.traversal.events`) walked each way in ``directions`` from the matched
     entities, else from the events the question's words name (the matched entities may be things rather than
     events: the car, not its breakdown); lines deduplicated, at most ``k``; empty when unavailable."""
     from pcm.retrieval.traversal.events import event_context
 
-    lines: dict[str, list[EvidencePost]] = {}
+    lines: dict[str, list[Said]] = {}
     try:
         for direction in directions:
             found = list(event_context(memory, question, list(starts), direction=direction, k=k)) if starts else []
@@ -748,14 +724,14 @@ class _Worked:
     """An answer worked out in code from the stored facts, with the utterances it rests on."""
 
     text: str
-    posts: list[EvidencePost]
+    posts: list[Said]
     note: str
 
 
 def _fact_context(
     memory: MemoryContext, question: str, entities: Sequence[GroundedEntity], classes: Iterable[str], today: date,
     *, worded: bool = True,
-) -> tuple[list[tuple[str, list[EvidencePost]]], _Worked | None]:
+) -> tuple[list[tuple[str, list[Said]]], _Worked | None]:
     """Stored facts nearest the question (:mod:`pcm.retrieval.facts`), each with its posts, and the answer worked
     out in code where the question is of a kind code answers better than a small model: the latest, first or total
     of a person's actions of one kind, or the date of one (:mod:`pcm.retrieval.actions`), a person's relatives of
@@ -797,7 +773,7 @@ def _fact_context(
         return [], None
 
 
-def _traversal_context(memory: MemoryContext, question: str, start: Sequence[str], k: int) -> list[tuple[str, list[EvidencePost]]]:
+def _traversal_context(memory: MemoryContext, question: str, start: Sequence[str], k: int) -> list[tuple[str, list[Said]]]:
     """Facts around the matched entities from :mod:`pcm.retrieval.traversal` (WaterCircles unless the settings
     name another algorithm), each with the posts it came from; empty when traversal is unavailable."""
     if not start:

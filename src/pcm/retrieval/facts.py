@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING, Any
 import pyoxigraph as ox
 
 from pcm.errors import PcmError
+from pcm.models import Message as Said
 from pcm.namespaces import RDF
-from pcm.retrieval.answer import EvidencePost, labels_for, posts_of
+from pcm.retrieval.answer import labels_for, posts_of
 from pcm.retrieval.postprocess import format_term, readable_iri
 from pcm.retrieval.traversal.graph import predicate_words
 
@@ -102,7 +103,7 @@ class _Node:
 def fact_context(
     memory: MemoryContext, question: str, entities: Sequence[GroundedEntity], vectors: TextVectors, *,
     lines: int = LINES,
-) -> list[tuple[str, list[EvidencePost]]]:
+) -> list[tuple[str, list[Said]]]:
     """Lines of stored facts about what ``question`` asks, best first, each with the posts it came from.
 
     ``entities``: what grounding matched, best first; those matched by name (score at least :data:`NAMED_SCORE`)

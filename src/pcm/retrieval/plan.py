@@ -25,8 +25,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pcm.llm.base import LLMClient, Message
+from pcm.models import Message as Said
 from pcm.prompts import PromptFile, load, refs
-from pcm.retrieval.answer import ContextAnswer, EvidencePost, parse_context_answer
+from pcm.retrieval.answer import ContextAnswer, parse_context_answer
 
 if TYPE_CHECKING:
     from pcm.settings import Settings
@@ -182,7 +183,7 @@ class StepRecord:
     path: str
     answer: str
     note: str
-    posts: list[EvidencePost]
+    posts: list[Said]
     facts: int = 0
     sparql: str | None = None
 
@@ -195,6 +196,7 @@ class StepRecord:
             "sub": self.sub, "index": self.index, "step": self.step, "asked": self.asked, "path": self.path,
             "answer": self.answer, "note": self.note, "facts": self.facts, "sparql": self.sparql,
             "posts": [p.post for p in self.posts],
+            "evidence": [{"post": p.post, "source_id": p.source_id, "text": p.text} for p in self.posts],
         }
 
 
@@ -232,20 +234,6 @@ class PlanTrace:
             "revisions": [r.as_json() for r in self.revisions],
             "notes": list(self.notes),
         }
-
-    def render_lines(self) -> list[str]:
-        head = f"plan: {self.mode}, kind {self.kind}, " + ("multi-hop" if self.multi_hop else "single question")
-        lines = [head] + [f"  note: {n}" for n in self.notes]
-        for i, sub in enumerate(self.sub_questions, 1):
-            lines.append(f"  sub-question {i}: {sub.question}")
-            lines += [f"    planned step {j}: {s}" for j, s in enumerate(sub.steps, 1)]
-            for record in (r for r in self.steps if r.sub == i):
-                lines.append(f"    ran step {record.index}: {record.asked} -> [{record.path}] {record.answer}")
-                lines += [f"      evidence: {p.source_id or p.post} {' '.join(p.content.split())[:100]}" for p in record.posts]
-                for revision in (r for r in self.revisions if r.sub == i and r.after_step == record.index):
-                    lines.append(f"    revised after step {record.index} ({revision.reason or 'no reason given'}): "
-                                 + " | ".join(revision.steps))
-        return lines
 
 
 # ------------------------------------------------------------------------------------------------ model calls
@@ -308,7 +296,7 @@ class StepResult(Protocol):
     path: str
     answer: str
     note: str
-    posts: list[EvidencePost]
+    posts: list[Said]
     facts: list[Any]
     sparql: str | None
 
@@ -318,7 +306,7 @@ class PlanOutcome:
     """A planned answer: the combined text (None: not in memory) and the posts of the findings it cites."""
 
     answer: str | None
-    posts: list[EvidencePost]
+    posts: list[Said]
 
 
 def step_question(step: str, earlier: Sequence[StepRecord]) -> str:

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pcm.retrieval.answer import EvidencePost, posts_of
+from pcm.models import Message as Said
+from pcm.retrieval.answer import posts_of
 from pcm.summaries.store import SummaryRow, all_summaries, cached_vectors, session_range, session_turns
 from pcm.summaries.text import tfidf_vectors
 
@@ -62,7 +63,7 @@ def match_sessions(memory: MemoryContext, question: str, k: int = 3) -> list[Ses
     return [SessionMatch(rows[i], float(scores[i])) for i in order[:k] if float(scores[i]) > 0]
 
 
-def summary_context(memory: MemoryContext, question: str, k: int = 3) -> list[tuple[str, list[EvidencePost]]]:
+def summary_context(memory: MemoryContext, question: str, k: int = 3) -> list[tuple[str, list[Said]]]:
     """The best matching sessions' summaries as context lines, each with a few representative posts."""
     context = []
     for match in match_sessions(memory, question, k):

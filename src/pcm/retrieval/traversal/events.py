@@ -38,7 +38,7 @@ from pcm.sparql import iri_term, is_true, values_clause
 
 if TYPE_CHECKING:
     from pcm.context import MemoryContext
-    from pcm.retrieval.answer import EvidencePost
+    from pcm.models import Message as Said
 
 ALGORITHM = "events"
 DIRECTIONS = ("causes", "effects", "before", "after", "both")
@@ -273,8 +273,8 @@ def _attach_sources(memory: MemoryContext, found: Sequence[Found]) -> None:
         for end in (item.triple.s, item.triple.o):
             seen += [p for p in derived.get(end.value, []) if p not in seen]
         item.sources = [
-            Source(p, posts[p].content, posts[p].session, t.isoformat() if (t := posts[p].time) else None,
-                   posts[p].speaker, posts[p].source_id)
+            Source(post=p, text=posts[p].text, session=posts[p].session, time=posts[p].time,
+                   speaker=posts[p].speaker, role=posts[p].role, source_id=posts[p].source_id)
             for p in seen if p in posts
         ]
 
@@ -297,7 +297,7 @@ def retrieve_events(
 def event_context(
     memory: MemoryContext, question: str, start_iris: Sequence[str], *, direction: str = "both", depth: int = DEFAULT_DEPTH,
     k: int = 10,
-) -> list[tuple[str, list[EvidencePost]]]:
+) -> list[tuple[str, list[Said]]]:
     """Context lines for ``ask`` on why / what-happened-after questions, each with the posts it rests on.
 
     ``start_iris`` empty: the start events are matched from the question. No events (episodic mode, or none
@@ -311,7 +311,7 @@ def event_context(
         derived = derived_posts(memory, starts)
         labels = _labels(memory, starts)
         times = event_times(memory, starts)
-        lines: list[tuple[str, list[EvidencePost]]] = []
+        lines: list[tuple[str, list[Said]]] = []
         for s in starts:
             when = f" ({times[s]})" if s in times else ""
             lines.append((f"Event: {labels.get(s, s)}{when}", posts_of(memory, derived.get(s, []))))
@@ -324,7 +324,7 @@ def event_context(
 
 def _episodic_context(
     memory: MemoryContext, question: str, direction: str, depth: int, k: int
-) -> list[tuple[str, list[EvidencePost]]]:
+) -> list[tuple[str, list[Said]]]:
     from pcm.retrieval.answer import posts_of
 
     if not memory.settings.index_enabled:
@@ -336,7 +336,7 @@ def _episodic_context(
     lines = []
     for p in posts[:k]:
         when = f" ({p.time.isoformat()})" if p.time else ""
-        lines.append((f"Session {p.session}{when}, {p.speaker or p.role}: {p.content}", [p]))
+        lines.append((f"Session {p.session}{when}, {p.speaker or p.role}: {p.text}", [p]))
     return lines
 
 

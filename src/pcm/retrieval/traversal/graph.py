@@ -52,7 +52,7 @@ from typing import TypeGuard
 
 import pyoxigraph as ox
 
-from pcm.backend import Backend, Solutions, value_or_none
+from pcm.backend import Backend, Solutions, datetime_or_none, value_or_none
 from pcm.layout import CONVERSATION, HISTORY, LEGACY_PREFIX, ONTOLOGY, PROVENANCE
 from pcm.namespaces import (
     FOAF,
@@ -345,7 +345,7 @@ class GraphView:
                         post=value_or_none(row.get("post")),
                         text=value_or_none(row.get("content")),
                         session=value_or_none(row.get("session")),
-                        time=value_or_none(row.get("time")),
+                        time=datetime_or_none(row.get("time")),
                         speaker=value_or_none(row.get("speaker")),
                         source_id=value_or_none(row.get("source_id")),
                         file=value_or_none(row.get("file")),
@@ -357,7 +357,7 @@ class GraphView:
                 if not any(s.post == post for s in found.get(triple, [])):
                     found.setdefault(triple, []).insert(0, Source(post=post, text=self.labels([triple.o])[triple.o]))
         for sources in found.values():
-            sources.sort(key=lambda s: (s.time or "", s.post or "", s.file or ""))
+            sources.sort(key=lambda s: (s.time is not None, s.time.timestamp() if s.time else 0.0, s.post or "", s.file or ""))
         return found
 
 

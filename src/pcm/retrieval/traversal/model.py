@@ -12,6 +12,8 @@ from typing import Any, NamedTuple
 
 import pyoxigraph as ox
 
+from pcm.models import Source
+
 Node = ox.NamedNode
 Value = ox.NamedNode | ox.Literal
 
@@ -101,22 +103,6 @@ class Path:
         }
 
 
-@dataclass(frozen=True)
-class Source:
-    """An utterance (or imported file) a triple was extracted from."""
-
-    post: str | None
-    text: str | None = None
-    session: str | None = None
-    time: str | None = None
-    speaker: str | None = None
-    source_id: str | None = None
-    file: str | None = None
-
-    def as_json(self) -> dict[str, object]:
-        return {k: v for k, v in self.__dict__.items() if v is not None}
-
-
 @dataclass
 class Found:
     """One retrieved triple: how it was found, the path it came from, and (once attached) its sources."""
@@ -144,7 +130,7 @@ class Found:
             "algorithms": sorted(self.algorithms),
             "similarity": None if self.similarity is None else round(self.similarity, 6),
             "path": self.path.as_json(text_of) if self.path is not None else None,
-            "sources": [s.as_json() for s in self.sources],
+            "sources": [s.as_json() for s in self.sources],  # the record every face shows (pcm.models)
         }
 
 
