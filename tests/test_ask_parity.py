@@ -20,14 +20,14 @@ import httpx
 import pytest
 from click.testing import CliRunner
 from mcp import Client
-from tests.test_ask_repair import GOOD_BREED, UTTERANCES, reply, write_facts
-from tests.test_endpoint_support import serving
 
 from pcm.cli import main as pcm
 from pcm.conversations import Conversation, Utterance
 from pcm.mcp_server import build_server
 from pcm.memory import Memory
 from pcm.settings import LLMSpec, Settings
+from tests.endpoint.test_endpoint_support import serving
+from tests.retrieval.test_ask_repair import GOOD_BREED, UTTERANCES, reply, write_facts
 
 QUESTION = "What breed is Biscuit?"
 #: (as given to the Python API, as given to the other faces, the as_of every face answers with; None: now)

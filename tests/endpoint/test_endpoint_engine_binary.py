@@ -15,7 +15,7 @@ import pytest
 from pcm.endpoint.engine import engine_binary
 from pcm.memory import Memory
 from pcm.settings import Settings
-from serve_process import SRC, serve_process
+from tests.serve_process import SRC, serve_process
 
 pytestmark = pytest.mark.skipif(
     shutil.which("oxigraph", path=sysconfig.get_path("scripts")) is None,

@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.test_traversal import WordEmbedder
 
 from pcm.conversations import Conversation, Utterance
 from pcm.memory import Memory
 from pcm.settings import Settings
+from tests.retrieval.traversal.test_traversal import WordEmbedder
 
 EMBEDDER = WordEmbedder()
 
