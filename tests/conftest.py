@@ -21,15 +21,11 @@ SHARED = REPO.parent / "shared"
 W3C_RDF_TESTS = REPO / "tests" / "fixtures" / "w3c" / "w3c-rdf-tests"
 #: The published vocabularies' term lists the ontology checks read, vendored with their licences (fixtures/vocab/README.md).
 VOCAB = REPO / "tests" / "fixtures" / "vocab"
-#: Synthetic files in the LoCoMo and LongMemEval formats (fixtures/datasets/README.md); the real data sets stay in
-#: ../shared/data and are never copied into the repository.
-DATASETS = REPO / "tests" / "fixtures" / "datasets"
-SYNTHETIC_LOCOMO = DATASETS / "locomo-synthetic.json"
-SYNTHETIC_LONGMEMEVAL = DATASETS / "longmemeval-synthetic.json"
 
 
 def shared_path(*parts: str) -> Path:
-    """A file of ../shared (the real, non-commercial data sets), or a skip: only tests about that data use it."""
+    """A file of ../shared (the LoCoMo and LongMemEval data sets, non-commercial: read there, never copied into the
+    repository), or a skip where it is not available."""
     path = SHARED.joinpath(*parts)
     if not path.exists():
         pytest.skip(f"../shared/{'/'.join(parts)} is not available")

@@ -21,7 +21,7 @@ from pcm.conversations import (
 )
 from pcm.errors import InputError, UsageError
 from pcm.resources import samples_dir
-from tests.conftest import SYNTHETIC_LOCOMO, SYNTHETIC_LONGMEMEVAL, shared_path
+from tests.conftest import shared_path
 
 LOCOMO = ("data", "locomo", "locomo-conv-26.json")
 LONGMEMEVAL = ("data", "longmemeval", "longmemeval-oracle-dev48.json")
@@ -50,50 +50,46 @@ def conversation(cid: str = "c1", **extra: Any) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def locomo() -> list[Conversation]:
-    return parse_file(SYNTHETIC_LOCOMO)
+    return parse_file(shared_path(*LOCOMO))
 
 
 @pytest.fixture(scope="module")
 def longmemeval() -> list[Conversation]:
-    return parse_file(SYNTHETIC_LONGMEMEVAL)
+    return parse_file(shared_path(*LONGMEMEVAL))
 
 
 # -- LoCoMo ------------------------------------------------------------------------------------------------------------
 
 
 def test_locomo_one_conversation_per_session_in_order(locomo: list[Conversation]) -> None:
-    # session_4 has a date but no turns: it yields nothing
-    assert [c.id for c in locomo] == [f"syn-1:session_{n}" for n in range(1, 4)]
-    assert [len(c.utterances) for c in locomo] == [8, 6, 4]
+    assert [c.id for c in locomo] == [f"conv-26:session_{n}" for n in range(1, 20)]
+    assert sum(len(c.utterances) for c in locomo) == 419
 
 
 def test_locomo_known_turn_has_session_date_speaker_and_role(locomo: list[Conversation]) -> None:
     first = locomo[0]
-    assert first.started == datetime(2024, 3, 3, 14, 14)
+    assert first.started == datetime(2023, 5, 8, 13, 56)
     turn = next(u for u in first.utterances if u.source_id == "D1:3")
     assert turn.position == 2
-    assert turn.speaker == "Nora" and turn.role == "user"
-    assert turn.timestamp == datetime(2024, 3, 3, 14, 14)
-    assert turn.session == "syn-1:session_1"
-    assert "joined a community choir last Tuesday" in turn.content
+    assert turn.speaker == "Caroline" and turn.role == "user"
+    assert turn.timestamp == datetime(2023, 5, 8, 13, 56)
+    assert turn.session == "conv-26:session_1"
+    assert "LGBTQ support group yesterday" in turn.content
 
 
 def test_locomo_roles_and_timestamps(locomo: list[Conversation]) -> None:
     for conv in locomo:
         assert [u.position for u in conv.utterances] == list(range(len(conv.utterances)))
         assert all(u.timestamp == conv.started for u in conv.utterances)
-        assert {(u.speaker, u.role) for u in conv.utterances} == {("Nora", "user"), ("Felix", "other")}
-    assert locomo[1].started == datetime(2024, 3, 17, 0, 9)  # "12:09 am on 17 March, 2024"
+        assert {(u.speaker, u.role) for u in conv.utterances} <= {("Caroline", "user"), ("Melanie", "other")}
+    assert locomo[15].started == datetime(2023, 9, 13, 0, 9)  # "12:09 am on 13 September, 2023"
 
 
 def test_locomo_photo_caption_is_appended(locomo: list[Conversation]) -> None:
     turn = next(u for u in locomo[0].utterances if u.source_id == "D1:5")
-    assert turn.content == (
-        "Mostly folk songs, and everyone was so welcoming."
-        " [shares a photo: a photo of a wooden hall with rows of chairs and a piano]"
+    assert turn.content.endswith(
+        "support. [shares a photo: a photo of a dog walking past a wall with a painting of a woman]"
     )
-    other = next(u for u in locomo[2].utterances if u.source_id == "D3:2")
-    assert other.role == "other" and other.content.endswith("[shares a photo: a photo of a woman singing into a microphone on a small stage]")
 
 
 def test_locomo_single_sample_object_and_caption_only_turn(tmp_path: Path) -> None:
@@ -119,35 +115,19 @@ def test_locomo_single_sample_object_and_caption_only_turn(tmp_path: Path) -> No
 
 
 def test_longmemeval_sessions_deduplicated_with_dates(longmemeval: list[Conversation]) -> None:
-    # 8 questions list 13 haystack sessions; the copies shared between questions are kept once, in first-seen order
-    assert [c.id for c in longmemeval] == ["answer_5k01_1", "answer_5k01_2", "answer_gard_1", "answer_lent_1",
-                                           "answer_cafe_1", "answer_book_1", "answer_book_2", "answer_trai_1"]
-    assert sum(len(c.utterances) for c in longmemeval) == 26
+    assert len(longmemeval) == 82
+    assert sum(len(c.utterances) for c in longmemeval) == 946
+    assert len({c.id for c in longmemeval}) == 82
     first = longmemeval[0]
-    assert first.started == datetime(2024, 4, 2, 19, 40)  # "2024/04/02 (Tue) 19:40"
+    assert first.id == "answer_ac0140ce_1"
+    assert first.started == datetime(2023, 4, 11, 23, 44)
     assert first.utterances[0].role == "user" and first.utterances[1].role == "assistant"
-    assert first.utterances[1].source_id == "answer_5k01_1:1"
-    assert "26 minutes and 10 seconds" in first.utterances[2].content
+    assert first.utterances[1].source_id == "answer_ac0140ce_1:1"
     assert all(u.timestamp == first.started for u in first.utterances)
 
 
 def test_longmemeval_roles(longmemeval: list[Conversation]) -> None:
     assert {u.role for c in longmemeval for u in c.utterances} == {"user", "assistant"}
-
-
-def test_the_real_locomo_and_longmemeval_files_parse() -> None:
-    """The real data sets (../shared/data, not in the repository): their quirks beyond the synthetic files."""
-    locomo, longmemeval = shared_path(*LOCOMO), shared_path(*LONGMEMEVAL)
-    assert (detect_format(locomo), detect_format(longmemeval)) == ("locomo", "longmemeval")
-    sessions = parse_file(locomo)
-    assert [c.id for c in sessions] == [f"conv-26:session_{n}" for n in range(1, 20)]
-    assert sum(len(c.utterances) for c in sessions) == 419
-    turn = next(u for u in sessions[0].utterances if u.source_id == "D1:5")
-    assert (turn.speaker, turn.role, turn.timestamp) == ("Caroline", "user", datetime(2023, 5, 8, 13, 56))
-    assert turn.content.endswith("[shares a photo: a photo of a dog walking past a wall with a painting of a woman]")
-    haystacks = parse_file(longmemeval)
-    assert len({c.id for c in haystacks}) == len(haystacks) == 82
-    assert sum(len(c.utterances) for c in haystacks) == 946
 
 
 def lme_question(qid: str, sessions: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
@@ -250,9 +230,9 @@ def test_jsonl_conversation_per_line(tmp_path: Path) -> None:
 # -- detection ---------------------------------------------------------------------------------------------------------
 
 
-def test_detect_locomo_and_longmemeval_files() -> None:
-    assert detect_format(SYNTHETIC_LOCOMO) == "locomo"
-    assert detect_format(SYNTHETIC_LONGMEMEVAL) == "longmemeval"
+def test_detect_shared_files() -> None:
+    assert detect_format(shared_path(*LOCOMO)) == "locomo"
+    assert detect_format(shared_path(*LONGMEMEVAL)) == "longmemeval"
 
 
 def test_detect_json_and_jsonl(tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ from pcm.errors import InputError
 from pcm.naming import Naming
 from pcm.provenance import post_quads, session_quads
 from pcm.settings import Settings
-from tests.conftest import SYNTHETIC_LOCOMO, SYNTHETIC_LONGMEMEVAL
+from tests.conftest import shared_path
 from tests.endpoint.test_endpoint_support import AUTH, POSTS, serving
 from tests.memory_template import init_template
 
@@ -227,16 +227,19 @@ def test_a_text_utterance_is_storable_or_one_input_error(text: Any, session: Any
     post_quads(NAMING, utterance, None)
 
 
-@pytest.mark.parametrize(("dataset", "source"), [("locomo", SYNTHETIC_LOCOMO), ("longmemeval", SYNTHETIC_LONGMEMEVAL)])
+@pytest.mark.parametrize(("dataset", "parts"), [
+    ("locomo", ("data", "locomo", "locomo-conv-26.json")),
+    ("longmemeval", ("data", "longmemeval", "longmemeval-oracle-dev48.json")),
+])
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
-def test_the_evaluation_loaders_give_items_or_one_input_error(scratch: Path, dataset: str, source: Path,
+def test_the_evaluation_loaders_give_items_or_one_input_error(scratch: Path, dataset: str, parts: tuple[str, ...],
                                                                data: st.DataObject) -> None:
-    """``pcm eval`` reads the same files with their questions: files in the data sets' shapes, damaged the same ways."""
+    """``pcm eval`` reads the same files with their questions: the real data, damaged the same ways."""
     from pcm.evaluation.datasets import load_items
 
-    whole = _dataset(source)
-    tree = damage(data.draw, whole[:2] if isinstance(whole, list) else whole)
+    real = _real_data(parts)
+    tree = damage(data.draw, real[:2] if isinstance(real, list) else real)
     path = scratch / f"eval-{dataset}.json"
     path.write_text(json.dumps(tree), encoding="utf-8")
     try:
@@ -245,13 +248,13 @@ def test_the_evaluation_loaders_give_items_or_one_input_error(scratch: Path, dat
         assert "\n" not in str(error)
 
 
-_DATASETS: dict[Path, Any] = {}
+_REAL: dict[tuple[str, ...], Any] = {}
 
 
-def _dataset(source: Path) -> Any:
-    if source not in _DATASETS:
-        _DATASETS[source] = json.loads(source.read_text(encoding="utf-8"))
-    return _DATASETS[source]
+def _real_data(parts: tuple[str, ...]) -> Any:
+    if parts not in _REAL:
+        _REAL[parts] = json.loads(shared_path(*parts).read_text(encoding="utf-8"))
+    return _REAL[parts]
 
 
 @settings(max_examples=150, deadline=None)

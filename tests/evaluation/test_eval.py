@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from pcm.errors import LLMError, UsageError
-from pcm.evaluation.datasets import (
-    ADVERSARIAL_GOLD,
-    LONGMEMEVAL_TYPES,
-    category_of,
-    load_items,
-    locomo_evidence_ids,
-    parse_types,
-    select,
-)
+from pcm.evaluation.datasets import category_of, load_items, locomo_evidence_ids, parse_types, select
 from pcm.evaluation.judge import judge, parse_locomo_label, prompt_name
 from pcm.evaluation.metrics import (
     hits_at,
@@ -34,7 +25,7 @@ from pcm.llm.base import Message, catalogue_layout, output_format
 from pcm.llm.factory import make_client
 from pcm.llm.record import METADATA, RecordingClient, ReplayClient, exchange_key
 from pcm.settings import LLMSpec, Settings
-from tests.conftest import SYNTHETIC_LOCOMO, SYNTHETIC_LONGMEMEVAL, shared_path
+from tests.conftest import shared_path
 
 LOCOMO = ("data", "locomo", "locomo-conv-26.json")
 LONGMEMEVAL = ("data", "longmemeval", "longmemeval-oracle-dev48.json")
@@ -101,73 +92,43 @@ def test_means_skip_unscored_and_percentiles_are_nearest_rank() -> None:
 
 
 def test_locomo_items_carry_evidence_turn_ids() -> None:
-    [item] = load_items("locomo", SYNTHETIC_LOCOMO)
+    [item] = load_items("locomo", shared_path(*LOCOMO))
     first = item.questions[0]
-    assert item.id == "syn-1" and item.utterances == 18
-    assert (first.category, first.gold, first.evidence) == ("temporal", "The Tuesday before 3 March 2024", frozenset({"D1:3"}))
-    assert first.sessions == frozenset({"syn-1:session_1"})
-    assert first.as_of == datetime(2024, 4, 23, 19, 30, tzinfo=UTC)  # the day after the last session, read as UTC
-    assert [q.category for q in item.questions] == ["temporal", "multi-hop", "open-domain", "single-hop", "single-hop",
-                                                    "adversarial", "adversarial", "adversarial", "temporal"]
-    joined = item.questions[2]  # evidence ["D1:6; D2:1"]: two turns in two sessions
-    assert joined.evidence == {"D1:6", "D2:1"} and joined.sessions == {"syn-1:session_1", "syn-1:session_2"}
-    assert item.questions[4].gold == "40"  # a numeric answer is read as text
-    adversarial = [q for q in item.questions if q.category == "adversarial"]
-    assert [q.abstention for q in item.questions] == [q.category == "adversarial" for q in item.questions]
-    assert all(q.gold == ADVERSARIAL_GOLD for q in adversarial)  # not the adversarial_answer the file gives
+    assert item.id == "conv-26" and item.utterances > 300
+    assert (first.category, first.gold, first.evidence) == ("temporal", "7 May 2023", frozenset({"D1:3"}))
+    assert first.sessions == frozenset({"conv-26:session_1"}) and first.as_of is not None
+    assert sum(q.abstention for q in item.questions) == sum(q.category == "adversarial" for q in item.questions) > 0
     assert locomo_evidence_ids(["D8:6; D9:17", "D1:2"]) == {"D8:6", "D9:17", "D1:2"}
 
 
 def test_longmemeval_items_are_one_haystack_per_question() -> None:
-    items = load_items("longmemeval", SYNTHETIC_LONGMEMEVAL)
-    assert len(items) == 8 and all(len(i.questions) == 1 for i in items)
+    items = load_items("longmemeval", shared_path(*LONGMEMEVAL))
+    assert len(items) == 48 and all(len(i.questions) == 1 for i in items)
     q = items[0].questions[0]
-    assert q.id == "a1f0c2d9" and q.category == "knowledge-update"
-    assert q.evidence == {"answer_5k01_1:2", "answer_5k01_2:2"}  # the has_answer turns
-    assert q.sessions == {"answer_5k01_1", "answer_5k01_2"}
-    assert q.as_of == datetime(2024, 6, 20, 8, 15, tzinfo=UTC)  # question_date
-    assert {i.questions[0].category for i in items} == set(LONGMEMEVAL_TYPES)
+    assert q.id == "e66b632c" and q.category == "knowledge-update"
+    assert q.evidence and all(e.split(":")[0] in q.sessions for e in q.evidence)
+    assert q.as_of is not None and q.as_of.year == 2023
     abstaining = [i.questions[0] for i in items if i.questions[0].abstention]
-    assert [a.id for a in abstaining] == ["a1f0c2d9_abs", "c3d81b07_abs"]
-    assert all(category_of(a) == "abstention" for a in abstaining)
-    assert category_of(q) == "knowledge-update"
-    assistant = next(i.questions[0] for i in items if i.questions[0].category == "single-session-assistant")
-    assert assistant.evidence == {"answer_lent_1:1"}  # the answer is in the assistant's turn
+    assert abstaining and all(category_of(a) == "abstention" for a in abstaining)
 
 
 def test_types_and_limit_select_questions() -> None:
-    [item] = load_items("locomo", SYNTHETIC_LOCOMO)
+    [item] = load_items("locomo", shared_path(*LOCOMO))
     assert parse_types("locomo", ["2,adversarial"]) == {"temporal", "adversarial"}
-    chosen = select([item], parse_types("locomo", ["5"]), limit=2)
-    assert [q.text for q in chosen[0].questions] == [q.text for q in item.questions if q.abstention][:2]
-    assert [q.category for q in select([item], parse_types("locomo", ["2,4"]), None)[0].questions] == [
-        "temporal", "single-hop", "single-hop", "temporal"]
+    chosen = select([item], parse_types("locomo", ["5"]), limit=3)
+    assert [q.category for q in chosen[0].questions] == ["adversarial"] * 3
     assert select([item], None, None)[0].questions == item.questions
-    lme = load_items("longmemeval", SYNTHETIC_LONGMEMEVAL)
-    assert [i.id for i in select(lme, parse_types("longmemeval", ["abstention"]), None)] == ["a1f0c2d9_abs", "c3d81b07_abs"]
     with pytest.raises(UsageError, match="unknown LoCoMo category"):
         parse_types("locomo", ["7"])
     with pytest.raises(UsageError, match="unknown LongMemEval type"):
         parse_types("longmemeval", ["multi-hop"])
 
 
-def test_the_real_slices_load_with_their_questions() -> None:
-    """The real data sets (../shared/data, not in the repository): conv-26 and the 48-question LongMemEval slice."""
-    [item] = load_items("locomo", shared_path(*LOCOMO))
-    first = item.questions[0]
-    assert item.id == "conv-26" and item.utterances > 300
-    assert (first.category, first.gold, first.evidence) == ("temporal", "7 May 2023", frozenset({"D1:3"}))
-    assert sum(q.abstention for q in item.questions) == sum(q.category == "adversarial" for q in item.questions) > 0
-    items = load_items("longmemeval", shared_path(*LONGMEMEVAL))
-    assert len(items) == 48 and all(len(i.questions) == 1 for i in items)
-    assert items[0].questions[0].id == "e66b632c" and any(i.questions[0].abstention for i in items)
-
-
 # -- judges ------------------------------------------------------------------------------------------------------------
 
 
 def test_judge_prompt_per_longmemeval_type_and_abstention() -> None:
-    items = {i.questions[0].category: i.questions[0] for i in load_items("longmemeval", SYNTHETIC_LONGMEMEVAL)}
+    items = {i.questions[0].category: i.questions[0] for i in load_items("longmemeval", shared_path(*LONGMEMEVAL))}
     temporal = items["temporal-reasoning"]
     client = ScriptedClient(["Yes."])
     verdict = judge(client, "longmemeval", temporal, "about 18 days")
@@ -175,7 +136,7 @@ def test_judge_prompt_per_longmemeval_type_and_abstention() -> None:
     system, messages, operation = client.requests[0]
     assert operation == "judge" and "off-by-one" in messages[0].content and temporal.gold in messages[0].content
     assert judge(ScriptedClient(["no"]), "longmemeval", items["knowledge-update"], "x").correct is False
-    abstaining = next(i.questions[0] for i in load_items("longmemeval", SYNTHETIC_LONGMEMEVAL) if i.questions[0].abstention)
+    abstaining = next(i.questions[0] for i in load_items("longmemeval", shared_path(*LONGMEMEVAL)) if i.questions[0].abstention)
     assert prompt_name("longmemeval", abstaining) == "judge_longmemeval_abstention"
     assert prompt_name("longmemeval", items["single-session-preference"]) == "judge_longmemeval_single_session_preference"
 
@@ -184,13 +145,13 @@ def test_locomo_judge_labels_and_adversarial_rule() -> None:
     assert parse_locomo_label('The dates match.\n```json\n{"label": "CORRECT"}\n```') is True
     assert parse_locomo_label('{"label": "WRONG"}') is False
     assert parse_locomo_label("It names another city. WRONG") is False
-    [item] = load_items("locomo", SYNTHETIC_LOCOMO)
+    [item] = load_items("locomo", shared_path(*LOCOMO))
     adversarial = next(q for q in item.questions if q.abstention)
     client = ScriptedClient([])
     assert judge(client, "locomo", adversarial, "Not in memory: nothing stored answers this question.").correct is True
-    assert judge(client, "locomo", adversarial, "That he was nervous").method == "rule:declines"
+    assert judge(client, "locomo", adversarial, "Adoption agencies").method == "rule:declines"
     assert client.requests == []  # adversarial questions never reach the judge model
-    assert judge(None, "locomo", item.questions[0], "late February").method == "skipped"
+    assert judge(None, "locomo", item.questions[0], "7 May").method == "skipped"
 
 
 # -- record / replay ---------------------------------------------------------------------------------------------------

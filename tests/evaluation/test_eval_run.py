@@ -1,10 +1,9 @@
-"""``pcm eval`` end to end on the synthetic data sets: scripted LLM (extraction, ask, judge), record, replay, resume.
+"""``pcm eval`` end to end on the shared slices: scripted LLM (extraction, ask, judge), record, replay, resume.
 
-The scripted model answers each question with its gold answer, except questions naming the "community choir" (a wrong
-answer) and LoCoMo's adversarial ones (it declines), and it judges by looking for the gold in the response; so the
-expected verdicts are known question by question. LoCoMo runs on the synthetic sample with the first question of each
-category (written to tmp_path); LongMemEval on the synthetic questions with ``--limit``. Both files are in
-tests/fixtures/datasets.
+The scripted model answers each question with its gold answer, except questions naming a "support group" (a wrong answer)
+and LoCoMo's adversarial ones (it declines), and it judges by looking for the gold in the response; so the expected
+verdicts are known question by question. LoCoMo runs on a two-session cut of conv-26 written to tmp_path (the whole
+conversation takes minutes to ingest); LongMemEval on the dev slice with ``--limit``.
 """
 
 from __future__ import annotations
@@ -24,19 +23,25 @@ from pcm.evaluation.runner import EvalConfig, Reporter, read_results, run_eval
 from pcm.llm import ScriptedClient
 from pcm.llm.base import Message
 from pcm.llm.record import RecordingClient
-from tests.conftest import SYNTHETIC_LOCOMO, SYNTHETIC_LONGMEMEVAL
+from tests.conftest import shared_path
 
+LOCOMO = ("data", "locomo", "locomo-conv-26.json")
+LONGMEMEVAL = ("data", "longmemeval", "longmemeval-oracle-dev48.json")
 pytestmark = pytest.mark.slow  # a few fresh memories with a side index each: ~20 s on an idle machine
 WRONG = "a lake at dawn"
-WRONG_FOR = "community choir"  # a question naming it gets the wrong answer
 
 
-def one_question_per_category(tmp: Path) -> Path:
-    """The synthetic LoCoMo sample with, per category, its first question."""
-    sample = json.loads(SYNTHETIC_LOCOMO.read_text(encoding="utf-8"))[0]
-    questions = [next(q for q in sample["qa"] if q["category"] == category) for category in range(1, 6)]
-    path = tmp / "locomo-five-questions.json"
-    path.write_text(json.dumps([{**sample, "qa": questions}]), encoding="utf-8")
+def two_session_locomo(tmp: Path) -> Path:
+    """Sessions 1-2 of conv-26 and, per category, the first question whose evidence lies in them."""
+    sample = json.loads(shared_path(*LOCOMO).read_text(encoding="utf-8"))[0]
+    keep = re.compile(r"session_[12](_date_time)?|speaker_[ab]")
+    conversation = {k: v for k, v in sample["conversation"].items() if keep.fullmatch(k)}
+    questions = []
+    for category in range(1, 6):
+        questions.append(next(q for q in sample["qa"] if q["category"] == category and q["evidence"]
+                              and all(re.match(r"D[12]:", e) for e in q["evidence"])))
+    path = tmp / "locomo-two-sessions.json"
+    path.write_text(json.dumps([{"sample_id": "conv-26", "conversation": conversation, "qa": questions}]), encoding="utf-8")
     return path
 
 
@@ -52,7 +57,7 @@ def scripted_model(golds: dict[str, str]):  # type: ignore[no-untyped-def]
             gold = golds.get(question)
             if gold is None:
                 return "NOT IN MEMORY"
-            return f"ANSWER: {WRONG if WRONG_FOR in question else gold} [cites: 1]"
+            return f"ANSWER: {WRONG if 'support group' in question else gold} [cites: 1]"
         if operation == "judge":
             # the last ones: LoCoMo's prompt shows an example gold answer first
             gold = re.findall(r"(?:Correct Answer|Gold answer|Rubric|Explanation): (.*)", text)[-1]
@@ -79,8 +84,8 @@ def deterministic(summary: dict[str, Any]) -> dict[str, Any]:
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Record a scripted run of both datasets, then replay each through the CLI into a fresh directory."""
     tmp = tmp_path_factory.mktemp("eval")
-    locomo = one_question_per_category(tmp)
-    lme = SYNTHETIC_LONGMEMEVAL
+    locomo = two_session_locomo(tmp)
+    lme = shared_path(*LONGMEMEVAL)
     out: dict[str, Any] = {"tmp": tmp}
     for dataset, path, limit in (("locomo", locomo, None), ("longmemeval", lme, 1)):
         model = scripted_model(golds_of(dataset, path))
@@ -105,7 +110,7 @@ def test_locomo_writes_results_and_summaries(runs: dict[str, Any]) -> None:
     for row in rows.values():
         assert {"question", "gold", "answer", "verdict", "sparql", "trace", "evidence_posts", "path", "llm",
                 "latency_ms"} <= row.keys()
-    assert rows["temporal"]["answer"] == WRONG and rows["temporal"]["correct"] is False  # "When did Nora join the community choir?"
+    assert rows["temporal"]["answer"] == WRONG and rows["temporal"]["correct"] is False  # "When did Caroline go to the LGBTQ support group?"
     assert rows["single-hop"]["correct"] is True and rows["single-hop"]["f1"] == 1.0
     assert rows["adversarial"]["verdict"]["method"] == "rule:declines" and rows["adversarial"]["correct"] is True
     assert rows["temporal"]["path"] == "episodic" and rows["temporal"]["trace"][0]["outcome"] == "no_query"
@@ -114,7 +119,7 @@ def test_locomo_writes_results_and_summaries(runs: dict[str, Any]) -> None:
     assert summary["accuracy"]["J"]["all"] == {"n": 5, "mean": 0.8}
     assert summary["accuracy"]["J"]["temporal"]["mean"] == 0.0
     # one extraction call per utterance but the 6 small-talk turns the gate holds back (pcm.extraction.gate)
-    assert summary["cost"]["ingest"]["utterances"] == 18 and summary["cost"]["ingest"]["calls"] == 12
+    assert summary["cost"]["ingest"]["utterances"] == 35 and summary["cost"]["ingest"]["calls"] == 29
     assert summary["cost"]["judge"]["calls"] == 4  # the adversarial question is scored by rule
     assert set(summary["retrieval"]["recall"]) == {"multi-hop", "temporal", "open-domain", "single-hop", "all"}
     assert summary["retrieval"]["recall"]["all"]["n"] == 4
@@ -125,13 +130,12 @@ def test_locomo_writes_results_and_summaries(runs: dict[str, Any]) -> None:
 
 def test_longmemeval_writes_results_and_summaries(runs: dict[str, Any]) -> None:
     [row] = read_results(runs["longmemeval"]["config"].out / "results.jsonl")
-    assert row["id"] == "a1f0c2d9" and row["correct"] is True
+    assert row["id"] == "e66b632c" and row["correct"] is True
     assert row["verdict"]["method"].startswith("llm:judge_longmemeval_knowledge_update.v1@")
-    assert row["gold_evidence"] == ["answer_5k01_1:2", "answer_5k01_2:2"]
+    assert row["gold_evidence"] == ["answer_ac0140ce_1:2", "answer_ac0140ce_2:8"]
     assert set(row["retrieval"]["recall"]["hits"]) == {"5", "10", "20"}
     summary = runs["longmemeval"]["summary"]
-    # 8 turns, 6 extraction calls: the gate holds back "How did it go?" and "Congratulations, that is over a minute faster."
-    assert summary["items"] == 1 and summary["cost"]["ingest"]["per_utterance"]["calls"] == 0.75
+    assert summary["items"] == 1 and summary["cost"]["ingest"]["per_utterance"]["calls"] == 1.0
 
 
 @pytest.mark.parametrize("dataset", ["locomo", "longmemeval"])
@@ -149,7 +153,7 @@ def test_replay_reproduces_the_numbers_without_an_llm(runs: dict[str, Any], data
 def test_replay_of_a_missing_exchange_names_it(runs: dict[str, Any], tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
-    result = CliRunner().invoke(main, ["eval", "longmemeval", str(SYNTHETIC_LONGMEMEVAL), "--limit", "1",
+    result = CliRunner().invoke(main, ["eval", "longmemeval", str(shared_path(*LONGMEMEVAL)), "--limit", "1",
                                        "--replay", str(empty), "--out", str(tmp_path / "out")])
     assert result.exit_code != 0
     assert "replay: no recorded" in result.output
@@ -168,7 +172,7 @@ class Notes(Reporter):
 
 
 def test_without_llm_the_judge_is_skipped_and_a_killed_run_resumes(tmp_path: Path) -> None:
-    path = SYNTHETIC_LONGMEMEVAL
+    path = shared_path(*LONGMEMEVAL)
     out = tmp_path / "run"
     result = CliRunner().invoke(main, ["eval", "longmemeval", str(path), "--llm", "none", "--limit", "1",
                                        "--out", str(out), "--json"])
@@ -179,13 +183,13 @@ def test_without_llm_the_judge_is_skipped_and_a_killed_run_resumes(tmp_path: Pat
     first = read_results(out / "results.jsonl")
     # a killed run: a torn last line, and the second item's memory started but never marked ingested
     with (out / "results.jsonl").open("a", encoding="utf-8") as sink:
-        sink.write('{"id": "b27e44aa", "answ')
-    (out / "memories" / "b27e44aa").mkdir(parents=True)
+        sink.write('{"id": "ce6d2d27", "answ')
+    (out / "memories" / "ce6d2d27").mkdir(parents=True)
     notes = Notes()
     summary = run_eval(EvalConfig("longmemeval", path, out, limit=2), notes)
     rows = read_results(out / "results.jsonl")
-    assert [r["id"] for r in rows] == ["a1f0c2d9", "b27e44aa"] and rows[0] == first[0]
-    assert notes.ingests == ["b27e44aa"] and summary["questions"] == 2 and summary["items"] == 2
+    assert [r["id"] for r in rows] == ["e66b632c", "ce6d2d27"] and rows[0] == first[0]
+    assert notes.ingests == ["ce6d2d27"] and summary["questions"] == 2 and summary["items"] == 2
     again = Notes()
     run_eval(EvalConfig("longmemeval", path, out, limit=2), again)
     assert again.ingests == [] and len(read_results(out / "results.jsonl")) == 2

@@ -34,7 +34,7 @@ from pcm.llm import ScriptedClient
 from pcm.llm.base import Message
 from pcm.memory import Memory
 from pcm.ontology import Ontology
-from tests.conftest import DATASETS, shared_path
+from tests.conftest import shared_path
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "extraction"
 NOTHING = "# nothing to extract"
@@ -83,25 +83,6 @@ def test_enough_utterances_and_enough_that_state_nothing(label_sets: dict[str, L
     assert label_sets["samples"].fact_bearing_ids() | label_sets["samples"].non_fact_bearing_ids() == {
         u.id for u in samples
     }
-
-
-def test_a_label_file_of_locomo_turns_resolves_against_a_data_folder(tmp_path: Path) -> None:
-    """Labels of LoCoMo turns name the data file relative to a folder given at run time and the turns by their
-    ``dia_id``: here the synthetic LoCoMo file of tests/fixtures/datasets."""
-    path = tmp_path / "locomo.json"
-    path.write_text(json.dumps({
-        "source": "locomo-synthetic", "format": "locomo", "data": "locomo-synthetic.json", "sample_id": "syn-1",
-        "owner": "Nora", "utterances": [
-            {"id": "D1:3", "role": "user", "fact_bearing": True, "facts": [
-                {"entity": "Nora", "class": "schema:Person", "property": None, "value": None}]},
-            {"id": "D2:1", "role": "other", "fact_bearing": False, "facts": []},
-        ],
-    }), encoding="utf-8")
-    labels = load_labels(path)
-    found = resolve(labels, label_conversations(labels, DATASETS))
-    assert {i: (u.source_id, u.role, u.session) for i, u in found.items()} == {
-        "D1:3": ("D1:3", "user", "syn-1:session_1"), "D2:1": ("D2:1", "other", "syn-1:session_2")}
-    assert labels.fact_bearing_ids() == {"D1:3"}
 
 
 def test_a_label_file_of_locomo_turns_resolves_against_the_shared_data(tmp_path: Path) -> None:
