@@ -65,15 +65,10 @@ def extract(ctx: click.Context, memory_path: Path | None, pending: bool, failed:
             report = server.extract(chosen[0], force=force, on_progress=follow(bar))
         where = f" through pcm serve at {server.info.url}"
     else:
-        with opened(ctx, memory_path) as memory:
-            if memory.llm_client() is None:
-                memory.extract([])  # the one refusal without a model, before the posts are read
-            posts = memory.posts_to_extract(chosen[0])
-            with progress_bar(len(posts), "extract") as bar:
-                report = memory.extract(
-                    posts, progress=bar.update, force=force,
-                    gate=False if chosen[0] == "gated" else None,  # what the gate held back goes to the model
-                ).as_json()
+        with opened(ctx, memory_path) as memory, progress_bar(None, "extract") as bar:
+            report = memory.extract_selection(
+                chosen[0], force=force, progress=bar.update, total=lambda n: follow(bar)({"total": n})
+            ).as_json()
         where = ""
     if as_json:
         emit_json(report)

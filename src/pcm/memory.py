@@ -1389,6 +1389,24 @@ class Memory:
 
         return select_posts(self.context, selection)
 
+    def extract_selection(
+        self,
+        selection: str,
+        *,
+        force: bool = False,
+        progress: Progress | None = None,
+        total: Callable[[int], None] | None = None,
+    ) -> ExtractionRunReport:
+        """``pcm extract --pending | --failed | --gated | --all``: the selected posts extracted in order, ``total``
+        told their number first. Without a model it refuses before any post is read; the gated selection goes to
+        the model past the gate that held it back."""
+        if self.llm_client() is None:
+            self.extract([])  # the one refusal without a model
+        posts = self.posts_to_extract(selection)
+        if total is not None:
+            total(len(posts))
+        return self.extract(posts, progress=progress, force=force, gate=False if selection == "gated" else None)
+
     def extract(
         self, posts: Sequence[str], *, progress: Progress | None = None, force: bool = False, gate: bool | None = None
     ) -> ExtractionRunReport:

@@ -776,51 +776,50 @@ class App:
 
         return self._api(request, "POST", forget)
 
-    def api_import(self, request: Request) -> Response:
-        """Import a file of RDF (``pcm import``; the owner's token), its progress streamed back as JSON lines."""
+    def _streamed_write(
+        self,
+        request: Request,
+        body_model: type[M],
+        what: str,
+        run: Callable[[M, Callable[[int], None], Callable[[int | None], None]], object],
+    ) -> Response:
+        """A long write (the owner's token, ``POST``, a typed JSON body) whose progress is streamed back as JSON
+        lines, then its result or its one-line error."""
         refused = self._check_token(request.headers)
         if refused is not None:
             return refused
         if request.method != "POST":
-            return json_error(405, "use POST to import", Allow="POST")
+            return json_error(405, f"use POST to {what}", Allow="POST")
         try:
-            body = validated(models.ImportBody, _json_body(request.body))
+            body = validated(body_model, _json_body(request.body))
         except PcmError as exc:
             return pcm_error(exc)
-        name = Path(body.name).name or "import"  # a file name, never a path on this machine
+        return streamed(lambda progress, total: run(body, progress, total))
 
-        def run(progress: Callable[[int], None], total: Callable[[int | None], None]) -> object:
+    def api_import(self, request: Request) -> Response:
+        """Import a file of RDF (``pcm import``), written to a private temporary file under its own name (never a
+        path on this machine)."""
+
+        def run(body: models.ImportBody, progress: Callable[[int], None], _total: object) -> object:
             with tempfile.TemporaryDirectory(prefix="pcm-import-") as folder:
-                path = Path(folder) / name
+                path = Path(folder) / (Path(body.name).name or "import")
                 path.write_text(body.data, encoding="utf-8")
                 with self.memory_lock:
                     return self.memory.import_rdf(path, body.format, base_iri=body.base, progress=progress).as_json()
 
-        return streamed(run)
+        return self._streamed_write(request, models.ImportBody, "import", run)
 
     def api_extract(self, request: Request) -> Response:
-        """Extract the facts of stored posts (``pcm extract``; the owner's token) with this server's model, its
-        progress streamed back as JSON lines. The memory lock is held throughout, as a reindex holds it."""
-        refused = self._check_token(request.headers)
-        if refused is not None:
-            return refused
-        if request.method != "POST":
-            return json_error(405, "use POST to extract", Allow="POST")
-        try:
-            body = validated(models.ExtractBody, _json_body(request.body))
-        except PcmError as exc:
-            return pcm_error(exc)
+        """Extract the facts of stored posts (``pcm extract``) with this server's model; the memory lock is held
+        throughout, as a reindex holds it."""
 
-        def run(progress: Callable[[int], None], total: Callable[[int | None], None]) -> object:
+        def run(body: models.ExtractBody, progress: Callable[[int], None], total: Callable[[int | None], None]) -> object:
             with self.memory_lock:
-                if self.memory.llm_client() is None:
-                    self.memory.extract([])  # the one refusal without a model, before the posts are read
-                posts = self.memory.posts_to_extract(body.selection)
-                total(len(posts))
-                gate = False if body.selection == "gated" else None  # what the gate held back goes to the model
-                return self.memory.extract(posts, progress=progress, force=body.force, gate=gate).as_json()
+                return self.memory.extract_selection(
+                    body.selection, force=body.force, progress=progress, total=total
+                ).as_json()
 
-        return streamed(run)
+        return self._streamed_write(request, models.ExtractBody, "extract", run)
 
     def api_facts(self, request: Request) -> Response:
         """A page of facts, those said earliest first, narrowed by session and time (``Memory.facts``)."""
