@@ -69,15 +69,17 @@ def _default_factory(fast_grammar: bool) -> LlamaFactory:
     return llama_cpp.Llama
 
 
-def _default_prompt_cache(capacity: int) -> Any:
-    """llama-cpp-python's prompt-state cache: after each call the model's state is kept under its tokens, and a
-    later prompt resumes from the kept state that shares the longest beginning with it (least recently used states
-    go first when ``capacity`` bytes are exceeded)."""
+def _default_prompt_cache(capacity: int, keep_logits: bool) -> Any:
+    """The prompt-state cache: after each call the model's state is kept under its tokens, and a later prompt
+    resumes from the kept state that shares the longest beginning with it (least recently used states go first
+    when ``capacity`` bytes are exceeded, every byte of a state counted: :mod:`pcm.llm.prompt_cache`)."""
     try:
-        from llama_cpp import LlamaRAMCache
+        import llama_cpp  # noqa: F401  (the cache module builds on it)
     except ImportError as exc:
         raise LLMError(f"PCM_LLM=llamacpp needs llama-cpp-python: {INSTALL_HINT}") from exc
-    return LlamaRAMCache(capacity_bytes=capacity)
+    from pcm.llm.prompt_cache import prompt_state_cache
+
+    return prompt_state_cache(capacity, keep_logits=keep_logits)
 
 
 def _default_draft() -> Any:
@@ -173,7 +175,10 @@ class LlamaCppClient:
         if prompt_cache_mb > 0:
             # Without it llama.cpp reuses only the previous prompt's beginning, so ask, which alternates its ~7k-token
             # NL->SPARQL prompt with short answer prompts, would re-read the catalogue for every question.
-            self._llama.set_cache((prompt_cache or _default_prompt_cache)(prompt_cache_mb << 20))
+            capacity = prompt_cache_mb << 20
+            keep_logits = "logits_all" in extra  # the draft reads them; greedy decoding does not
+            cache = prompt_cache(capacity) if prompt_cache else _default_prompt_cache(capacity, keep_logits)
+            self._llama.set_cache(cache)
         #: Saved states of long system prompts (None: ``PCM_LLM_STATE_DIR=off``, or a library without the calls).
         self.states: PrefixStates | None = None
         if state_dir is not None:
