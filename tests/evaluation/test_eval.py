@@ -174,6 +174,27 @@ def test_replay_answers_what_was_recorded_with_its_token_counts(tmp_path: Path) 
     assert exchange_key("answer", "s", messages) != exchange_key("judge", "s", messages)
 
 
+def test_a_call_held_to_a_grammar_replays_only_under_the_same_grammar(tmp_path: Path) -> None:
+    """The compact form's schema is empty: the grammar alone says which lines the model could write, so a run
+    under a changed grammar (other catalogue areas, another budget) must not get the old run's answers."""
+    from pcm.llm.base import JsonSchema
+
+    def held(alternatives: str) -> JsonSchema:
+        return JsonSchema("lines", {}, grammar=lambda budget: f"root ::= ({alternatives}) # {budget}")
+
+    messages = [Message.user("I adopted a cat.")]
+    RecordingClient(ScriptedClient(["pet cat"]), tmp_path / "rec").complete(
+        system="s", messages=messages, operation="extract", max_tokens=200, schema=held('"pet"'))
+    replay = ReplayClient(tmp_path / "rec")
+    assert replay.complete(system="s", messages=messages, operation="extract", max_tokens=200,
+                           schema=held('"pet"')).text == "pet cat"
+    for schema, budget in ((held('"pet" | "trip"'), 200), (held('"pet"'), 300)):
+        with pytest.raises(LLMError, match="no recorded 'extract' exchange"):
+            replay.complete(system="s", messages=messages, operation="extract", max_tokens=budget, schema=schema)
+    plain = JsonSchema("frame", {"type": "object"})
+    assert exchange_key("ask", "s", messages, plain, 100) == exchange_key("ask", "s", messages, plain, 900)
+
+
 def test_a_replay_declares_what_the_recorded_client_declared(tmp_path: Path) -> None:
     """A run recorded from an in-process model (local, prefix cache, a context window) replays with its prompts."""
     inner = ScriptedClient(["answer"])

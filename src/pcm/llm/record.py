@@ -28,14 +28,20 @@ from pcm.llm.base import Completion, JsonSchema, LLMClient, Message, Usage
 METADATA = "recording.json"
 
 
-def exchange_key(operation: str, system: str, messages: list[Message], schema: JsonSchema | None = None) -> str:
-    """The file name (without ``.json``) of one exchange: independent of the model and of max_tokens.
+def exchange_key(operation: str, system: str, messages: list[Message], schema: JsonSchema | None = None,
+                 max_tokens: int = 4096) -> str:
+    """The file name (without ``.json``) of one exchange: independent of the model.
 
-    A constrained call also keys on its schema, so a free-form and a constrained run never answer for each other.
+    A constrained call also keys on its schema, so a free-form and a constrained run never answer for each other;
+    one held to a grammar keys on that grammar as the client builds it for ``max_tokens`` (the compact form's
+    schema is empty, so a changed grammar, e.g. one limited to other catalogue areas, must not replay answers
+    drawn from the old one). A call without a grammar is independent of max_tokens.
     """
     parts: list[object] = [operation, system, [[m.role, m.content] for m in messages]]
     if schema is not None:
         parts.append(schema.schema)
+        if schema.grammar is not None:
+            parts.append(hashlib.sha256(schema.grammar(max_tokens).encode("utf-8")).hexdigest())
     payload = json.dumps(parts, ensure_ascii=False, sort_keys=True)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
@@ -72,7 +78,7 @@ class RecordingClient:
         completion = self.inner.complete(
             system=system, messages=messages, operation=operation, max_tokens=max_tokens, **extra
         )
-        key = exchange_key(operation, system, messages, schema)
+        key = exchange_key(operation, system, messages, schema, max_tokens)
         record = {
             "operation": operation,
             "system": system,
@@ -123,7 +129,7 @@ class ReplayClient:
         max_tokens: int = 4096,
         schema: JsonSchema | None = None,
     ) -> Completion:
-        key = exchange_key(operation, system, messages, schema)
+        key = exchange_key(operation, system, messages, schema, max_tokens)
         path = self.directory / f"{key}.json"
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
