@@ -1,7 +1,8 @@
 """A lifetime of conversations (issue 37): the scale figures on one memory of N utterances, with a baseline beside
 each where one exists.
 
-    python benchmarks/bench_lifetime.py [--posts 1000000] [--memory DIR] [--queries 200]
+    python benchmarks/bench_lifetime.py [--posts 1000000] [--memory DIR] [--queries 200] [--asks 60]
+        [--seconds 20] [--import-quads 10000000] [--skip ask,walks,endpoint,serve,import]
 
 Builds the memory with ``make_lifetime.py`` (or reuses it), then prints:
 
@@ -12,7 +13,11 @@ Builds the memory with ``make_lifetime.py`` (or reuses it), then prints:
   known labels (no vector search at all);
 - opening the memory and its first recall in a fresh process (no server; the model load timed apart, the OS file
   cache warm) and that process's peak resident memory;
-- disk per utterance: the store and the index, with the index's parts.
+- disk per utterance: the store and the index, with the index's parts;
+- from ``lifetime_serving.py``: ask without the model (gold queries replayed) and the three walks on questions drawn
+  from the memory's facts; 2-hop queries/s through ``pcm serve`` against a bare ``oxigraph serve-read-only`` on
+  the same store; the peak resident memory of ``pcm serve`` after recalls and asks; and bulk import of
+  ``--import-quads`` generated quads against bare ``bulk_load`` of the same file (``--skip`` leaves rows out).
 
 The stored vectors are synthetic (see ``make_lifetime.py``); the questions are embedded by the real model, so the
 latency includes a real embedding while the neighbourhoods searched are the synthetic ones. R@10 against exact is
@@ -35,6 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
+import lifetime_serving as serving  # noqa: E402
 import make_lifetime  # noqa: E402
 from bench_index import cpu_pressure, pct  # noqa: E402
 from pcm.index.tables import ENTITIES_TABLE, POSTS_TABLE  # noqa: E402
@@ -120,7 +126,12 @@ def main() -> None:
     parser.add_argument("--memory", type=Path, default=None)
     parser.add_argument("--seed", type=int, default=37)
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--asks", type=int, default=60, help="questions for the ask and walk rows")
+    parser.add_argument("--seconds", type=float, default=20.0, help="each endpoint load")
+    parser.add_argument("--import-quads", type=int, default=10_000_000)
+    parser.add_argument("--skip", default="", help="rows to leave out, comma-separated: ask,walks,endpoint,serve,import")
     args = parser.parse_args()
+    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     directory = args.memory or make_lifetime.default_directory(args.posts)
     print(f"before: {cpu_pressure()}")
     record = make_lifetime.build(directory, args.posts, args.seed)
@@ -212,6 +223,11 @@ def main() -> None:
         f"p95 {results['exact'][1]:.1f} ms; known labels p95 {known[1]:.1f} ms (mention embedding included); CPU p50 "
         f"index {CPU['match index']:.1f} ms, exact {CPU['match exact']:.1f} ms"
     )
+    if "ask" not in skip:
+        serving.ask_row(memory, args.seed, args.asks)
+    if "walks" not in skip:
+        serving.traversal_row(memory, args.seed, args.asks)
+    agents = serving.friends(memory, 2000)
     memory.close()
 
     side = directory / "index"
@@ -224,6 +240,12 @@ def main() -> None:
         f"{breakdown}); {record['quads']} quads, {store / max(int(record['quads']), 1):.0f} bytes of store per quad"  # type: ignore[call-overload]
     )
     del embedder
+    if "endpoint" not in skip:
+        serving.endpoint_row(directory, agents, 4, args.seconds)
+    if "serve" not in skip:
+        serving.serve_rss_row(directory, asks[:50])
+    if "import" not in skip:
+        serving.import_row(args.import_quads)
     print(f"after: {cpu_pressure()}")
 
 

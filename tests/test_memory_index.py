@@ -179,3 +179,14 @@ def test_reindex_lists_once_and_leaves_the_memory_in_sync(indexed: Settings, mon
         assert memory.reindex() > 0
         assert spy.calls == ["posts", "entities"]
         assert not memory.store.index_pending()
+
+
+def test_recall_on_a_memory_opened_without_its_index_is_a_usage_error(tmp_path: Path) -> None:
+    """One line and the usage exit code (HTTP 400), not the 500 of a server fault: nothing failed, the memory was
+    opened without what recall needs."""
+    from pcm.errors import UsageError
+
+    with Memory.init(Settings(memory=tmp_path / "m", index_enabled=False), owner="Dana") as memory:
+        with pytest.raises(UsageError, match=r"PCM_INDEX=off") as refused:
+            memory.recall("tomatoes", 5)
+    assert (refused.value.exit_code, refused.value.http_status) == (2, 400)

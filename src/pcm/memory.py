@@ -651,7 +651,8 @@ class Memory:
             raise MemoryClosedError(f"the memory {self.settings.memory} is closed; open it again")
         if self._index is None:
             if not self.settings.index_enabled:
-                raise PcmError("the side index is turned off (PCM_INDEX=off)")
+                # the request is fine and nothing failed: this memory was opened without what it needs
+                raise UsageError("the side index is turned off (PCM_INDEX=off): recall and entity matching need it")
             from pcm.index import SideIndex, get_embedder
 
             embedder = get_embedder(self.settings)

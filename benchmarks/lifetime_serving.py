@@ -1,0 +1,285 @@
+"""The serving rows of the lifetime benchmark (issue 37): ask without the model, the three walks, the endpoint
+against a bare engine, the resident memory of ``pcm serve``, and bulk import against bare ``bulk_load``.
+
+Imported by ``bench_lifetime.py``, which builds or reuses the memory; each function prints one or a few rows and
+returns its figures. The questions are drawn from the memory's own facts (a friend's purchases, trips, pets and
+parties, as ``make_lifetime.py`` writes them), so the same rows run at 100k and at 1M posts.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pyoxigraph as ox
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from pcm.memory import Memory  # noqa: E402
+from pcm.settings import Settings  # noqa: E402
+
+SCHEMA = "https://schema.org/"
+PCM = "https://w3id.org/pcm/ontology#"
+AS_OF = datetime(2025, 10, 1, tzinfo=UTC)
+
+#: Facts to ask about: a friend of the owner with one of their purchases, trips, parties or pets.
+FACTS = """
+SELECT ?kind ?node ?agent ?name WHERE {
+  GRAPH ?g {
+    { ?node a ?kind ; <https://schema.org/agent> ?agent .
+      VALUES ?kind { <https://schema.org/BuyAction> <https://schema.org/TravelAction> <https://schema.org/SocialEvent> } }
+    UNION { ?agent <https://w3id.org/pcm/ontology#hasPet> ?node . BIND(<https://w3id.org/pcm/ontology#Pet> AS ?kind) }
+    ?agent <http://www.w3.org/2000/01/rdf-schema#label> ?name .
+  }
+} LIMIT 4000
+"""
+
+#: A question and its gold query for each kind of fact (``{agent}`` is the friend's IRI, ``{name}`` their name).
+ASKED = {
+    SCHEMA + "BuyAction": ("What did {name} buy, and where?",
+                           "SELECT ?item ?shop WHERE {{ ?buy a schema:BuyAction ; schema:agent <{agent}> ; "
+                           "schema:object ?o ; schema:seller ?s . ?o rdfs:label ?item . ?s rdfs:label ?shop }}"),
+    SCHEMA + "TravelAction": ("Where did {name} travel?",
+                              "SELECT ?city ?when WHERE {{ ?trip a schema:TravelAction ; schema:agent <{agent}> ; "
+                              "schema:toLocation ?c ; schema:startDate ?when . ?c rdfs:label ?city }}"),
+    SCHEMA + "SocialEvent": ("When were {name}'s parties?",
+                             "SELECT ?party ?when WHERE {{ ?e a schema:SocialEvent ; schema:agent <{agent}> ; "
+                             "schema:startDate ?when ; rdfs:label ?party }}"),
+    PCM + "Pet": ("What pets does {name} have?",
+                  "SELECT ?pet ?species WHERE {{ <{agent}> pcm:hasPet ?p . ?p rdfs:label ?pet ; "
+                  "pcm:petSpecies ?species }}"),
+}
+
+#: The 2-hop query of the endpoint rows: a friend's acts and what each was about.
+TWO_HOPS = ("SELECT ?act ?thing WHERE {{ ?act <https://schema.org/agent> <{agent}> . "
+            "?act <https://schema.org/object>|<https://schema.org/toLocation> ?thing }}")
+
+
+def pct(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def facts(memory: Memory, count: int, seed: int) -> list[dict[str, str]]:
+    """``count`` facts of the memory, one per friend where possible, drawn with ``seed``."""
+    rows = memory.store.select(FACTS).dicts()
+    found = [{"kind": r["kind"].value, "node": r["node"].value, "agent": r["agent"].value, "name": r["name"].value}
+             for r in rows]
+    rng = random.Random(seed)
+    rng.shuffle(found)
+    picked: dict[str, dict[str, str]] = {}
+    for fact in found:
+        picked.setdefault(fact["agent"] + fact["kind"], fact)
+    return list(picked.values())[:count]
+
+
+def ask_row(memory: Memory, seed: int, count: int) -> dict[str, float]:
+    """Ask with the gold query replayed by a scripted client: everything but the model (entity matching, grounding,
+    safety checks, execution, evidence, the answer), as ``bench_ask.py`` measures it on the sample memory."""
+    from pcm.llm import ScriptedClient
+    from pcm.retrieval.ask import ask
+
+    asked = []
+    for fact in facts(memory, count, seed):
+        question, query = ASKED[fact["kind"]]
+        asked.append((question.format(name=fact["name"]), query.format(agent=fact["agent"]), fact["name"]))
+    gold = {q: s for q, s, _ in asked}
+
+    def respond(system: str, messages: list[Any], operation: str) -> str:
+        if operation == "answer":
+            return "NOT IN MEMORY"
+        if operation == "decompose":
+            return '{"multi_hop": false, "kind": "factual", "sub_questions": []}'
+        lines = messages[0].content.splitlines()
+        question = next((line[10:] for line in lines if line.startswith("QUESTION: ")), "")
+        return f"```sparql\n{gold[question]}\n```" if question in gold else "NO QUERY"
+
+    client = ScriptedClient([respond] * 100_000)
+    ask(memory.context, asked[0][0], client=client, as_of=AS_OF)  # the query worker and imports, untimed
+    totals, answered = [], 0
+    for question, _, _name in asked:
+        result = ask(memory.context, question, client=client, as_of=AS_OF)
+        totals.append(result.stats["non_llm_ms"])
+        answered += result.path == "sparql"
+    figures = {"p50": pct(totals, 0.5), "p95": pct(totals, 0.95), "answered": answered, "questions": len(asked)}
+    print(f"ask without the model (gold query replayed), {len(asked)} questions: p50 {figures['p50']:.1f} ms, "
+          f"p95 {figures['p95']:.1f} ms; answered from the graph {answered}/{len(asked)} (target p95 <= 100 ms)")
+    return figures
+
+
+def traversal_row(memory: Memory, seed: int, count: int) -> dict[str, float]:
+    """WaterCircles, A* and BeamSearch from the side index's start vertices, warm (the second pass), as
+    ``bench_traversal.py`` times them: pairs of a friend and one of their acts, two friends, one friend."""
+    from pcm.index import get_embedder
+    from pcm.retrieval.traversal import TraversalConfig, TraversalEngine
+
+    picked = facts(memory, count * 2, seed + 1)
+    starts: list[tuple[str, tuple[ox.NamedNode, ...]]] = []
+    for i, fact in enumerate(picked[:count]):
+        agent, node = ox.NamedNode(fact["agent"]), ox.NamedNode(fact["node"])
+        other = ox.NamedNode(picked[count + i]["agent"])
+        shape = i % 3
+        text = f"What do I know about {fact['name']}?"
+        starts.append((text, (agent, node) if shape == 0 else (agent, other) if shape == 1 else (agent,)))
+    naming = memory.naming
+    engine = TraversalEngine(memory.backend, post_prefix=naming.post(""), hubs=(naming.owner, naming.assistant),
+                             embedder=get_embedder())
+    config = TraversalConfig(top_n=None)
+    figures: dict[str, float] = {}
+    for name, label in (("wc", "WaterCircles"), ("astar", "A*"), ("bs", "BeamSearch")):
+        for _ in range(2):  # the first pass embeds each question's triples once; the second is timed
+            times = [engine.retrieve(text, list(nodes), name, config=config, sources=False).stats.ms
+                     for text, nodes in starts]
+        figures[name] = pct(times, 0.95)
+        print(f"{label} warm, {len(starts)} start sets: p50 {pct(times, 0.5):.1f} ms, p95 {pct(times, 0.95):.1f} ms")
+    engine.close()
+    return figures
+
+
+def start_server(memory_dir: Path, *, index: bool) -> tuple[subprocess.Popen[str], str]:
+    """``pcm serve`` on the memory in its own process, as ``bench_endpoint.py`` starts it (side index on or off);
+    returns it and its base URL."""
+    env = {**os.environ, "PCM_INDEX": "on" if index else "off", "PCM_TOKEN": "bench"}
+    command = [sys.executable, "-c", "from pcm.cli_serve import serve; serve()",
+               "--memory", str(memory_dir), "--bind", "127.0.0.1:0", "--json"]
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert proc.stdout is not None
+    lines: list[str] = []
+    while not lines or lines[-1].rstrip() != "}":
+        line = proc.stdout.readline()
+        if not line:
+            raise RuntimeError("pcm serve exited before announcing its URL")
+        lines.append(line)
+    return proc, json.loads("".join(lines))["url"]
+
+
+def _client(endpoint: str, agents: list[str], seconds: float, seed: int) -> list[float]:
+    rng = random.Random(seed)
+    latencies: list[float] = []
+    accept = {"Accept": "application/sparql-results+json"}
+    with httpx.Client(timeout=30) as http:
+        for _ in range(20):
+            http.get(endpoint, params={"query": TWO_HOPS.format(agent=rng.choice(agents))}, headers=accept)
+        stop = time.perf_counter() + seconds
+        while time.perf_counter() < stop:
+            t = time.perf_counter()
+            response = http.get(endpoint, params={"query": TWO_HOPS.format(agent=rng.choice(agents))},
+                                headers=accept)
+            response.raise_for_status()
+            latencies.append((time.perf_counter() - t) * 1000)
+    return latencies
+
+
+def _load(label: str, endpoint: str, agents: list[str], clients: int, seconds: float) -> float:
+    # spawned, not forked: the parent holds LanceDB's runtime, which a fork may leave mid-operation
+    with ProcessPoolExecutor(max_workers=clients, mp_context=multiprocessing.get_context("spawn")) as pool:
+        runs = [pool.submit(_client, endpoint, agents, seconds, seed) for seed in range(clients)]
+        latencies = [ms for run in runs for ms in run.result()]
+    rate = len(latencies) / seconds
+    print(f"  {label}: {rate:,.0f} queries/s from {clients} clients, p50 {pct(latencies, 0.5):.2f} ms, "
+          f"p95 {pct(latencies, 0.95):.2f} ms")
+    return rate
+
+
+def endpoint_row(memory_dir: Path, agents: list[str], clients: int, seconds: float) -> dict[str, float]:
+    """2-hop queries/s through ``pcm serve`` and, on the same store right after, through a bare ``oxigraph serve``."""
+    print(f"endpoint, a 2-hop query (a friend's acts and their objects), {clients} clients, {seconds:.0f} s each:")
+    proc, url = start_server(memory_dir, index=False)
+    try:
+        ours = _load("pcm serve", url + "/query", agents, clients, seconds)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    port = 17000 + random.randrange(2000)
+    engine = subprocess.Popen(
+        [str(Path(sys.executable).parent / "oxigraph"), "serve-read-only", "--location", str(memory_dir / "oxigraph"),
+         "--bind", f"127.0.0.1:{port}", "--union-default-graph"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(600):
+            try:
+                httpx.head(f"http://127.0.0.1:{port}/", timeout=0.5)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        bare = _load("bare oxigraph serve", f"http://127.0.0.1:{port}/query", agents, clients, seconds)
+    finally:
+        engine.terminate()
+        engine.wait(timeout=60)
+    print(f"  ratio pcm serve / bare engine: {ours / bare:.2f} (target >= 0.6)")
+    return {"pcm": ours, "bare": bare, "ratio": ours / bare}
+
+
+def _peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def serve_rss_row(memory_dir: Path, questions: Sequence[str]) -> float:
+    """Peak resident memory of ``pcm serve`` (side index on) after recalls and model-less asks on the memory."""
+    proc, url = start_server(memory_dir, index=True)
+    try:
+        with httpx.Client(timeout=300) as http:
+            for q in questions:
+                http.get(url + "/api/recall", params={"q": q, "k": 10}).raise_for_status()
+            headers = {"Authorization": "Bearer bench"}
+            for q in questions[:10]:
+                http.post(url + "/api/ask", json={"question": q}, headers=headers)
+        peak = _peak_rss_mb(proc.pid)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    print(f"pcm serve peak resident memory after {len(questions)} recalls and 10 asks: {peak:,.0f} MB (target <= 4 GB)")
+    return peak
+
+
+def import_row(quads: int) -> dict[str, float]:
+    """``pcm import`` of a generated pcm dump of ``quads`` quads into a fresh memory, against pyoxigraph's bare
+    ``bulk_load`` of the same file into a fresh store, in the same run."""
+    from bench_store import generate
+
+    with tempfile.TemporaryDirectory(prefix="pcm-lifetime-import-") as work:
+        root = Path(work)
+        settings = Settings(memory=root / "memory", index_enabled=False)
+        with Memory.init(settings, owner="Owner") as memory:
+            ns = memory.manifest.namespace
+        dump = root / "dump.nq"
+        n, _ = generate(dump, ns, quads)
+        raw = ox.Store(str(root / "raw"))
+        t = time.perf_counter()
+        raw.bulk_load(path=str(dump), format=ox.RdfFormat.N_QUADS)
+        raw.flush()
+        bare = time.perf_counter() - t
+        del raw
+        with Memory.open(settings) as memory:
+            t = time.perf_counter()
+            memory.import_rdf(dump)
+            ours = time.perf_counter() - t
+    print(f"bulk import of {n:,} quads: pcm import {ours:.1f} s ({n / ours:,.0f} quads/s), bare bulk_load {bare:.1f} s "
+          f"({n / bare:,.0f} quads/s): ratio {bare / ours:.2f} (target >= 0.9)")
+    return {"pcm_s": ours, "bare_s": bare, "ratio": bare / ours}
+
+
+def friends(memory: Memory, count: int) -> list[str]:
+    """Friends of the owner who did something (the 2-hop query's starts)."""
+    query = ("SELECT DISTINCT ?agent WHERE { GRAPH ?g { ?act <https://schema.org/agent> ?agent } } LIMIT "
+             f"{count}")
+    return [r["agent"].value for r in memory.store.select(query).dicts()]
+
+
+__all__ = ["ask_row", "endpoint_row", "friends", "import_row", "serve_rss_row", "traversal_row"]
