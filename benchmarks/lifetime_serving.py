@@ -255,7 +255,9 @@ def import_row(quads: int) -> dict[str, float]:
 
     with tempfile.TemporaryDirectory(prefix="pcm-lifetime-import-") as work:
         root = Path(work)
-        settings = Settings(memory=root / "memory", index_enabled=False)
+        # a lifetime's dump is over the default limits of one import file (PCM_MAX_RDF_MB, PCM_MAX_RDF_TRIPLES)
+        settings = Settings(memory=root / "memory", index_enabled=False, max_rdf_mb=1 << 16,
+                            max_rdf_triples=2 * quads + 1_000_000)
         with Memory.init(settings, owner="Owner") as memory:
             ns = memory.manifest.namespace
         dump = root / "dump.nq"
