@@ -399,6 +399,16 @@ def test_an_interval_from_one_anchor_to_the_one_node_of_a_class(ops: Operations)
     assert found is not None and found.text.startswith("33 days")
 
 
+def test_an_interval_whose_other_event_is_the_subject_or_the_length_of_the_one_event_named(ops: Operations) -> None:
+    """A small model writes the second event as the subject, or names one event whose length is asked."""
+    found = ops.evaluate(Frame("interval", "Rachel's wedding", anchor="ordering the jumpsuit", unit="days"))
+    assert found is not None and found.text.startswith("33 days")
+    trip = ops.evaluate(Frame("interval", "Dana", anchor="the summer trip to Lisbon", unit="days"))
+    assert trip is not None and trip.text.startswith("9 days (summer trip to Lisbon begins: Friday 20 June 2025")
+    # one event without an end date has no length, and the owner as the subject names no second event
+    assert ops.evaluate(Frame("interval", "Dana", anchor="buying the espresso machine", unit="days")) is None
+
+
 def test_a_value_the_named_node_lacks_is_not_in_memory_from_the_graph(ops: Operations) -> None:
     breed = ops.evaluate(Frame("value", "Dana", PCM + "Pet", PCM + "petBreed", anchor="Mochi"))
     assert breed is not None and breed.text.startswith("Not in memory:") and breed.graphs

@@ -78,6 +78,8 @@ class Card:
     others: frozenset[str]
     graphs: frozenset[str]
     status: str
+    end_full: bool = False
+    """``end`` is a calendar day."""
 
     @property
     def done(self) -> bool:
@@ -255,11 +257,11 @@ class Operations:
                         starts.append((0 if "start" in local else 1, local, term))
             first = min(starts, key=lambda s: (s[0], s[1], s[2].value))[2] if starts else None
             day, full = _day(first if first is not None else min(ends, key=lambda t: t.value) if ends else None)
-            end = _day(min(ends, key=lambda t: t.value))[0] if ends else None
+            end, end_full = _day(min(ends, key=lambda t: t.value)) if ends else (None, False)
             types = frozenset(node.types)
             out.append(Card(iri, node.label, node_line(node), day, full, end, types,
                             frozenset(f.other for f in node.facts if f.other), frozenset(f.graph for f in node.facts),
-                            status))
+                            status, end_full))
         return out
 
     def match(self, anchor: str, cards: Sequence[Card], *, typed: bool = False) -> Card | None:
@@ -564,13 +566,38 @@ def _window(ops: Operations, frame: Frame) -> Worked | None:
 
 
 def _interval(ops: Operations, frame: Frame) -> Worked | None:
-    if frame.anchor and not frame.anchor2 and frame.cls:
-        # "how many days before the wedding did I order the jumpsuit", read with one anchor and the class of
-        # the other event: the other end is the subject's one dated node of that class
-        return _anchored(ops, frame, lambda reach: _interval_to_class(ops, frame, reach))
-    if not (frame.anchor and frame.anchor2):
+    """The time between two events the frame names, else how long the one event it names lasted.
+
+    A small model does not always put the two events in ``anchor`` and ``anchor2``: it writes the class of the
+    other one ("how many days before the wedding did I order the jumpsuit": one anchor and a class), or the other
+    event as the subject ("Rachel's wedding was how many days after ...": a subject that is not the person the
+    memory is about). Each reading is tried in turn; one that does not find exactly its events settles nothing.
+    """
+    if not frame.anchor:
         return None
-    return _anchored(ops, frame, lambda reach: _interval_in(ops, frame, reach))
+    if frame.anchor2:
+        return _anchored(ops, frame, lambda reach: _interval_in(ops, frame, reach))
+    if frame.cls:
+        found = _anchored(ops, frame, lambda reach: _interval_to_class(ops, frame, reach))
+        if found is not None:
+            return found
+    if frame.subject and ops.subject(frame) != ops.memory.naming.owner:
+        # the subject names the other event (or its person): both events are the owner's to match
+        other = replace(frame, subject="", anchor2=frame.subject)
+        found = _anchored(ops, other, lambda reach: _interval_in(ops, other, reach))
+        if found is not None:
+            return found
+    return _anchored(ops, frame, lambda reach: _duration_in(ops, frame, reach))
+
+
+def _duration_in(ops: Operations, frame: Frame, reach: int) -> Worked | None:
+    """How long the one event the anchor names lasted: from its start to its end date, both calendar days."""
+    pool = [c for c in ops.about(ops.dated, ops.subject(frame), reach=reach) if c.full]
+    card = ops.match(frame.anchor, pool)
+    if card is None or card.day is None or card.end is None or not card.end_full or card.end <= card.day:
+        return None
+    text = between(f"{card.label or card.iri} begins", card.day, "ends", card.end, frame.unit or "days")
+    return Worked(text, _graphs([card]), "counted from the start to the end date of the event the question names")
 
 
 def _interval_to_class(ops: Operations, frame: Frame, reach: int) -> Worked | None:
