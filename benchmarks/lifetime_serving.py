@@ -45,7 +45,7 @@ SELECT ?kind ?node ?agent ?name WHERE {
     UNION { ?agent <https://w3id.org/pcm/ontology#hasPet> ?node . BIND(<https://w3id.org/pcm/ontology#Pet> AS ?kind) }
     ?agent <http://www.w3.org/2000/01/rdf-schema#label> ?name .
   }
-} LIMIT 4000
+} LIMIT 20000
 """
 
 #: A question and its gold query for each kind of fact (``{agent}`` is the friend's IRI, ``{name}`` their name).
@@ -129,9 +129,9 @@ def traversal_row(memory: Memory, seed: int, count: int) -> dict[str, float]:
 
     picked = facts(memory, count * 2, seed + 1)
     starts: list[tuple[str, tuple[ox.NamedNode, ...]]] = []
-    for i, fact in enumerate(picked[:count]):
+    for i, fact in enumerate(picked[:count]):  # a memory smaller than asked offers fewer
         agent, node = ox.NamedNode(fact["agent"]), ox.NamedNode(fact["node"])
-        other = ox.NamedNode(picked[count + i]["agent"])
+        other = ox.NamedNode(picked[(count + i) % len(picked)]["agent"])
         shape = i % 3
         text = f"What do I know about {fact['name']}?"
         starts.append((text, (agent, node) if shape == 0 else (agent, other) if shape == 1 else (agent,)))

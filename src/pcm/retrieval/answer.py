@@ -127,7 +127,17 @@ def _evidence_rows(runner: QueryRunner, safe: SafeQuery, result: QueryResult, pr
     shared = [v for v in shared if v in found.variables]
     if not shared:
         return rows
-    return [row for row in rows if any(_agrees(row, answer, shared) for answer in answers)]
+    # a set of the answers that bind every shared variable: thousands of evidence rows against hundreds of answers
+    # are then one lookup a row, not a comparison with every answer
+    complete = {tuple(a[v] for v in shared) for a in answers if all(v in a for v in shared)}
+    partial = [a for a in answers if not all(v in a for v in shared)]
+
+    def kept(row: Mapping[str, Any]) -> bool:
+        if all(v in row for v in shared):
+            return tuple(row[v] for v in shared) in complete or any(_agrees(row, a, shared) for a in partial)
+        return any(_agrees(row, a, shared) for a in answers)
+
+    return [row for row in rows if kept(row)]
 
 
 def _values(variables: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> str:
