@@ -188,6 +188,23 @@ def test_current_reads_the_value_said_last_with_its_containing_places(ops: Opera
     assert job is not None and job.text.startswith("job at Cascade Health")
 
 
+def test_current_with_an_anchor_naming_a_past_or_present_value_says_whether_it_still_holds(ops: Operations) -> None:
+    """"Does she still work at Harbor Analytics?": the frame names the value asked about as its anchor."""
+    job = ops.evaluate(Frame("current", "Dana", cls=CV + "WorkHistory", anchor="Harbor Analytics"))
+    assert job is not None and job.text.startswith("No; now: job at Cascade Health")
+    now = ops.evaluate(Frame("current", "Dana", cls=CV + "WorkHistory"))
+    assert now is not None and set(now.graphs) < set(job.graphs)  # the old job's utterances are cited too
+    still = ops.evaluate(Frame("current", "Dana", cls=CV + "WorkHistory", anchor="Cascade Health"))
+    assert still is not None and still.text.startswith("Yes; now: job at Cascade Health")
+    home = ops.evaluate(Frame("current", "Dana", prop=SCHEMA + "homeLocation", anchor="Portland"))
+    assert home is not None and home.text == "No; now: Ballard, Seattle."
+    here = ops.evaluate(Frame("current", "Dana", prop=SCHEMA + "homeLocation", anchor="Seattle"))
+    assert here is not None and here.text == "Yes; now: Ballard, Seattle."
+    # an anchor that names none of the values ("which city") asks for the value, not yes or no
+    city = ops.evaluate(Frame("current", "Dana", prop=SCHEMA + "homeLocation", anchor="city"))
+    assert city is not None and city.text == "Ballard, Seattle."
+
+
 def test_before_and_after_an_anchor_take_the_nearest_node_of_its_kind(ops: Operations) -> None:
     before = ops.evaluate(Frame("before", "Dana", anchor="Cascade Health"))
     after = ops.evaluate(Frame("after", "Dana", CV + "WorkHistory", anchor="the Harbor Analytics job"))

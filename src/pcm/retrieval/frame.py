@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from pcm.ontology import Ontology
     from pcm.retrieval.grounding import GroundedEntity, Usage
 
-PROMPT_FILE = "retrieval/frame.v2.md"
+PROMPT_FILE = "retrieval/frame.v3.md"
 #: What a question can ask; :mod:`pcm.retrieval.operations` answers the computed ones, the others go on to the
 #: fact context and the graph query (``value``, ``list``, ``yesno``, ``other``), event chains (``cause``,
 #: ``consequence``) or session summaries (``conversation``).

@@ -217,6 +217,18 @@ class Operations:
         rows: list[dict[str, Any]] = self.memory.store.select(query).dicts()
         return [(r["o"], r["label"].value if "label" in r else _shown(r["o"]), r["graph"].value) for r in rows]
 
+    def past_values(self, subject: str, prop: str) -> list[tuple[ox.NamedNode | ox.BlankNode | ox.Literal, str, str]]:
+        """``(value, label, "")`` of ``subject``'s ``prop`` (and its subproperties) that a later utterance
+        superseded (the history graph); no graph of their own is cited."""
+        from pcm.resources import render_query
+        from pcm.sparql import iri_term, values_clause
+
+        properties = sorted(self.ontology.subproperties(prop) | {prop})
+        query = render_query("ask/frame_past", properties=values_clause("p", properties), subject=iri_term(subject),
+                             limit=str(ROWS))
+        rows: list[dict[str, Any]] = self.memory.store.select(query).dicts()
+        return [(r["o"], r["label"].value if "label" in r else _shown(r["o"]), "") for r in rows]
+
     def held_elsewhere(self, cls: str, prop: str, node: str) -> bool:
         """Whether a node of ``cls`` other than ``node`` states a value of ``prop`` (subclasses and
         subproperties included)."""
@@ -476,32 +488,62 @@ def _extreme(ops: Operations, frame: Frame) -> Worked | None:
 def _current(ops: Operations, frame: Frame) -> Worked | None:
     """The latest node of the class that has not ended (a job, a home), else the value of the property said
     last: an order by the dates the facts carry is surer than by when they were said, since a value nobody
-    took back ("works in Portland") stays stored."""
+    took back ("works in Portland") stays stored.
+
+    With an anchor that names one of the subject's values, past or present ("does she still work at Harbor
+    Analytics", "does he still live in Boston"), the answer says yes or no: whether that value is the current one.
+    """
     subject = ops.subject(frame)
     if subject is None:
         return None
-    by_class = _current_node(ops, frame, subject) if frame.cls else None
-    if by_class is not None:
-        return by_class
+    if frame.cls:
+        cards = ops.about(lambda among: ops.members(frame.cls, among), subject)
+        now = _current_cards(ops, cards)
+        if now:
+            found = Worked(_lines(now, ops), _graphs(now), f"the latest {ops.ontology.curie(frame.cls)} that has "
+                           "not ended")
+            # a card's own line first: a job's line links the one before it, which would name both
+            wanted = content_words(frame.anchor) - content_words(ops.memory.manifest.owner)
+            named = [c for c in cards if wanted and wanted <= content_words(c.line)]
+            named = named or (ops.holding(frame.anchor, cards) if wanted else [])
+            return _still(found, named, now, lambda c: c.iri, lambda c: c.graphs)
     if frame.prop:
         values = _values_of_kind(ops, frame, subject, frame.prop)
         if values:
             said = _said_times(ops, [g for *_, g in values])
             newest = max(said.get(g, "") for *_, g in values)
             kept = [v for v in values if said.get(v[2], "") == newest]
-            return Worked(", ".join(_with_places(ops, v) for v in kept) + ".", tuple(sorted({v[2] for v in kept})),
-                          f"the value of {ops.ontology.curie(frame.prop)} said last (earlier values are history)")
+            found = Worked(", ".join(_with_places(ops, v) for v in kept) + ".", tuple(sorted({v[2] for v in kept})),
+                           f"the value of {ops.ontology.curie(frame.prop)} said last (earlier values are history)")
+            wanted = content_words(frame.anchor) - content_words(ops.memory.manifest.owner)
+            if not wanted:
+                return found
+            held = [v for v in values if wanted <= content_words(_with_places(ops, v))]
+            held += [v for v in ops.past_values(subject, frame.prop) if wanted <= content_words(_with_places(ops, v))]
+            return _still(found, held, kept, lambda v: str(v[0]), lambda v: (v[2],) if v[2] else ())
     return None
 
 
-def _current_node(ops: Operations, frame: Frame, subject: str) -> Worked | None:
-    cards = [c for c in ops.about(lambda among: ops.members(frame.cls, among), subject)
-             if c.done and c.day and c.day <= ops.today and (c.end is None or c.end >= ops.today)]
-    if not cards:
-        return None
-    day = max(c.day for c in cards if c.day)
-    chosen = [c for c in cards if c.day == day]
-    return Worked(_lines(chosen, ops), _graphs(chosen), f"the latest {ops.ontology.curie(frame.cls)} that has not ended")
+def _current_cards(ops: Operations, cards: Sequence[Card]) -> list[Card]:
+    """The latest of ``cards`` that are done, dated by today and not ended."""
+    open_ = [c for c in cards if c.done and c.day and c.day <= ops.today and (c.end is None or c.end >= ops.today)]
+    if not open_:
+        return []
+    day = max(c.day for c in open_ if c.day)
+    return [c for c in open_ if c.day == day]
+
+
+def _still(found: Worked, named: Sequence[Any], now: Sequence[Any], key: Callable[[Any], str],
+           graphs: Callable[[Any], Iterable[str]]) -> Worked:
+    """``found`` (the current value), preceded by yes or no when the question's anchor names one of the values,
+    past or present: yes when it is the current one. The named value's graphs are cited too (the old job)."""
+    if not named:
+        return found
+    current = {key(n) for n in now}
+    holds = any(key(n) in current for n in named)
+    cited = tuple(sorted(set(found.graphs) | {g for n in named for g in graphs(n)}))
+    return Worked(f"{'Yes' if holds else 'No'}; now: {found.text}", cited,
+                  f"{found.note}; the value the question names is {'the current one' if holds else 'history'}")
 
 
 def _pool(ops: Operations, frame: Frame, reach: int = 1) -> list[Card]:
