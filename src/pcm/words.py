@@ -42,3 +42,28 @@ QUESTION_WORDS = frozenset([
 
 #: The words a question or an utterance names its subject among: grounding, traversal starts, extraction's mentions.
 CONTENT_STOPWORDS = STOPWORDS | TIME_WORDS | QUESTION_WORDS
+
+#: Month names in the languages pcm's question frames are read in (English, German, French, Spanish, Italian,
+#: Portuguese, Dutch), lower case, without accents where a writer often drops them too, each to its number. A
+#: question frame's anchor made only of a month and a year ("June 2025", "junio de 2025") names a time window, not
+#: a thing (:func:`pcm.retrieval.frame.checked`).
+MONTH_NUMBERS: dict[str, int] = {
+    name: number
+    for names in (
+        ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+         "november", "december"),
+        ("januar", "februar", "märz", "april", "mai", "juni", "juli", "august", "september", "oktober", "november",
+         "dezember"),
+        ("janvier", "février", "mars", "avril", "mai", "juin", "juillet", "août", "septembre", "octobre", "novembre",
+         "décembre"),
+        ("enero", "febrero", "marzo", "abril", "mayo", "junio", "julio", "agosto", "septiembre", "octubre",
+         "noviembre", "diciembre"),
+        ("gennaio", "febbraio", "marzo", "aprile", "maggio", "giugno", "luglio", "agosto", "settembre", "ottobre",
+         "novembre", "dicembre"),
+        ("janeiro", "fevereiro", "março", "abril", "maio", "junho", "julho", "agosto", "setembro", "outubro",
+         "novembro", "dezembro"),
+        ("januari", "februari", "maart", "april", "mei", "juni", "juli", "augustus", "september", "oktober",
+         "november", "december"),
+    )
+    for number, name in enumerate(names, start=1)
+} | {"maerz": 3, "fevrier": 2, "aout": 8, "decembre": 12, "marco": 3}  # the same months written without accents

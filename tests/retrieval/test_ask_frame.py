@@ -394,6 +394,29 @@ def test_fields_the_question_does_not_give_are_dropped() -> None:
     assert (inverted.anchor, inverted.start, inverted.end, inverted.unit) == ("Cascade Health", None, None, "months")
 
 
+def test_an_anchor_that_is_a_month_or_a_year_is_the_time_window(ops: Operations) -> None:
+    """"Where did she travel in June 2025" read with the month as the anchor, in any of the frame's languages."""
+    asked = date(2025, 10, 1)
+    for anchor, question in (("junio de 2025", "¿A qué ciudad viajó Dana en junio de 2025?"),
+                             ("June 2025", "Where did Dana travel in June 2025, and with whom?"),
+                             ("im Juni 2025", "Wohin ist Dana im Juni 2025 gereist?")):
+        read = checked(Frame("value", "Dana", SCHEMA + "TravelAction", SCHEMA + "toLocation", anchor=anchor),
+                       question, as_of=asked, owner_name="Dana Whitfield")
+        assert (read.anchor, read.start, read.end) == ("", date(2025, 6, 1), date(2025, 6, 30))
+        found = ops.evaluate(read)
+        assert found is not None and "Lisbon" in found.text
+    year = checked(Frame("latest", "Dana", SCHEMA + "BuyAction", anchor="2024"), "What did Dana buy last in 2024?",
+                   as_of=asked, owner_name="Dana Whitfield")
+    assert (year.anchor, year.start, year.end) == ("", date(2024, 1, 1), date(2024, 12, 31))
+    # a thing named with its year stays a thing; a window the model wrote itself is kept
+    race = checked(Frame("value", "Dana", anchor="the 2025 Rose Run"), "When was the 2025 Rose Run?", as_of=asked,
+                   owner_name="Dana Whitfield")
+    assert (race.anchor, race.start) == ("the 2025 Rose Run", None)
+    given = checked(Frame("value", "Dana", anchor="May 2024", start=date(2025, 6, 1), end=date(2025, 6, 30)),
+                    "What happened in May 2024 and June 2025?", as_of=asked, owner_name="Dana Whitfield")
+    assert (given.anchor, given.start) == ("May 2024", date(2025, 6, 1))
+
+
 def test_an_anchored_latest_picks_among_the_nodes_the_anchor_names(ops: Operations) -> None:
     newest = ops.evaluate(Frame("latest", "Dana", SCHEMA + "BuyAction"))
     assert newest is not None and "Rumours" in newest.text

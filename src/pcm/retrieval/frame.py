@@ -236,6 +236,14 @@ def checked(frame: Frame, question: str, *, as_of: date, owner_name: str) -> Fra
         end = None
     unit = frame.unit if frame.op in _TIMED else ""
     anchor, anchor2 = said(frame.anchor), said(frame.anchor2)
+    if start is None and end is None:
+        # "where did she travel in June 2025" read with the month as the anchor: a time, not a thing
+        for text in (anchor, anchor2):
+            window = named_window(text)
+            if window is not None:
+                start, end = window
+                anchor, anchor2 = (anchor2, "") if text == anchor else (anchor, "")
+                break
     if not anchor:
         anchor, anchor2 = anchor2, ""
     if anchor2 and _words(anchor2) <= _words(anchor):
@@ -247,6 +255,24 @@ def checked(frame: Frame, question: str, *, as_of: date, owner_name: str) -> Fra
         relative = kinds.pop()
         anchor = anchor2 = ""
     return replace(frame, anchor=anchor, anchor2=anchor2, start=start, end=end, unit=unit, relative=relative)
+
+
+def named_window(text: str) -> tuple[date, date] | None:
+    """The month or the year ``text`` is made of ("June 2025", "junio de 2025", "2024"), as its first and last
+    day; None when it says anything else (words of two letters, as "de" or "im", aside)."""
+    from pcm.words import MONTH_NUMBERS, STOPWORDS
+
+    tokens = [t for t in re.findall(r"\w+", text.casefold()) if len(t) > 2 and t not in STOPWORDS]
+    years = [int(t) for t in tokens if re.fullmatch(r"(?:19|20)\d\d", t)]
+    months = [MONTH_NUMBERS[t] for t in tokens if t in MONTH_NUMBERS]
+    if len(years) != 1 or len(months) > 1 or len(tokens) != 1 + len(months):
+        return None
+    year = years[0]
+    if not months:
+        return date(year, 1, 1), date(year, 12, 31)
+    month = months[0]
+    following = date(year + 1, 1, 1) if month == 12 else date(year, month + 1, 1)
+    return date(year, month, 1), date.fromordinal(following.toordinal() - 1)
 
 
 def _words(text: str) -> set[str]:
@@ -266,4 +292,4 @@ def _day(text: str) -> date | None:
 
 
 __all__ = ["FRAME_TOKENS", "OPERATIONS", "Frame", "FrameReplyError", "Terms", "checked", "frame_schema", "frames_questions",
-           "parse_frame", "read_frame"]
+           "named_window", "parse_frame", "read_frame"]
