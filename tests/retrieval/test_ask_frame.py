@@ -454,10 +454,18 @@ def test_a_value_the_named_node_lacks_is_not_in_memory_from_the_graph(ops: Opera
     assert breed is not None and breed.text.startswith("Not in memory:") and breed.graphs
     price = ops.evaluate(Frame("value", "Dana", SCHEMA + "BuyAction", SCHEMA + "price", anchor="rain jacket"))
     assert price is not None and price.text.startswith("Not in memory:")
-    # held by the node, by a node linked to it, or by no other node of its kind: the graph does not settle it
-    assert ops.evaluate(Frame("value", "Dana", PCM + "Pet", PCM + "petBreed", anchor="Biscuit")) is None
-    assert ops.evaluate(Frame("value", "Dana", SCHEMA + "BuyAction", SCHEMA + "price", anchor="espresso")) is None
+    # held by the named node: its value; held by no other node of its kind: the graph does not settle it
+    biscuit = ops.evaluate(Frame("value", "Dana", PCM + "Pet", PCM + "petBreed", anchor="Biscuit"))
+    assert biscuit is not None and biscuit.text.startswith("beagle. Biscuit (Pet)") and biscuit.graphs
     assert ops.evaluate(Frame("value", "Dana", PCM + "Pet", PCM + "favouriteToy", anchor="Mochi")) is None
+
+
+def test_a_value_of_the_one_node_the_anchor_names_is_read_from_it(ops: Operations) -> None:
+    """"Who came along on the Lisbon trip": the trip's participants, not every trip's; a property the named node
+    does not state, or an anchor that names several nodes that state it, is left to the stored facts."""
+    came = ops.evaluate(Frame("value", "Dana", prop=SCHEMA + "participant", anchor="Lisbon trip"))
+    assert came is not None and came.text.startswith("Lily, Marcus, Owen. summer trip to Lisbon (TravelAction)")
+    assert ops.evaluate(Frame("value", "Dana", prop=SCHEMA + "participant", anchor="Tokyo trip")) is None
 
 
 def test_a_frame_with_a_copied_anchor_and_a_missing_value_route_in_code(memory: Memory) -> None:

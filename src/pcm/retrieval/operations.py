@@ -669,6 +669,34 @@ def _interval_in(ops: Operations, frame: Frame, reach: int) -> Worked | None:
     return Worked(text, _graphs([a, b]), "counted between the dates of the two events the question names")
 
 
+def _value(ops: Operations, frame: Frame) -> Worked | None:
+    """A ``value`` frame about a named thing: its date (:func:`_date_of`), else the values of the asked property
+    on the one node the anchor names ("who came along on the Lisbon trip": the trip's participants). Other values,
+    and a thing named ambiguously, are read by the model from the stored facts."""
+    found = _date_of(ops, frame)
+    if found is None and frame.anchor and frame.prop:
+        found = _anchored(ops, frame, lambda reach: _value_in(ops, frame, reach))
+    return found
+
+
+def _value_in(ops: Operations, frame: Frame, reach: int) -> Worked | None:
+    """The asked property's values on the one node that holds every word of the anchor (in its label where
+    several hold them in their lines, and among those that state the property where that still leaves several)."""
+    wanted = content_words(frame.anchor) - content_words(ops.memory.manifest.owner)
+    named = ops.holding(frame.anchor, _pool(ops, frame, reach))
+    named = [c for c in named if wanted <= content_words(c.label)] or named
+    stated = [(c, ops.values(c.iri, frame.prop)) for c in named]
+    stated = [(c, v) for c, v in stated if v]
+    if len(stated) != 1:
+        return None
+    card, values = stated[0]
+    shown = ", ".join(_with_places(ops, v) for v in values)
+    # the node's whole line follows: a question may ask a second thing of it ("which machine, and where"), and
+    # an amount its currency
+    return Worked(f"{shown}. {_lines([card], ops)}", tuple(sorted({v[2] for v in values} | card.graphs)),
+                  f"the {ops.ontology.curie(frame.prop)} of the node the question names, with its other facts")
+
+
 def _date_of(ops: Operations, frame: Frame) -> Worked | None:
     """A ``value`` frame that asks a date of a named thing ("when did I buy the espresso machine"): the date read
     from the node the anchor names. Other values are read by the model from the stored facts."""
@@ -733,7 +761,7 @@ def _unheld(ops: Operations, frame: Frame) -> Worked | None:
 
 
 _HANDLERS: dict[str, Callable[[Operations, Frame], Worked | None]] = {
-    "value": _date_of, "relatives": _relatives, "count": _count, "total": _total, "latest": _extreme, "earliest": _extreme,
+    "value": _value, "relatives": _relatives, "count": _count, "total": _total, "latest": _extreme, "earliest": _extreme,
     "current": _current, "before": _side, "after": _side, "window": _window, "interval": _interval,
 }
 #: The operations answered in code here (``value`` and ``list`` only for a date of a named thing, a time window,
