@@ -74,8 +74,8 @@ def child(args: argparse.Namespace) -> None:
 
     root = Path(tempfile.mkdtemp(prefix="pcm-bench-state-"))
     try:
-        settings = Settings(memory=root / "memory", index_enabled=False, summaries_enabled=False,
-                            repair_rounds=args.repair_rounds)
+        settings = Settings(memory=root / "memory", index_enabled=False, summaries_enabled=False).with_(
+            repair_rounds=args.repair_rounds)
         memory = Memory.init(settings, owner="Dana Whitfield")
         paths = [p for p in sample_paths() if p.stem.startswith(args.sample)]
         memory.ingest([c for p in paths for c in parse_file(p)])
