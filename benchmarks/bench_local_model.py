@@ -42,6 +42,7 @@ from pcm.errors import LLMError
 from pcm.evaluation.facts import FactScore, LabelSet, label_conversations, load_label_dir, post_iri, score
 from pcm.extraction import extract_posts
 from pcm.layout import LEGACY_LAYOUT
+from pcm.llm.base import Request
 from pcm.llm.llamacpp_client import LlamaCppClient
 from pcm.llm.record import RecordingClient, ReplayClient
 from pcm.memory import Memory
@@ -71,11 +72,11 @@ class Replaying:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.live, name)
 
-    def complete(self, **kwargs: Any) -> Any:
+    def complete(self, request: Request) -> Any:
         try:
-            completion = self.recorded.complete(**kwargs)
+            completion = self.recorded.complete(request)
         except LLMError:
-            return self.live.complete(**kwargs)
+            return self.live.complete(request)
         self.replayed += 1
         return completion
 
@@ -97,17 +98,17 @@ class Counting:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.client, name)
 
-    def complete(self, **kwargs: Any) -> Any:
-        key = hashlib.sha256(repr((kwargs.get("system"), kwargs.get("messages"))).encode()).hexdigest()
+    def complete(self, request: Request) -> Any:
+        key = hashlib.sha256(repr((request.system, request.messages)).encode()).hexdigest()
         self.duplicates += key in self.seen
         self.seen.add(key)
         self.calls += 1
         if not self.timings:
-            return self.client.complete(**kwargs)
+            return self.client.complete(request)
         ctx = self.llama._llama._ctx.ctx  # noqa: SLF001 - llama.cpp's own counters for this call
         llama_cpp.llama_perf_context_reset(ctx)
         started = time.perf_counter()
-        completion = self.client.complete(**kwargs)
+        completion = self.client.complete(request)
         wall = time.perf_counter() - started
         perf = llama_cpp.llama_perf_context(ctx)
         read, wrote = perf.t_p_eval_ms / 1000, perf.t_eval_ms / 1000

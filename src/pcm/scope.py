@@ -25,6 +25,7 @@ with the memory, is what is sent. Variables the rewrite adds start with ``__pcm_
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pcm.errors import QueryError
@@ -753,24 +754,21 @@ class _PathTree:
         return self.t[self.i].text if self.i < len(self.t) else None
 
     def path(self) -> _PathNode:
-        start = self.i
-        parts = [self.sequence()]
-        while self.peek() == "|":
-            self.i += 1
-            parts.append(self.sequence())
-        if len(parts) == 1:
-            return parts[0]
-        return _PathNode("alt", self.text(start, self.i), parts, walks=any(p.walks for p in parts))
+        return self._joined("alt", "|", self.sequence)
 
     def sequence(self) -> _PathNode:
+        return self._joined("seq", "/", self.element)
+
+    def _joined(self, kind: str, operator: str, part: Callable[[], _PathNode]) -> _PathNode:
+        """One ``part``, or several joined by ``operator`` (``|`` alternatives, ``/`` a sequence) as one ``kind``."""
         start = self.i
-        parts = [self.element()]
-        while self.peek() == "/":
+        parts = [part()]
+        while self.peek() == operator:
             self.i += 1
-            parts.append(self.element())
+            parts.append(part())
         if len(parts) == 1:
             return parts[0]
-        return _PathNode("seq", self.text(start, self.i), parts, walks=any(p.walks for p in parts))
+        return _PathNode(kind, self.text(start, self.i), parts, walks=any(p.walks for p in parts))
 
     def element(self) -> _PathNode:
         start = self.i

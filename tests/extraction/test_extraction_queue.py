@@ -177,8 +177,8 @@ def test_a_hosted_model_still_extracts_inline_and_the_setting_overrides_auto(tmp
 def test_the_setting_is_read_from_the_environment_and_checked() -> None:
     from pcm.errors import UsageError
 
-    assert Settings.from_env({"PCM_EXTRACTION": "Queued"}).extraction == "queued"
-    assert Settings.from_env({}).extraction == "auto"
+    assert Settings.from_env({"PCM_EXTRACTION": "Queued"}).extraction.mode == "queued"
+    assert Settings.from_env({}).extraction.mode == "auto"
     with pytest.raises(UsageError, match="PCM_EXTRACTION"):
         Settings.from_env({"PCM_EXTRACTION": "later"})
 

@@ -57,6 +57,7 @@ from pcm.llm.base import (
     JsonSchema,
     LLMClient,
     Message,
+    Request,
     catalogue_layout,
     estimate_tokens,
     output_format,
@@ -191,14 +192,14 @@ class Extractor:
         system, first = self.prompt(context)
         messages = [Message.user(first)]
         self._turn.names, self._turn.answer = self._names(context), None
-        extra = self._constraint(context)
+        schema = self._constraint(context)
         previous: str | None = None
         for round_ in range(self.repair_rounds + 1):
             try:
-                completion = self.client.complete(
+                completion = self.client.complete(Request(
                     system=system, messages=messages, operation="extract" if round_ == 0 else "repair",
-                    max_tokens=self.config.max_output_tokens, **extra,
-                )
+                    max_tokens=self.config.max_output_tokens, schema=schema,
+                ))
             except LLMError as error:
                 result.report = f"LLM error: {error}"
                 return result
@@ -265,15 +266,15 @@ class Extractor:
         user = render_user_message(context, memory=self.memory, ontology=self.ontology, output=self.output, topics=topics)
         return _system(self.ontology, self.output, self.catalogue), user
 
-    def _constraint(self, context: TurnContext) -> dict[str, JsonSchema]:
+    def _constraint(self, context: TurnContext) -> JsonSchema | None:
         """What holds the answer to its form: the JSON Schema (json) or the compact lines' grammar (compact), each
         naming the known entities the prompt offers; nothing for Turtle."""
         if self.output == "json":
-            return {"schema": extraction_schema(self.ontology, known=self._known(context))}
+            return extraction_schema(self.ontology, known=self._known(context))
         if self.output == "compact":
             areas = (*self._areas(context, core=CORE_AREAS), *GRAMMAR_AREAS)
-            return {"schema": compact_schema(self.ontology, known=self._names(context) or {}, areas=areas)}
-        return {}
+            return compact_schema(self.ontology, known=self._names(context) or {}, areas=areas)
+        return None
 
     def _names(self, context: TurnContext) -> dict[str, str] | None:
         """The compact form's names for one call (``me``, ``you``, the offered entities: :func:`call_names`)."""

@@ -28,7 +28,7 @@ import pyoxigraph as ox
 from pcm.backend import QueryResult, Solutions, datetime_or_none
 from pcm.errors import QueryError
 from pcm.layout import HISTORY
-from pcm.llm.base import LLMClient, Message
+from pcm.llm.base import LLMClient, Message, Request
 from pcm.models import EvidenceFact
 from pcm.models import Message as Said
 from pcm.namespaces import PROV
@@ -377,7 +377,7 @@ def answer_from_context(
     numbered = "\n".join(f"[{i}] {line}" for i, line in enumerate(context, 1))
     user = prompt.render("user", date=f"{as_of.date().isoformat()} ({as_of:%A})", owner_name=owner_name,
                          context=numbered or "(nothing)", question=" ".join(question.split()))
-    reply = client.complete(system=prompt.parts["system"], messages=[Message.user(user)], operation=OPERATION, max_tokens=400)
+    reply = client.complete(Request(system=prompt.parts["system"], messages=[Message.user(user)], operation=OPERATION, max_tokens=400))
     found = parse_context_answer(reply.text, len(context))
     return ContextAnswer(tidy_answer(question, found.text), found.cited) if found.text is not None else found
 

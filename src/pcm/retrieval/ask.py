@@ -38,9 +38,8 @@ from pcm.errors import LLMError, PcmError, UsageError
 from pcm.llm.base import (
     WHOLE,
     Completion,
-    JsonSchema,
     LLMClient,
-    Message,
+    Request,
     Usage,
     catalogue_layout,
     estimate_tokens,
@@ -821,33 +820,23 @@ class CachingClient:
             memory.llm_replies.clear()
         shutil.rmtree(memory.settings.memory / CACHE_DIR / "llm", ignore_errors=True)
 
-    def key(self, system: str, messages: list[Message], operation: str, schema: JsonSchema | None = None) -> str:
-        parts: list[object] = [self.version, self.name, operation, system, [(m.role, m.content) for m in messages]]
-        if schema is not None:
-            parts.append(schema.name)
+    def key(self, request: Request) -> str:
+        parts: list[object] = [self.version, self.name, request.operation, request.system,
+                               [(m.role, m.content) for m in request.messages]]
+        if request.schema is not None:
+            parts.append(request.schema.name)
         payload = json.dumps(parts)
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]
 
-    def complete(
-        self,
-        *,
-        system: str,
-        messages: list[Message],
-        operation: str,
-        max_tokens: int = 4096,
-        schema: JsonSchema | None = None,
-    ) -> Completion:
-        key = self.key(system, messages, operation, schema)
+    def complete(self, request: Request) -> Completion:
+        key = self.key(request)
         cached = self._lookup(key)
         if cached is not None:
             self.hits += 1
             return Completion(text=cached, model=self.name, input_tokens=0, output_tokens=0, stop_reason="cached")
         started = time.perf_counter()
         try:
-            extra = {"schema": schema} if schema is not None else {}
-            completion = self.client.complete(
-                system=system, messages=messages, operation=operation, max_tokens=max_tokens, **extra
-            )
+            completion = self.client.complete(request)
         finally:
             self.ms += (time.perf_counter() - started) * 1000
         self.calls += 1

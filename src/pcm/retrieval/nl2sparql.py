@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pcm.errors import LLMError
-from pcm.llm.base import LLMClient, Message
+from pcm.llm.base import LLMClient, Message, Request
 from pcm.prompts import PROMPTS_DIR as _ALL_PROMPTS
 from pcm.prompts import PromptFile, around_catalogue, load
 from pcm.retrieval.postprocess import Compute, ComputeError, parse_compute
@@ -122,14 +122,14 @@ def ask_model(
     query is a few hundred); returns the parsed reply and the prompt size in (approximate) tokens."""
     if form is None:
         completion = client.complete(
-            system=system, messages=messages, operation=OPERATION, max_tokens=max_tokens
+            Request(system=system, messages=messages, operation=OPERATION, max_tokens=max_tokens)
         )
     else:
         from pcm.retrieval.query_form import query_schema
 
         completion = client.complete(
-            system=system, messages=messages, operation=OPERATION, max_tokens=max_tokens,
-            schema=query_schema(form.ontology),
+            Request(system=system, messages=messages, operation=OPERATION, max_tokens=max_tokens,
+            schema=query_schema(form.ontology)),
         )
     if completion.text is None:  # pragma: no cover - defensive: clients always return text
         raise LLMError(f"{client.name}: empty reply")
