@@ -21,7 +21,7 @@ SHARED = REPO.parent / "shared"
 #: The W3C RDF and SPARQL test files the suite reads, vendored with their licence (fixtures/w3c/README.md).
 W3C_RDF_TESTS = REPO / "tests" / "fixtures" / "w3c" / "w3c-rdf-tests"
 #: The published vocabularies' term lists the ontology checks read, shipped with their licences
-#: (src/pcm/ontology_tools/standard_vocab/README.md).
+#: (src/pcm/ontology_tools/standard_vocab/README.txt).
 VOCAB = SHIPPED_VOCAB
 
 

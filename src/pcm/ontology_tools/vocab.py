@@ -59,7 +59,7 @@ class StandardVocabularies:
         return self.namespace_of(iri) is not None and iri not in self.terms
 
 
-#: The term lists pcm ships (``standard_vocab/README.md``: their sources, licences and how they were cut): one
+#: The term lists pcm ships (``standard_vocab/README.txt``: their sources, licences and how they were cut): one
 #: declaration per term of each vocabulary, the same terms and namespaces as the full published files.
 SHIPPED_VOCAB = Path(__file__).resolve().parent / "standard_vocab"
 
