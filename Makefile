@@ -28,7 +28,7 @@ lint:
 # The whole suite, serial, after the linters and the ontology's own checks (what CI runs).
 test: install-test
 	$(MAKE) --no-print-directory lint
-	pcm ontology check --vocab tests/fixtures/vocab
+	pcm ontology check --vocab src/pcm/ontology_tools/standard_vocab
 	pcm ontology test
 	$(PYTHON) -m pytest -q
 

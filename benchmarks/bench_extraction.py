@@ -40,21 +40,14 @@ from pcm.index.embedder import Embedder
 from pcm.index.tables import Tables
 from pcm.llm import Message, ScriptedClient
 from pcm.memory import Memory
+from pcm.namespaces import DCTERMS as DCT
+from pcm.namespaces import PCM, PROV, RDF, RDFS, SCHEMA, SIOC, XSD
 from pcm.settings import Settings
+from pcm.sparql import literal_term as lit
 
-SCHEMA = "https://schema.org/"
-PCM = "https://w3id.org/pcm/ontology#"
-RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
-LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
-PROV = "http://www.w3.org/ns/prov#"
-SIOC = "http://rdfs.org/sioc/ns#"
-DCT = "http://purl.org/dc/terms/"
-XSD = "http://www.w3.org/2001/XMLSchema#"
+RDF_TYPE = RDF + "type"
+LABEL = RDFS + "label"
 SESSION_TURNS = 20
-
-
-def lit(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def generate(path: Path, ns: str, posts: int, seed: int = 11) -> int:

@@ -38,6 +38,7 @@ def child(args: argparse.Namespace) -> None:
 
     from pcm.conversations import parse_file, sample_paths
     from pcm.extraction import extract_posts
+    from pcm.llm.base import Request
     from pcm.llm.llamacpp_client import LlamaCppClient
     from pcm.memory import Memory
     from pcm.settings import Settings
@@ -54,14 +55,14 @@ def child(args: argparse.Namespace) -> None:
         def __getattr__(self, name: str) -> Any:
             return getattr(client, name)
 
-        def complete(self, **kwargs: Any) -> Any:
+        def complete(self, request: Request) -> Any:
             ctx = client._llama._ctx.ctx  # noqa: SLF001 - llama.cpp's counters for this call
             llama_cpp.llama_perf_context_reset(ctx)
             began = time.perf_counter()
-            completion = client.complete(**kwargs)
+            completion = client.complete(request)
             perf = llama_cpp.llama_perf_context(ctx)
             calls.append({
-                "operation": kwargs.get("operation"), "seconds": round(time.perf_counter() - began, 1),
+                "operation": request.operation, "seconds": round(time.perf_counter() - began, 1),
                 "read_tokens": perf.n_p_eval, "read_seconds": round(perf.t_p_eval_ms / 1000, 1),
                 "decode_steps": perf.n_eval, "decode_seconds": round(perf.t_eval_ms / 1000, 1),
                 "written_tokens": completion.output_tokens,
@@ -74,8 +75,8 @@ def child(args: argparse.Namespace) -> None:
 
     root = Path(tempfile.mkdtemp(prefix="pcm-bench-state-"))
     try:
-        settings = Settings(memory=root / "memory", index_enabled=False, summaries_enabled=False,
-                            repair_rounds=args.repair_rounds)
+        settings = Settings(memory=root / "memory", index_enabled=False, summaries_enabled=False).with_(
+            repair_rounds=args.repair_rounds)
         memory = Memory.init(settings, owner="Dana Whitfield")
         paths = [p for p in sample_paths() if p.stem.startswith(args.sample)]
         memory.ingest([c for p in paths for c in parse_file(p)])

@@ -41,13 +41,13 @@ from pcm.conversations import parse_file, sample_paths
 from pcm.errors import LLMError
 from pcm.evaluation.facts import FactScore, LabelSet, label_conversations, load_label_dir, post_iri, score
 from pcm.extraction import extract_posts
-from pcm.extraction import extractor as extractor_module
 from pcm.layout import LEGACY_LAYOUT
+from pcm.llm.base import Request
 from pcm.llm.llamacpp_client import LlamaCppClient
 from pcm.llm.record import RecordingClient, ReplayClient
 from pcm.memory import Memory
 from pcm.namespaces import PROV
-from pcm.settings import GroundingConfig, Settings
+from pcm.settings import ExtractionConfig, GroundingConfig, Settings
 
 
 def facts(memory: Memory) -> int:
@@ -72,11 +72,11 @@ class Replaying:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.live, name)
 
-    def complete(self, **kwargs: Any) -> Any:
+    def complete(self, request: Request) -> Any:
         try:
-            completion = self.recorded.complete(**kwargs)
+            completion = self.recorded.complete(request)
         except LLMError:
-            return self.live.complete(**kwargs)
+            return self.live.complete(request)
         self.replayed += 1
         return completion
 
@@ -98,17 +98,17 @@ class Counting:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.client, name)
 
-    def complete(self, **kwargs: Any) -> Any:
-        key = hashlib.sha256(repr((kwargs.get("system"), kwargs.get("messages"))).encode()).hexdigest()
+    def complete(self, request: Request) -> Any:
+        key = hashlib.sha256(repr((request.system, request.messages)).encode()).hexdigest()
         self.duplicates += key in self.seen
         self.seen.add(key)
         self.calls += 1
         if not self.timings:
-            return self.client.complete(**kwargs)
+            return self.client.complete(request)
         ctx = self.llama._llama._ctx.ctx  # noqa: SLF001 - llama.cpp's own counters for this call
         llama_cpp.llama_perf_context_reset(ctx)
         started = time.perf_counter()
-        completion = self.client.complete(**kwargs)
+        completion = self.client.complete(request)
         wall = time.perf_counter() - started
         perf = llama_cpp.llama_perf_context(ctx)
         read, wrote = perf.t_p_eval_ms / 1000, perf.t_eval_ms / 1000
@@ -179,11 +179,13 @@ def facts_right(memory: Memory, questions: list[dict[str, Any]]) -> tuple[int, l
 
 def run(client: LlamaCppClient, output: str, samples: list[str], repair_rounds: int, limit: int | None,
         per_session: int | None = None, keep: Path | None = None, questions: int | None = None,
-        catalogue: str = "auto", every: bool = False, timings: bool = False, skip: int = 0) -> None:
+        catalogue: str = "auto", every: bool = False, timings: bool = False, skip: int = 0,
+        max_tokens: int = ExtractionConfig.max_output_tokens) -> None:
     root = Path(tempfile.mkdtemp(prefix=f"pcm-bench-local-{output}-"))
     try:
-        settings = Settings(memory=root / "memory", index_enabled=False, repair_rounds=repair_rounds, llm_catalogue=catalogue,
-                            summaries_enabled=False)
+        settings = Settings(memory=root / "memory", index_enabled=False, summaries_enabled=False,
+                            extraction=ExtractionConfig(repair_rounds=repair_rounds, catalogue=catalogue,
+                                                        max_output_tokens=max_tokens))
         memory = Memory.init(settings, owner="Dana Whitfield")
         paths = [p for p in sample_paths() if any(p.stem.startswith(s) for s in samples)]
         memory.ingest([c for p in paths for c in parse_file(p)])
@@ -247,7 +249,8 @@ def spread(items: tuple[Any, ...], count: int | None) -> tuple[Any, ...]:
 
 def run_labelled(client: LlamaCppClient, output: str, label_sets: list[LabelSet], data: Path, repair_rounds: int,
                  catalogue: str = "auto", timings: bool = False, misses: bool = False, limit: int | None = None,
-                 grounding: bool = True, gate: bool = True) -> FactScore:
+                 grounding: bool = True, gate: bool = True,
+                 max_tokens: int = ExtractionConfig.max_output_tokens) -> FactScore:
     """Extract exactly the labelled utterances of each label set with the model (one fresh memory per set, owned by
     the set's owner, holding the sessions of its labelled utterances), then score the stored facts against the gold.
     ``limit``: that many utterances per set, taken evenly across it; ``grounding`` and ``gate`` off measure the
@@ -262,9 +265,10 @@ def run_labelled(client: LlamaCppClient, output: str, label_sets: list[LabelSet]
         labels = replace(labels, utterances=spread(labels.utterances, limit))
         root = Path(tempfile.mkdtemp(prefix=f"pcm-bench-labelled-{output}-"))
         try:
-            settings = Settings(memory=root / "memory", index_enabled=False, repair_rounds=repair_rounds,
-                                llm_catalogue=catalogue, summaries_enabled=False, grounding=GroundingConfig(enabled=grounding),
-                                extraction_gate=gate)
+            settings = Settings(memory=root / "memory", index_enabled=False, summaries_enabled=False,
+                                extraction=ExtractionConfig(repair_rounds=repair_rounds, catalogue=catalogue,
+                                                            grounding=GroundingConfig(enabled=grounding), gate=gate,
+                                                            max_output_tokens=max_tokens))
             memory = Memory.init(settings, owner=labels.owner)
             memory.ingest(label_conversations(labels, data))
             posts = [post_iri(memory.naming, u) for u in labels.utterances]
@@ -321,7 +325,7 @@ def main() -> None:
     parser.add_argument("model", help="path of a .gguf file")
     parser.add_argument("--samples", nargs="+", default=["03-purchase"], help="sample conversation name prefixes")
     parser.add_argument("--formats", nargs="+", default=["turtle", "json"], choices=["turtle", "json", "compact"])
-    parser.add_argument("--repair-rounds", type=int, default=Settings().repair_rounds,
+    parser.add_argument("--repair-rounds", type=int, default=ExtractionConfig.repair_rounds,
                         help="repair rounds per utterance (default: the product's, PCM_REPAIR_ROUNDS)")
     parser.add_argument("--limit", type=int,
                         help="extract only the first N utterances (with --labelled: N per set, taken evenly across it)")
@@ -335,7 +339,7 @@ def main() -> None:
                         help="every sample conversation (overrides --samples); with --questions, every utterance is "
                              "extracted and the questions are checked against the graphs of their evidence")
     parser.add_argument("--keep", type=Path, help="copy each format's memory into KEEP/<format> (for questions)")
-    parser.add_argument("--max-tokens", type=int, default=extractor_module.MAX_OUTPUT_TOKENS,
+    parser.add_argument("--max-tokens", type=int, default=ExtractionConfig.max_output_tokens,
                         help="output budget per call, and so the grammar's (default: the product's); a smaller one "
                              "cut the 0.5B model's first 12 sample utterances from 24 facts to none")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 2)
@@ -376,7 +380,6 @@ def main() -> None:
             parser.error(f"no label set {sorted(unknown)} in {', '.join(map(str, folders))}")
         if any(s.format == "locomo" for s in label_sets) and not args.data.is_dir():
             parser.error(f"{args.data} is missing: give --data, or choose --labelled samples")
-    extractor_module.MAX_OUTPUT_TOKENS = args.max_tokens
     started = time.perf_counter()
     client = LlamaCppClient(model_path=args.model, threads=args.threads, context=args.context,
                             state_dir=None if args.no_state else Settings().llm_state_dir)
@@ -391,13 +394,14 @@ def main() -> None:
         for output in args.formats:
             run_labelled(used, output, label_sets, args.data, args.repair_rounds, args.catalogue,
                          timings=args.timings, misses=args.misses, limit=args.limit,
-                         grounding=not args.no_grounding, gate=not args.no_gate)
+                         grounding=not args.no_grounding, gate=not args.no_gate, max_tokens=args.max_tokens)
         client.close()
         return
     samples = [p.stem for p in sample_paths()] if args.all or args.questions else args.samples
     for output in args.formats:
         run(client, output, samples, args.repair_rounds, args.limit, args.per_session, args.keep, args.questions,
-            args.catalogue, every=args.all and bool(args.questions), timings=args.timings, skip=args.skip_per_session)
+            args.catalogue, every=args.all and bool(args.questions), timings=args.timings, skip=args.skip_per_session,
+            max_tokens=args.max_tokens)
     client.close()
 
 

@@ -16,19 +16,13 @@ from pathlib import Path
 
 from pcm.conversations import Conversation, Utterance
 from pcm.memory import Memory
+from pcm.namespaces import DCTERMS as DCT
+from pcm.namespaces import PCM, PROV, RDF, RDFS, SCHEMA, SIOC
 from pcm.settings import Settings
+from pcm.sparql import literal_term as lit
 
-SCHEMA = "https://schema.org/"
-PCM = "https://w3id.org/pcm/ontology#"
-RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
-LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
-PROV = "http://www.w3.org/ns/prov#"
-SIOC = "http://rdfs.org/sioc/ns#"
-DCT = "http://purl.org/dc/terms/"
-
-
-def lit(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+RDF_TYPE = RDF + "type"
+LABEL = RDFS + "label"
 
 
 def generate(path: Path, ns: str, target: int, seed: int = 7) -> tuple[int, int]:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pcm.memory import Memory
+from pcm.ontology_tools.vocab import SHIPPED_VOCAB
 from pcm.settings import Settings
 from tests.memory_template import init_template
 
@@ -19,8 +20,9 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 #: The W3C RDF and SPARQL test files the suite reads, vendored with their licence (fixtures/w3c/README.md).
 W3C_RDF_TESTS = REPO / "tests" / "fixtures" / "w3c" / "w3c-rdf-tests"
-#: The published vocabularies' term lists the ontology checks read, vendored with their licences (fixtures/vocab/README.md).
-VOCAB = REPO / "tests" / "fixtures" / "vocab"
+#: The published vocabularies' term lists the ontology checks read, shipped with their licences
+#: (src/pcm/ontology_tools/standard_vocab/README.txt).
+VOCAB = SHIPPED_VOCAB
 
 
 def shared_path(*parts: str) -> Path:

@@ -55,8 +55,8 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 def _settings(root: Path, face: str) -> Settings:
-    return Settings(memory=root / face, index_enabled=False, extraction="inline",
-                    llm=LLMSpec.parse(f"scripted:{root / 'script.json'}"))
+    return Settings(memory=root / face, index_enabled=False,
+                    llm=LLMSpec.parse(f"scripted:{root / 'script.json'}")).with_(extraction_mode="inline")
 
 
 def _python(root: Path) -> list[dict[str, Any]]:

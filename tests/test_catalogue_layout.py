@@ -55,7 +55,7 @@ def opened(template: Path, tmp_path: Path, **settings: object) -> Memory:
 
     path = tmp_path / "memory"
     shutil.copytree(template, path)
-    return Memory.open(Settings(memory=path, index_enabled=False, **settings))  # type: ignore[arg-type]
+    return Memory.open(Settings(memory=path, index_enabled=False).with_(**settings))
 
 
 @pytest.fixture
@@ -83,9 +83,9 @@ def visible_areas() -> set[str]:
 
 
 def test_the_setting_parses_and_rejects_a_bad_value_in_one_line() -> None:
-    assert Settings.from_env({}).llm_catalogue == "auto"
-    assert Settings.from_env({"PCM_LLM_CATALOGUE": " Whole "}).llm_catalogue == "whole"
-    assert Settings.from_env({"PCM_LLM_CATALOGUE": "areas"}).llm_catalogue == "areas"
+    assert Settings.from_env({}).extraction.catalogue == "auto"
+    assert Settings.from_env({"PCM_LLM_CATALOGUE": " Whole "}).ask.catalogue == "whole"
+    assert Settings.from_env({"PCM_LLM_CATALOGUE": "areas"}).extraction.catalogue == "areas"
     with pytest.raises(UsageError) as error:
         Settings.from_env({"PCM_LLM_CATALOGUE": "everything"})
     assert str(error.value) == "PCM_LLM_CATALOGUE='everything': expected auto, areas or whole"

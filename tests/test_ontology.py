@@ -117,7 +117,7 @@ def test_reused_w3c_and_schema_terms_exist_in_the_published_vocabularies(
 ) -> None:
     used = {iri for iri in all_iris(onto) if iri.startswith(CHECKED_NAMESPACES)}
     missing = sorted(onto.curie(iri) for iri in used - vocab_terms)
-    assert not missing, f"terms not in the published vocabularies (tests/fixtures/vocab): {missing}"
+    assert not missing, f"terms not in the published vocabularies (pcm/ontology_tools/standard_vocab): {missing}"
     assert len(used) > 300  # the check really covered the reused terms
 
 

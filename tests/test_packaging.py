@@ -26,7 +26,10 @@ def test_wheel_ships_resources_and_runs_from_elsewhere(tmp_path: Path) -> None:
     for required in ("pcm/_data/pcm_ontology/pcm.ttl", "pcm/_data/shapes/pcm-shapes.ttl", "pcm/_data/queries/why.rq",
                      "pcm/samples/05-pets.json", "pcm/py.typed", "pcm/endpoint/static/app.js",
                      "pcm/endpoint/static/vendor/yasqe/yasqe.min.js", "pcm/endpoint/static/vendor/yasqe/yasqe.min.css",
-                     "pcm/endpoint/static/vendor/yasqe/LICENSE"):
+                     "pcm/endpoint/static/vendor/yasqe/LICENSE",
+                     # pcm ontology check's default vocabularies, with their licences
+                     "pcm/ontology_tools/standard_vocab/schema.nq", "pcm/ontology_tools/standard_vocab/README.txt",
+                     "pcm/ontology_tools/standard_vocab/LICENSE-zazuko"):
         assert required in names, required
     from pcm.prompts import PROMPTS_DIR, prompt_files
 

@@ -344,7 +344,7 @@ def ingest(ctx: click.Context, memory_path: Path | None, files: tuple[Path, ...]
     if bool(files) == (text is not None):
         raise UsageError("give FILES to ingest or --text, not both and not neither")
     conversations = [c for path in files for c in parse_file(path, fmt)]
-    settings = settings_for(ctx, memory_path, extraction=extraction)
+    settings = settings_for(ctx, memory_path, extraction_mode=extraction)
     # all files together, before any is sent to a running server (which sees one file per request)
     check_conversations(conversations, max_chars=settings.max_utterance_chars)
     server = None if create else running_server(ctx, memory_path, write=True)

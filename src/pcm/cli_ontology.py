@@ -49,7 +49,7 @@ def _load(ontology_dir: Path | None) -> Ontology:
 @click.option("--queries", "queries_dir", type=_DIR, default=None, help="Queries folder.")
 @click.option("--prompt", "prompts", type=_FILE, multiple=True, help="Prompt file(s) (default: every prompt the package ships).")
 @click.option("--vocab", "vocab_dir", type=_DIR, default=None,
-              help="Published vocabularies as N-Quads (default: ../shared/vocab when present).")
+              help="Published vocabularies as N-Quads (default: the term lists pcm ships).")
 @click.option("--no-reasoner", is_flag=True, help="Skip HermiT (no consistency check).")
 @click.option("--catalog", "catalog_file", type=_FILE, default=None,
               help="Catalog mapping owl:imports IRIs to local files (default: the ontology folder's "
@@ -67,8 +67,9 @@ def check(ontology_dir: Path | None, shapes_dir: Path | None, queries_dir: Path 
     Findings have a severity (error, warning, info) and a rule name; --json and --tsv list them all.
 
     \b
-    Example:
-      pcm ontology check --vocab ../shared/vocab
+    Examples:
+      pcm ontology check
+      pcm ontology check --vocab DIR    # other N-Quads term lists
     """
     from pcm.ontology_tools.check import DEFAULT_VOCAB, run_check
 

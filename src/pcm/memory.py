@@ -835,8 +835,8 @@ class Memory:
         llm = self.settings.llm
         if not llm.enabled:
             return EPISODIC
-        if self.settings.extraction in (INLINE, QUEUED):
-            return self.settings.extraction
+        if self.settings.extraction.mode in (INLINE, QUEUED):
+            return self.settings.extraction.mode
         if llm.provider == "llamacpp":
             return QUEUED
         from pcm.llm.base import runs_here

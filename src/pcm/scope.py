@@ -25,6 +25,7 @@ with the memory, is what is sent. Variables the rewrite adds start with ``__pcm_
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pcm.errors import QueryError
@@ -719,6 +720,22 @@ class _Triples(_Cursor):
                 return
 
 
+def _past_negated_set(tokens: list[_Tok], i: int) -> int:
+    """Where a negated property set ends, given the index just after its ``!``: past the bracket that closes
+    ``!(a|^b)``, or past the one IRI of ``!a`` and ``!^a``."""
+    if i < len(tokens) and tokens[i].text == "(":
+        depth = 0
+        while i < len(tokens):
+            depth += {"(": 1, ")": -1}.get(tokens[i].text, 0)
+            i += 1
+            if depth == 0:
+                break
+        return i
+    if i < len(tokens) and tokens[i].text == "^":
+        i += 1
+    return i + 1
+
+
 @dataclass
 class _PathNode:
     """A property path as a tree: ``alt`` (``|``) and ``seq`` (``/``) hold ``parts``; ``elt`` is a primary
@@ -753,24 +770,21 @@ class _PathTree:
         return self.t[self.i].text if self.i < len(self.t) else None
 
     def path(self) -> _PathNode:
-        start = self.i
-        parts = [self.sequence()]
-        while self.peek() == "|":
-            self.i += 1
-            parts.append(self.sequence())
-        if len(parts) == 1:
-            return parts[0]
-        return _PathNode("alt", self.text(start, self.i), parts, walks=any(p.walks for p in parts))
+        return self._joined("alt", "|", self.sequence)
 
     def sequence(self) -> _PathNode:
+        return self._joined("seq", "/", self.element)
+
+    def _joined(self, kind: str, operator: str, part: Callable[[], _PathNode]) -> _PathNode:
+        """One ``part``, or several joined by ``operator`` (``|`` alternatives, ``/`` a sequence) as one ``kind``."""
         start = self.i
-        parts = [self.element()]
-        while self.peek() == "/":
+        parts = [part()]
+        while self.peek() == operator:
             self.i += 1
-            parts.append(self.element())
+            parts.append(part())
         if len(parts) == 1:
             return parts[0]
-        return _PathNode("seq", self.text(start, self.i), parts, walks=any(p.walks for p in parts))
+        return _PathNode(kind, self.text(start, self.i), parts, walks=any(p.walks for p in parts))
 
     def element(self) -> _PathNode:
         start = self.i
@@ -799,17 +813,7 @@ class _PathTree:
             self.i += 1
             return _PathNode(inner.kind, self.text(start, self.i), inner.parts, inner.inner, inner.inverse, inner.walks)
         if tok.text == "!":
-            if self.peek() == "(":
-                depth = 0
-                while self.i < len(self.t):
-                    depth += {"(": 1, ")": -1}.get(self.t[self.i].text, 0)
-                    self.i += 1
-                    if depth == 0:
-                        break
-            else:
-                if self.peek() == "^":
-                    self.i += 1
-                self.i += 1
+            self.i = _past_negated_set(self.t, self.i)
         return _PathNode("elt", self.text(start, self.i), [])
 
 
@@ -928,17 +932,7 @@ class _PathParser:
             return inner
         if tok.text == "!":
             start = self.i - 1
-            if self.peek() == "(":
-                depth = 0
-                while self.i < len(self.t):
-                    depth += {"(": 1, ")": -1}.get(self.t[self.i].text, 0)
-                    self.i += 1
-                    if depth == 0:
-                        break
-            else:
-                if self.peek() == "^":
-                    self.i += 1
-                self.i += 1
+            self.i = _past_negated_set(self.t, self.i)
             return [("".join(t.space + t.text for t in self.t[start : self.i]).strip(),)]
         return [(tok.text,)]
 

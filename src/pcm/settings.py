@@ -9,11 +9,13 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from platformdirs import user_cache_dir, user_data_dir
 
 from pcm.errors import UsageError
+
+_Config = TypeVar("_Config", "ExtractionConfig", "AskConfig", "RecallConfig")
 
 
 def default_memory_path() -> Path:
@@ -77,6 +79,126 @@ class GroundingConfig:
     fuzzy_word: float = 0.8
     #: Words a category value ("positive", "dog", "female") may have and be kept without being said.
     category_words: int = 3
+
+
+
+@dataclass(frozen=True)
+class ExtractionConfig:
+    """How ingest turns what was said into facts (:mod:`pcm.extraction`): when it runs, what the model is asked to
+    write and with what context, how often a refused answer is sent back, and the checks around the model.
+
+    The first fields are read from ``PCM_*`` variables (named beside each); the rest are tuning values a benchmark
+    may vary (``Settings.with_(extraction=replace(settings.extraction, ...))``). Limits that only keep a prompt,
+    grammar or answer within bounds stay beside the code that builds them.
+    """
+
+    #: When ingest extracts (``PCM_EXTRACTION``): ``inline`` (before it returns, as each batch is stored),
+    #: ``queued`` (it stores and indexes the posts and returns; ``pcm extract --pending`` or a running
+    #: ``pcm serve`` extracts them later), or ``auto`` (queued for a model on this machine, where one utterance
+    #: takes a minute or more, so a file would hold ingest for hours; inline for a hosted model).
+    mode: str = "auto"
+    #: The answer format (``PCM_LLM_OUTPUT``): ``turtle`` (free-form), ``json`` (held to a JSON Schema generated
+    #: from the ontology, sent natively to the provider), ``compact`` (one fact per line, held to a GBNF grammar: a
+    #: model in this process; asked for, never chosen by auto yet), or ``auto`` (json for a model on this machine,
+    #: turtle otherwise).
+    output: str = "auto"
+    #: Where the vocabulary catalogue goes in the prompt (``PCM_LLM_CATALOGUE``): ``areas`` (the core areas in the
+    #: system prompt, each call's further areas in its user turn: the smallest prompt, best where every call is
+    #: paid in full), ``whole`` (every area in the fixed system prompt: a model that keeps its previous prompt's
+    #: tokens then re-reads only the call's own few hundred), or ``auto`` (whole for a client with such a prefix
+    #: cache, i.e. an in-process model; areas otherwise).
+    catalogue: str = "auto"
+    #: Rounds of SHACL/parse repair after the first attempt (``PCM_REPAIR_ROUNDS``).
+    repair_rounds: int = 2
+    #: Concurrent model calls during batch ingest (``PCM_LLM_CONCURRENCY``).
+    concurrency: int = 4
+    #: Keep utterances that state nothing (greetings, thanks, "sounds great") from the model
+    #: (:mod:`pcm.extraction.gate`; they get the status ``gated``, ``pcm extract --gated`` extracts them). Off:
+    #: ``PCM_EXTRACTION_GATE=off`` sends every utterance to the model.
+    gate: bool = True
+    #: Keep only the extracted values found in the words said, and how strictly (``PCM_EXTRACTION_GROUNDING``).
+    grounding: GroundingConfig = field(default_factory=GroundingConfig)
+    #: Tokens one answer (and one repair round's answer) may take.
+    max_output_tokens: int = 3000
+    #: Room for one call's own user turn (context, entities, the utterance) that the whole-catalogue layout keeps in
+    #: the model's context window beside the system prompt; the answer and its echo in a repair round get
+    #: ``max_output_tokens`` each.
+    user_tokens: int = 2000
+    #: Previous turns of the session shown with the utterance.
+    previous_turns: int = 4
+    #: Known entities offered per call (found from the previous turns, labels said and the side index).
+    context_entities: int = 30
+
+    def with_(self, **changes: Any) -> ExtractionConfig:
+        """This config with some fields changed; an unknown name is a one-line error."""
+        return _changed(self, "extraction", changes)
+
+
+@dataclass(frozen=True)
+class AskConfig:
+    """How ``ask`` answers with a model (:mod:`pcm.retrieval.ask`): what it tries first, how it writes and repairs
+    a graph query, and how much of the stored facts, evidence and summaries it reads.
+
+    The first fields are read from ``PCM_*`` variables (named beside each); ``output``, ``catalogue`` and
+    ``repair_rounds`` share their variables with :class:`ExtractionConfig`. The rest are tuning values a benchmark
+    may vary; limits that only keep a prompt or answer within bounds stay beside the code that builds them.
+    """
+
+    #: What ``ask`` tries first with a model (``PCM_ASK_ORDER``): ``graph`` (the model writes a SPARQL query,
+    #: repaired until it answers; the stored facts nearest the question only when it does not), ``facts`` (the
+    #: model first answers from those facts, one short call; a graph query only when it finds no answer there), or
+    #: ``auto`` (facts for a model on this machine, whose query-writing calls take a minute each; graph otherwise).
+    order: str = "auto"
+    #: Whether ``ask`` first reads a question into a typed frame (one short constrained model call) and answers
+    #: counts, totals, latest values, relatives, intervals and the like in code (:mod:`pcm.retrieval.frame`;
+    #: ``PCM_ASK_FRAME``): ``on``, ``off`` (the pipeline reads the question's wording instead), or ``auto`` (on for a
+    #: client that constrains its output: llama.cpp, OpenAI-compatible servers, Anthropic).
+    frame: str = "auto"
+    #: Traversal algorithm of the first fallback (``PCM_TRAVERSAL``): wc, bs, astar, wc+bs, bs+astar, astar+wc or
+    #: all. WaterCircles (wc) needs no embedding.
+    traversal: str = "wc"
+    #: ``json`` writes the graph query as JSON held to a schema, anything else as SPARQL (``PCM_LLM_OUTPUT``, read
+    #: as :attr:`ExtractionConfig.output` is).
+    output: str = "auto"
+    #: Where the catalogue goes in the NL->SPARQL prompt (``PCM_LLM_CATALOGUE``, as for extraction).
+    catalogue: str = "auto"
+    #: Repair rounds of a graph query after the first (``PCM_REPAIR_ROUNDS``); at least one query is tried.
+    repair_rounds: int = 2
+    #: Tokens one written graph query may take.
+    query_tokens: int = 1200
+    #: Room for one NL->SPARQL call's own user turn (terms in use, matched entities, the question) that the
+    #: whole-catalogue layout keeps in the model's context window beside the system prompt; the query and its echo in
+    #: a repair round get ``query_tokens`` each.
+    question_tokens: int = 2000
+    #: Session summaries added as supporting lines to the episodic fallback's context.
+    summary_lines: int = 2
+    #: Lines of stored facts kept for the model (:mod:`pcm.retrieval.facts`): enough for a question with three
+    #: parts, short enough for a 1.5B model to read.
+    fact_lines: int = 14
+    #: Nodes the fact context starts from: taken from grounding's matches and from the side index's nearest
+    #: entities, each.
+    fact_seeds: int = 6
+    #: Neighbours added per seed (deterministically, in IRI order): a hub seed must not flood the context.
+    fact_neighbours: int = 12
+    #: The best lines whose other ends are read in a following round.
+    fact_follow: int = 6
+    #: Rounds of following: the habit behind "Thursday: by day of every Thursday evening" is two hops away.
+    fact_follow_rounds: int = 2
+    #: Grounding's score from which a match counts as named in the question (exact and normalised labels); below it
+    #: ("Shop 132" for "shop") a match is only a place to start from.
+    named_score: float = 0.8
+    #: Added to the similarity of fact lines about a node the question names.
+    named_bonus: float = 0.08
+    #: Rows of the evidence query behind a graph answer (its WHERE group as SELECT *).
+    evidence_rows: int = 500
+    #: Answer rows bound into the evidence query (more than this and the rows are matched after the query instead).
+    evidence_values: int = 50
+    #: Ground triples looked up per graph answer.
+    evidence_facts: int = 400
+
+    def with_(self, **changes: Any) -> AskConfig:
+        """This config with some fields changed; an unknown name is a one-line error."""
+        return _changed(self, "ask", changes)
 
 
 @dataclass(frozen=True)
@@ -163,10 +285,15 @@ class RecallConfig:
 
     def with_(self, **changes: Any) -> RecallConfig:
         """This config with some fields changed (a benchmark's ``--set``); an unknown name is a one-line error."""
-        unknown = sorted(set(changes) - {f.name for f in fields(self)})
-        if unknown:
-            raise UsageError(f"recall has no setting {unknown[0]!r}; it has {', '.join(f.name for f in fields(self))}")
-        return replace(self, **changes)
+        return _changed(self, "recall", changes)
+
+
+def _changed(config: _Config, what: str, changes: Mapping[str, Any]) -> _Config:
+    """``config`` with ``changes``; a name it has no field for is a one-line error naming those it has."""
+    unknown = sorted(set(changes) - {f.name for f in fields(config)})
+    if unknown:
+        raise UsageError(f"{what} has no setting {unknown[0]!r}; it has {', '.join(f.name for f in fields(config))}")
+    return replace(config, **changes)
 
 
 #: Recall configs whose values travel together, by the name ``PCM_RECALL_RECIPE`` gives: ``tuned`` (the default:
@@ -211,13 +338,13 @@ _SPEC_FORMS: dict[str, Callable[[str, str], LLMSpec]] = {
     "scripted": lambda _text, rest: LLMSpec("scripted", rest),
     "replay": _replay_spec,
 }
-#: Values of ``PCM_LLM_CATALOGUE`` (see :attr:`Settings.llm_catalogue`).
+#: Values of ``PCM_LLM_CATALOGUE`` (see :attr:`ExtractionConfig.catalogue`).
 CATALOGUE_LAYOUTS = ("auto", "areas", "whole")
-#: Values of ``PCM_ASK_ORDER`` (see :attr:`Settings.ask_order`).
+#: Values of ``PCM_ASK_ORDER`` (see :attr:`AskConfig.order`).
 ASK_ORDERS = ("auto", "graph", "facts")
-#: Values of ``PCM_ASK_FRAME`` (see :attr:`Settings.ask_frame`).
+#: Values of ``PCM_ASK_FRAME`` (see :attr:`AskConfig.frame`).
 ASK_FRAMES = ("auto", "on", "off")
-#: Values of ``PCM_EXTRACTION`` (see :attr:`Settings.extraction`).
+#: Values of ``PCM_EXTRACTION`` (see :attr:`ExtractionConfig.mode`).
 EXTRACTION_MODES = ("auto", "inline", "queued")
 #: Settings read from a ``PCM_*`` variable that names one of a few choices, and those choices.
 _CHOICES: dict[str, tuple[str, ...]] = {
@@ -226,9 +353,29 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "ask_order": ASK_ORDERS,
     "ask_frame": ASK_FRAMES,
     "llm_draft": ("none", "prompt-lookup"),
-    "extraction": EXTRACTION_MODES,
+    "extraction_mode": EXTRACTION_MODES,
     "store_engine": ("auto", "oxigraph", "virtuoso", "generic"),
 }
+#: The flat names by which ``PCM_*`` variables, CLI flags and :meth:`Settings.with_` set the fields of a subsystem's
+#: config: each name sets these (config, field) pairs, so ``with_(ask_order="facts")`` gives ``settings.ask.order``
+#: and ``PCM_LLM_OUTPUT`` sets the format of both extraction and ask.
+_NESTED: dict[str, tuple[tuple[str, str], ...]] = {
+    "llm_output": (("extraction", "output"), ("ask", "output")),
+    "llm_catalogue": (("extraction", "catalogue"), ("ask", "catalogue")),
+    "repair_rounds": (("extraction", "repair_rounds"), ("ask", "repair_rounds")),
+    "llm_concurrency": (("extraction", "concurrency"),),
+    "extraction_mode": (("extraction", "mode"),),
+    "extraction_gate": (("extraction", "gate"),),
+    "ask_order": (("ask", "order"),),
+    "ask_frame": (("ask", "frame"),),
+    "traversal_algorithm": (("ask", "traversal"),),
+}
+#: The variable of a flat name, where it is not ``PCM_`` and the name in capitals.
+_VARIABLES = {"extraction_mode": "PCM_EXTRACTION", "traversal_algorithm": "PCM_TRAVERSAL"}
+
+
+def _variable(name: str) -> str:
+    return _VARIABLES.get(name, f"PCM_{name.upper()}")
 
 
 def _choice(variable: str, raw: str, choices: tuple[str, ...]) -> str:
@@ -251,32 +398,6 @@ class Settings:
     #: ``None``: 120 s for a hosted API, 900 s for a local server (loopback URL), whose prefill can take minutes.
     llm_timeout: float | None = None
     llm_max_retries: int = 4
-    #: Extraction answer format: ``turtle`` (free-form), ``json`` (held to a JSON Schema generated from the
-    #: ontology, sent natively to the provider), ``compact`` (one fact per line, held to a GBNF grammar: a model in
-    #: this process; asked for, never chosen by auto yet), or ``auto`` (json for a model on this machine, turtle
-    #: otherwise).
-    llm_output: str = "auto"
-    #: Where the vocabulary catalogue goes in extraction and NL->SPARQL prompts: ``areas`` (the core areas in the
-    #: system prompt, each call's further areas in its user turn: the smallest prompt, best where every call is
-    #: paid in full), ``whole`` (every area in the fixed system prompt: a model that keeps its previous prompt's
-    #: tokens then re-reads only the call's own few hundred), or ``auto`` (whole for a client with such a prefix
-    #: cache, i.e. an in-process model; areas otherwise).
-    llm_catalogue: str = "auto"
-    #: What ``ask`` tries first with a model: ``graph`` (the model writes a SPARQL query, repaired until it answers;
-    #: the stored facts nearest the question only when it does not), ``facts`` (the model first answers from those
-    #: facts, one short call; a graph query only when it finds no answer there), or ``auto`` (facts for a model on
-    #: this machine, whose query-writing calls take a minute each; graph otherwise).
-    ask_order: str = "auto"
-    #: Whether ``ask`` first reads a question into a typed frame (one short constrained model call) and answers
-    #: counts, totals, latest values, relatives, intervals and the like in code (:mod:`pcm.retrieval.frame`):
-    #: ``on``, ``off`` (the pipeline reads the question's wording instead), or ``auto`` (on for a client that
-    #: constrains its output: llama.cpp, OpenAI-compatible servers, Anthropic).
-    ask_frame: str = "auto"
-    #: When ingest extracts facts with the model: ``inline`` (before it returns, as each batch is stored),
-    #: ``queued`` (it stores and indexes the posts and returns; ``pcm extract --pending`` or a running
-    #: ``pcm serve`` extracts them later), or ``auto`` (queued for a model on this machine, where one utterance
-    #: takes a minute or more, so a file would hold ingest for hours; inline for a hosted model).
-    extraction: str = "auto"
     #: CPU threads and context window (tokens) of an in-process model (``PCM_LLM=llamacpp:...``). The window holds
     #: the whole-catalogue prompt (~6-7k tokens), the call's own text, an echoed answer in a repair round and the
     #: answer (KV memory at 16k tokens: ~200 MB for a 0.5B Qwen model, ~450 MB for 1.5B).
@@ -295,16 +416,12 @@ class Settings:
     #: Draft tokens for an in-process model: ``none`` or ``prompt-lookup`` (copied from the prompt, checked by the
     #: model in one batch).
     llm_draft: str = "none"
-    #: Concurrent LLM calls during batch ingest.
-    llm_concurrency: int = 4
-    #: Rounds of SHACL/parse repair after the first extraction attempt.
-    repair_rounds: int = 2
-    #: Keep utterances that state nothing (greetings, thanks, "sounds great") from the extraction model
-    #: (``pcm.extraction.gate``; they get the status ``gated``, ``pcm extract --gated`` extracts them). Off:
-    #: ``PCM_EXTRACTION_GATE=off`` sends every utterance to the model.
-    extraction_gate: bool = True
-    #: Keep only the extracted values found in the words said (``pcm.extraction.grounding``), and how strictly.
-    grounding: GroundingConfig = field(default_factory=GroundingConfig)
+    #: How ingest extracts facts with the model (``PCM_EXTRACTION``, ``PCM_LLM_OUTPUT``, ``PCM_LLM_CATALOGUE``,
+    #: ``PCM_REPAIR_ROUNDS``, ``PCM_LLM_CONCURRENCY``, ``PCM_EXTRACTION_GATE``, ``PCM_EXTRACTION_GROUNDING``).
+    extraction: ExtractionConfig = field(default_factory=ExtractionConfig)
+    #: How ``ask`` answers with a model (``PCM_ASK_ORDER``, ``PCM_ASK_FRAME``, ``PCM_TRAVERSAL``, and the format,
+    #: catalogue and repair variables it shares with extraction).
+    ask: AskConfig = field(default_factory=AskConfig)
     #: Hard time limit for any SPARQL query we run on behalf of a user or a model.
     query_timeout: float = 10.0
     #: Maximum rows returned by a user or generated SELECT.
@@ -370,8 +487,6 @@ class Settings:
     index_ann_min_rows: int = 200_000
     #: How episodic recall ranks: a recipe of :data:`RECALL_RECIPES` (``PCM_RECALL_RECIPE``, default ``tuned``).
     recall: RecallConfig = field(default_factory=RecallConfig)
-    #: Traversal algorithm `ask` falls back to first: wc, bs, astar, wc+bs, bs+astar, astar+wc or all.
-    traversal_algorithm: str = "wc"
     #: OpenMP wait policy of the embedding model's threads, applied before torch is first imported. PASSIVE lets
     #: idle workers sleep: spinning ones stall each other on a shared two-core machine. ``OMP_WAIT_POLICY`` wins.
     omp_wait_policy: str = "PASSIVE"
@@ -435,8 +550,8 @@ class Settings:
                 except ValueError as exc:
                     raise UsageError(f"PCM_{name.upper()}={raw!r} is not a valid {conv.__name__}") from exc
         for name, choices in _CHOICES.items():
-            if env.get(f"PCM_{name.upper()}"):
-                kwargs[name] = _choice(f"PCM_{name.upper()}", env[f"PCM_{name.upper()}"], choices)
+            if env.get(_variable(name)):
+                kwargs[name] = _choice(_variable(name), env[_variable(name)], choices)
         if env.get("PCM_STORE_URL"):
             kwargs["store_url"] = env["PCM_STORE_URL"]
         for name in ("store_update_url", "store_gsp_url", "store_user", "store_password", "store_token"):
@@ -467,8 +582,9 @@ class Settings:
         if env.get("PCM_EXTRACTION_GATE", "").lower() in {"0", "off", "false", "no"}:
             kwargs["extraction_gate"] = False
         if env.get("PCM_EXTRACTION_GROUNDING", "").lower() in {"0", "off", "false", "no"}:
-            kwargs["grounding"] = GroundingConfig(enabled=False)
+            kwargs["extraction"] = ExtractionConfig(grounding=GroundingConfig(enabled=False))
         kwargs.update({k: v for k, v in overrides.items() if v is not None})
+        flat = {name: kwargs.pop(name) for name in list(kwargs) if name in _NESTED}
         if int(kwargs.get("max_utterance_chars", 1)) < 1:
             raise UsageError("PCM_MAX_UTTERANCE_CHARS must be at least 1")
         for name in ("max_rdf_mb", "max_rdf_triples", "max_literal_chars"):
@@ -478,7 +594,14 @@ class Settings:
                      "serve_max_head_bytes", "serve_bodies_in_flight_mb", "store_write_timeout"):
             if name in kwargs and float(kwargs[name]) <= 0:
                 raise UsageError(f"PCM_{name.upper()} (or its flag) must be more than 0")
-        return cls(**kwargs)
+        return cls(**kwargs).with_(**flat)
 
     def with_(self, **changes: Any) -> Settings:
-        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+        """These settings with some changed (``None`` leaves one as it is); a flat name of :data:`_NESTED` changes
+        the fields of the subsystem configs it stands for."""
+        changes = {k: v for k, v in changes.items() if v is not None}
+        out = replace(self, **{k: v for k, v in changes.items() if k not in _NESTED})
+        for name in changes.keys() & _NESTED.keys():
+            for config, field_name in _NESTED[name]:
+                out = replace(out, **{config: replace(getattr(out, config), **{field_name: changes[name]})})
+        return out

@@ -21,7 +21,7 @@ from pcm.evaluation.metrics import (
     token_f1,
 )
 from pcm.llm import ScriptedClient
-from pcm.llm.base import Message, catalogue_layout, output_format
+from pcm.llm.base import Message, Request, catalogue_layout, output_format
 from pcm.llm.factory import make_client
 from pcm.llm.record import METADATA, RecordingClient, ReplayClient, exchange_key
 from pcm.settings import LLMSpec, Settings
@@ -161,17 +161,17 @@ def test_replay_answers_what_was_recorded_with_its_token_counts(tmp_path: Path) 
     inner = ScriptedClient(["first", "second"])
     recorder = RecordingClient(inner, tmp_path / "rec")
     messages = [Message.user("hello")]
-    assert recorder.complete(system="s", messages=messages, operation="answer").text == "first"
-    recorder.complete(system="s", messages=[Message.user("other")], operation="judge")
+    assert recorder.complete(Request(system="s", messages=messages, operation="answer")).text == "first"
+    recorder.complete(Request(system="s", messages=[Message.user("other")], operation="judge"))
     assert len([p for p in (tmp_path / "rec").glob("*.json") if p.name != METADATA]) == 2
     replay = ReplayClient(tmp_path / "rec")
-    again = replay.complete(system="s", messages=messages, operation="answer")
+    again = replay.complete(Request(system="s", messages=messages, operation="answer"))
     assert again.text == "first" and replay.usage.as_dict() == {"answer": {"calls": 1, "input_tokens": 0, "output_tokens": 0}}
-    missing = exchange_key("answer", "s", [Message.user("never asked")])
+    missing = exchange_key(Request(system="s", messages=[Message.user("never asked")], operation="answer"))
     with pytest.raises(LLMError, match=missing):
-        replay.complete(system="s", messages=[Message.user("never asked")], operation="answer")
+        replay.complete(Request(system="s", messages=[Message.user("never asked")], operation="answer"))
     assert replay.misses == [missing]
-    assert exchange_key("answer", "s", messages) != exchange_key("judge", "s", messages)
+    assert exchange_key(Request("s", messages, "answer")) != exchange_key(Request("s", messages, "judge"))
 
 
 def test_a_call_held_to_a_grammar_replays_only_under_the_same_grammar(tmp_path: Path) -> None:
@@ -182,17 +182,19 @@ def test_a_call_held_to_a_grammar_replays_only_under_the_same_grammar(tmp_path: 
     def held(alternatives: str) -> JsonSchema:
         return JsonSchema("lines", {}, grammar=lambda budget: f"root ::= ({alternatives}) # {budget}")
 
-    messages = [Message.user("I adopted a cat.")]
-    RecordingClient(ScriptedClient(["pet cat"]), tmp_path / "rec").complete(
-        system="s", messages=messages, operation="extract", max_tokens=200, schema=held('"pet"'))
+    def asked(schema: JsonSchema, budget: int = 200) -> Request:
+        return Request(system="s", messages=[Message.user("I adopted a cat.")], operation="extract",
+                       max_tokens=budget, schema=schema)
+
+    RecordingClient(ScriptedClient(["pet cat"]), tmp_path / "rec").complete(asked(held('"pet"')))
     replay = ReplayClient(tmp_path / "rec")
-    assert replay.complete(system="s", messages=messages, operation="extract", max_tokens=200,
-                           schema=held('"pet"')).text == "pet cat"
-    for schema, budget in ((held('"pet" | "trip"'), 200), (held('"pet"'), 300)):
+    assert replay.complete(asked(held('"pet"'))).text == "pet cat"
+    for request in (asked(held('"pet" | "trip"')), asked(held('"pet"'), 300)):
         with pytest.raises(LLMError, match="no recorded 'extract' exchange"):
-            replay.complete(system="s", messages=messages, operation="extract", max_tokens=budget, schema=schema)
+            replay.complete(request)
     plain = JsonSchema("frame", {"type": "object"})
-    assert exchange_key("ask", "s", messages, plain, 100) == exchange_key("ask", "s", messages, plain, 900)
+    messages = [Message.user("q")]
+    assert exchange_key(Request("s", messages, "ask", 100, plain)) == exchange_key(Request("s", messages, "ask", 900, plain))
 
 
 def test_a_replay_declares_what_the_recorded_client_declared(tmp_path: Path) -> None:
@@ -200,7 +202,7 @@ def test_a_replay_declares_what_the_recorded_client_declared(tmp_path: Path) -> 
     inner = ScriptedClient(["answer"])
     inner.local, inner.prefix_cache, inner.context = True, True, 4096  # type: ignore[attr-defined]
     inner.constrained = True  # type: ignore[attr-defined]
-    RecordingClient(inner, tmp_path / "rec").complete(system="s", messages=[Message.user("q")], operation="answer")
+    RecordingClient(inner, tmp_path / "rec").complete(Request(system="s", messages=[Message.user("q")], operation="answer"))
     RecordingClient(ScriptedClient([]), tmp_path / "rec", describe=False)  # a judge does not overwrite them
     replay = ReplayClient(tmp_path / "rec")
     assert (replay.local, replay.prefix_cache, replay.context) == (True, True, 4096)
@@ -210,7 +212,7 @@ def test_a_replay_declares_what_the_recorded_client_declared(tmp_path: Path) -> 
     assert output_format("auto", replay) == "json"
     assert catalogue_layout("auto", replay, whole_tokens=lambda: 1000) == "whole"
     assert catalogue_layout("auto", replay, whole_tokens=lambda: 5000) == "areas"  # past the recorded window
-    assert replay.complete(system="s", messages=[Message.user("q")], operation="answer").text == "answer"
+    assert replay.complete(Request(system="s", messages=[Message.user("q")], operation="answer")).text == "answer"
 
 
 def test_a_recorder_inside_another_wrapper_still_declares_the_model_it_records(tmp_path: Path) -> None:
@@ -232,7 +234,7 @@ def test_a_recorder_inside_another_wrapper_still_declares_the_model_it_records(t
 
 
 def test_a_recording_without_flags_replays_as_a_hosted_client(tmp_path: Path) -> None:
-    RecordingClient(ScriptedClient(["a"]), tmp_path / "rec").complete(system="s", messages=[], operation="answer")
+    RecordingClient(ScriptedClient(["a"]), tmp_path / "rec").complete(Request(system="s", messages=[], operation="answer"))
     (tmp_path / "rec" / METADATA).unlink()  # as an older recording has it
     replay = ReplayClient(tmp_path / "rec")
     assert (replay.local, replay.prefix_cache, replay.context) == (False, False, None)

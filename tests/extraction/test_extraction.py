@@ -21,7 +21,7 @@ from pcm.errors import LLMError
 from pcm.extraction import extract_posts, fact_history, find_duplicates, select_posts
 from pcm.extraction.prompts import prompt_version
 from pcm.layout import LEGACY_LAYOUT
-from pcm.llm import Completion, Message, OpenAICompatibleClient, ScriptedClient, Usage
+from pcm.llm import Completion, Message, OpenAICompatibleClient, Request, ScriptedClient, Usage
 from pcm.memory import Memory
 from pcm.namespaces import PCM, PROV, RDF, SCHEMA
 from pcm.ontology import load_ontology
@@ -461,8 +461,8 @@ class _TruncatingClient:
         self.usage = Usage()
         self.texts, self.stops = texts, stops
 
-    def complete(self, *, system: str, messages: list[Message], operation: str, max_tokens: int = 4096) -> Completion:
-        return Completion(self.texts.pop(0), self.name, 100, max_tokens, self.stops.pop(0))
+    def complete(self, request: Request) -> Completion:
+        return Completion(self.texts.pop(0), self.name, 100, request.max_tokens, self.stops.pop(0))
 
 
 def test_truncated_output_is_retried_and_counted(memory: Memory) -> None:

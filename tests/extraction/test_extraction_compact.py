@@ -610,7 +610,7 @@ def test_the_grammar_offers_only_the_terms_of_the_given_areas() -> None:
 def test_a_compact_call_gets_the_grammar_of_its_utterances_areas(memory: Memory) -> None:
     post = next(iter(memory.store.posts()))
     extractor = Extractor(memory.context, Local(), output="compact")
-    schema = extractor._constraint(extractor.contexts.build(post, [post]))["schema"]
+    schema = extractor._constraint(extractor.contexts.build(post, [post]))
     text = schema.grammar(3000)  # type: ignore[misc]
     assert '"schema:BuyAction"' in text and '"schema:InformAction"' in text  # bought; social always
     assert '"pcm:Pet"' not in text and '"opencare:Medication"' not in text

@@ -246,8 +246,8 @@ def test_a_gated_post_costs_no_model_call_and_is_stored_as_gated(memory: Memory)
 
 
 def test_with_the_gate_off_every_post_goes_to_the_model(settings: Settings) -> None:
-    assert Settings().extraction_gate
-    assert not Settings.from_env({"PCM_EXTRACTION_GATE": "off"}).extraction_gate
+    assert Settings().extraction.gate
+    assert not Settings.from_env({"PCM_EXTRACTION_GATE": "off"}).extraction.gate
     with Memory.init(settings.with_(extraction_gate=False), owner="Dana Whitfield") as memory:
         chat, news = ingest(memory, "Thanks a lot, sounds great!", "My dog Rex is a dachshund.")
         client = ScriptedClient([NOTHING, NOTHING])

@@ -230,4 +230,4 @@ def test_how_strict_the_check_is_comes_from_its_config() -> None:
     assert not values(strict.ground(triples(turtle), said).triples, "description")
     assert Said.of("I adopted a beagel", WHEN).has_word("beagle")
     assert not Said.of("I adopted a beagel", WHEN, fuzzy_word=0.95).has_word("beagle")
-    assert Settings.from_env({"PCM_EXTRACTION_GROUNDING": "0"}).grounding == GroundingConfig(enabled=False)
+    assert Settings.from_env({"PCM_EXTRACTION_GROUNDING": "0"}).extraction.grounding == GroundingConfig(enabled=False)

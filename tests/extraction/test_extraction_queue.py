@@ -119,7 +119,8 @@ def in_session_order(memory: Memory, posts: list[str], *, whole_sessions: bool =
 
 def queued_memory(path: Path, script: Path, *, index: bool = False) -> list[str]:
     """A memory at ``path`` holding both sessions, ingested with queued extraction; the posts in queue order."""
-    settings = Settings(memory=path, index_enabled=index, llm=LLMSpec.parse(f"scripted:{script}"), extraction=QUEUED)
+    settings = Settings(memory=path, index_enabled=index, llm=LLMSpec.parse(f"scripted:{script}")).with_(
+        extraction_mode=QUEUED)
     with Memory.init(settings, owner="Dana Whitfield") as memory:
         report = memory.ingest(conversations())
         assert (report.mode, report.pending, report.extracted) == ("queued", 6, 0)
@@ -141,7 +142,7 @@ def test_auto_queues_for_a_model_on_this_machine_and_ingest_never_calls_it(
     tmp_path: Path, stand_in_embedder: None
 ) -> None:
     settings = Settings(memory=tmp_path / "memory", llm=LLMSpec("scripted", "in process"))
-    assert settings.extraction == "auto"
+    assert settings.extraction.mode == "auto"
     with Memory.init(settings, owner="Dana Whitfield") as memory:
         model = LocalScripted([REPLY] * 10)
         memory._client = model  # the memory's own client: what ingest would extract and summarise with
@@ -165,7 +166,7 @@ def test_a_hosted_model_still_extracts_inline_and_the_setting_overrides_auto(tmp
         assert (report.mode, report.extracted, report.pending) == ("extraction (scripted:in process)", 3, 0)
         asked = [operation for _, _, operation in model.requests]
         assert asked == ["extract"] * 3 + ["summary"]  # as before: the facts and the summary by the model
-        memory.settings = memory.settings.with_(extraction=QUEUED)
+        memory.settings = memory.settings.with_(extraction_mode=QUEUED)
         queued = memory.ingest([vet])
         assert (queued.mode, queued.extracted, queued.pending) == ("queued", 0, 3)
         assert len(model.requests) == len(asked)  # queued: no extraction and no summary by the model
@@ -176,8 +177,8 @@ def test_a_hosted_model_still_extracts_inline_and_the_setting_overrides_auto(tmp
 def test_the_setting_is_read_from_the_environment_and_checked() -> None:
     from pcm.errors import UsageError
 
-    assert Settings.from_env({"PCM_EXTRACTION": "Queued"}).extraction == "queued"
-    assert Settings.from_env({}).extraction == "auto"
+    assert Settings.from_env({"PCM_EXTRACTION": "Queued"}).extraction.mode == "queued"
+    assert Settings.from_env({}).extraction.mode == "auto"
     with pytest.raises(UsageError, match="PCM_EXTRACTION"):
         Settings.from_env({"PCM_EXTRACTION": "later"})
 
@@ -259,8 +260,8 @@ def test_a_kill_during_the_drain_loses_nothing_and_reruns_nothing(tmp_path: Path
 
 
 def _served(tmp_path: Path, script: Path) -> Settings:
-    settings = Settings(memory=tmp_path / "memory", index_enabled=False, llm=LLMSpec.parse(f"scripted:{script}"),
-                        extraction=QUEUED)
+    settings = Settings(memory=tmp_path / "memory", index_enabled=False, llm=LLMSpec.parse(f"scripted:{script}")).with_(
+                        extraction_mode=QUEUED)
     Memory.init(settings, owner="Dana Whitfield").close()
     return settings
 
@@ -355,7 +356,7 @@ def test_serve_stops_the_worker_between_two_posts(tmp_path: Path) -> None:
 
 
 def test_serve_without_queued_extraction_runs_no_worker(tmp_path: Path) -> None:
-    settings = _served(tmp_path, script_file(tmp_path, "a", [])).with_(extraction="inline")
+    settings = _served(tmp_path, script_file(tmp_path, "a", [])).with_(extraction_mode="inline")
     with serving(settings) as server:
         assert server.extraction is None
         assert "extraction_queue" not in httpx.get(server.url + "/api/stats", timeout=BOUND).json()

@@ -14,6 +14,7 @@ from pcm.extraction.context import ContextBuilder
 from pcm.index import EntityRecord, SideIndex
 from pcm.index.tables import Tables
 from pcm.index.text import embed_text
+from pcm.settings import ExtractionConfig
 from tests.index.test_index_side import CHAT, PEOPLE, HashEmbedder, post
 
 
@@ -156,7 +157,7 @@ def test_extraction_context_matches_entities_with_the_posts_stored_vector() -> N
     index = IndexSpy({CHAT[4].iri: stored})
     memory = SimpleNamespace(
         naming=SimpleNamespace(is_individual=lambda iri: iri.startswith("urn:m:")),
-        settings=SimpleNamespace(index_enabled=True),
+        settings=SimpleNamespace(index_enabled=True, extraction=ExtractionConfig()),
         index=index,
     )
     builder = ContextBuilder(memory, use_index=True)  # type: ignore[arg-type]

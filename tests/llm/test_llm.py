@@ -29,7 +29,7 @@ from pcm.llm import (
     Usage,
     make_client,
 )
-from pcm.llm.base import JsonSchema
+from pcm.llm.base import JsonSchema, Request
 from pcm.llm.retry import parse_retry_after
 from pcm.settings import DEFAULT_ANTHROPIC_MODEL, LLMSpec, Settings
 from tests.llm_wire import FakeLLMServer, Received, Reply
@@ -71,7 +71,7 @@ def connect(server: FakeLLMServer) -> Iterator[Connect]:
 
 
 def _call(client: Any, operation: str = "extract", **kw: Any) -> Completion:
-    return client.complete(system=SYSTEM, messages=MESSAGES, operation=operation, **kw)
+    return client.complete(Request(system=SYSTEM, messages=MESSAGES, operation=operation, **kw))
 
 
 def _wire_messages(received: Received) -> list[dict[str, str]]:
@@ -121,7 +121,7 @@ def test_success_sends_temperature_zero_model_system_and_messages(
 def test_empty_system_prompt_is_not_sent(provider: str, server: FakeLLMServer, connect: Connect) -> None:
     server.push(Reply.ok("hi"))
     client, _ = connect(provider)
-    client.complete(system="", messages=[Message.user("hello")], operation="answer")
+    client.complete(Request(system="", messages=[Message.user("hello")], operation="answer"))
     body = server.requests[0].body
     assert "system" not in body
     assert [m["role"] for m in body["messages"]] == ["user"]
@@ -457,8 +457,8 @@ def test_message_role_is_checked() -> None:
 
 def test_scripted_replays_in_order_and_records_requests() -> None:
     client = ScriptedClient(["one", "two"])
-    first = client.complete(system="s1", messages=[Message.user("a")], operation="extract")
-    second = client.complete(system="s2", messages=[Message.user("b")], operation="answer")
+    first = client.complete(Request(system="s1", messages=[Message.user("a")], operation="extract"))
+    second = client.complete(Request(system="s2", messages=[Message.user("b")], operation="answer"))
     assert (first.text, second.text) == ("one", "two")
     assert client.requests == [("s1", [Message.user("a")], "extract"), ("s2", [Message.user("b")], "answer")]
     assert client.usage.as_dict() == {
@@ -474,16 +474,16 @@ def test_scripted_callable_computes_reply_from_request() -> None:
         return f"{operation}|{system}|{messages[-1].content.upper()}"
 
     client = ScriptedClient(["fixed", echo])
-    client.complete(system="s", messages=[Message.user("x")], operation="extract")
-    reply = client.complete(system="sys", messages=[Message.user("q")], operation="nl2sparql")
+    client.complete(Request(system="s", messages=[Message.user("x")], operation="extract"))
+    reply = client.complete(Request(system="sys", messages=[Message.user("q")], operation="nl2sparql"))
     assert reply.text == "nl2sparql|sys|Q"
 
 
 def test_scripted_exhaustion_is_an_llm_error() -> None:
     client = ScriptedClient(["only"])
-    client.complete(system="", messages=[Message.user("a")], operation="extract")
+    client.complete(Request(system="", messages=[Message.user("a")], operation="extract"))
     with pytest.raises(LLMError, match=r"ran out of scripted responses at call 2 \(operation 'repair'\)"):
-        client.complete(system="", messages=[Message.user("b")], operation="repair")
+        client.complete(Request(system="", messages=[Message.user("b")], operation="repair"))
     assert len(client.requests) == 2
 
 
@@ -491,7 +491,7 @@ def test_scripted_from_file(tmp_path: Path) -> None:
     path = tmp_path / "replies.json"
     path.write_text(json.dumps(["alpha", "beta"]), encoding="utf-8")
     client = ScriptedClient.from_file(path)
-    texts = [client.complete(system="", messages=[Message.user("q")], operation="answer").text for _ in range(2)]
+    texts = [client.complete(Request(system="", messages=[Message.user("q")], operation="answer")).text for _ in range(2)]
     assert texts == ["alpha", "beta"]
     assert client.name == f"scripted:{path}"
 

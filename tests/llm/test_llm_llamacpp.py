@@ -19,7 +19,7 @@ import pytest
 from pcm.errors import LLMError, UsageError
 from pcm.extraction.extractor import output_format
 from pcm.llm import Message, make_client
-from pcm.llm.base import JsonSchema
+from pcm.llm.base import JsonSchema, Request
 from pcm.llm.llamacpp_client import LlamaCppClient
 from pcm.settings import LLMSpec, Settings
 
@@ -100,15 +100,15 @@ def test_without_llama_cpp_the_error_says_how_to_install_it(gguf: Path, monkeypa
 def test_the_schema_becomes_a_grammar_request_and_the_prompt_keeps_its_order(gguf: Path) -> None:
     client = LlamaCppClient(model_path=str(gguf), threads=2, context=2048, factory=RecordingLlama,
                             grammar=lambda text: ("grammar of", text))
-    completion = client.complete(system="SYSTEM", messages=[Message.user("U")], operation="extract", schema=SCHEMA,
-                                 max_tokens=100)
+    completion = client.complete(Request(system="SYSTEM", messages=[Message.user("U")], operation="extract", schema=SCHEMA,
+                                 max_tokens=100))
     assert (completion.text, completion.input_tokens, completion.output_tokens) == ('{"n": 3}', 42, 5)
     call = client._llama.calls[-1]
     assert call["grammar"] == ("grammar of", json.dumps(SCHEMA.schema))
     assert "response_format" not in call
     assert call["temperature"] == 0.0 and call["max_tokens"] == 100
     assert [m["role"] for m in call["messages"]] == ["system", "user"]  # stable part first
-    client.complete(system="SYSTEM", messages=[Message.user("U")], operation="answer")
+    client.complete(Request(system="SYSTEM", messages=[Message.user("U")], operation="answer"))
     assert "response_format" not in client._llama.calls[-1] and "grammar" not in client._llama.calls[-1]
     assert client.usage.as_dict()["extract"]["input_tokens"] == 42
 
@@ -121,7 +121,7 @@ def test_the_grammar_keeps_the_schemas_property_order(gguf: Path) -> None:
     texts: list[str] = []
     client = LlamaCppClient(model_path=str(gguf), threads=2, context=2048, factory=RecordingLlama,
                             grammar=lambda text: texts.append(text) or text)
-    client.complete(system="S", messages=[Message.user("U")], operation="nl2sparql", schema=query_schema(load_ontology()))
+    client.complete(Request(system="S", messages=[Message.user("U")], operation="nl2sparql", schema=query_schema(load_ontology())))
     sent = json.loads(texts[-1])
     assert list(sent["properties"])[:4] == ["no_query", "select", "distinct", "where"]
     assert list(sent["properties"]["where"]["items"]["properties"]) == ["s", "p", "o", "optional"]
@@ -143,10 +143,10 @@ def test_consecutive_calls_share_one_model_object_that_keeps_its_prompt_tokens(g
     made = len(RecordingLlama.made)
     client = LlamaCppClient(model_path=str(gguf), threads=2, context=2048, factory=ResettingLlama)
     first = [Message.user("U1")]
-    client.complete(system="SYSTEM", messages=first, operation="extract")
-    client.complete(system="SYSTEM", messages=[*first, Message.assistant("A"), Message.user("R")],
-                    operation="repair")
-    client.complete(system="SYSTEM", messages=[Message.user("U2")], operation="extract")
+    client.complete(Request(system="SYSTEM", messages=first, operation="extract"))
+    client.complete(Request(system="SYSTEM", messages=[*first, Message.assistant("A"), Message.user("R")],
+                    operation="repair"))
+    client.complete(Request(system="SYSTEM", messages=[Message.user("U2")], operation="extract"))
     assert len(RecordingLlama.made) == made + 1 and ResettingLlama.resets == 0
     calls = client._llama.calls
     assert [c["messages"][0] for c in calls] == [{"role": "system", "content": "SYSTEM"}] * 3
@@ -165,8 +165,8 @@ def test_a_real_model_answers_inside_the_schema() -> None:
     import jsonschema
 
     client = LlamaCppClient(model_path=GGUF, threads=os.cpu_count() or 2, context=2048)
-    completion = client.complete(system="Answer with JSON.", messages=[Message.user("Give n = 3.")],
-                                 operation="extract", schema=SCHEMA, max_tokens=32)
+    completion = client.complete(Request(system="Answer with JSON.", messages=[Message.user("Give n = 3.")],
+                                 operation="extract", schema=SCHEMA, max_tokens=32))
     jsonschema.validate(json.loads(completion.text), SCHEMA.schema)
     client.close()
 
@@ -188,7 +188,7 @@ def test_a_long_in_process_call_prints_progress_without_claiming_tokens(gguf: Pa
 
     client = LlamaCppClient(model_path=str(gguf), threads=1, context=512, factory=SlowLlama, progress=write,
                             progress_after=0.05)
-    client.complete(system="S", messages=[Message.user("U")], operation="extract")
+    client.complete(Request(system="S", messages=[Message.user("U")], operation="extract"))
     assert lines and "reading the prompt and writing its answer" in lines[0]
 
 
@@ -221,7 +221,7 @@ def test_a_schema_with_a_bounded_grammar_sends_that_grammar_sized_to_max_tokens(
                             grammar=lambda text: pytest.fail("the JSON Schema was converted"),
                             gbnf=lambda text: ("gbnf of", text))
     for _ in range(2):
-        client.complete(system="S", messages=[Message.user("U")], operation="extract", schema=schema, max_tokens=300)
+        client.complete(Request(system="S", messages=[Message.user("U")], operation="extract", schema=schema, max_tokens=300))
     assert client._llama.calls[-1]["grammar"] == ("gbnf of", "root ::= [0-9]{1,300}")
     assert client._grammars == {"root ::= [0-9]{1,300}": ("gbnf of", "root ::= [0-9]{1,300}")}
 
@@ -255,7 +255,7 @@ def test_grammars_made_per_call_are_kept_only_for_the_last_few_calls(gguf: Path)
     client = LlamaCppClient(model_path=str(gguf), threads=2, context=2048, factory=RecordingLlama, gbnf=gbnf)
     for n in [*range(GRAMMARS_KEPT + 5), GRAMMARS_KEPT + 4, GRAMMARS_KEPT + 4]:
         schema = JsonSchema("answer", {"type": "object"}, grammar=lambda max_tokens, n=n: f"root ::= \"{n}\"")
-        client.complete(system="S", messages=[Message.user("U")], operation="extract", schema=schema)
+        client.complete(Request(system="S", messages=[Message.user("U")], operation="extract", schema=schema))
         assert client._llama.calls[-1]["grammar"] == f"built root ::= \"{n}\""
     assert len(built) == GRAMMARS_KEPT + 5 and len(client._grammars) == GRAMMARS_KEPT
 
@@ -432,9 +432,9 @@ def test_only_a_line_set_answer_asks_the_model_to_end_at_a_repeated_line(gguf: P
     seen = []
     for line_set in (True, False):
         schema = JsonSchema("lines", {}, grammar=lambda n: "root ::= [a-z]", line_set=line_set)
-        client.complete(system="S", messages=[Message.user("U")], operation="extract", schema=schema)
+        client.complete(Request(system="S", messages=[Message.user("U")], operation="extract", schema=schema))
         seen.append(client._llama.end_at_repeated_line)
-    client.complete(system="S", messages=[Message.user("U")], operation="answer")
+    client.complete(Request(system="S", messages=[Message.user("U")], operation="answer"))
     assert seen + [client._llama.end_at_repeated_line] == [True, False, False]
 
 
@@ -492,8 +492,8 @@ def both_paths(schema: JsonSchema, system: str, utterance: str, max_tokens: int)
     answers = []
     for fast in (False, True):
         client = LlamaCppClient(model_path=GGUF, threads=os.cpu_count() or 2, context=2048, fast_grammar=fast)
-        completion = client.complete(system=system, messages=[Message.user(utterance)], operation="extract",
-                                     schema=schema, max_tokens=max_tokens)
+        completion = client.complete(Request(system=system, messages=[Message.user(utterance)], operation="extract",
+                                     schema=schema, max_tokens=max_tokens))
         answers.append((completion.text, getattr(client._llama, "last_step", None)))
         client.close()
     return answers

@@ -18,6 +18,7 @@ pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip 
 from llama_cpp.llama import LlamaState  # noqa: E402
 
 from pcm.llm import Message  # noqa: E402
+from pcm.llm.base import Request  # noqa: E402
 from pcm.llm.llamacpp_client import LlamaCppClient  # noqa: E402
 from pcm.llm.prompt_cache import PromptStateCache, state_bytes  # noqa: E402
 
@@ -81,10 +82,8 @@ def test_a_prompt_resumed_from_a_kept_state_gets_the_same_answer() -> None:
     cached = LlamaCppClient(model_path=GGUF, threads=os.cpu_count() or 2, context=2048, prompt_cache_mb=512)
     fresh = LlamaCppClient(model_path=GGUF, threads=os.cpu_count() or 2, context=2048, prompt_cache_mb=0)
     questions = ["What colour is the sky?", "What do cows drink?", "What colour is the sky?"]
-    answers = [cached.complete(system=system, messages=[Message("user", q)], operation="t", max_tokens=8).text
-               for q in questions]
-    expected = [fresh.complete(system=system, messages=[Message("user", q)], operation="t", max_tokens=8).text
-                for q in questions]
+    answers = [cached.complete(Request(system, [Message("user", q)], "t", max_tokens=8)).text for q in questions]
+    expected = [fresh.complete(Request(system, [Message("user", q)], "t", max_tokens=8)).text for q in questions]
     assert answers == expected
     cache = cached._llama.cache
     assert isinstance(cache, PromptStateCache) and cache.cache_state

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pcm.llm import Message
+from pcm.llm import Message, Request
 from pcm.llm.llamacpp_client import LlamaCppClient
 from pcm.llm.state import MAGIC, MIN_PREFIX_TOKENS, PrefixStates, StateKey, StateStore, system_span
 from pcm.settings import Settings
@@ -116,7 +116,7 @@ def process(gguf: Path, states: Path, access: type[FakeAccess] = FakeAccess, con
 
 
 def extract(client: LlamaCppClient, utterance: str, system: str = RULES) -> None:
-    client.complete(system=system, messages=[Message.user(utterance)], operation="extract")
+    client.complete(Request(system=system, messages=[Message.user(utterance)], operation="extract"))
 
 
 def prompt_length(utterance: str, system: str = RULES) -> int:
@@ -206,7 +206,7 @@ def test_a_corrupt_file_gives_one_log_line_and_a_normal_call(gguf: Path, tmp_pat
 
     client = process(gguf, states)
     with caplog.at_level(logging.WARNING, logger="pcm.llm.state"):
-        completion = client.complete(system=RULES, messages=[Message.user("I adopted a cat.")], operation="extract")
+        completion = client.complete(Request(system=RULES, messages=[Message.user("I adopted a cat.")], operation="extract"))
     assert completion.text == '{"n": 3}'
     lines = [r for r in caplog.records if r.name == "pcm.llm.state"]
     assert len(lines) == 1 and "ignored" in lines[0].getMessage()
@@ -361,13 +361,13 @@ def test_a_real_models_restored_state_gives_the_same_answer(tmp_path: Path) -> N
 
     cold = fresh(None)
     cold.states = None
-    expected = cold.complete(system=system, messages=messages, operation="t", max_tokens=24).text
+    expected = cold.complete(Request(system=system, messages=messages, operation="t", max_tokens=24)).text
     cold.close()
     saving = fresh(32)
-    assert saving.complete(system=system, messages=messages, operation="t", max_tokens=24).text == expected
+    assert saving.complete(Request(system=system, messages=messages, operation="t", max_tokens=24)).text == expected
     assert saving.states is not None and saving.states.saved is not None
     saving.close()
     loading = fresh(32)
-    assert loading.complete(system=system, messages=messages, operation="t", max_tokens=24).text == expected
+    assert loading.complete(Request(system=system, messages=messages, operation="t", max_tokens=24)).text == expected
     assert loading.states is not None and loading.states.restored > 32
     loading.close()

@@ -304,8 +304,8 @@ def test_the_ask_order_setting_chooses_what_comes_first(indexed: Memory, monkeyp
 
 
 def test_the_ask_order_setting_parses_and_rejects_a_bad_value_in_one_line() -> None:
-    assert Settings.from_env({}).ask_order == "auto"
-    assert Settings.from_env({"PCM_ASK_ORDER": " Facts "}).ask_order == "facts"
+    assert Settings.from_env({}).ask.order == "auto"
+    assert Settings.from_env({"PCM_ASK_ORDER": " Facts "}).ask.order == "facts"
     with pytest.raises(UsageError) as error:
         Settings.from_env({"PCM_ASK_ORDER": "sparql"})
     assert str(error.value) == "PCM_ASK_ORDER='sparql': expected auto, graph or facts"

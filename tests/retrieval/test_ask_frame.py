@@ -123,7 +123,7 @@ def test_frames_are_read_for_constraining_clients_unless_the_setting_says_otherw
 
     assert frames_questions("auto", Constrained()) and not frames_questions("auto", ScriptedClient([]))
     assert frames_questions("on", ScriptedClient([])) and not frames_questions("off", Constrained())
-    assert Settings.from_env({"PCM_ASK_FRAME": " On "}).ask_frame == "on"
+    assert Settings.from_env({"PCM_ASK_FRAME": " On "}).ask.frame == "on"
     with pytest.raises(UsageError):
         Settings.from_env({"PCM_ASK_FRAME": "maybe"})
 

@@ -46,7 +46,7 @@ PRICE_FORM = {
 def memory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
     path = Path(tmp_path_factory.mktemp("ask-form")) / "memory"
     build_sample_memory(path, index=False).close()
-    mem = Memory.open(Settings(memory=path, index_enabled=False, llm_output="json"))
+    mem = Memory.open(Settings(memory=path, index_enabled=False).with_(llm_output="json"))
     CachingClient.forget(mem.context)
     yield mem
     CachingClient.forget(mem.context)

@@ -22,7 +22,7 @@ from pcm.retrieval import ask as ask_module
 from pcm.retrieval.answer import posts_of
 from pcm.retrieval.ask import NO_LLM_NOTE, CachingClient, ask
 from pcm.retrieval.wording import route
-from pcm.settings import Settings
+from pcm.settings import AskConfig, Settings
 from tests.retrieval.test_ask_support import fresh_reply_cache, without_traversal
 
 AS_OF = datetime(2025, 4, 1, 12, 0, tzinfo=UTC)
@@ -181,7 +181,7 @@ def test_summaries_support_the_episodic_fallback(memory: Memory, monkeypatch: py
     result = ask(memory.context, "Which vegetables am I growing?", client=client, as_of=AS_OF)
     assert result.path == "episodic" and [p.source_id for p in result.posts] == ["garden0"]
     context = client.requests[-1][1][0].content
-    assert context.count("summary: line") == ask_module.SUMMARY_LINES and "[1] (2025-03-20, user) I also planted basil" in context
+    assert context.count("summary: line") == AskConfig().summary_lines and "[1] (2025-03-20, user) I also planted basil" in context
 
 
 def test_without_an_llm_a_conversation_question_gets_the_summary(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pcm.errors import PcmError
-from pcm.llm.base import Completion, LLMClient, Usage
+from pcm.llm.base import Completion, LLMClient, Request, Usage
 
 if TYPE_CHECKING:
     from pcm.memory import Memory
@@ -77,11 +77,11 @@ class _OutsideLock:
         self._stop = stop
         self._calling = calling
 
-    def complete(self, **kwargs: Any) -> Completion:
+    def complete(self, request: Request) -> Completion:
         self._calling.set()
         self._lock.release()
         try:
-            return self.inner.complete(**kwargs)
+            return self.inner.complete(request)
         finally:
             self._lock.acquire()
             self._calling.clear()

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from pcm.evaluation.datasets import LONGMEMEVAL_TYPES, EvalQuestion
 from pcm.evaluation.metrics import says_not_in_memory
-from pcm.llm.base import LLMClient, Message
+from pcm.llm.base import LLMClient, Message, Request
 from pcm.prompts import PROMPTS_DIR as _ALL_PROMPTS
 from pcm.prompts import PromptFile, load
 
@@ -69,7 +69,7 @@ def judge(client: LLMClient | None, dataset: str, question: EvalQuestion, answer
     prompt = judge_prompt(prompt_name(dataset, question))
     user = prompt.render("user", question=question.text, gold=question.gold, answer=answer)
     reply = client.complete(
-        system=prompt.parts["system"].strip(), messages=[Message.user(user)], operation=OPERATION, max_tokens=200
+        Request(system=prompt.parts["system"].strip(), messages=[Message.user(user)], operation=OPERATION, max_tokens=200)
     ).text
     correct = parse_locomo_label(reply) if dataset == "locomo" else "yes" in reply.lower()
     return Verdict(correct, f"llm:{prompt.ref}", reply.strip())

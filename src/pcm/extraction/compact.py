@@ -55,7 +55,7 @@ from pcm.extraction.jsonld import (
     complete_references,
     trie_complement,
 )
-from pcm.extraction.normalise import MAX_OUTPUT_CHARS, Normalised, OutputProblem, normalise_json
+from pcm.extraction.normalise import Normalised, OutputProblem, check_size, normalise_json
 from pcm.llm.base import JsonSchema
 from pcm.namespaces import PREFIXES, RDF, RDFS, XSD
 from pcm.naming import Naming, digest, slugify
@@ -252,13 +252,7 @@ def read_compact(
     listed in :attr:`CompactAnswer.skipped` instead of raising, for an answer whose repair rounds are spent: its
     readable lines are facts as good as any other answer's, and they still go through grounding and validation.
     """
-    if not text.strip():
-        raise OutputProblem(f"the output was empty; write the fact lines, or '{NOTHING}'", kind="empty")
-    if len(text) > MAX_OUTPUT_CHARS:
-        raise OutputProblem(
-            f"the output is {len(text)} characters, over the {MAX_OUTPUT_CHARS} cap for one utterance", kind="too-large",
-            fatal=True,
-        )
+    check_size(text, f"write the fact lines, or '{NOTHING}'")
     naming = Naming(namespace)
     names = dict(names) if names is not None else call_names(naming, naming.owner)
     problems = _Problems()

@@ -37,10 +37,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Previous turns of the session shown as context.
-PREVIOUS_TURNS = 4
-#: Known entities offered per call.
-MAX_ENTITIES = 30
 #: Characters of each previous turn shown.
 TURN_CHARS = 400
 _MAX_LABEL_LOOKUPS = 400
@@ -84,17 +80,20 @@ class ContextBuilder:
         self.memory = memory
         self.naming = memory.naming
         self._use_index = memory.settings.index_enabled if use_index is None else use_index
+        #: Previous turns shown, and known entities offered (found three ways, each up to this many) per call.
+        self._turns = memory.settings.extraction.previous_turns
+        self._entities = memory.settings.extraction.context_entities
         self._index_lock = threading.Lock()
 
     def build(self, post: PostInfo, session: Sequence[PostInfo]) -> TurnContext:
         """Context of ``post``; ``session`` is its session's posts in order (the previous turns come from it)."""
-        previous = [p for p in session if p.position < post.position][-PREVIOUS_TURNS:]
+        previous = [p for p in session if p.position < post.position][-self._turns :]
         speaker = speaker_iri(post, self.naming)
         ranked: dict[str, None] = dict.fromkeys(self._derived_from(previous))
         ranked.update(dict.fromkeys(self._label_matches(post.text)))
         ranked.update(dict.fromkeys(self._index_matches(post)))
         fixed = {self.naming.owner, self.naming.assistant, speaker}
-        iris = [i for i in ranked if i not in fixed][:MAX_ENTITIES]
+        iris = [i for i in ranked if i not in fixed][: self._entities]
         cards = entity_cards(self.memory, [*sorted(fixed), *iris])
         entities = [cards[i] for i in [*sorted(fixed), *iris] if i in cards]
         return TurnContext(post, speaker, previous, entities)
@@ -103,7 +102,7 @@ class ContextBuilder:
         if not previous:
             return []
         q = render(
-            "derived_from", posts=values_clause("post", [p.iri for p in previous]), limit=str(MAX_ENTITIES)
+            "derived_from", posts=values_clause("post", [p.iri for p in previous]), limit=str(self._entities)
         )
         return [term_value(row[0]) for row in self.memory.store.select(q).rows if row[0] is not None]
 
@@ -115,7 +114,7 @@ class ContextBuilder:
             "label_candidates",
             labels=" ".join(literal_term(label) for label in labels),
             namespace=literal_term(self.naming.namespace),
-            limit=str(MAX_ENTITIES),
+            limit=str(self._entities),
         )
         return sorted(term_value(row[0]) for row in self.memory.store.select(q).rows if row[0] is not None)
 

@@ -5,7 +5,7 @@ Nothing here writes to the store: the result is an :class:`Extraction` that the 
 
 Repair: the model gets its previous output back with a short readable report (parse error with the line quoted,
 refusals, SHACL violations with "did you mean" hints) and writes the whole Turtle again, up to
-``settings.repair_rounds`` times, or until the model writes the same output twice (the next request would repeat
+``settings.extraction.repair_rounds`` times, or until the model writes the same output twice (the next request would repeat
 the last one word for word). Output that is too large is refused without a repair round (echoing it back would
 cost more than it could save). When the rounds are spent and all the answer still breaks is how some new nodes are
 linked (isolated, an action without an agent), those nodes are left out and the rest is stored, with a report that
@@ -57,6 +57,7 @@ from pcm.llm.base import (
     JsonSchema,
     LLMClient,
     Message,
+    Request,
     catalogue_layout,
     estimate_tokens,
     output_format,
@@ -70,14 +71,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Output budget of one extraction call (a long utterance yields ~60 triples, well under 2k tokens).
-MAX_OUTPUT_TOKENS = 3000
 #: Characters of the previous output echoed back in a repair round.
 ECHO_CHARS = 12_000
-#: Room for one call's own user message (dates, topic notes, known entities, previous turns, the utterance) that the
-#: whole-catalogue layout keeps in the model's context window beside the system prompt; the answer and its echo in a
-#: repair round get :data:`MAX_OUTPUT_TOKENS` each.
-USER_TOKENS = 2000
 #: Lines of a repair report.
 REPORT_LINES = 20
 #: Areas whose terms a compact answer may always write, beside the utterance's own (see :meth:`Extractor._constraint`):
@@ -162,26 +157,28 @@ class Extractor:
         self.memory = memory
         self.client = client
         self.ontology = ontology or load_ontology()
-        self.repair_rounds = memory.settings.repair_rounds if repair_rounds is None else repair_rounds
+        config = memory.settings.extraction
+        self.config = config
+        self.repair_rounds = config.repair_rounds if repair_rounds is None else repair_rounds
         self.contexts = ContextBuilder(memory, use_index=use_index)
         self.validator = _validator(self.ontology)
         self.single_valued = single_valued_properties(self.ontology)
         naming = memory.naming
         self.grounding = (
             Grounding(self.ontology, parties=(naming.owner, naming.assistant), show=self._show,
-                      config=memory.settings.grounding)
-            if memory.settings.grounding.enabled else None
+                      config=config.grounding)
+            if config.grounding.enabled else None
         )
         #: ``turtle``, ``json`` or ``compact``: what the model is asked to write (see :func:`output_format`).
-        self.output = output_format(output or memory.settings.llm_output, client, forms=OUTPUTS)
+        self.output = output_format(output or config.output, client, forms=OUTPUTS)
         #: The compact form's names of the call on this thread and its last answer read: :meth:`extract` sets them,
         #: :meth:`_normalise` and the repair round read them (:meth:`check` is given the text alone).
         self._turn = threading.local()
         #: ``areas`` or ``whole``: where the catalogue goes (see :func:`catalogue_layout` and :meth:`prompt`).
         self.catalogue = catalogue_layout(
-            catalogue or memory.settings.llm_catalogue, client, what="an extraction call",
-            whole_tokens=lambda: estimate_tokens(_system(self.ontology, self.output, WHOLE)) + USER_TOKENS
-            + 2 * MAX_OUTPUT_TOKENS,
+            catalogue or config.catalogue, client, what="an extraction call",
+            whole_tokens=lambda: estimate_tokens(_system(self.ontology, self.output, WHOLE)) + config.user_tokens
+            + 2 * config.max_output_tokens,
         )
 
     # ------------------------------------------------------------------------------------------------ public
@@ -195,14 +192,14 @@ class Extractor:
         system, first = self.prompt(context)
         messages = [Message.user(first)]
         self._turn.names, self._turn.answer = self._names(context), None
-        extra = self._constraint(context)
+        schema = self._constraint(context)
         previous: str | None = None
         for round_ in range(self.repair_rounds + 1):
             try:
-                completion = self.client.complete(
+                completion = self.client.complete(Request(
                     system=system, messages=messages, operation="extract" if round_ == 0 else "repair",
-                    max_tokens=MAX_OUTPUT_TOKENS, **extra,
-                )
+                    max_tokens=self.config.max_output_tokens, schema=schema,
+                ))
             except LLMError as error:
                 result.report = f"LLM error: {error}"
                 return result
@@ -269,15 +266,15 @@ class Extractor:
         user = render_user_message(context, memory=self.memory, ontology=self.ontology, output=self.output, topics=topics)
         return _system(self.ontology, self.output, self.catalogue), user
 
-    def _constraint(self, context: TurnContext) -> dict[str, JsonSchema]:
+    def _constraint(self, context: TurnContext) -> JsonSchema | None:
         """What holds the answer to its form: the JSON Schema (json) or the compact lines' grammar (compact), each
         naming the known entities the prompt offers; nothing for Turtle."""
         if self.output == "json":
-            return {"schema": extraction_schema(self.ontology, known=self._known(context))}
+            return extraction_schema(self.ontology, known=self._known(context))
         if self.output == "compact":
             areas = (*self._areas(context, core=CORE_AREAS), *GRAMMAR_AREAS)
-            return {"schema": compact_schema(self.ontology, known=self._names(context) or {}, areas=areas)}
-        return {}
+            return compact_schema(self.ontology, known=self._names(context) or {}, areas=areas)
+        return None
 
     def _names(self, context: TurnContext) -> dict[str, str] | None:
         """The compact form's names for one call (``me``, ``you``, the offered entities: :func:`call_names`)."""
@@ -339,7 +336,7 @@ class Extractor:
             context.post.time,
             context=[(p.text, p.time) for p in context.previous],
             names=names,
-            fuzzy_word=self.memory.settings.grounding.fuzzy_word,
+            fuzzy_word=self.config.grounding.fuzzy_word,
         )
 
     def check(

@@ -105,15 +105,21 @@ class Normalised:
     """What normalisation repaired by itself (prefixes added, dates typed, individuals re-homed)."""
 
 
-def normalise_output(text: str, *, namespace: str, ontology: Ontology) -> Normalised:
-    """Turn a model's reply into canonical triples in the memory's namespace, or say why it cannot be used."""
+def check_size(text: str, what_to_write: str) -> None:
+    """Refuse an empty answer (the problem says ``what_to_write`` instead) and one over :data:`MAX_OUTPUT_CHARS` (no
+    repair round is worth it), before any parser reads it: the same for every answer form."""
     if not text.strip():
-        raise OutputProblem("the output was empty; write Turtle, or '# nothing to extract'", kind="empty")
+        raise OutputProblem(f"the output was empty; {what_to_write}", kind="empty")
     if len(text) > MAX_OUTPUT_CHARS:
         raise OutputProblem(
             f"the output is {len(text)} characters, over the {MAX_OUTPUT_CHARS} cap for one utterance", kind="too-large",
             fatal=True,
         )
+
+
+def normalise_output(text: str, *, namespace: str, ontology: Ontology) -> Normalised:
+    """Turn a model's reply into canonical triples in the memory's namespace, or say why it cannot be used."""
+    check_size(text, "write Turtle, or '# nothing to extract'")
     body = extract_turtle(text)
     notes: list[str] = []
     problems = _forbidden_syntax(text)
@@ -128,13 +134,7 @@ def normalise_output(text: str, *, namespace: str, ontology: Ontology) -> Normal
 
 def normalise_json(text: str, *, namespace: str, ontology: Ontology) -> Normalised:
     """A constrained (JSON-LD-shaped) answer, read as JSON-LD and then normalised like Turtle's triples."""
-    if not text.strip():
-        raise OutputProblem('the output was empty; write {"@graph": [...]}', kind="empty")
-    if len(text) > MAX_OUTPUT_CHARS:
-        raise OutputProblem(
-            f"the output is {len(text)} characters, over the {MAX_OUTPUT_CHARS} cap for one utterance", kind="too-large",
-            fatal=True,
-        )
+    check_size(text, 'write {"@graph": [...]}')
     try:
         triples = answer_triples(text, namespace=namespace, ontology=ontology)
     except AnswerProblem as problem:

@@ -10,7 +10,7 @@ there is nothing to overlap and everything runs on the calling thread (no thread
 Resumable: a post already extracted with the same prompt and ontology versions is skipped unless ``force``; a run
 interrupted half-way is simply run again.
 
-The small-talk gate (:mod:`pcm.extraction.gate`, setting ``extraction_gate``) comes before the model: a post that
+The small-talk gate (:mod:`pcm.extraction.gate`, :attr:`ExtractionConfig.gate <pcm.settings.ExtractionConfig.gate>`) comes before the model: a post that
 states nothing ("thanks!", "how are you?") costs no call; it is written with the status ``gated`` and the report
 :data:`~pcm.extraction.gate.GATED_REPORT`. Gated posts are not pending, count as up to date while the gate is on, and
 ``pcm extract --gated`` sends them to the model with the gate off. Like a failure, gating changes only the status: an
@@ -185,20 +185,20 @@ def extract_posts(
 ) -> ExtractionRunReport:
     """Extract facts from stored posts (see the module docstring). ``progress(n)`` is called as posts finish.
 
-    ``output`` (``turtle``, ``json``, ``compact`` or ``auto``) overrides ``settings.llm_output`` for this run;
-    ``gate`` overrides ``settings.extraction_gate`` (``pcm extract --gated`` turns it off to extract what it held
+    ``output`` (``turtle``, ``json``, ``compact`` or ``auto``) overrides ``settings.extraction.output`` for this run;
+    ``gate`` overrides ``settings.extraction.gate`` (``pcm extract --gated`` turns it off to extract what it held
     back).
     """
     if memory.read_only:
         raise UsageError("this memory was opened read-only")
     started = time.monotonic()
-    gate_on = memory.settings.extraction_gate if gate is None else gate
+    gate_on = memory.settings.extraction.gate if gate is None else gate
     runner = _Run(memory, client, progress=progress, output=output, gate=gate_on)
     iris = list(dict.fromkeys(post_iris))
     report = runner.report
     report.posts = len(iris)
     sessions = runner.plan(iris, force=force)
-    runner.run(sessions, concurrency=max(1, concurrency or memory.settings.llm_concurrency))
+    runner.run(sessions, concurrency=max(1, concurrency or memory.settings.extraction.concurrency))
     report.seconds = time.monotonic() - started
     return report
 

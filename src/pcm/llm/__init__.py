@@ -5,7 +5,7 @@ Callers depend on :class:`LLMClient` only and get one from :func:`make_client`; 
 """
 
 from pcm.llm.anthropic_client import AnthropicClient
-from pcm.llm.base import Completion, LLMClient, Message, Usage
+from pcm.llm.base import Completion, LLMClient, Message, Request, Usage
 from pcm.llm.factory import make_client
 from pcm.llm.openai_client import OpenAICompatibleClient
 from pcm.llm.scripted import ScriptedClient
@@ -16,6 +16,7 @@ __all__ = [
     "LLMClient",
     "Message",
     "OpenAICompatibleClient",
+    "Request",
     "ScriptedClient",
     "Usage",
     "make_client",

@@ -72,6 +72,20 @@ class JsonSchema:
     line_set: bool = False
 
 
+@dataclass(frozen=True)
+class Request:
+    """One completion asked of a model: what every client takes and every wrapper (recording, replay, the reply
+    cache, a retry) passes on whole. ``operation`` names the pipeline stage the usage is counted under
+    (``"extract"``, ``"repair"``, ``"nl2sparql"``, ``"answer"``, ``"judge"``); ``schema`` asks for constrained
+    output where the client can give it."""
+
+    system: str
+    messages: list[Message]
+    operation: str
+    max_tokens: int = 4096
+    schema: JsonSchema | None = None
+
+
 _COUNTERS = ("calls", "input_tokens", "output_tokens")
 
 
@@ -111,15 +125,7 @@ class LLMClient(Protocol):
     name: str
     usage: Usage
 
-    def complete(
-        self,
-        *,
-        system: str,
-        messages: list[Message],
-        operation: str,
-        max_tokens: int = 4096,
-        schema: JsonSchema | None = None,
-    ) -> Completion: ...
+    def complete(self, request: Request) -> Completion: ...
 
 
 #: Forms of an extraction answer a caller can read when it does not say (the compact form is extraction's alone).

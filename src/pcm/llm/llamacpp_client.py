@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from pcm.errors import LLMError
-from pcm.llm.base import Completion, JsonSchema, Message, Usage
+from pcm.llm.base import Completion, JsonSchema, Request, Usage
 from pcm.llm.manners import PROGRESS_AFTER, waiting
 from pcm.llm.retry import as_int, one_line
 from pcm.llm.state import LlamaStateAccess, PrefixStates, StateAccess, StateError, StateStore
@@ -189,17 +189,10 @@ class LlamaCppClient:
             else:
                 self.states = PrefixStates(StateStore(Path(state_dir)), access, model=path, context=context)
 
-    def complete(
-        self,
-        *,
-        system: str,
-        messages: list[Message],
-        operation: str,
-        max_tokens: int = 4096,
-        schema: JsonSchema | None = None,
-    ) -> Completion:
+    def complete(self, request: Request) -> Completion:
+        system, max_tokens, schema = request.system, request.max_tokens, request.schema
         chat = [{"role": "system", "content": system}] if system else []
-        chat += [{"role": m.role, "content": m.content} for m in messages]
+        chat += [{"role": m.role, "content": m.content} for m in request.messages]
         kwargs: dict[str, Any] = {"messages": chat, "max_tokens": max_tokens, "temperature": 0.0, "seed": 0}
         if schema is not None:
             kwargs.update(self._constraint(schema, max_tokens))
@@ -215,7 +208,7 @@ class LlamaCppClient:
             completion = _completion(reply, self.model)
             if self.states is not None:
                 self.states.after(system, completion.input_tokens)
-        self.usage.record(operation, completion)
+        self.usage.record(request.operation, completion)
         return completion
 
     def _constraint(self, schema: JsonSchema, max_tokens: int) -> dict[str, Any]:

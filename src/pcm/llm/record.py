@@ -21,15 +21,14 @@ import threading
 from pathlib import Path
 
 from pcm.errors import LLMError
-from pcm.llm.base import Completion, JsonSchema, LLMClient, Message, Usage
+from pcm.llm.base import Completion, LLMClient, Request, Usage
 
 #: In a recording directory: the recorded client's name and the flags that shape its prompts (see the docstring).
 #: Exchange files are named by a sha256, so this name never meets one.
 METADATA = "recording.json"
 
 
-def exchange_key(operation: str, system: str, messages: list[Message], schema: JsonSchema | None = None,
-                 max_tokens: int = 4096) -> str:
+def exchange_key(request: Request) -> str:
     """The file name (without ``.json``) of one exchange: independent of the model.
 
     A constrained call also keys on its schema, so a free-form and a constrained run never answer for each other;
@@ -37,11 +36,12 @@ def exchange_key(operation: str, system: str, messages: list[Message], schema: J
     schema is empty, so a changed grammar, e.g. one limited to other catalogue areas, must not replay answers
     drawn from the old one). A call without a grammar is independent of max_tokens.
     """
-    parts: list[object] = [operation, system, [[m.role, m.content] for m in messages]]
+    parts: list[object] = [request.operation, request.system, [[m.role, m.content] for m in request.messages]]
+    schema = request.schema
     if schema is not None:
         parts.append(schema.schema)
         if schema.grammar is not None:
-            parts.append(hashlib.sha256(schema.grammar(max_tokens).encode("utf-8")).hexdigest())
+            parts.append(hashlib.sha256(schema.grammar(request.max_tokens).encode("utf-8")).hexdigest())
     payload = json.dumps(parts, ensure_ascii=False, sort_keys=True)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
@@ -65,24 +65,13 @@ class RecordingClient:
         if describe:
             _write_atomically(self.directory / METADATA, json.dumps(client_flags(inner), sort_keys=True))
 
-    def complete(
-        self,
-        *,
-        system: str,
-        messages: list[Message],
-        operation: str,
-        max_tokens: int = 4096,
-        schema: JsonSchema | None = None,
-    ) -> Completion:
-        extra = {"schema": schema} if schema is not None else {}
-        completion = self.inner.complete(
-            system=system, messages=messages, operation=operation, max_tokens=max_tokens, **extra
-        )
-        key = exchange_key(operation, system, messages, schema, max_tokens)
+    def complete(self, request: Request) -> Completion:
+        completion = self.inner.complete(request)
+        key = exchange_key(request)
         record = {
-            "operation": operation,
-            "system": system,
-            "messages": [[m.role, m.content] for m in messages],
+            "operation": request.operation,
+            "system": request.system,
+            "messages": [[m.role, m.content] for m in request.messages],
             "text": completion.text,
             "model": completion.model,
             "input_tokens": completion.input_tokens,
@@ -120,23 +109,15 @@ class ReplayClient:
             # (an explicit compact form becomes json for it) from a test double
             self.constrained: bool = flags["constrained"]
 
-    def complete(
-        self,
-        *,
-        system: str,
-        messages: list[Message],
-        operation: str,
-        max_tokens: int = 4096,
-        schema: JsonSchema | None = None,
-    ) -> Completion:
-        key = exchange_key(operation, system, messages, schema, max_tokens)
+    def complete(self, request: Request) -> Completion:
+        key = exchange_key(request)
         path = self.directory / f"{key}.json"
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except OSError as exc:
             with self._lock:
                 self.misses.append(key)
-            raise LLMError(f"replay: no recorded {operation!r} exchange {key} in {self.directory}") from exc
+            raise LLMError(f"replay: no recorded {request.operation!r} exchange {key} in {self.directory}") from exc
         except ValueError as exc:
             raise LLMError(f"replay: {path} is not valid JSON ({exc})") from exc
         completion = Completion(
@@ -146,7 +127,7 @@ class ReplayClient:
             output_tokens=int(data.get("output_tokens") or 0),
             stop_reason=data.get("stop_reason"),
         )
-        self.usage.record(operation, completion)
+        self.usage.record(request.operation, completion)
         return completion
 
 

@@ -20,7 +20,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
 from pcm.errors import LLMError
-from pcm.llm.base import Completion, JsonSchema, Message, Usage
+from pcm.llm.base import Completion, JsonSchema, Message, Request, Usage
 from pcm.llm.manners import gate, idle_timeout, is_local
 
 T = TypeVar("T")
@@ -211,17 +211,11 @@ class RetryingClient:
         self._progress = progress
         self._progress_after = progress_after
 
-    def complete(
-        self,
-        *,
-        system: str,
-        messages: list[Message],
-        operation: str,
-        max_tokens: int = 4096,
-        schema: JsonSchema | None = None,
-    ) -> Completion:
-        completion = self.retry.run(self.name, lambda: self._attempt(system, messages, max_tokens, schema))
-        self.usage.record(operation, completion)
+    def complete(self, request: Request) -> Completion:
+        completion = self.retry.run(
+            self.name, lambda: self._attempt(request.system, request.messages, request.max_tokens, request.schema)
+        )
+        self.usage.record(request.operation, completion)
         return completion
 
     def _attempt(self, system: str, messages: list[Message], max_tokens: int, schema: JsonSchema | None) -> Completion:

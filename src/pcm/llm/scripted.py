@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from pcm.errors import LLMError
-from pcm.llm.base import Completion, JsonSchema, Message, Usage
+from pcm.llm.base import Completion, JsonSchema, Message, Request, Usage
 
 #: A reply, or a function of ``(system, messages, operation)`` computing one.
 Response = str | Callable[[str, list[Message], str], str]
@@ -55,18 +55,11 @@ class ScriptedClient:
         with self._lock:
             self._responses.extend(responses)
 
-    def complete(
-        self,
-        *,
-        system: str,
-        messages: list[Message],
-        operation: str,
-        max_tokens: int = 4096,
-        schema: JsonSchema | None = None,
-    ) -> Completion:
+    def complete(self, request: Request) -> Completion:
+        system, messages, operation = request.system, request.messages, request.operation
         with self._lock:
             self.requests.append((system, list(messages), operation))
-            self.schemas.append(schema)
+            self.schemas.append(request.schema)
             calls = len(self.requests)
             response = self._responses.popleft() if self._responses else None
         if response is None:

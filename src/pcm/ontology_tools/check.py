@@ -157,7 +157,8 @@ def run_check(
     workdir: Path | None = None,
     catalog_file: Path | None = None,
 ) -> CheckReport:
-    """Run every check. Directories default to the shipped ones; ``vocab_dir`` to ``../shared/vocab`` when present.
+    """Run every check. Directories default to the shipped ones; ``vocab_dir`` to the shipped term lists
+    (:data:`~pcm.ontology_tools.vocab.SHIPPED_VOCAB`).
 
     ``prompts`` defaults to every prompt the package ships (``pcm/prompts/``). ``workdir`` receives the reasoner's temporary
     files (a fresh temporary directory otherwise). ``owl:imports`` are read through ``catalog_file`` (default: the

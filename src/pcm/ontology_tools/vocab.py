@@ -2,7 +2,8 @@
 
 pcm declares the schema.org, PROV-O, FOAF, ... terms it reuses in ``pcm_ontology/``; nothing stops a typo or an
 invented term (``schema:RepairAction``) from being declared there, in a shape or in a query. The published
-vocabularies, as N-Quads with the namespace as graph name (``../shared/vocab`` in a checkout), are the reference:
+vocabularies, as N-Quads with the namespace as graph name (their term lists ship in ``standard_vocab/``, beside this
+module, with their licences), are the reference:
 a namespace is *covered* when one of the files is that vocabulary, and every term under a covered namespace must be
 a subject in it. RDF and XSD are small fixed W3C lists, built in so that ``rdf:typo`` and ``xsd:strng`` are caught
 even without the files. The SHACL vocabulary comes from the copy pyshacl ships (``pyshacl/assets/shacl.ttl``): the
@@ -17,7 +18,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from pcm import resources
 from pcm.namespaces import RDF, SCHEMA, SCHEMA_HTTP, SH, XSD
 
 _LINE = re.compile(r"^<([^>]+)>.*<([^>]+)>\s*\.\s*$")
@@ -59,10 +59,14 @@ class StandardVocabularies:
         return self.namespace_of(iri) is not None and iri not in self.terms
 
 
-def default_vocab_dir() -> Path | None:
-    """``../shared/vocab`` next to the checkout, when there is one (an installed pcm has none)."""
-    candidate = resources.ontology_dir().resolve().parent.parent / "shared" / "vocab"
-    return candidate if candidate.is_dir() else None
+#: The term lists pcm ships (``standard_vocab/README.txt``: their sources, licences and how they were cut): one
+#: declaration per term of each vocabulary, the same terms and namespaces as the full published files.
+SHIPPED_VOCAB = Path(__file__).resolve().parent / "standard_vocab"
+
+
+def default_vocab_dir() -> Path:
+    """The vocabularies ``pcm ontology check`` reads unless ``--vocab`` names others: the shipped term lists."""
+    return SHIPPED_VOCAB
 
 
 def load_vocabularies(directory: Path | None = None) -> StandardVocabularies:

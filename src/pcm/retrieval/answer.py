@@ -28,7 +28,7 @@ import pyoxigraph as ox
 from pcm.backend import QueryResult, Solutions, datetime_or_none
 from pcm.errors import QueryError
 from pcm.layout import HISTORY
-from pcm.llm.base import LLMClient, Message
+from pcm.llm.base import LLMClient, Message, Request
 from pcm.models import EvidenceFact
 from pcm.models import Message as Said
 from pcm.namespaces import PROV
@@ -49,13 +49,8 @@ if TYPE_CHECKING:
     from pcm.context import MemoryContext
     from pcm.index import RecallHit
     from pcm.ontology import Ontology
+    from pcm.settings import AskConfig
 
-#: Rows of the evidence query (the WHERE group as SELECT *).
-EVIDENCE_ROWS = 500
-#: Answer rows bound into the evidence query (more than this and the rows are matched after the query instead).
-EVIDENCE_VALUES = 50
-#: Ground triples looked up per answer.
-MAX_FACTS = 400
 #: Rows written out in an answer sentence.
 ANSWER_ROWS = 10
 NOT_IN_MEMORY = "Not in memory: nothing stored answers this question."
@@ -69,11 +64,12 @@ def sparql_evidence(
     memory: MemoryContext, runner: QueryRunner, safe: SafeQuery, result: QueryResult, ontology: Ontology, labels: Mapping[str, str]
 ) -> tuple[list[EvidenceFact], list[Said]]:
     """The facts a query's answer used and the posts they came from (see the module docstring)."""
+    config = memory.settings.ask
     shape = query_shape(safe.text)
-    rows = _evidence_rows(runner, safe, result, shape.projected if shape else [])
+    rows = _evidence_rows(runner, safe, result, shape.projected if shape else [], config)
     if shape is None or rows is None:
         return [], posts_of(memory, _derived_posts(memory, _iris(result)))
-    ground = _ground(shape.patterns, rows)
+    ground = _ground(shape.patterns, rows, config.evidence_facts)
     located = _locate(memory, ground)
     layout = memory.naming.layout
     history = _history_posts(memory, {s for (s, _, _), g in located if g == layout.history})
@@ -100,8 +96,11 @@ def where_group(text: str) -> tuple[str, str] | None:
     return parse(text).where_group()
 
 
-def _evidence_rows(runner: QueryRunner, safe: SafeQuery, result: QueryResult, projected: Sequence[str]) -> list[dict[str, Any]] | None:
-    """The matches behind the answer rows: the WHERE group as ``SELECT *``, its answer variables bound by VALUES.
+def _evidence_rows(
+    runner: QueryRunner, safe: SafeQuery, result: QueryResult, projected: Sequence[str], config: AskConfig
+) -> list[dict[str, Any]] | None:
+    """The matches behind the answer rows: the WHERE group as ``SELECT *`` (at most ``config.evidence_rows``), its
+    answer variables bound by VALUES (when there are at most ``config.evidence_values`` answers).
 
     Binding the answer's values makes the engine start from them (a 100 ms group becomes a 0.2 ms lookup) and
     keeps only the matches of the rows that were answered (the chosen row of an ORDER BY ... LIMIT 1, say).
@@ -112,10 +111,10 @@ def _evidence_rows(runner: QueryRunner, safe: SafeQuery, result: QueryResult, pr
     prologue, group = parts
     answers = result.dicts() if isinstance(result, Solutions) else []
     shared = [v for v in projected if isinstance(result, Solutions) and v in result.variables]
-    values = _values(shared, answers) if shared and 0 < len(answers) <= EVIDENCE_VALUES else ""
+    values = _values(shared, answers) if shared and 0 < len(answers) <= config.evidence_values else ""
     try:
         # the group already passed the path checks as part of the answered query: only the read-only checks again
-        evidence = check_query(f"{prologue}SELECT * WHERE {{ {values} {group} }} LIMIT {EVIDENCE_ROWS}", policy=False)
+        evidence = check_query(f"{prologue}SELECT * WHERE {{ {values} {group} }} LIMIT {config.evidence_rows}", policy=False)
         found = runner.run(evidence)
     except QueryError:
         return None
@@ -156,8 +155,11 @@ def _agrees(row: Mapping[str, Any], answer: Mapping[str, Any], shared: Sequence[
     return all(v not in row or v not in answer or row[v] == answer[v] for v in shared)
 
 
-def _ground(patterns: Sequence[tuple[str, str, str]], rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, str]]:
-    """Triple patterns filled in with each row's values, as N-Triples terms (patterns left partly open are skipped)."""
+def _ground(
+    patterns: Sequence[tuple[str, str, str]], rows: Sequence[Mapping[str, Any]], most: int
+) -> list[tuple[str, str, str]]:
+    """Triple patterns filled in with each row's values, as N-Triples terms (patterns left partly open are skipped),
+    up to ``most``."""
     out: dict[tuple[str, str, str], None] = {}
     for row in rows:
         for pattern in patterns:
@@ -174,7 +176,7 @@ def _ground(patterns: Sequence[tuple[str, str, str]], rows: Sequence[Mapping[str
                     terms.append(term)
             else:
                 out[(terms[0], terms[1], terms[2])] = None
-                if len(out) >= MAX_FACTS:
+                if len(out) >= most:
                     return list(out)
     return list(out)
 
@@ -385,7 +387,7 @@ def answer_from_context(
     numbered = "\n".join(f"[{i}] {line}" for i, line in enumerate(context, 1))
     user = prompt.render("user", date=f"{as_of.date().isoformat()} ({as_of:%A})", owner_name=owner_name,
                          context=numbered or "(nothing)", question=" ".join(question.split()))
-    reply = client.complete(system=prompt.parts["system"], messages=[Message.user(user)], operation=OPERATION, max_tokens=400)
+    reply = client.complete(Request(system=prompt.parts["system"], messages=[Message.user(user)], operation=OPERATION, max_tokens=400))
     found = parse_context_answer(reply.text, len(context))
     return ContextAnswer(tidy_answer(question, found.text), found.cited) if found.text is not None else found
 

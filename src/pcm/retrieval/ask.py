@@ -38,9 +38,8 @@ from pcm.errors import LLMError, PcmError, UsageError
 from pcm.llm.base import (
     WHOLE,
     Completion,
-    JsonSchema,
     LLMClient,
-    Message,
+    Request,
     Usage,
     catalogue_layout,
     estimate_tokens,
@@ -64,7 +63,7 @@ from pcm.retrieval.grounding import (
 )
 from pcm.retrieval.intervals import interval_answer
 from pcm.retrieval.kinship import kin_answer
-from pcm.retrieval.nl2sparql import MAX_OUTPUT_TOKENS, QueryForm, prompt_version, system_prompt, user_message
+from pcm.retrieval.nl2sparql import QueryForm, prompt_version, system_prompt, user_message
 from pcm.retrieval.operations import COMPUTED, Operations
 from pcm.retrieval.plan import (
     DIRECTIONS,
@@ -90,14 +89,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PATHS = ("sparql", "events", "summary", "facts", "traversal", "episodic", "plan", "none")
-#: Traversal algorithm of the first fallback (``pcm.retrieval.traversal``): WaterCircles needs no embedding.
-TRAVERSAL_ALGORITHM = "wc"
-#: Session summaries added as supporting lines to the episodic fallback's context.
-SUMMARY_LINES = 2
-#: Room for one NL->SPARQL call's own user turn (terms in use, matched entities, the question) that the
-#: whole-catalogue layout keeps in the model's context window beside the system prompt; the query and its echo in a
-#: repair round get the call's output budget each.
-QUESTION_TOKENS = 2000
 DECLINED_NOTE = "the question's words match what other people said, not the person it asks about"
 NO_LLM_NOTE = (
     "No LLM is configured (PCM_LLM=none): pcm runs in episodic mode and answers with the stored utterances that "
@@ -191,7 +182,7 @@ def ask(
         result.stats["total_ms"] = round((time.perf_counter() - started) * 1000, 1)
         return result
     cache = client if isinstance(client, CachingClient) else CachingClient(client, memory)
-    framing = frames_questions(memory.settings.ask_frame, cache)
+    framing = frames_questions(memory.settings.ask.frame, cache)
     if framing:
         # the frame decides: its operation gives the kind, and "other" (separate parts) a plan when the question
         # read as one finds nothing; no pattern over the wording is consulted
@@ -342,18 +333,19 @@ class _Pipeline:
         self.cache = cache
         #: Whether the question is read into a typed frame (``PCM_ASK_FRAME``); then no pattern over its wording
         #: decides anything, and the frame's operation replaces the keyword kind.
-        self.framing = frames_questions(memory.settings.ask_frame, cache)
+        self.framing = frames_questions(memory.settings.ask.frame, cache)
         self.frame: Frame | None = None
         self.notes: list[str] = []
 
     def run(self, started: float) -> AskResult:
         calls_before, hits_before, llm_before_all = self.cache.calls, self.cache.hits, self.cache.ms
-        json_form = output_format(self.memory.settings.llm_output, self.cache) == "json"
+        config = self.memory.settings.ask
+        json_form = output_format(config.output, self.cache) == "json"
         form = "json" if json_form else "sparql"
         whole = catalogue_layout(
-            self.memory.settings.llm_catalogue, self.cache, what="an NL->SPARQL call",
+            config.catalogue, self.cache, what="an NL->SPARQL call",
             whole_tokens=lambda: estimate_tokens(system_prompt(whole_catalogue(self.ontology), form))
-            + QUESTION_TOKENS + 2 * MAX_OUTPUT_TOKENS,
+            + config.question_tokens + 2 * config.query_tokens,
         ) == WHOLE
         grounding: Grounding | None = None
         if self.framing:
@@ -369,7 +361,7 @@ class _Pipeline:
         if grounding is None:
             grounding = build_grounding(self.memory, self.question, as_of=self.as_of, ontology=self.ontology,
                                         whole=whole)
-        facts_first = ask_order(self.memory.settings.ask_order, self.cache) == "facts"
+        facts_first = ask_order(config.order, self.cache) == "facts"
         if facts_first:
             llm_before = self.cache.ms
             answer_started = time.perf_counter()
@@ -395,7 +387,7 @@ class _Pipeline:
             question=self.question,
             system=system,
             user=user,
-            rounds=max(1, self.memory.settings.repair_rounds + 1),
+            rounds=max(1, config.repair_rounds + 1),
             max_limit=self.memory.settings.query_limit,
             as_of=self.as_of,
             context_hint=lambda: around_entities(
@@ -564,7 +556,8 @@ class _Pipeline:
         posts = answers.posts_from_hits(hits)
         items = [(answers.utterance_line(p), [p]) for p in posts]
         if items:  # summaries support recalled utterances; they do not answer alone here (see _from_summaries)
-            items += _summary_context(self.memory, self.question, SUMMARY_LINES)[:SUMMARY_LINES]
+            lines = self.memory.settings.ask.summary_lines
+            items += _summary_context(self.memory, self.question, lines)[:lines]
             found = self._from_context(items, "episodic", f"{why}; answered from recalled utterances")
             if found is not None:
                 return found
@@ -615,7 +608,7 @@ class _Pipeline:
 
 
 def ask_order(setting: str, client: object) -> str:
-    """``graph`` or ``facts``: what ask tries first (``PCM_ASK_ORDER``; see :attr:`Settings.ask_order`).
+    """``graph`` or ``facts``: what ask tries first (``PCM_ASK_ORDER``; see :attr:`AskConfig.order <pcm.settings.AskConfig.order>`).
 
     ``auto`` is ``facts`` for a model on this machine. Measured with a 1.5B model on 2 cores over the 25 gold
     questions: its two query-writing calls took 40-90 s per question, and the stored facts gave every answer it got
@@ -779,8 +772,9 @@ def _traversal_context(memory: MemoryContext, question: str, start: Sequence[str
     if not start:
         return []
     from pcm.retrieval.traversal import TraversalEngine
+    from pcm.retrieval.traversal.service import configured_algorithm
 
-    algorithm = str(getattr(memory.settings, "traversal_algorithm", "") or TRAVERSAL_ALGORITHM)
+    algorithm = configured_algorithm(memory)
     try:
         with TraversalEngine.for_memory(memory) as engine:
             found = engine.retrieve(question, list(start), algorithm).triples[: 4 * k]
@@ -826,33 +820,23 @@ class CachingClient:
             memory.llm_replies.clear()
         shutil.rmtree(memory.settings.memory / CACHE_DIR / "llm", ignore_errors=True)
 
-    def key(self, system: str, messages: list[Message], operation: str, schema: JsonSchema | None = None) -> str:
-        parts: list[object] = [self.version, self.name, operation, system, [(m.role, m.content) for m in messages]]
-        if schema is not None:
-            parts.append(schema.name)
+    def key(self, request: Request) -> str:
+        parts: list[object] = [self.version, self.name, request.operation, request.system,
+                               [(m.role, m.content) for m in request.messages]]
+        if request.schema is not None:
+            parts.append(request.schema.name)
         payload = json.dumps(parts)
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]
 
-    def complete(
-        self,
-        *,
-        system: str,
-        messages: list[Message],
-        operation: str,
-        max_tokens: int = 4096,
-        schema: JsonSchema | None = None,
-    ) -> Completion:
-        key = self.key(system, messages, operation, schema)
+    def complete(self, request: Request) -> Completion:
+        key = self.key(request)
         cached = self._lookup(key)
         if cached is not None:
             self.hits += 1
             return Completion(text=cached, model=self.name, input_tokens=0, output_tokens=0, stop_reason="cached")
         started = time.perf_counter()
         try:
-            extra = {"schema": schema} if schema is not None else {}
-            completion = self.client.complete(
-                system=system, messages=messages, operation=operation, max_tokens=max_tokens, **extra
-            )
+            completion = self.client.complete(request)
         finally:
             self.ms += (time.perf_counter() - started) * 1000
         self.calls += 1

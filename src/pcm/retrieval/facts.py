@@ -13,7 +13,7 @@ is in front of it. This context is built without the model, from the graph:
 
 A node with few facts becomes one line (``Biscuit (Pet): pet breed beagle; age 4; treated by Dr. Alvarez``); a
 node with many (the owner) gives one line per fact. Lines are ranked by the similarity of their text to the
-question (a named node's own line first among equals) and the best :data:`LINES` are kept, each with the
+question (a named node's own line first among equals) and the best ``fact_lines`` (:class:`~pcm.settings.AskConfig`) are kept, each with the
 utterances its facts came from, which the answer then cites.
 """
 
@@ -40,25 +40,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-LINES = 14
-"""Lines kept for the model: enough for a question with three parts, short enough for a 1.5B model to read."""
-SEEDS = 6
-"""Nodes taken from grounding's matches and from the side index's nearest entities, each."""
-NEIGHBOURS = 12
-"""Neighbours added per seed (deterministically, in IRI order): a hub seed must not flood the context."""
 CARD_FACTS = 10
 """A node with at most this many facts is one line; above it, one line per fact."""
-FOLLOW = 6
-"""The best lines whose other ends are read in a following round."""
-FOLLOW_ROUNDS = 2
-"""Rounds of following: the habit behind "Thursday: by day of every Thursday evening" is two hops away."""
 GROUPED = 12
 """Values shown on a gathered line (``friend of A, B, ... and 40 more (52)``)."""
-NAMED_SCORE = 0.8
-"""Grounding's score from which a match counts as named in the question (exact and normalised labels); below it
-("Shop 132" for "shop") a match is only a place to start from."""
-NAMED_BONUS = 0.08
-"""Added to the similarity of lines about a node the question names (grounding's matches)."""
 ROWS = 4000
 """Cap on the fact rows read for one question."""
 LINE_CHARS = 400
@@ -102,12 +87,13 @@ class _Node:
 
 def fact_context(
     memory: MemoryContext, question: str, entities: Sequence[GroundedEntity], vectors: TextVectors, *,
-    lines: int = LINES,
+    lines: int | None = None,
 ) -> list[tuple[str, list[Said]]]:
     """Lines of stored facts about what ``question`` asks, best first, each with the posts it came from.
 
-    ``entities``: what grounding matched, best first; those matched by name (score at least :data:`NAMED_SCORE`)
-    are lifted in the ranking, the looser matches only seed it. Empty when the memory holds no facts near the
+    ``entities``: what grounding matched, best first; those matched by name (score at least the ask config's
+    ``named_score``) are lifted in the ranking, the looser matches only seed it. ``lines``: how many are kept (the
+    config's ``fact_lines`` unless given). Empty when the memory holds no facts near the
     question.
     Two rounds: the seeds (and their neighbours), ranked; then the nodes at the other end of the best lines (the
     purchase behind "Dana: agent of buying the Breville Barista Express"), so the line that holds the answer's
@@ -118,32 +104,33 @@ def fact_context(
 
     owner, namespace = memory.naming.owner, memory.naming.namespace
     skip = frozenset({memory.naming.assistant})
-    named = [e.iri for e in entities if e.score >= NAMED_SCORE]
-    seeds = list(dict.fromkeys([*[e.iri for e in entities][:SEEDS], *_nearest(memory, question)]))
+    config = memory.settings.ask
+    named = [e.iri for e in entities if e.score >= config.named_score]
+    seeds = list(dict.fromkeys([*[e.iri for e in entities][: config.fact_seeds], *_nearest(memory, question)]))
     nodes = _facts(memory, [*seeds, owner])
     neighbours: list[str] = []
     for seed in seeds:
         if seed in nodes and seed != owner:
-            neighbours += sorted({i for i in nodes[seed].neighbours if i not in nodes and i != owner})[:NEIGHBOURS]
+            neighbours += sorted({i for i in nodes[seed].neighbours if i not in nodes and i != owner})[: config.fact_neighbours]
     nodes.update(_facts(memory, list(dict.fromkeys(neighbours))))
     # the owner's name is in most questions and most lines: ranked without it, a line's content decides
     asked = vector_query(without_speakers(question, [memory.manifest.owner]))
     lifted = set(named)
     candidates = _candidates(nodes, owner, namespace, skip)
-    scores = _scores(vectors, asked, candidates, lifted)
-    for _ in range(FOLLOW_ROUNDS):
-        best = sorted(range(len(candidates)), key=lambda i: (-scores[i], candidates[i].text))[:FOLLOW]
+    scores = _scores(vectors, asked, candidates, lifted, config.named_bonus)
+    for _ in range(config.fact_follow_rounds):
+        best = sorted(range(len(candidates)), key=lambda i: (-scores[i], candidates[i].text))[: config.fact_follow]
         parent = {o: scores[i] for i in reversed(best) for o in candidates[i].others
                   if o not in nodes and o != owner and o.startswith(namespace) and o not in skip}
         if not parent:
             break
         nodes.update(_facts(memory, list(parent)))
         candidates = _candidates(nodes, owner, namespace, skip)
-        scores = _scores(vectors, asked, candidates, lifted)
+        scores = _scores(vectors, asked, candidates, lifted, config.named_bonus)
         # a node read because a line pointed at it holds that line's details: it ranks at least as high
         scores = [max(sc, parent.get(c.node, sc)) for sc, c in zip(scores, candidates, strict=True)]
     ranked = sorted(range(len(candidates)), key=lambda i: (-scores[i], candidates[i].text))
-    chosen = _without_repeats([candidates[i] for i in ranked], owner, lines)
+    chosen = _without_repeats([candidates[i] for i in ranked], owner, config.fact_lines if lines is None else lines)
     graphs = sorted({g for c in chosen for g in c.graphs})
     by_graph = graph_posts(memory, graphs)
     posts = {p.post: p for p in posts_of(memory, sorted({p for g in graphs for p in by_graph.get(g, ())}))}
@@ -276,18 +263,18 @@ def _nearest(memory: MemoryContext, question: str) -> list[str]:
     if not memory.settings.index_enabled:
         return []
     try:
-        return [m.iri for m in memory.index.match_entities(question, SEEDS)]
+        return [m.iri for m in memory.index.match_entities(question, memory.settings.ask.fact_seeds)]
     except (PcmError, OSError) as error:
         log.info("side index unavailable for the fact context: %s", error)
         return []
 
 
-def _scores(vectors: TextVectors, asked: str, candidates: Sequence[_Line], named: set[str]) -> list[float]:
-    """Each line's similarity to the question (lines about a named node lifted by :data:`NAMED_BONUS`)."""
+def _scores(vectors: TextVectors, asked: str, candidates: Sequence[_Line], named: set[str], bonus: float) -> list[float]:
+    """Each line's similarity to the question (lines about a named node lifted by ``bonus``)."""
     if not candidates:
         return []
     scores = vectors.get([c.body for c in candidates]) @ vectors.query(asked)
-    return [float(sc) + (NAMED_BONUS if c.node in named else 0.0) for sc, c in zip(scores.tolist(), candidates, strict=True)]
+    return [float(sc) + (bonus if c.node in named else 0.0) for sc, c in zip(scores.tolist(), candidates, strict=True)]
 
 
 def graph_posts(memory: MemoryContext, graphs: Sequence[str]) -> dict[str, list[str]]:
@@ -311,4 +298,4 @@ def _cut(text: str) -> str:
     return text if len(text) <= LINE_CHARS else text[: LINE_CHARS - 1] + "…"
 
 
-__all__ = ["LINES", "fact_context", "graph_posts", "node_line", "read_nodes"]
+__all__ = ["fact_context", "graph_posts", "node_line", "read_nodes"]

@@ -25,7 +25,7 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from pcm.errors import LLMError
-from pcm.llm.base import JsonSchema, LLMClient, Message, constrains
+from pcm.llm.base import JsonSchema, LLMClient, Message, Request, constrains
 from pcm.prompts import PromptFile, load
 from pcm.retrieval.grounding import BOOKKEEPING, HIDDEN_AREAS
 
@@ -173,9 +173,9 @@ def frames_questions(setting: str, client: object) -> bool:
 def read_frame(client: LLMClient, question: str, terms: Terms, *, as_of: datetime, owner_name: str,
                entities: Sequence[GroundedEntity]) -> Frame:
     """One constrained call (operation ``frame``): the question's frame, or :class:`FrameReplyError`."""
-    reply = client.complete(system=system_prompt(terms), messages=[Message.user(user_message(
+    reply = client.complete(Request(system=system_prompt(terms), messages=[Message.user(user_message(
         question, as_of=as_of, owner_name=owner_name, entities=entities))], operation="frame",
-        max_tokens=FRAME_TOKENS, schema=frame_schema(terms))
+        max_tokens=FRAME_TOKENS, schema=frame_schema(terms)))
     return parse_frame(reply.text or "", terms)
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pcm.errors import LLMError
-from pcm.llm.base import LLMClient, Message
+from pcm.llm.base import LLMClient, Message, Request
 from pcm.prompts import PROMPTS_DIR as _ALL_PROMPTS
 from pcm.prompts import PromptFile, around_catalogue, load
 from pcm.retrieval.postprocess import Compute, ComputeError, parse_compute
@@ -28,8 +28,6 @@ if TYPE_CHECKING:
 
 PROMPTS_DIR = _ALL_PROMPTS / "retrieval"
 PROMPT_FILE = "nl2sparql.v2.md"
-#: Output budget of one NL→SPARQL call (a query is a few hundred tokens).
-MAX_OUTPUT_TOKENS = 1200
 OPERATION = "nl2sparql"
 
 _FENCE = re.compile(r"```(?:sparql|SPARQL|rq)?[ \t]*\n(?P<body>.*?)```", re.DOTALL)
@@ -118,19 +116,20 @@ class QueryForm:
 
 
 def ask_model(
-    client: LLMClient, system: str, messages: list[Message], form: QueryForm | None = None
+    client: LLMClient, system: str, messages: list[Message], form: QueryForm | None = None, *, max_tokens: int
 ) -> tuple[Draft, int]:
-    """One call; returns the parsed reply and the prompt size in (approximate) tokens."""
+    """One call of at most ``max_tokens`` (:attr:`AskConfig.query_tokens <pcm.settings.AskConfig.query_tokens>`; a
+    query is a few hundred); returns the parsed reply and the prompt size in (approximate) tokens."""
     if form is None:
         completion = client.complete(
-            system=system, messages=messages, operation=OPERATION, max_tokens=MAX_OUTPUT_TOKENS
+            Request(system=system, messages=messages, operation=OPERATION, max_tokens=max_tokens)
         )
     else:
         from pcm.retrieval.query_form import query_schema
 
         completion = client.complete(
-            system=system, messages=messages, operation=OPERATION, max_tokens=MAX_OUTPUT_TOKENS,
-            schema=query_schema(form.ontology),
+            Request(system=system, messages=messages, operation=OPERATION, max_tokens=max_tokens,
+            schema=query_schema(form.ontology)),
         )
     if completion.text is None:  # pragma: no cover - defensive: clients always return text
         raise LLMError(f"{client.name}: empty reply")

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pcm.llm.base import LLMClient, Message
+from pcm.llm.base import LLMClient, Message, Request
 from pcm.models import Message as Said
 from pcm.prompts import PromptFile, load, refs
 from pcm.retrieval.answer import ContextAnswer, parse_context_answer
@@ -256,8 +256,8 @@ def decompose(client: LLMClient, question: str, *, as_of: datetime, owner_name: 
     """One cheap call (operation ``decompose``): multi-hop or not, the kind, sub-questions and their plans."""
     prompt = _prompt(DECOMPOSE_FILE)
     user = prompt.render("user", date=_date(as_of), owner_name=owner_name, question=question)
-    reply = client.complete(system=prompt.parts["system"], messages=[Message.user(user)], operation="decompose",
-                            max_tokens=DECOMPOSE_TOKENS)
+    reply = client.complete(Request(system=prompt.parts["system"], messages=[Message.user(user)], operation="decompose",
+                            max_tokens=DECOMPOSE_TOKENS))
     return parse_decomposition(reply.text, bounds)
 
 
@@ -267,8 +267,8 @@ def check_step(client: LLMClient, question: str, records: Sequence[StepRecord], 
     findings = "\n".join(f"{i}. {r.step} -> {r.answer if r.found else 'found nothing'}" for i, r in enumerate(records, 1))
     rest = "\n".join(f"- {s}" for s in remaining) or "(none)"
     user = prompt.render("user", question=question, findings=findings or "(none)", remaining=rest)
-    reply = client.complete(system=prompt.render("system", budget=str(budget)), messages=[Message.user(user)],
-                            operation="plan_check", max_tokens=CHECK_TOKENS)
+    reply = client.complete(Request(system=prompt.render("system", budget=str(budget)), messages=[Message.user(user)],
+                            operation="plan_check", max_tokens=CHECK_TOKENS))
     return parse_check(reply.text, budget)
 
 
@@ -282,8 +282,8 @@ def combine(
         about = subs[r.sub - 1].question if 0 < r.sub <= len(subs) else ""
         lines.append(f"[{i}] ({about}) {r.step}: {r.answer}")
     user = prompt.render("user", date=_date(as_of), owner_name=owner_name, findings="\n".join(lines), question=question)
-    reply = client.complete(system=prompt.parts["system"], messages=[Message.user(user)], operation="combine",
-                            max_tokens=COMBINE_TOKENS)
+    reply = client.complete(Request(system=prompt.parts["system"], messages=[Message.user(user)], operation="combine",
+                            max_tokens=COMBINE_TOKENS))
     return parse_context_answer(reply.text, len(records))
 
 

@@ -145,7 +145,8 @@ class RepairLoop:
         messages = [Message.user(self.user)]
         fallback: Attempt | None = None
         for round_ in range(self.rounds):
-            draft, tokens = ask_model(self.client, self.system, messages, self.form)
+            draft, tokens = ask_model(self.client, self.system, messages, self.form,
+                                      max_tokens=self.memory.settings.ask.query_tokens)
             out.calls += 1
             out.prompt_tokens.append(tokens)
             if draft.no_query is not None:

@@ -19,7 +19,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from pcm.errors import LLMError
-from pcm.llm.base import LLMClient, Message
+from pcm.llm.base import LLMClient, Message, Request
 from pcm.prompts import PromptFile, load
 from pcm.summaries.store import (
     EXTRACTIVE,
@@ -161,7 +161,7 @@ def _with_model(
         user = prompt.render(
             "user", session=session, previous=previous or "(none yet)", turns=_turn_lines(batch),
         )
-        reply = client.complete(system=system, messages=[Message.user(user)], operation=OPERATION, max_tokens=600)
+        reply = client.complete(Request(system=system, messages=[Message.user(user)], operation=OPERATION, max_tokens=600))
         calls += 1
         previous = " ".join(reply.text.split()) or previous
         covered.update(t.post for t in batch)

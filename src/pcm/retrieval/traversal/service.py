@@ -35,8 +35,8 @@ def engine_for(memory: MemoryContext) -> TraversalEngine:
 
 
 def configured_algorithm(memory: MemoryContext) -> str:
-    """``settings.traversal_algorithm`` when the settings carry one (PCM_TRAVERSAL), else WaterCircles."""
-    return str(getattr(memory.settings, "traversal_algorithm", "") or DEFAULT_ALGORITHM)
+    """The algorithm the ask config names (``PCM_TRAVERSAL``), else WaterCircles."""
+    return memory.settings.ask.traversal or DEFAULT_ALGORITHM
 
 
 def retrieve(
