@@ -61,7 +61,7 @@ def test_api_errors_are_json(url: str) -> None:
 
 def test_ask_and_recall_without_the_side_index_say_why(url: str) -> None:
     response = httpx.get(url + "/api/recall", params={"q": "dog"})
-    assert response.status_code == 500 and "side index" in response.json()["error"]
+    assert response.status_code == 400 and "side index" in response.json()["error"]
 
 
 # ------------------------------------------------------------------------------------------------ ownership

@@ -228,7 +228,7 @@ def test_a_read_only_server_without_the_index_answers_as_documented(tmp_path: An
         refused = check(httpx.post(plain.url + "/api/ingest", json={"text": "hi"}, headers=AUTH), "/api/ingest")
         assert refused.status_code == 403
         no_index = check(httpx.get(plain.url + "/api/recall", params={"q": "dog"}))
-        assert no_index.status_code == 500 and "side index" in no_index.json()["error"]
+        assert no_index.status_code == 400 and "side index" in no_index.json()["error"]
         assert check(httpx.post(plain.url + "/api/reindex", headers=AUTH), "/api/reindex").status_code == 403
         text = check(httpx.get(plain.url + "/api/search", params={"q": "beagle"})).json()
         assert text["mode"] == "text" and text["hits"]
