@@ -71,3 +71,7 @@ def test_the_person_is_the_owner_for_i_or_the_owners_name_else_one_entity_matche
     assert person("Joanna", entities=[joanna, loose], **kwargs) == "m:joanna"
     assert person("Jo", entities=[loose], **kwargs) is None
     assert person("Dana's sister", entities=[joanna], **kwargs) is None
+    # a genitive written without an apostrophe (German, Dutch, the Nordic languages) names the same person
+    assert person("Danas", entities=[], **kwargs) == "m:owner"
+    assert person("Joannas", entities=[joanna], **kwargs) == "m:joanna"
+    assert person("Thomas", entities=[joanna], **kwargs) is None

@@ -417,6 +417,15 @@ def test_an_anchor_that_is_a_month_or_a_year_is_the_time_window(ops: Operations)
     assert (given.anchor, given.start) == ("May 2024", date(2025, 6, 1))
 
 
+def test_a_kind_of_relative_as_the_anchor_of_a_current_value_asks_it_of_that_relative(ops: Operations) -> None:
+    """"Dana's sister is based in which city?" read as the owner's current home with "Dana's sister" as the anchor."""
+    read = checked(Frame("current", "Dana", prop=SCHEMA + "homeLocation", anchor="Dana's sister"),
+                   "Dana's sister is based in which city?", as_of=date(2025, 10, 1), owner_name="Dana Whitfield")
+    assert (read.relative, read.anchor) == ("sister", "")
+    found = ops.evaluate(read)
+    assert found is not None and "Joanna" in found.text and "Denver" in found.text
+
+
 def test_an_anchored_latest_picks_among_the_nodes_the_anchor_names(ops: Operations) -> None:
     newest = ops.evaluate(Frame("latest", "Dana", SCHEMA + "BuyAction"))
     assert newest is not None and "Rumours" in newest.text

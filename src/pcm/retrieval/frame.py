@@ -250,7 +250,7 @@ def checked(frame: Frame, question: str, *, as_of: date, owner_name: str) -> Fra
         anchor2 = ""
     relative = frame.relative
     kinds = {r for r in RELATIVES if {r, r + "s"} & _words(anchor)}
-    if frame.op in ("value", "list", "count", "relatives") and len(kinds) == 1 and relative in ("", *kinds):
+    if frame.op in ("value", "list", "count", "current", "relatives") and len(kinds) == 1 and relative in ("", *kinds):
         # a kind of relative written as the anchor ("sister") is the relative field's own term, not a thing
         relative = kinds.pop()
         anchor = anchor2 = ""

@@ -101,7 +101,7 @@ class Operations:
     def evaluate(self, frame: Frame) -> Worked | None:
         """The frame's answer worked out on the graph, or None when its operation is not computed here or the
         graph does not settle it."""
-        if frame.relative and frame.op in ("value", "list", "other") and self._about_people(frame.cls):
+        if frame.relative and frame.op in ("value", "list", "current", "other") and self._about_people(frame.cls):
             # a kind of relative in the frame is its own sign that relatives are asked; in a frame that did not
             # say so, only relatives that are stored answer (no "not in memory" for a field filled in passing), and
             # only when the class it names is people (a pet's breed asked with a relative filled in passing is not)

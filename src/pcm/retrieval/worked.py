@@ -38,10 +38,15 @@ def person(who: str, *, owner: str, owner_name: str, entities: Sequence[Grounded
     said = words(re.sub(r"['’]s$", "", who.strip()))
     if not said:
         return None
-    if said <= _OWNER_WORDS or said <= words(owner_name):
-        return owner
-    named = {e.iri for e in entities if e.score >= NAMED_SCORE and said <= words(e.label)}
-    return named.pop() if len(named) == 1 else None
+    # a genitive without an apostrophe ("Danas Sammlung", "Robins fiets") names the same person
+    bare = {w[:-1] if len(w) > 3 and w.endswith("s") else w for w in said}
+    for asked in (said, bare):
+        if asked <= _OWNER_WORDS or asked <= words(owner_name):
+            return owner
+        named = {e.iri for e in entities if e.score >= NAMED_SCORE and asked <= words(e.label)}
+        if named:
+            return named.pop() if len(named) == 1 else None
+    return None
 
 
 def words(text: str) -> set[str]:
