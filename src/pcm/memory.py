@@ -75,7 +75,7 @@ if TYPE_CHECKING:
     from pcm.extraction.pipeline import ExtractionRunReport
     from pcm.index import RecallHit, SideIndex
     from pcm.index.outbox import IndexLag
-    from pcm.llm import LLMClient
+    from pcm.llm import Completion, LLMClient
     from pcm.models import Answer, Fact, FactDeleted, FactPage, Forgotten, Message, MessagePage, Source
     from pcm.ontology import Ontology
     from pcm.ontology_tools.migrate import OntologyDrift
@@ -852,6 +852,16 @@ class Memory:
                 self._client = make_client(self.settings)
             return self._client
 
+    def use_llm(self, client: LLMClient | None) -> None:
+        """Answer and extract with ``client`` from here on, instead of a client of the configured model.
+
+        For a driver that owns its model: an evaluation run makes the model under test once (or its recording or
+        replay, with usage counters of its own) and gives it to each fresh memory it builds. Ingest still decides
+        by the settings whether to extract (:meth:`extraction_mode`), so such a driver extracts with :meth:`extract`.
+        """
+        with self._client_lock:
+            self._client = client
+
     def remember(
         self,
         text: str,
@@ -1420,6 +1430,21 @@ class Memory:
                 "model such as Ollama); see docs/llm.md"
             )
         return extract_posts(self.context, posts, client=client, progress=progress, force=force, gate=gate)
+
+    def extract_queued(
+        self, posts: Sequence[str], *, around_model: Callable[[Callable[[], Completion]], Completion]
+    ) -> ExtractionRunReport:
+        """Extract these posts one at a time (one worker) with the configured model, each model call made through
+        ``around_model``: ``pcm serve``'s queue worker lets go of the memory lock while the model answers, and
+        drops a reply that comes back after a stop (it raises, and nothing of that post is written)."""
+        from pcm.extraction import extract_posts
+        from pcm.llm.base import CallsThrough
+
+        client = self.llm_client()
+        if client is None:
+            self.extract([])  # the one refusal without a model
+        assert client is not None
+        return extract_posts(self.context, posts, client=CallsThrough(client, around_model), concurrency=1)
 
     def duplicates(self) -> list[DuplicatePair]:
         """Entities that may be the same thing, most similar first (never merged automatically)."""
