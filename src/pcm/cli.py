@@ -152,14 +152,15 @@ def progress_bar(total: int | None, desc: str) -> Any:
     return tqdm(total=total, desc=desc, unit="utt", file=sys.stderr, disable=None, dynamic_ncols=True)
 
 
-def follow(bar: Any) -> Callable[[dict[str, Any]], None]:
-    """A progress event of `pcm serve` (``done`` so far, ``total`` once known) shown on ``bar``."""
+def follow(bar: Any, offset: int | None = None) -> Callable[[dict[str, Any]], None]:
+    """A progress event of `pcm serve` (``done`` so far, ``total`` once known) shown on ``bar``; with ``offset``
+    (what earlier requests on the same bar did) the bar's total is the caller's, and ``done`` counts from there."""
 
     def show(state: dict[str, Any]) -> None:
-        if state.get("total") is not None and bar.total != state["total"]:
+        if offset is None and state.get("total") is not None and bar.total != state["total"]:
             bar.total = state["total"]
             bar.refresh()
-        bar.update(max(0, int(state.get("done") or 0) - bar.n))
+        bar.update(max(0, (offset or 0) + int(state.get("done") or 0) - bar.n))
 
     return show
 
@@ -349,11 +350,15 @@ def ingest(ctx: click.Context, memory_path: Path | None, files: tuple[Path, ...]
     check_conversations(conversations, max_chars=settings.max_utterance_chars)
     server = None if create else running_server(ctx, memory_path, write=True)
     if server is not None:
-        with server:
+        # the server stores, extracts (when inline) and indexes; how far it got is streamed back to the bar
+        total = 1 if text is not None else sum(len(c.utterances) for c in conversations)
+        with server, progress_bar(total, "ingest") as bar:
             if text is not None:  # the server's Memory.remember reads it, as it would here
-                result = server.ingest_text(text, session=session, role=role, speaker=speaker, at=at)
+                result = server.ingest_text(text, session=session, role=role, speaker=speaker, at=at,
+                                            on_progress=follow(bar))
             else:
-                results = [server.ingest_file(path, fmt) for path in files]
+                # one request a file, each counting from where the files before it ended
+                results = [server.ingest_file(path, fmt, on_progress=follow(bar, bar.n)) for path in files]
                 counts = ("conversations", "utterances", "added", "skipped", "pending")
                 result = {k: sum(int(r.get(k) or 0) for r in results) for k in counts}
                 result["mode"] = results[-1].get("mode", "") if results else ""

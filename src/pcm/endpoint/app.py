@@ -106,6 +106,9 @@ class Response:
 
 
 M = TypeVar("M", bound=BaseModel)
+#: An ingest whose body was read and checked, run with a progress callback (posts stored) and a total callback
+#: (the messages the body holds), either None when the answer is not streamed.
+_IngestWork = Callable[[Callable[[int], None] | None, Callable[[int | None], None] | None], models.IngestResult]
 
 #: A handler of the JSON API or the explorer: blocking work (the memory, the side index), run in a worker thread.
 Handler = Callable[[Request], Response]
@@ -577,11 +580,19 @@ class App:
             return refused
 
     def api_ingest(self, request: Request) -> Response:
+        """Store messages. With ``Accept: application/x-ndjson`` the answer is streamed as ``/api/import``'s is
+        (progress while the posts are stored, extracted inline and indexed, then the result), so a client shows
+        how far a large file got; otherwise it is the result alone, once everything is stored."""
         refused = self._check_token(request.headers)
         if refused is not None:
             return refused
-
-        return self._api(request, "POST", lambda: self._ingest(request))
+        if request.method == "POST" and "application/x-ndjson" in request.header("Accept").lower():
+            try:
+                work = self._ingest(request)  # the body is read and checked before the answer starts
+            except PcmError as exc:
+                return pcm_error(exc)
+            return streamed(lambda progress, total: _dump(work(progress, total)))
+        return self._api(request, "POST", lambda: self._ingest(request)(None, None))
 
     def api_reindex(self, request: Request) -> Response:
         """``POST`` starts rebuilding the side index in the background (202); ``GET`` tells how far it got.
@@ -614,8 +625,9 @@ class App:
         """Rows a rebuild writes (progress counts posts, then entities), so a client's bar ends at 100%."""
         return self.memory.post_count() + sum(1 for _ in self.memory.store.entities())
 
-    def _ingest(self, request: Request) -> models.IngestResult:
-        """Store what the body holds; a message already stored (same id, same key, same chat) is a duplicate.
+    def _ingest(self, request: Request) -> _IngestWork:
+        """The write what the body holds asks for, its body read and checked (a refusal raised here, before any
+        write): a message already stored (same id, same key, same chat) is a duplicate.
 
         One message (``{"text": ...}``) goes through :meth:`Memory.remember`, its key being the body's ``id`` or
         the ``Idempotency-Key`` header; everything else is parsed into conversations first (all of them, before
@@ -630,7 +642,8 @@ class App:
         data = _json_body(request.body)
         if isinstance(data, dict) and "text" in data:
             _check_texts(data, text=MESSAGE_TEXT)
-            return self._remember(validated(models.IngestText, data), key)
+            message = validated(models.IngestText, data)
+            return lambda progress, total: self._remember(message, key, progress, total)
         if isinstance(data, dict) and "messages" in data and "conversations" not in data:
             validated(models.IngestChat, data)
             chat = parse_messages(data, key=key)
@@ -642,21 +655,35 @@ class App:
             fmt, data = wrapped.format, wrapped.conversations
         return self._ingest_conversations(_parse_payload(json.dumps(data).encode("utf-8"), fmt, parse_file))
 
-    def _ingest_conversations(self, conversations: list[Any]) -> models.IngestResult:
+    def _ingest_conversations(self, conversations: list[Any]) -> _IngestWork:
+        return lambda progress, total: self._store_conversations(conversations, progress, total)
+
+    def _store_conversations(
+        self, conversations: list[Any], progress: Callable[[int], None] | None, total: Callable[[int | None], None] | None,
+    ) -> models.IngestResult:
+        if total is not None:
+            total(sum(len(c.utterances) for c in conversations))
         with self.memory_lock:
-            report = self.memory.ingest(conversations)
+            report = self.memory.ingest(conversations, progress=progress)
         return models.IngestResult(
             stored=report.added, duplicates=report.skipped, conversations=report.conversations,
             utterances=report.utterances, posts=report.posts, mode=report.mode, extraction=report.extraction,
             pending=report.pending,
         )
 
-    def _remember(self, message: models.IngestText, key: str | None) -> models.IngestResult:
+    def _remember(
+        self, message: models.IngestText, key: str | None, progress: Callable[[int], None] | None,
+        total: Callable[[int | None], None] | None,
+    ) -> models.IngestResult:
+        if total is not None:
+            total(1)
         with self.memory_lock:
             done = self.memory.remember(
                 message.text, at=message.at, speaker=message.speaker, session=message.session, role=message.role,
                 key=message.id if message.id is not None else key,
             )
+        if progress is not None:
+            progress(1)  # stored (or found stored), extracted when inline, indexed: one message is one step
         llm = self.memory.settings.llm
         mode = done.mode or (f"extraction ({llm})" if llm.enabled else EPISODIC)  # a duplicate stored nothing
         return models.IngestResult(
