@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from functools import wraps
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar
 
 import click
 
@@ -34,18 +34,20 @@ if TYPE_CHECKING:
     from pcm.settings import Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
-def _fail(message: str, code: int) -> None:
+def _fail(message: str, code: int) -> NoReturn:
     echo(f"pcm: error: {message}", err=True)
     sys.exit(code)
 
 
-def handle_errors(func: F) -> F:
+def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
     """Every error becomes one line on stderr and an exit code from :mod:`pcm.errors`."""
 
     @wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             _check_arguments(kwargs)
             return func(*args, **kwargs)
@@ -64,7 +66,7 @@ def handle_errors(func: F) -> F:
         except KeyboardInterrupt:
             _fail("interrupted", 130)
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 #: Arguments a command hands to :class:`pcm.memory.Memory` as they are, which checks them itself: their refusal is
