@@ -72,11 +72,12 @@ if TYPE_CHECKING:
     from pcm.endpoint.discovery import ServerInfo
     from pcm.extraction.duplicates import DuplicatePair
     from pcm.extraction.history import FactHistory
+    from pcm.explore import Explorer
     from pcm.extraction.pipeline import ExtractionRunReport
     from pcm.index import RecallHit, SideIndex
     from pcm.index.outbox import IndexLag
     from pcm.llm import Completion, LLMClient
-    from pcm.models import Answer, Fact, FactDeleted, FactPage, Forgotten, Message, MessagePage, Source
+    from pcm.models import Answer, EntityPage, Fact, FactDeleted, FactPage, Forgotten, Message, MessagePage, Source
     from pcm.ontology import Ontology
     from pcm.ontology_tools.migrate import OntologyDrift
     from pcm.shapes import Validator
@@ -1511,6 +1512,34 @@ class Memory:
         from pcm.ontology_tools.competency import load_questions
 
         return [{"name": q.name, "question": q.question, "sparql": q.query} for q in load_questions()]
+
+    # -- the explorer's pages ------------------------------------------------------------------------------------
+
+    def _explorer(self, timeout: float | None) -> Explorer:
+        from pcm.explore import Explorer
+
+        return Explorer(self.backend, self.manifest.namespace,
+                        timeout=self.settings.query_timeout if timeout is None else timeout)
+
+    def entity_page(self, iri: str, *, timeout: float | None = None) -> EntityPage:
+        """An entity's page (an IRI, a CURIE or ``m:slug``): its types, labels, facts each with the messages that
+        state it, related entities, and the posts that mention it; ``timeout`` bounds each query (default
+        ``query_timeout``)."""
+        from pcm.models import EntityPage
+
+        return EntityPage.model_validate(self._explorer(timeout).entity(self.expand_iri(iri)))
+
+    def conversation_page(self, thread: str, *, timeout: float | None = None) -> dict[str, object]:
+        """A conversation (a thread IRI, see :meth:`find_session`): its posts in order, each with its facts."""
+        return self._explorer(timeout).conversation(thread)
+
+    def conversation_list(self, *, timeout: float | None = None) -> list[dict[str, object]]:
+        """Every conversation, with its title, time span and number of posts."""
+        return self._explorer(timeout).conversations()
+
+    def search_text(self, text: str, k: int, *, timeout: float | None = None) -> dict[str, object]:
+        """Substring search over messages and entity labels: the explorer's search without the side index."""
+        return self._explorer(timeout).search_text(text, k)
 
     def post_count(self) -> int:
         q = f"SELECT (COUNT(?p) AS ?n) WHERE {{ GRAPH {CONVERSATION} {{ ?p a <{SIOC}Post> }} }}"

@@ -49,6 +49,13 @@ def test_entity_page_traces_each_fact_to_its_utterance(url: str, ns: str) -> Non
     assert not any(f["predicate"]["curie"] == "prov:wasDerivedFrom" for f in page["facts"])
 
 
+def test_the_python_api_gives_the_entity_page_the_http_api_gives(server: PcmServer, url: str, ns: str) -> None:
+    """``Memory.entity_page`` is the page ``/api/entity`` answers with, field by field, for a CURIE as for an IRI."""
+    assert server.memory is not None
+    page = server.memory.entity_page("m:biscuit").model_dump(mode="json", exclude_unset=True)
+    assert page == get(url, "/api/entity", iri=ns + "biscuit").json() == get(url, "/api/entity", iri="m:biscuit").json()
+
+
 def test_a_fact_said_in_one_post_is_not_credited_to_another(url: str, ns: str) -> None:
     page = get(url, "/api/entity", iri=ns + "dr-alvarez").json()
     assert page["label"] == "Dr. Alvarez"

@@ -36,7 +36,6 @@ from pcm.endpoint.access import CHALLENGE, may_read
 from pcm.endpoint.config import ServeConfig, is_loopback
 from pcm.endpoint.drain import ExtractionWorker
 from pcm.endpoint.engine import Watchdog
-from pcm.endpoint.explore import Explorer
 from pcm.endpoint.jobs import AlreadyRunning, BackgroundJob
 from pcm.endpoint.protocol import (
     QUERY_TYPE,
@@ -188,7 +187,6 @@ class App:
         self.upstream = upstream
         self.watchdog = watchdog
         self.public_url = public_url.rstrip("/")
-        self.explorer = Explorer(memory.backend, memory.manifest.namespace, timeout=config.query_timeout)
         #: One writer at a time, and the side index (embedder, LanceDB) used by one request at a time.
         self.memory_lock = threading.RLock()
         self.timings = Timings()
@@ -724,13 +722,13 @@ class App:
             if not text:
                 raise InputError("give the text to search for as ?q=")
             if not self.memory.settings.index_enabled:
-                return models.SearchResult.model_validate(self.explorer.search_text(text, k))
+                return models.SearchResult.model_validate(self._search_text(text, k))
             try:
                 with self.memory_lock:
                     hits = self.memory.recall(text, k)
                     matches = self.memory.index.match_entities(text, k)
             except PcmError as exc:  # an unusable index (other model, ...) still leaves text search
-                return models.SearchResult.model_validate({**self.explorer.search_text(text, k), "note": str(exc)})
+                return models.SearchResult.model_validate({**self._search_text(text, k), "note": str(exc)})
             return models.SearchResult(
                 mode="hybrid",
                 hits=hits,
@@ -742,7 +740,7 @@ class App:
     def api_entity(self, request: Request) -> Response:
         def entity() -> object:
             query = validated(models.EntityQuery, _params(request))
-            return models.EntityPage.model_validate(self.explorer.entity(self.memory.expand_iri(query.iri)))
+            return self.memory.entity_page(query.iri, timeout=self.config.query_timeout)
 
         return self._api(request, "GET", entity)
 
@@ -755,14 +753,19 @@ class App:
             thread = self.memory.store.find_session(given)
             if thread is None:
                 raise InputError(f"no conversation {given!r} in this memory")
-            return models.ConversationPage.model_validate(self.explorer.conversation(thread))
+            return models.ConversationPage.model_validate(
+                self.memory.conversation_page(thread, timeout=self.config.query_timeout))
 
         return self._api(request, "GET", conversation)
 
     def api_conversations(self, request: Request) -> Response:
-        return self._api(
-            request, "GET", lambda: [models.ConversationSummary.model_validate(c) for c in self.explorer.conversations()]
-        )
+        return self._api(request, "GET", lambda: [
+            models.ConversationSummary.model_validate(c)
+            for c in self.memory.conversation_list(timeout=self.config.query_timeout)
+        ])
+
+    def _search_text(self, text: str, k: int) -> dict[str, object]:
+        return self.memory.search_text(text, k, timeout=self.config.query_timeout)
 
     def api_messages(self, request: Request) -> Response:
         """A page of stored messages, oldest first, narrowed by session and time (``Memory.messages``)."""
