@@ -70,14 +70,24 @@ if TYPE_CHECKING:
     import rdflib
 
     from pcm.endpoint.discovery import ServerInfo
+    from pcm.explore import Explorer
     from pcm.extraction.duplicates import DuplicatePair
     from pcm.extraction.history import FactHistory
-    from pcm.explore import Explorer
     from pcm.extraction.pipeline import ExtractionRunReport
     from pcm.index import RecallHit, SideIndex
     from pcm.index.outbox import IndexLag
     from pcm.llm import Completion, LLMClient
-    from pcm.models import Answer, EntityPage, Fact, FactDeleted, FactPage, Forgotten, Message, MessagePage, Source
+    from pcm.models import (
+        Answer,
+        EntityPage,
+        Fact,
+        FactDeleted,
+        FactPage,
+        Forgotten,
+        Message,
+        MessagePage,
+        Source,
+    )
     from pcm.ontology import Ontology
     from pcm.ontology_tools.migrate import OntologyDrift
     from pcm.shapes import Validator
