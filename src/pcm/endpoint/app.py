@@ -214,6 +214,7 @@ class App:
             "/api/recall": self.api_recall,
             "/api/search": self.api_search,
             "/api/entity": self.api_entity,
+            "/api/why": self.api_why,
             "/api/conversation": self.api_conversation,
             "/api/conversations": self.api_conversations,
             "/api/reindex": self.api_reindex,
@@ -743,6 +744,10 @@ class App:
             return self.memory.entity_page(query.iri, timeout=self.config.query_timeout)
 
         return self._api(request, "GET", entity)
+
+    def api_why(self, request: Request) -> Response:
+        """Where a fact, entity or message came from (``Memory.why``, as ``pcm why`` and MCP's ``why``)."""
+        return self._api(request, "GET", lambda: self.memory.why(validated(models.WhyQuery, _params(request)).iri))
 
     def api_conversation(self, request: Request) -> Response:
         def conversation() -> object:

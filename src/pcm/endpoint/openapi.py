@@ -34,6 +34,10 @@ class RecallHits(RootModel[list[m.RecallHit]]):
     """Stored messages, best first."""
 
 
+class Sources(RootModel[list[m.Source]]):
+    """The stored messages (or imported files) behind it, earliest first."""
+
+
 class Conversations(RootModel[list[m.ConversationSummary]]):
     """The memory's conversations."""
 
@@ -129,6 +133,13 @@ OPERATIONS: dict[str, list[Operation]] = {
         Operation(
             "get", "An entity: its types, its facts with the messages each came from, its neighbours",
             {200: m.EntityPage}, query=m.EntityQuery, errors=_TIME_LIMIT,
+        )
+    ],
+    "/api/why": [
+        Operation(
+            "get", "Where a fact, entity or message came from: the stored messages (or imported files) behind it",
+            {200: Sources}, query=m.WhyQuery,
+            description="`pcm why` and the MCP tool `why` over HTTP: the same sources, field by field.",
         )
     ],
     "/api/conversation": [
