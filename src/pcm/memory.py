@@ -1500,9 +1500,12 @@ class Memory:
 
     def retrieve(self, question: str, **options: Any) -> Any:
         """The triples around the entities ``question`` mentions, found by walking the graph
-        (:func:`pcm.retrieval.traversal.retrieve`; ``options`` as it takes them)."""
-        from pcm.retrieval.traversal import retrieve
+        (:func:`pcm.retrieval.traversal.retrieve`; ``options`` as it takes them, ``forbid`` also as ``pcm retrieve
+        --forbid`` spells it: ``"o,t"`` or ``"object,thesis"``)."""
+        from pcm.retrieval.traversal import Kind, retrieve
 
+        if isinstance(options.get("forbid"), str):
+            options["forbid"] = Kind.parse_many(options["forbid"])
         return retrieve(self.context, question, **options)
 
     def retrieve_events(self, question: str, **options: Any) -> Any:
