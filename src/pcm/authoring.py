@@ -10,7 +10,8 @@ call here and renders what it returns: it never reaches :mod:`pcm.ontology_tools
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,7 @@ from pcm.manifest import MANIFEST
 from pcm.settings import Settings
 
 if TYPE_CHECKING:
+    from pcm.memory import Memory
     from pcm.ontology import Ontology
     from pcm.ontology_tools.check import CheckReport
     from pcm.ontology_tools.competency import CompetencyReport
@@ -40,6 +42,21 @@ class Outcome:
 
     def as_json(self) -> Any:
         return self.data
+
+
+#: Where a step that opens a memory tells the person about it (the memory waits for a migration): a face prints it.
+Note = Callable[[str], None]
+
+
+@contextmanager
+def _read(settings: Settings, note: Note | None) -> Iterator[Memory]:
+    """The memory opened read-only, its pending migration (if any) told to ``note`` once, as every command does."""
+    from pcm.memory import Memory
+
+    with Memory.open(settings, read_only=True) as memory:
+        if note is not None and memory.ontology_drift is not None:
+            note(memory.ontology_drift.note(memory.settings.memory))
+        yield memory
 
 
 def load(ontology_dir: Path | None = None) -> Ontology:
@@ -112,7 +129,7 @@ def competency(directory: Path | None = None, *, names: Sequence[str] = (), vali
 
 
 def diff(old: Path, new: Path, *, memory: Settings | None = None, data_file: Path | None = None,
-         memory_given: bool = False) -> OntologyDiff:
+         memory_given: bool = False, note: Note | None = None) -> OntologyDiff:
     """``pcm ontology diff``: the changes between two ontology versions, breaking ones judged against the stored
     data of ``memory`` (read-only; skipped when it has none and was not named, ``memory_given`` False) or of an
     RDF dump ``data_file``."""
@@ -125,15 +142,14 @@ def diff(old: Path, new: Path, *, memory: Settings | None = None, data_file: Pat
         return diff_ontologies(before, after, data=data_from_file(data_file))
     if memory is None or (not memory_given and not (memory.memory / MANIFEST).exists()):
         return diff_ontologies(before, after)
-    from pcm.memory import Memory
-
-    with Memory.open(memory, read_only=True) as opened:
+    with _read(memory, note) as opened:
         return diff_ontologies(before, after, data=opened.store.select)
 
 
 def migrate(
     settings: Settings, *, dry_run: bool = False, reextract: bool = False, allow_violations: bool = False,
     ontology_dir: Path | None = None, shapes_dir: Path | None = None, migrations_dir: Path | None = None,
+    note: Note | None = None,
 ) -> MigrationReport:
     """``pcm ontology migrate``: the memory moved to the target ontology (default: the shipped one), or with
     ``dry_run`` only validated against the new shapes and the scripts listed.
@@ -146,7 +162,7 @@ def migrate(
 
     target = load(ontology_dir) if ontology_dir is not None else None
     if dry_run:
-        with Memory.open(settings, read_only=True) as memory:
+        with _read(settings, note) as memory:
             return mig.migrate(memory.context, dry_run=True, ontology=target, shapes_dir=shapes_dir,
                                migrations=migrations_dir, reextract=reextract, allow_violations=allow_violations)
     raw = (settings.memory / MANIFEST).read_bytes()
@@ -155,12 +171,11 @@ def migrate(
                            migrations=migrations_dir, reextract=reextract, allow_violations=allow_violations)
 
 
-def propose(settings: Settings, *, examples: int = 3, limit: int = 50) -> Outcome:
+def propose(settings: Settings, *, examples: int = 3, limit: int = 50, note: Note | None = None) -> Outcome:
     """``pcm ontology propose``: the terms extraction wanted and the ontology lacks, most requested first."""
-    from pcm.memory import Memory
     from pcm.ontology_tools.propose import proposals_for, render_text
 
-    with Memory.open(settings, read_only=True) as memory:
+    with _read(settings, note) as memory:
         found = proposals_for(memory.context, examples=examples)[:limit]
     return Outcome([p.as_json() for p in found], render_text(found) + "\n")
 

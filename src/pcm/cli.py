@@ -317,6 +317,8 @@ def init(
 @click.option("--role", default="user", show_default=True, help="Role for --text: user, assistant, system, other.")
 @click.option("--speaker", default=None, help="Speaker name for --text.")
 @click.option("--at", "at", default=None, help="When --text was said (ISO 8601; default: now).")
+@click.option("--key", default=None,
+              help="Your id for --text (a message id or idempotency key): the same key again stores nothing new.")
 @click.option("--init", "create", is_flag=True, help="Create the memory first if it does not exist.")
 @click.option("--extraction", type=click.Choice(["auto", "inline", "queued"]), default=None,
               help="Extract facts before returning (inline) or leave them to `pcm extract --pending` or `pcm serve` "
@@ -326,8 +328,8 @@ def init(
 @click.pass_context
 @handle_errors
 def ingest(ctx: click.Context, memory_path: Path | None, files: tuple[Path, ...], fmt: str | None, text: str | None,
-           session: str | None, role: str, speaker: str | None, at: str | None, create: bool, extraction: str | None,
-           as_json: bool) -> None:
+           session: str | None, role: str, speaker: str | None, at: str | None, key: str | None, create: bool,
+           extraction: str | None, as_json: bool) -> None:
     """Store conversations (every user and assistant turn) in the memory.
 
     Re-ingesting the same conversation adds nothing. Without an LLM (PCM_LLM=none) pcm runs in episodic mode:
@@ -346,6 +348,8 @@ def ingest(ctx: click.Context, memory_path: Path | None, files: tuple[Path, ...]
 
     if bool(files) == (text is not None):
         raise UsageError("give FILES to ingest or --text, not both and not neither")
+    if key is not None and text is None:
+        raise UsageError("--key names the message of --text: give --text too")
     conversations = [c for path in files for c in parse_file(path, fmt)]
     settings = settings_for(ctx, memory_path, extraction=extraction)
     # all files together, before any is sent to a running server (which sees one file per request)
@@ -356,7 +360,7 @@ def ingest(ctx: click.Context, memory_path: Path | None, files: tuple[Path, ...]
         total = 1 if text is not None else sum(len(c.utterances) for c in conversations)
         with server, progress_bar(total, "ingest") as bar:
             if text is not None:  # the server's Memory.remember reads it, as it would here
-                result = server.ingest_text(text, session=session, role=role, speaker=speaker, at=at,
+                result = server.ingest_text(text, session=session, role=role, speaker=speaker, at=at, key=key,
                                             on_progress=follow(bar))
             else:
                 # one request a file, each counting from where the files before it ended
@@ -375,7 +379,7 @@ def ingest(ctx: click.Context, memory_path: Path | None, files: tuple[Path, ...]
         Memory.init(settings).close()
     with Memory.open(settings) as memory:
         if text is not None:
-            remembered = memory.remember(text, at=at, speaker=speaker, session=session, role=role)
+            remembered = memory.remember(text, at=at, speaker=speaker, session=session, role=role, key=key)
             if as_json:
                 emit_json({**(remembered.report.as_json() if remembered.report else {}), **remembered.as_json()})
             else:

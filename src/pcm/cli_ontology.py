@@ -21,6 +21,11 @@ _DIR = click.Path(path_type=Path, file_okay=False, exists=True)
 _FILE = click.Path(path_type=Path, dir_okay=False, exists=True)
 
 
+def _note(line: str) -> None:
+    """A memory waiting for `pcm ontology migrate` is said so once, as every command says it."""
+    echo(f"pcm: note: {line}", err=True)
+
+
 @click.group(name="ontology")
 def ontology() -> None:
     """Author the ontology: check it, generate its prompt catalogue and docs, test, diff, migrate, propose.
@@ -162,7 +167,7 @@ def diff(ctx: click.Context, old: Path, new: Path, memory_path: Path | None, dat
       pcm ontology diff old-ontology/ pcm_ontology/ --memory ~/mem
     """
     result = authoring.diff(old, new, memory=settings_for(ctx, memory_path) if data_file is None else None,
-                            data_file=data_file, memory_given=memory_path is not None)
+                            data_file=data_file, memory_given=memory_path is not None, note=_note)
     emit_json(result.as_json()) if as_json else echo(result.text(), newlines=True)
     if result.breaking:
         sys.exit(1)
@@ -199,7 +204,7 @@ def migrate(ctx: click.Context, memory_path: Path | None, dry_run: bool, reextra
     """
     report = authoring.migrate(settings_for(ctx, memory_path), dry_run=dry_run, reextract=reextract,
                                allow_violations=allow_violations, ontology_dir=ontology_dir, shapes_dir=shapes_dir,
-                               migrations_dir=migrations_dir)
+                               migrations_dir=migrations_dir, note=_note)
     emit_json(report.as_json()) if as_json else echo(report.text(), newlines=True)
 
 
@@ -217,7 +222,7 @@ def propose(ctx: click.Context, memory_path: Path | None, examples: int, limit: 
     Example:
       pcm ontology propose --examples 5
     """
-    outcome = authoring.propose(settings_for(ctx, memory_path), examples=examples, limit=limit)
+    outcome = authoring.propose(settings_for(ctx, memory_path), examples=examples, limit=limit, note=_note)
     emit_json(outcome.as_json()) if as_json else echo(outcome.text, nl=False, newlines=True)
 
 

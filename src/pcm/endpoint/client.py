@@ -59,12 +59,13 @@ class ServeClient:
 
     def ingest_text(
         self, text: str, *, session: str | None = None, role: str = "user", speaker: str | None = None,
-        at: datetime | str | None = None, on_progress: Callable[[dict[str, Any]], None] | None = None,
+        at: datetime | str | None = None, key: str | None = None,
+        on_progress: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any]:
         """One utterance, as ``pcm ingest --text`` takes it (``at`` as given: the server's memory reads it); its
         progress (0 of 1 until it is stored, extracted when inline and indexed) streamed back to ``on_progress``."""
         when = at.isoformat() if isinstance(at, datetime) else at
-        body = {"text": text, "session": session, "role": role, "speaker": speaker, "at": when}
+        body = {"text": text, "session": session, "role": role, "speaker": speaker, "at": when, "id": key}
         return _ingest_report(self._streamed("/ingest", {k: v for k, v in body.items() if v is not None}, on_progress))
 
     def ask(self, question: str, *, k: int = 5, plan: bool | None = None, as_of: str | None = None) -> dict[str, Any]:
