@@ -144,7 +144,7 @@ def http(url: str, op: str, args: dict[str, Any], token: str | None = TOKEN) -> 
     headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
     body = json.dumps(args).encode("ascii")  # a lone surrogate as JSON spells it, "\udcff" (httpx's own refuses it)
     if op == "why":
-        return httpx.get(url + "/api/entity", params={"iri": args["iri"]}, timeout=120)
+        return httpx.get(url + "/api/why", params={"iri": args["iri"]}, timeout=120)
     if op in ("messages", "message", "facts", "fact"):
         return httpx.get(f"{url}/api/{op}", params={k: str(v) for k, v in args.items()}, timeout=120)
     if op == "ask":

@@ -186,7 +186,7 @@ def test_recall_on_a_memory_opened_without_its_index_is_a_usage_error(tmp_path: 
     opened without what recall needs."""
     from pcm.errors import UsageError
 
-    with Memory.init(Settings(memory=tmp_path / "m", index_enabled=False), owner="Dana") as memory:
-        with pytest.raises(UsageError, match=r"PCM_INDEX=off") as refused:
-            memory.recall("tomatoes", 5)
+    with (Memory.init(Settings(memory=tmp_path / "m", index_enabled=False), owner="Dana") as memory,
+          pytest.raises(UsageError, match=r"PCM_INDEX=off") as refused):
+        memory.recall("tomatoes", 5)
     assert (refused.value.exit_code, refused.value.http_status) == (2, 400)

@@ -150,6 +150,46 @@ def test_purge_on_an_external_store_says_what_it_cannot_guarantee(remote: Settin
     assert human.returncode == 0 and "not guaranteed: the server's own files" in human.stdout
 
 
+def _cli_writes_go_through_the_server(settings: Settings, env: dict[str, str | None]) -> None:
+    """With `pcm serve` holding the memory, `pcm ingest --text` from the CLI is found by the server's recall, and
+    `pcm forget` leaves the server answering 2xx with the post gone from recall, ask and the listing."""
+    from click.testing import CliRunner
+
+    from pcm.cli import main
+
+    with Memory.init(settings, owner="Dana") as memory:
+        memory.remember(RIVER, at="2025-03-02T10:02:00", session="s1", key="m2")
+    runner = CliRunner()
+    env = {"PCM_TOKEN": TOKEN, "PCM_LLM": "none", "PCM_MEMORY": None, **env}
+    with PcmServer(settings, ServeConfig(bind="127.0.0.1:0", token=TOKEN)) as server, httpx.Client(timeout=300) as http:
+        url = server.url
+        said = runner.invoke(main, ["--memory", str(settings.memory), "ingest", "--text", BISCUIT, "--session", "s1",
+                                    "--at", "2025-03-02T10:00:00", "--json"], env=env)
+        assert said.exit_code == 0, said.output
+        post = json.loads(said.stdout)["posts"][0]
+        hits = http.get(url + "/api/recall", params={"q": "dog beagle", "k": 2})
+        assert hits.status_code == 200 and hits.json()[0]["text"] == BISCUIT, hits.text
+        forgot = runner.invoke(main, ["--memory", str(settings.memory), "forget", "--post", post, "--json"], env=env)
+        assert forgot.exit_code == 0, forgot.output
+        assert json.loads(forgot.stdout)["forgotten"] == [post]
+        hits = http.get(url + "/api/recall", params={"q": "dog beagle", "k": 2})
+        assert hits.status_code == 200 and all(h["text"] != BISCUIT for h in hits.json()), hits.text
+        answer = http.post(url + "/api/ask", json={"question": "What is my dog called?"})
+        assert answer.status_code == 200 and all(c["post"] != post for c in answer.json()["citations"]), answer.text
+        listed = http.get(url + "/api/messages")
+        assert listed.status_code == 200 and [m["text"] for m in listed.json()["messages"]] == [RIVER]
+
+
+def test_cli_writes_beside_a_server_over_an_external_store_go_through_it(remote: Settings) -> None:
+    _cli_writes_go_through_the_server(remote.with_(index_enabled=True), {
+        "PCM_STORE_URL": remote.store_url, "PCM_STORE_USER": remote.store_user or None,
+        "PCM_STORE_PASSWORD": remote.store_password or None})
+
+
+def test_cli_writes_beside_a_server_over_an_embedded_store_go_through_it(tmp_path: Path) -> None:
+    _cli_writes_go_through_the_server(Settings(memory=tmp_path / "mem", index_enabled=True), {"PCM_STORE_URL": None})
+
+
 def _base_env() -> dict[str, str]:
     import os
 

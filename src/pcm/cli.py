@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from functools import wraps
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar
 
 import click
 
@@ -34,18 +34,20 @@ if TYPE_CHECKING:
     from pcm.settings import Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
-def _fail(message: str, code: int) -> None:
+def _fail(message: str, code: int) -> NoReturn:
     echo(f"pcm: error: {message}", err=True)
     sys.exit(code)
 
 
-def handle_errors(func: F) -> F:
+def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
     """Every error becomes one line on stderr and an exit code from :mod:`pcm.errors`."""
 
     @wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             _check_arguments(kwargs)
             return func(*args, **kwargs)
@@ -64,7 +66,7 @@ def handle_errors(func: F) -> F:
         except KeyboardInterrupt:
             _fail("interrupted", 130)
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 #: Arguments a command hands to :class:`pcm.memory.Memory` as they are, which checks them itself: their refusal is
@@ -152,14 +154,15 @@ def progress_bar(total: int | None, desc: str) -> Any:
     return tqdm(total=total, desc=desc, unit="utt", file=sys.stderr, disable=None, dynamic_ncols=True)
 
 
-def follow(bar: Any) -> Callable[[dict[str, Any]], None]:
-    """A progress event of `pcm serve` (``done`` so far, ``total`` once known) shown on ``bar``."""
+def follow(bar: Any, offset: int | None = None) -> Callable[[dict[str, Any]], None]:
+    """A progress event of `pcm serve` (``done`` so far, ``total`` once known) shown on ``bar``; with ``offset``
+    (what earlier requests on the same bar did) the bar's total is the caller's, and ``done`` counts from there."""
 
     def show(state: dict[str, Any]) -> None:
-        if state.get("total") is not None and bar.total != state["total"]:
+        if offset is None and state.get("total") is not None and bar.total != state["total"]:
             bar.total = state["total"]
             bar.refresh()
-        bar.update(max(0, int(state.get("done") or 0) - bar.n))
+        bar.update(max(0, (offset or 0) + int(state.get("done") or 0) - bar.n))
 
     return show
 
@@ -314,6 +317,8 @@ def init(
 @click.option("--role", default="user", show_default=True, help="Role for --text: user, assistant, system, other.")
 @click.option("--speaker", default=None, help="Speaker name for --text.")
 @click.option("--at", "at", default=None, help="When --text was said (ISO 8601; default: now).")
+@click.option("--key", default=None,
+              help="Your id for --text (a message id or idempotency key): the same key again stores nothing new.")
 @click.option("--init", "create", is_flag=True, help="Create the memory first if it does not exist.")
 @click.option("--extraction", type=click.Choice(["auto", "inline", "queued"]), default=None,
               help="Extract facts before returning (inline) or leave them to `pcm extract --pending` or `pcm serve` "
@@ -323,8 +328,8 @@ def init(
 @click.pass_context
 @handle_errors
 def ingest(ctx: click.Context, memory_path: Path | None, files: tuple[Path, ...], fmt: str | None, text: str | None,
-           session: str | None, role: str, speaker: str | None, at: str | None, create: bool, extraction: str | None,
-           as_json: bool) -> None:
+           session: str | None, role: str, speaker: str | None, at: str | None, key: str | None, create: bool,
+           extraction: str | None, as_json: bool) -> None:
     """Store conversations (every user and assistant turn) in the memory.
 
     Re-ingesting the same conversation adds nothing. Without an LLM (PCM_LLM=none) pcm runs in episodic mode:
@@ -343,17 +348,23 @@ def ingest(ctx: click.Context, memory_path: Path | None, files: tuple[Path, ...]
 
     if bool(files) == (text is not None):
         raise UsageError("give FILES to ingest or --text, not both and not neither")
+    if key is not None and text is None:
+        raise UsageError("--key names the message of --text: give --text too")
     conversations = [c for path in files for c in parse_file(path, fmt)]
     settings = settings_for(ctx, memory_path, extraction_mode=extraction)
     # all files together, before any is sent to a running server (which sees one file per request)
     check_conversations(conversations, max_chars=settings.max_utterance_chars)
     server = None if create else running_server(ctx, memory_path, write=True)
     if server is not None:
-        with server:
+        # the server stores, extracts (when inline) and indexes; how far it got is streamed back to the bar
+        total = 1 if text is not None else sum(len(c.utterances) for c in conversations)
+        with server, progress_bar(total, "ingest") as bar:
             if text is not None:  # the server's Memory.remember reads it, as it would here
-                result = server.ingest_text(text, session=session, role=role, speaker=speaker, at=at)
+                result = server.ingest_text(text, session=session, role=role, speaker=speaker, at=at, key=key,
+                                            on_progress=follow(bar))
             else:
-                results = [server.ingest_file(path, fmt) for path in files]
+                # one request a file, each counting from where the files before it ended
+                results = [server.ingest_file(path, fmt, on_progress=follow(bar, bar.n)) for path in files]
                 counts = ("conversations", "utterances", "added", "skipped", "pending")
                 result = {k: sum(int(r.get(k) or 0) for r in results) for k in counts}
                 result["mode"] = results[-1].get("mode", "") if results else ""
@@ -368,7 +379,7 @@ def ingest(ctx: click.Context, memory_path: Path | None, files: tuple[Path, ...]
         Memory.init(settings).close()
     with Memory.open(settings) as memory:
         if text is not None:
-            remembered = memory.remember(text, at=at, speaker=speaker, session=session, role=role)
+            remembered = memory.remember(text, at=at, speaker=speaker, session=session, role=role, key=key)
             if as_json:
                 emit_json({**(remembered.report.as_json() if remembered.report else {}), **remembered.as_json()})
             else:

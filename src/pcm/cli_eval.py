@@ -12,7 +12,6 @@ from typing import Any
 import click
 
 from pcm.cli import emit_json, handle_errors, json_option, settings_for
-from pcm.errors import UsageError
 from pcm.evaluation.runner import Reporter
 from pcm.terminal import echo
 
@@ -93,32 +92,10 @@ def eval_command(ctx: click.Context, dataset: str, file: Path, limit: int | None
       pcm eval longmemeval oracle.json --llm anthropic:claude-sonnet-4-5 --record runs/rec --out runs/lme
       pcm eval longmemeval oracle.json --replay runs/rec --out runs/lme-replay --json
     """
-    from pcm.evaluation.datasets import parse_types
-    from pcm.evaluation.runner import EvalConfig, run_eval
+    from pcm.evaluation.runner import configure, run_eval
 
-    if record is not None and replay is not None:
-        raise UsageError("use --record or --replay, not both")
-    settings = settings_for(ctx, None, llm=llm)
-    client, label = _client(settings, replay)
-    judge, judge_label = _judge_client(settings, judge_llm, replay, label)
-    if record is not None:
-        from pcm.llm.record import RecordingClient
-
-        client = RecordingClient(client, record) if client is not None else None
-        judge = RecordingClient(judge, record, describe=False) if judge is not None else None  # the flags are the answering model's
-    config = EvalConfig(
-        dataset=dataset,
-        path=file,
-        out=out or Path("pcm-eval") / f"{dataset}-{file.stem}",
-        llm=client,
-        judge_llm=judge,
-        llm_label=label,
-        judge_label=judge_label,
-        limit=limit,
-        types=parse_types(dataset, types),
-        settings=settings,
-        deterministic=record is not None or label.startswith("replay:"),
-    )
+    config = configure(dataset, file, settings=settings_for(ctx, None, llm=llm), out=out, judge_llm=judge_llm,
+                       record=record, replay=replay, limit=limit, types=types)
     bars = _Bars()
     try:
         summary = run_eval(config, bars)
@@ -129,27 +106,6 @@ def eval_command(ctx: click.Context, dataset: str, file: Path, limit: int | None
         return
     echo((config.out / "summary.md").read_text(encoding="utf-8"), newlines=True)
     echo(f"results: {config.out / 'results.jsonl'}")
-
-
-def _client(settings: Any, replay: Path | None) -> tuple[Any, str]:
-    from pcm.llm import make_client
-
-    if replay is not None:
-        from pcm.llm.record import ReplayClient
-
-        return ReplayClient(replay), f"replay:{replay}"
-    return make_client(settings), str(settings.llm)
-
-
-def _judge_client(settings: Any, judge_llm: str | None, replay: Path | None, label: str) -> tuple[Any, str]:
-    """The judge gets its own client (its own usage counters), of the --judge-llm model or else the --llm one."""
-    if replay is not None or (judge_llm is None and label.startswith("replay:")):
-        return _client(settings, replay or Path(label.partition(":")[2]))
-    if judge_llm is None:
-        return _client(settings, None)
-    from pcm.settings import LLMSpec
-
-    return _client(settings.with_(llm=LLMSpec.parse(judge_llm)), None)
 
 
 __all__ = ["eval_command"]

@@ -9,19 +9,21 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
-from pcm.cli import emit_json, handle_errors, json_option, memory_option, opened, settings_for
+from pcm import authoring
+from pcm.cli import emit_json, handle_errors, json_option, memory_option, settings_for
 from pcm.errors import UsageError
 from pcm.terminal import echo
 
-if TYPE_CHECKING:
-    from pcm.ontology import Ontology
-
 _DIR = click.Path(path_type=Path, file_okay=False, exists=True)
 _FILE = click.Path(path_type=Path, dir_okay=False, exists=True)
+
+
+def _note(line: str) -> None:
+    """A memory waiting for `pcm ontology migrate` is said so once, as every command says it."""
+    echo(f"pcm: note: {line}", err=True)
 
 
 @click.group(name="ontology")
@@ -34,13 +36,6 @@ def ontology() -> None:
       pcm ontology catalog --check
       pcm ontology test
     """
-
-
-def _load(ontology_dir: Path | None) -> Ontology:
-    from pcm.ontology import load_ontology
-    from pcm.ontology_tools.diff import load_version
-
-    return load_ontology() if ontology_dir is None else load_version(ontology_dir)
 
 
 @ontology.command()
@@ -71,19 +66,10 @@ def check(ontology_dir: Path | None, shapes_dir: Path | None, queries_dir: Path 
       pcm ontology check
       pcm ontology check --vocab DIR    # other N-Quads term lists
     """
-    from pcm.ontology_tools.check import DEFAULT_VOCAB, run_check
-
-    report = run_check(
-        ontology_dir=ontology_dir,
-        shapes_dir=shapes_dir,
-        queries_dir=queries_dir,
-        prompts=list(prompts) if prompts else None,
-        vocab_dir=vocab_dir if vocab_dir is not None else DEFAULT_VOCAB,
-        reasoner=not no_reasoner,
-        catalog_file=catalog_file,
-    )
     if as_json and as_tsv:
         raise UsageError("give --json or --tsv, not both")
+    report = authoring.check(ontology_dir=ontology_dir, shapes_dir=shapes_dir, queries_dir=queries_dir,
+                             prompts=prompts, vocab_dir=vocab_dir, reasoner=not no_reasoner, catalog_file=catalog_file)
     if as_json:
         emit_json(report.as_json())
     elif as_tsv:
@@ -115,39 +101,12 @@ def catalog(areas: str | None, compact: bool, write: bool, check_only: bool, pro
       pcm ontology catalog --areas pets,plants --compact
       pcm ontology catalog --write
     """
-    from pcm.ontology_tools import catalog as cat
-
-    if write and check_only:
-        raise UsageError("give --write or --check, not both")
-    onto = _load(ontology_dir)
-    files = cat.prompt_files(prompts_root)
-    if write:
-        changed = cat.write_prompts(onto, files)
-        result = {"prompts": [str(p) for p in files], "changed": [str(p) for p in changed]}
-        emit_json(result) if as_json else echo(
-            f"refreshed {len(changed)} of {len(files)} prompt file(s)" + "".join(f"\n  {p}" for p in changed), newlines=True)
-        return
-    if check_only:
-        stale = cat.stale_prompts(onto, files)
-        if as_json:
-            emit_json({"prompts": [str(p) for p in files], "stale": [str(p) for p in stale]})
-        elif stale:
-            echo("stale catalogue (run `pcm ontology catalog --write`):" + "".join(f"\n  {p}" for p in stale), newlines=True)
-        else:
-            echo(f"catalogue up to date in {len(files)} prompt file(s)")
-        if stale:
-            sys.exit(1)
-        return
-    chosen = [a.strip() for a in areas.split(",") if a.strip()] if areas else None
-    unknown = [a for a in chosen or [] if a not in onto.areas]
-    if unknown:
-        raise UsageError(f"unknown area(s) {', '.join(unknown)}; known: {', '.join(onto.areas)}")
-    text = onto.catalogue(chosen, compact=compact)
-    if as_json:
-        emit_json({"areas": chosen or list(onto.areas), "compact": compact, "chars": len(text),
-                   "approx_tokens": cat.approx_tokens(text), "text": text})
-    else:
-        echo(text, nl=False, newlines=True)
+    chosen = [a.strip() for a in areas.split(",") if a.strip()] if areas else []
+    outcome = authoring.catalogue(areas=chosen, compact=compact, write=write, check_only=check_only,
+                                  prompts_root=prompts_root, ontology_dir=ontology_dir)
+    emit_json(outcome.as_json()) if as_json else echo(outcome.text, nl=False, newlines=True)
+    if not outcome.ok:
+        sys.exit(1)
 
 
 @ontology.command()
@@ -165,10 +124,8 @@ def docs(out_dir: Path, fmt: str, ontology_dir: Path | None, shapes_dir: Path | 
     Example:
       pcm ontology docs -o build/ontology && xdg-open build/ontology/index.html
     """
-    from pcm.ontology_tools.docs import write_docs
-
     formats = ("html", "md") if fmt == "both" else (fmt,)
-    for path in write_docs(_load(ontology_dir), out_dir, formats=formats, shapes_dir=shapes_dir):
+    for path in authoring.docs(out_dir, formats=formats, ontology_dir=ontology_dir, shapes_dir=shapes_dir):
         echo(str(path))
 
 
@@ -185,9 +142,7 @@ def test_(directory: Path | None, names: tuple[str, ...], no_validate: bool, as_
     Example:
       pcm ontology test -k pets
     """
-    from pcm.ontology_tools.competency import run_competency
-
-    report = run_competency(directory, names=names or None, validate=not no_validate)
+    report = authoring.competency(directory, names=names, validate=not no_validate)
     emit_json(report.as_json()) if as_json else echo(report.text(), newlines=True)
     if not report.ok:
         sys.exit(1)
@@ -212,21 +167,8 @@ def diff(ctx: click.Context, old: Path, new: Path, memory_path: Path | None, dat
     Example:
       pcm ontology diff old-ontology/ pcm_ontology/ --memory ~/mem
     """
-    from pcm.manifest import MANIFEST
-    from pcm.ontology_tools.diff import data_from_file, diff_ontologies, load_version
-
-    if memory_path and data_file:
-        raise UsageError("give --memory or --data, not both")
-    before, after = load_version(old), load_version(new)
-    if data_file is not None:
-        result = diff_ontologies(before, after, data=data_from_file(data_file))
-    else:
-        settings = settings_for(ctx, memory_path)
-        if memory_path is None and not (settings.memory / MANIFEST).exists():
-            result = diff_ontologies(before, after)
-        else:
-            with opened(ctx, memory_path, read_only=True) as memory:
-                result = diff_ontologies(before, after, data=memory.store.select)
+    result = authoring.diff(old, new, memory=settings_for(ctx, memory_path) if data_file is None else None,
+                            data_file=data_file, memory_given=memory_path is not None, note=_note)
     emit_json(result.as_json()) if as_json else echo(result.text(), newlines=True)
     if result.breaking:
         sys.exit(1)
@@ -261,22 +203,9 @@ def migrate(ctx: click.Context, memory_path: Path | None, dry_run: bool, reextra
       pcm ontology migrate --dry-run
       pcm ontology migrate --reextract --allow-violations
     """
-    from pcm.ontology_tools import migrate as mig
-
-    options = {"ontology": _load(ontology_dir) if ontology_dir else None, "shapes_dir": shapes_dir,
-               "migrations": migrations_dir, "reextract": reextract, "allow_violations": allow_violations}
-    if dry_run:
-        with opened(ctx, memory_path, read_only=True) as memory:
-            report = mig.migrate(memory.context, dry_run=True, **options)  # type: ignore[arg-type]
-    else:
-        from pcm.manifest import MANIFEST
-        from pcm.memory import Memory
-
-        settings = settings_for(ctx, memory_path)
-        raw = (settings.memory / MANIFEST).read_bytes()  # memory.toml as read before anything: a rollback restores it
-        # writable, holding the lock, without the refusal of a memory whose ontology differs
-        with Memory.open(settings, migrating=True) as memory:
-            report = mig.migrate(memory.context, manifest_bytes=raw, **options)  # type: ignore[arg-type]
+    report = authoring.migrate(settings_for(ctx, memory_path), dry_run=dry_run, reextract=reextract,
+                               allow_violations=allow_violations, ontology_dir=ontology_dir, shapes_dir=shapes_dir,
+                               migrations_dir=migrations_dir, note=_note)
     emit_json(report.as_json()) if as_json else echo(report.text(), newlines=True)
 
 
@@ -294,11 +223,8 @@ def propose(ctx: click.Context, memory_path: Path | None, examples: int, limit: 
     Example:
       pcm ontology propose --examples 5
     """
-    from pcm.ontology_tools.propose import proposals_for, render_text
-
-    with opened(ctx, memory_path, read_only=True) as memory:
-        found = proposals_for(memory.context, examples=examples)[:limit]
-    emit_json([p.as_json() for p in found]) if as_json else echo(render_text(found), newlines=True)
+    outcome = authoring.propose(settings_for(ctx, memory_path), examples=examples, limit=limit, note=_note)
+    emit_json(outcome.as_json()) if as_json else echo(outcome.text, nl=False, newlines=True)
 
 
 @ontology.command()
@@ -323,29 +249,9 @@ def deprecated(ontology_dir: Path | None, from_version: str | None, migrations_d
       pcm ontology deprecated
       pcm ontology deprecated --migration-from 0.1.0
     """
-    from pcm.ontology_tools.migrate import replacement_script, write_replacement_script
-
-    onto = _load(ontology_dir)
-    terms = onto.deprecated()
-    if show_script:
-        echo(replacement_script(onto), nl=False, newlines=True)
-        return
-    written = None
-    if from_version is not None:
-        target = migrations_dir or (ontology_dir / "migrations" if ontology_dir else None)
-        written = write_replacement_script(onto, from_version, target)
-    if as_json:
-        emit_json({"version": onto.version, "written": str(written) if written else None,
-                   "deprecated": [{"iri": t.iri, "curie": onto.curie(t.iri), "label": t.label,
-                                   "replaced_by": list(t.replaced_by)} for t in terms]})
-        return
-    if not terms:
-        echo("no deprecated term")
-    for term in terms:
-        instead = ", ".join(onto.curie(r) for r in term.replaced_by) or "no replacement"
-        echo(f"{onto.curie(term.iri)} ({term.label}) -> {instead}")
-    if from_version is not None:
-        echo(f"wrote {written}" if written else "no replaced term: no migration script written")
+    outcome = authoring.deprecated(ontology_dir=ontology_dir, from_version=from_version,
+                                   migrations_dir=migrations_dir, script=show_script)
+    emit_json(outcome.as_json()) if as_json and not show_script else echo(outcome.text, nl=False, newlines=True)
 
 
 @ontology.command()
@@ -376,12 +282,9 @@ def rename(old: str, new: str, ontology_dir: Path | None, shapes_dir: Path | Non
       pcm ontology rename pcm:petSpecies pcm:species --dry-run
       pcm ontology rename pcm:petSpecies pcm:species
     """
-    from pcm.ontology_tools.rename import rename_term
-
-    result = rename_term(old, new, ontology_dir=ontology_dir, shapes_dir=shapes_dir,
-                         queries_dirs=list(queries_dirs) or None, prompts_root=prompts_root,
-                         migrations=migrations_dir, from_version=from_version, to_version=to_version,
-                         write=not dry_run)
+    result = authoring.rename(old, new, ontology_dir=ontology_dir, shapes_dir=shapes_dir, queries_dirs=queries_dirs,
+                              prompts_root=prompts_root, migrations_dir=migrations_dir, from_version=from_version,
+                              to_version=to_version, dry_run=dry_run)
     if as_json:
         emit_json({**result.as_json(), "diff": result.diff()})
         return

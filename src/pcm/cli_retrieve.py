@@ -48,9 +48,7 @@ def retrieve(ctx: click.Context, memory_path: Path | None, question: str, algori
       pcm retrieve "Why did I miss my flight?" -a events --direction causes --depth 2
     """
     from pcm.errors import PcmError
-    from pcm.retrieval.traversal import Kind
 
-    kinds = Kind.parse_many(forbid)
     if top is not None and top < 0:
         raise UsageError("--top takes a positive number (0 keeps every triple found)")
     with opened(ctx, memory_path, read_only=True) as memory:
@@ -59,7 +57,7 @@ def retrieve(ctx: click.Context, memory_path: Path | None, question: str, algori
             _events(memory, question, start, direction, depth, top, not no_sources, as_json)
             return
         try:
-            result = memory.retrieve(question, start=start, algorithm=algorithm, forbid=kinds,
+            result = memory.retrieve(question, start=start, algorithm=algorithm, forbid=forbid,
                                      top_n=-1 if top is None else (top or None), sources=not no_sources)
         except PcmError as exc:
             if start is None and "index" in str(exc):
@@ -99,7 +97,7 @@ def _print(result: Any, labels: Any) -> None:
         similarity = f", similarity {item.similarity:.2f}" if item.similarity is not None else ""
         echo(f"{n:3d}. {item.text}   [{how}{similarity}]")
         if item.path is not None and item.path.steps:
-            echo(f"     path: {_path_text(item.path, labels)}")
+            echo(f"     path: {item.path.text(labels)}")
         for source in item.sources[:3]:
             when = source.time.isoformat() if source.time else None
             where = ", ".join(x for x in (source.session, when, source.speaker) if x)
@@ -109,21 +107,6 @@ def _print(result: Any, labels: Any) -> None:
         echo(f"note: {note}", err=True)
     s = result.stats
     echo(f"({result.algorithm}: {s.queries} SPARQL queries, {s.ms:.0f} ms)", err=True)
-
-
-def _path_text(path: Any, labels: Any) -> str:
-    import pyoxigraph as ox
-
-    from pcm.retrieval.traversal.graph import predicate_words
-
-    names = labels([v for v in path.vertices if isinstance(v, ox.NamedNode)])
-    parts = [names[path.start]]
-    for step in path.steps:
-        target = step.target
-        name = names[target] if isinstance(target, ox.NamedNode) else f'"{target.value}"'
-        words = predicate_words(step.triple.p.value)
-        parts.append(f"-{words}-> {name}" if step.forward else f"<-{words}- {name}")
-    return " ".join(parts)
 
 
 __all__ = ["retrieve"]

@@ -146,7 +146,7 @@ def build_server(memory: Memory, *, token: str = "", lock: threading.RLock | Non
         """
         owner_only(ctx, "remember")
         report = run(lambda: memory.remember(text, at=time, speaker=speaker, session=session, role=role, key=key))
-        return Remembered(**report.as_json())  # type: ignore[arg-type]
+        return Remembered.model_validate(report.as_json())
 
     @server.tool(annotations=read)
     def recall(
@@ -271,7 +271,7 @@ def build_server(memory: Memory, *, token: str = "", lock: threading.RLock | Non
     def stats() -> Stats:
         """How much the memory holds: messages, sessions, triples, entities by class, extraction status."""
         data = run(lambda: memory.stats().as_json())
-        return Stats(**{name: data[name] for name in Stats.model_fields})  # type: ignore[arg-type]
+        return Stats.model_validate({name: data[name] for name in Stats.model_fields})
 
     @server.resource("pcm://ontology/catalogue", name="ontology-catalogue", mime_type="text/markdown",
                      description="Every class and property of the PCM ontology, by area, as the answering prompts "

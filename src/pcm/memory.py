@@ -70,13 +70,24 @@ if TYPE_CHECKING:
     import rdflib
 
     from pcm.endpoint.discovery import ServerInfo
+    from pcm.explore import Explorer
     from pcm.extraction.duplicates import DuplicatePair
     from pcm.extraction.history import FactHistory
     from pcm.extraction.pipeline import ExtractionRunReport
     from pcm.index import RecallHit, SideIndex
     from pcm.index.outbox import IndexLag
-    from pcm.llm import LLMClient
-    from pcm.models import Answer, Fact, FactDeleted, FactPage, Forgotten, Message, MessagePage, Source
+    from pcm.llm import Completion, LLMClient
+    from pcm.models import (
+        Answer,
+        EntityPage,
+        Fact,
+        FactDeleted,
+        FactPage,
+        Forgotten,
+        Message,
+        MessagePage,
+        Source,
+    )
     from pcm.ontology import Ontology
     from pcm.ontology_tools.migrate import OntologyDrift
     from pcm.shapes import Validator
@@ -853,6 +864,16 @@ class Memory:
                 self._client = make_client(self.settings)
             return self._client
 
+    def use_llm(self, client: LLMClient | None) -> None:
+        """Answer and extract with ``client`` from here on, instead of a client of the configured model.
+
+        For a driver that owns its model: an evaluation run makes the model under test once (or its recording or
+        replay, with usage counters of its own) and gives it to each fresh memory it builds. Ingest still decides
+        by the settings whether to extract (:meth:`extraction_mode`), so such a driver extracts with :meth:`extract`.
+        """
+        with self._client_lock:
+            self._client = client
+
     def remember(
         self,
         text: str,
@@ -1422,6 +1443,21 @@ class Memory:
             )
         return extract_posts(self.context, posts, client=client, progress=progress, force=force, gate=gate)
 
+    def extract_queued(
+        self, posts: Sequence[str], *, around_model: Callable[[Callable[[], Completion]], Completion]
+    ) -> ExtractionRunReport:
+        """Extract these posts one at a time (one worker) with the configured model, each model call made through
+        ``around_model``: ``pcm serve``'s queue worker lets go of the memory lock while the model answers, and
+        drops a reply that comes back after a stop (it raises, and nothing of that post is written)."""
+        from pcm.extraction import extract_posts
+        from pcm.llm.base import CallsThrough
+
+        client = self.llm_client()
+        if client is None:
+            self.extract([])  # the one refusal without a model
+        assert client is not None
+        return extract_posts(self.context, posts, client=CallsThrough(client, around_model), concurrency=1)
+
     def duplicates(self) -> list[DuplicatePair]:
         """Entities that may be the same thing, most similar first (never merged automatically)."""
         from pcm.extraction import find_duplicates
@@ -1465,9 +1501,12 @@ class Memory:
 
     def retrieve(self, question: str, **options: Any) -> Any:
         """The triples around the entities ``question`` mentions, found by walking the graph
-        (:func:`pcm.retrieval.traversal.retrieve`; ``options`` as it takes them)."""
-        from pcm.retrieval.traversal import retrieve
+        (:func:`pcm.retrieval.traversal.retrieve`; ``options`` as it takes them, ``forbid`` also as ``pcm retrieve
+        --forbid`` spells it: ``"o,t"`` or ``"object,thesis"``)."""
+        from pcm.retrieval.traversal import Kind, retrieve
 
+        if isinstance(options.get("forbid"), str):
+            options["forbid"] = Kind.parse_many(options["forbid"])
         return retrieve(self.context, question, **options)
 
     def retrieve_events(self, question: str, **options: Any) -> Any:
@@ -1487,6 +1526,34 @@ class Memory:
         from pcm.ontology_tools.competency import load_questions
 
         return [{"name": q.name, "question": q.question, "sparql": q.query} for q in load_questions()]
+
+    # -- the explorer's pages ------------------------------------------------------------------------------------
+
+    def _explorer(self, timeout: float | None) -> Explorer:
+        from pcm.explore import Explorer
+
+        return Explorer(self.backend, self.manifest.namespace,
+                        timeout=self.settings.query_timeout if timeout is None else timeout)
+
+    def entity_page(self, iri: str, *, timeout: float | None = None) -> EntityPage:
+        """An entity's page (an IRI, a CURIE or ``m:slug``): its types, labels, facts each with the messages that
+        state it, related entities, and the posts that mention it; ``timeout`` bounds each query (default
+        ``query_timeout``)."""
+        from pcm.models import EntityPage
+
+        return EntityPage.model_validate(self._explorer(timeout).entity(self.expand_iri(iri)))
+
+    def conversation_page(self, thread: str, *, timeout: float | None = None) -> dict[str, object]:
+        """A conversation (a thread IRI, see :meth:`find_session`): its posts in order, each with its facts."""
+        return self._explorer(timeout).conversation(thread)
+
+    def conversation_list(self, *, timeout: float | None = None) -> list[dict[str, object]]:
+        """Every conversation, with its title, time span and number of posts."""
+        return self._explorer(timeout).conversations()
+
+    def search_text(self, text: str, k: int, *, timeout: float | None = None) -> dict[str, object]:
+        """Substring search over messages and entity labels: the explorer's search without the side index."""
+        return self._explorer(timeout).search_text(text, k)
 
     def post_count(self) -> int:
         q = f"SELECT (COUNT(?p) AS ?n) WHERE {{ GRAPH {CONVERSATION} {{ ?p a <{SIOC}Post> }} }}"

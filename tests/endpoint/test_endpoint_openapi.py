@@ -154,6 +154,7 @@ def test_every_route_answers_as_documented(url: str, server: PcmServer, check: C
     page = get("/api/conversation", id="dana-05-pets").json()
     biscuit = next(f["s"]["value"] for p in page["posts"] for f in p["facts"] if f["s"]["value"].endswith("biscuit"))
     assert get("/api/entity", iri=biscuit).json()["label"] == "Biscuit"
+    assert get("/api/why", iri=biscuit).status_code == 200
     # list, get and delete: messages and facts
     listed = get("/api/messages", limit="2").json()
     assert listed["total"] == posts(url) and len(listed["messages"]) == 2 and listed["next_offset"] == 2
@@ -336,7 +337,7 @@ PARAMS = st.dictionaries(st.sampled_from(["q", "k", "iri", "id", "mode", "since"
 @examples(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
 @given(body=st.one_of(JSON, st.fixed_dictionaries({"question": JSON}, optional={"k": JSON, "plan": JSON})),
-       params=PARAMS, path=st.sampled_from(["/api/recall", "/api/search", "/api/entity", "/api/conversation"]))
+       params=PARAMS, path=st.sampled_from(["/api/recall", "/api/search", "/api/entity", "/api/why", "/api/conversation"]))
 def test_any_body_or_parameters_get_a_documented_answer(url: str, check: Checker, body: object,
                                                         params: dict[str, str], path: str) -> None:
     """Whatever a client sends, the answer is a success or a 400, and fits the document either way."""

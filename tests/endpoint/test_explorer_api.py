@@ -49,6 +49,43 @@ def test_entity_page_traces_each_fact_to_its_utterance(url: str, ns: str) -> Non
     assert not any(f["predicate"]["curie"] == "prov:wasDerivedFrom" for f in page["facts"])
 
 
+def test_the_python_api_gives_the_entity_page_the_http_api_gives(server: PcmServer, url: str, ns: str) -> None:
+    """``Memory.entity_page`` is the page ``/api/entity`` answers with, field by field, for a CURIE as for an IRI."""
+    assert server.memory is not None
+    page = server.memory.entity_page("m:biscuit").model_dump(mode="json", exclude_unset=True)
+    assert page == get(url, "/api/entity", iri=ns + "biscuit").json() == get(url, "/api/entity", iri="m:biscuit").json()
+
+
+def test_why_is_the_same_sources_over_http_mcp_the_cli_and_python(server: PcmServer, url: str, ns: str) -> None:
+    """``/api/why`` answers what ``Memory.why``, ``pcm why --json`` and MCP's ``why`` give, field by field, and a
+    malformed IRI is the same one line on each."""
+    import asyncio
+    import json
+
+    from click.testing import CliRunner
+    from mcp import Client
+
+    from pcm.cli import main as pcm
+    from pcm.mcp_server import build_server
+
+    assert server.memory is not None and server.app is not None
+    python = [s.as_json() for s in server.memory.why("m:biscuit")]
+    assert python and get(url, "/api/why", iri="m:biscuit").json() == python
+    assert get(url, "/api/why", iri=ns + "biscuit").json() == python
+    cli = CliRunner().invoke(pcm, ["--memory", str(server.memory.settings.memory), "why", "m:biscuit", "--json"],
+                             env={"PCM_INDEX": "off", "PCM_LLM": "none", "PCM_TOKEN": None})
+    assert cli.exit_code == 0 and json.loads(cli.stdout) == python, cli.output
+
+    async def mcp(iri: str) -> object:
+        async with Client(build_server(server.memory, lock=server.app.memory_lock)) as client:
+            result = await client.call_tool("why", {"iri": iri})
+            return result.content[0].text if result.is_error else (result.structured_content or {})["result"]
+
+    assert asyncio.run(mcp("m:biscuit")) == python
+    bad = get(url, "/api/why", iri="a b")
+    assert bad.status_code == 400 and str(asyncio.run(mcp("a b"))).endswith(bad.json()["error"])
+
+
 def test_a_fact_said_in_one_post_is_not_credited_to_another(url: str, ns: str) -> None:
     page = get(url, "/api/entity", iri=ns + "dr-alvarez").json()
     assert page["label"] == "Dr. Alvarez"

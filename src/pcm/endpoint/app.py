@@ -36,7 +36,6 @@ from pcm.endpoint.access import CHALLENGE, may_read
 from pcm.endpoint.config import ServeConfig, is_loopback
 from pcm.endpoint.drain import ExtractionWorker
 from pcm.endpoint.engine import Watchdog
-from pcm.endpoint.explore import Explorer
 from pcm.endpoint.jobs import AlreadyRunning, BackgroundJob
 from pcm.endpoint.protocol import (
     QUERY_TYPE,
@@ -106,6 +105,9 @@ class Response:
 
 
 M = TypeVar("M", bound=BaseModel)
+#: An ingest whose body was read and checked, run with a progress callback (posts stored) and a total callback
+#: (the messages the body holds), either None when the answer is not streamed.
+_IngestWork = Callable[[Callable[[int], None] | None, Callable[[int | None], None] | None], models.IngestResult]
 
 #: A handler of the JSON API or the explorer: blocking work (the memory, the side index), run in a worker thread.
 Handler = Callable[[Request], Response]
@@ -185,7 +187,6 @@ class App:
         self.upstream = upstream
         self.watchdog = watchdog
         self.public_url = public_url.rstrip("/")
-        self.explorer = Explorer(memory.backend, memory.manifest.namespace, timeout=config.query_timeout)
         #: One writer at a time, and the side index (embedder, LanceDB) used by one request at a time.
         self.memory_lock = threading.RLock()
         self.timings = Timings()
@@ -213,6 +214,7 @@ class App:
             "/api/recall": self.api_recall,
             "/api/search": self.api_search,
             "/api/entity": self.api_entity,
+            "/api/why": self.api_why,
             "/api/conversation": self.api_conversation,
             "/api/conversations": self.api_conversations,
             "/api/reindex": self.api_reindex,
@@ -577,11 +579,19 @@ class App:
             return refused
 
     def api_ingest(self, request: Request) -> Response:
+        """Store messages. With ``Accept: application/x-ndjson`` the answer is streamed as ``/api/import``'s is
+        (progress while the posts are stored, extracted inline and indexed, then the result), so a client shows
+        how far a large file got; otherwise it is the result alone, once everything is stored."""
         refused = self._check_token(request.headers)
         if refused is not None:
             return refused
-
-        return self._api(request, "POST", lambda: self._ingest(request))
+        if request.method == "POST" and "application/x-ndjson" in request.header("Accept").lower():
+            try:
+                work = self._ingest(request)  # the body is read and checked before the answer starts
+            except PcmError as exc:
+                return pcm_error(exc)
+            return streamed(lambda progress, total: _dump(work(progress, total)))
+        return self._api(request, "POST", lambda: self._ingest(request)(None, None))
 
     def api_reindex(self, request: Request) -> Response:
         """``POST`` starts rebuilding the side index in the background (202); ``GET`` tells how far it got.
@@ -614,8 +624,9 @@ class App:
         """Rows a rebuild writes (progress counts posts, then entities), so a client's bar ends at 100%."""
         return self.memory.post_count() + sum(1 for _ in self.memory.store.entities())
 
-    def _ingest(self, request: Request) -> models.IngestResult:
-        """Store what the body holds; a message already stored (same id, same key, same chat) is a duplicate.
+    def _ingest(self, request: Request) -> _IngestWork:
+        """The write what the body holds asks for, its body read and checked (a refusal raised here, before any
+        write): a message already stored (same id, same key, same chat) is a duplicate.
 
         One message (``{"text": ...}``) goes through :meth:`Memory.remember`, its key being the body's ``id`` or
         the ``Idempotency-Key`` header; everything else is parsed into conversations first (all of them, before
@@ -630,7 +641,8 @@ class App:
         data = _json_body(request.body)
         if isinstance(data, dict) and "text" in data:
             _check_texts(data, text=MESSAGE_TEXT)
-            return self._remember(validated(models.IngestText, data), key)
+            message = validated(models.IngestText, data)
+            return lambda progress, total: self._remember(message, key, progress, total)
         if isinstance(data, dict) and "messages" in data and "conversations" not in data:
             validated(models.IngestChat, data)
             chat = parse_messages(data, key=key)
@@ -642,21 +654,35 @@ class App:
             fmt, data = wrapped.format, wrapped.conversations
         return self._ingest_conversations(_parse_payload(json.dumps(data).encode("utf-8"), fmt, parse_file))
 
-    def _ingest_conversations(self, conversations: list[Any]) -> models.IngestResult:
+    def _ingest_conversations(self, conversations: list[Any]) -> _IngestWork:
+        return lambda progress, total: self._store_conversations(conversations, progress, total)
+
+    def _store_conversations(
+        self, conversations: list[Any], progress: Callable[[int], None] | None, total: Callable[[int | None], None] | None,
+    ) -> models.IngestResult:
+        if total is not None:
+            total(sum(len(c.utterances) for c in conversations))
         with self.memory_lock:
-            report = self.memory.ingest(conversations)
+            report = self.memory.ingest(conversations, progress=progress)
         return models.IngestResult(
             stored=report.added, duplicates=report.skipped, conversations=report.conversations,
             utterances=report.utterances, posts=report.posts, mode=report.mode, extraction=report.extraction,
             pending=report.pending,
         )
 
-    def _remember(self, message: models.IngestText, key: str | None) -> models.IngestResult:
+    def _remember(
+        self, message: models.IngestText, key: str | None, progress: Callable[[int], None] | None,
+        total: Callable[[int | None], None] | None,
+    ) -> models.IngestResult:
+        if total is not None:
+            total(1)
         with self.memory_lock:
             done = self.memory.remember(
                 message.text, at=message.at, speaker=message.speaker, session=message.session, role=message.role,
                 key=message.id if message.id is not None else key,
             )
+        if progress is not None:
+            progress(1)  # stored (or found stored), extracted when inline, indexed: one message is one step
         llm = self.memory.settings.llm
         mode = done.mode or (f"extraction ({llm})" if llm.enabled else EPISODIC)  # a duplicate stored nothing
         return models.IngestResult(
@@ -697,13 +723,13 @@ class App:
             if not text:
                 raise InputError("give the text to search for as ?q=")
             if not self.memory.settings.index_enabled:
-                return models.SearchResult.model_validate(self.explorer.search_text(text, k))
+                return models.SearchResult.model_validate(self._search_text(text, k))
             try:
                 with self.memory_lock:
                     hits = self.memory.recall(text, k)
                     matches = self.memory.index.match_entities(text, k)
             except PcmError as exc:  # an unusable index (other model, ...) still leaves text search
-                return models.SearchResult.model_validate({**self.explorer.search_text(text, k), "note": str(exc)})
+                return models.SearchResult.model_validate({**self._search_text(text, k), "note": str(exc)})
             return models.SearchResult(
                 mode="hybrid",
                 hits=hits,
@@ -715,9 +741,13 @@ class App:
     def api_entity(self, request: Request) -> Response:
         def entity() -> object:
             query = validated(models.EntityQuery, _params(request))
-            return models.EntityPage.model_validate(self.explorer.entity(self.memory.expand_iri(query.iri)))
+            return self.memory.entity_page(query.iri, timeout=self.config.query_timeout)
 
         return self._api(request, "GET", entity)
+
+    def api_why(self, request: Request) -> Response:
+        """Where a fact, entity or message came from (``Memory.why``, as ``pcm why`` and MCP's ``why``)."""
+        return self._api(request, "GET", lambda: self.memory.why(validated(models.WhyQuery, _params(request)).iri))
 
     def api_conversation(self, request: Request) -> Response:
         def conversation() -> object:
@@ -728,14 +758,19 @@ class App:
             thread = self.memory.store.find_session(given)
             if thread is None:
                 raise InputError(f"no conversation {given!r} in this memory")
-            return models.ConversationPage.model_validate(self.explorer.conversation(thread))
+            return models.ConversationPage.model_validate(
+                self.memory.conversation_page(thread, timeout=self.config.query_timeout))
 
         return self._api(request, "GET", conversation)
 
     def api_conversations(self, request: Request) -> Response:
-        return self._api(
-            request, "GET", lambda: [models.ConversationSummary.model_validate(c) for c in self.explorer.conversations()]
-        )
+        return self._api(request, "GET", lambda: [
+            models.ConversationSummary.model_validate(c)
+            for c in self.memory.conversation_list(timeout=self.config.query_timeout)
+        ])
+
+    def _search_text(self, text: str, k: int) -> dict[str, object]:
+        return self.memory.search_text(text, k, timeout=self.config.query_timeout)
 
     def api_messages(self, request: Request) -> Response:
         """A page of stored messages, oldest first, narrowed by session and time (``Memory.messages``)."""

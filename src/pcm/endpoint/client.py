@@ -45,23 +45,28 @@ class ServeClient:
             return response.json()
         raise _error(response, self.info)
 
-    def ingest_file(self, path: Path, fmt: str | None = None) -> dict[str, Any]:
-        """Send a conversation file (any format ``pcm ingest`` reads) to the server's ingest."""
+    def ingest_file(
+        self, path: Path, fmt: str | None = None, on_progress: Callable[[dict[str, Any]], None] | None = None
+    ) -> dict[str, Any]:
+        """Send a conversation file (any format ``pcm ingest`` reads) to the server's ingest, its progress (posts
+        stored of the file's messages) streamed back to ``on_progress``."""
         data = Path(path).read_bytes()
         if fmt == "jsonl" or (fmt is None and Path(path).suffix.lower() == ".jsonl"):
-            return _ingest_report(self._call("POST", "/ingest", content=data, headers={"Content-Type": "application/x-ndjson"}))
-        return _ingest_report(
-            self._call("POST", "/ingest", content=_wrap(data, fmt), headers={"Content-Type": "application/json"})
-        )
+            content, media_type = data, "application/x-ndjson"
+        else:
+            content, media_type = _wrap(data, fmt), "application/json"
+        return _ingest_report(self._streamed("/ingest", None, on_progress, content=content, media_type=media_type))
 
     def ingest_text(
         self, text: str, *, session: str | None = None, role: str = "user", speaker: str | None = None,
-        at: datetime | str | None = None,
+        at: datetime | str | None = None, key: str | None = None,
+        on_progress: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any]:
-        """One utterance, as ``pcm ingest --text`` takes it (``at`` as given: the server's memory reads it)."""
+        """One utterance, as ``pcm ingest --text`` takes it (``at`` as given: the server's memory reads it); its
+        progress (0 of 1 until it is stored, extracted when inline and indexed) streamed back to ``on_progress``."""
         when = at.isoformat() if isinstance(at, datetime) else at
-        body = {"text": text, "session": session, "role": role, "speaker": speaker, "at": when}
-        return _ingest_report(self._call("POST", "/ingest", json={k: v for k, v in body.items() if v is not None}))
+        body = {"text": text, "session": session, "role": role, "speaker": speaker, "at": when, "id": key}
+        return _ingest_report(self._streamed("/ingest", {k: v for k, v in body.items() if v is not None}, on_progress))
 
     def ask(self, question: str, *, k: int = 5, plan: bool | None = None, as_of: str | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {"question": question, "k": k}
@@ -112,14 +117,18 @@ class ServeClient:
         return self._streamed("/extract", {"selection": selection, "force": force}, on_progress)
 
     def _streamed(
-        self, path: str, body: dict[str, Any], on_progress: Callable[[dict[str, Any]], None] | None
+        self, path: str, body: dict[str, Any] | None, on_progress: Callable[[dict[str, Any]], None] | None, *,
+        content: bytes | None = None, media_type: str = "application/json",
     ) -> dict[str, Any]:
-        """POST ``body`` and read the JSON lines the server streams back: each progress event goes to
-        ``on_progress``; the result event is returned, an error event raised as the error the server raised."""
+        """POST ``body`` (or raw ``content`` of ``media_type``) and read the JSON lines the server streams back:
+        each progress event goes to ``on_progress``; the result event is returned, an error event raised as the
+        error the server raised."""
         import json
 
+        sent: dict[str, Any] = {"json": body} if content is None else {"content": content}
+        headers = {"Accept": "application/x-ndjson", "Content-Type": media_type}
         try:
-            with self._http.stream("POST", path, json=body) as response:
+            with self._http.stream("POST", path, headers=headers, **sent) as response:
                 if response.status_code >= 400:
                     response.read()
                     raise _error(response, self.info)

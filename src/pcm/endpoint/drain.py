@@ -2,10 +2,10 @@
 
 With ``PCM_EXTRACTION`` queued (the default for a model on this machine), an ingest stores and indexes its posts and
 returns; their ``pending`` status is the queue (docs/DESIGN.md §5). The worker drains it: one thread in the server
-process, one post at a time in the queue's order (:func:`pcm.extraction.select_posts`: session, then position; a
-session ingested meanwhile may come in between, each session still in position order), each through
-:func:`pcm.extraction.extract_posts` like ``pcm extract --pending``, so a post already extracted is never sent again
-and a kill loses at most the post in hand (it stays pending).
+process, one post at a time in the queue's order (:meth:`pcm.memory.Memory.posts_to_extract`: session, then position;
+a session ingested meanwhile may come in between, each session still in position order), each through
+:meth:`pcm.memory.Memory.extract_queued` like ``pcm extract --pending``, so a post already extracted is never sent
+again and a kill loses at most the post in hand (it stays pending).
 
 The server has one writer: every write (and every use of the side index) happens under the front's memory lock.
 The worker holds that lock for a post's reads and its write, and lets go of it while the model answers (a minute or
@@ -18,14 +18,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pcm.errors import PcmError
-from pcm.llm.base import Completion, LLMClient, Request, Usage
 
 if TYPE_CHECKING:
     from pcm.memory import Memory
+
+_T = TypeVar("_T")
 
 log = logging.getLogger(__name__)
 
@@ -61,32 +63,6 @@ class QueueState:
     def as_json(self) -> dict[str, Any]:
         return {"state": self.state, "pending": self.pending, "done": self.done, "failed": self.failed,
                 "current": self.current, "errors": list(self.errors)}
-
-
-class _OutsideLock:
-    """The model client, called with the memory lock let go (the worker holds it exactly once around a post).
-
-    ``inner`` is what :func:`pcm.llm.base.runs_here` and the prompt-layout choices look through to.
-    """
-
-    def __init__(self, inner: LLMClient, lock: Any, stop: threading.Event, calling: threading.Event) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.usage: Usage = inner.usage
-        self._lock = lock
-        self._stop = stop
-        self._calling = calling
-
-    def complete(self, request: Request) -> Completion:
-        self._calling.set()
-        self._lock.release()
-        try:
-            return self.inner.complete(request)
-        finally:
-            self._lock.acquire()
-            self._calling.clear()
-            if self._stop.is_set():
-                raise Stopping  # noqa: B012 - the stop wins over the reply: nothing of this post is written
 
 
 class ExtractionWorker:
@@ -188,16 +164,12 @@ class ExtractionWorker:
 
     def _drain(self) -> None:
         """Extract every pending post, selecting again whenever new ones were ingested, until none waits."""
-        from pcm.extraction import extract_posts, select_posts
-
-        context = self.memory.context
         while True:
             with self.lock:
                 if self._stop.is_set():
                     raise Stopping
                 self._wake.clear()  # what is ingested from here on either is in this selection or wakes the next
-                posts = select_posts(context, "pending")
-                client = self.memory.llm_client() if posts else None
+                posts = self.memory.posts_to_extract("pending")
                 with self._guard:
                     self._left, self._since = len(posts), 0
                     self._state.pending = len(posts)
@@ -208,8 +180,6 @@ class ExtractionWorker:
                 log.info("extraction queue: empty (%d extracted, %d failed since the server started)",
                          state.done, state.failed)
                 return
-            assert client is not None, "the worker runs only with a model configured"
-            unlocked = _OutsideLock(client, self.lock, self._stop, self._calling)
             for post in posts:
                 if self._wake.is_set():
                     break  # posts were ingested: select again (each session still goes in position order)
@@ -218,11 +188,25 @@ class ExtractionWorker:
                     if self._stop.is_set():
                         raise Stopping
                     self._set(current=post)
-                    report = extract_posts(context, [post], client=unlocked, concurrency=1)
+                    report = self.memory.extract_queued([post], around_model=self._outside_lock)
                 state = self._count(report.extracted, report.failed, report.failures)
                 outcome = "extracted" if report.extracted else "failed" if report.failed else "passed over"
                 log.info("extraction queue: %s %s in %.1f s (%d done, %d waiting)", outcome, post,
                          time.monotonic() - started, state.done, state.pending)
+
+    def _outside_lock(self, call: Callable[[], _T]) -> _T:
+        """A model call made with the memory lock let go (the worker holds it exactly once around a post), so the
+        server answers between calls; a stop asked for meanwhile wins over the reply: nothing of the post is
+        written."""
+        self._calling.set()
+        self.lock.release()
+        try:
+            return call()
+        finally:
+            self.lock.acquire()
+            self._calling.clear()
+            if self._stop.is_set():
+                raise Stopping  # noqa: B012 - the stop wins over the reply: nothing of this post is written
 
     def _count(self, extracted: int, failed: int, failures: list[tuple[str, str]]) -> QueueState:
         with self._guard:

@@ -129,6 +129,11 @@ class EntityQuery(Query):
     iri: str = Field(min_length=1, description="The entity's IRI.")
 
 
+class WhyQuery(Query):
+    iri: str = Field(min_length=1, description="A fact's graph, an entity or a message: a full IRI, m:slug for an "
+                                               "individual of this memory, or a CURIE.")
+
+
 class ConversationQuery(Query):
     iri: str | None = Field(default=None, description="The thread IRI.")
     id: str | None = Field(default=None, description="The session id (give this or iri).")

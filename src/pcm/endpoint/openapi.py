@@ -34,6 +34,10 @@ class RecallHits(RootModel[list[m.RecallHit]]):
     """Stored messages, best first."""
 
 
+class Sources(RootModel[list[m.Source]]):
+    """The stored messages (or imported files) behind it, earliest first."""
+
+
 class Conversations(RootModel[list[m.ConversationSummary]]):
     """The memory's conversations."""
 
@@ -65,6 +69,8 @@ class Operation:
     jsonl: bool = False
     #: The 200 answer is JSON lines (``application/x-ndjson``) of the ``ok`` model, streamed as the work runs.
     streamed: bool = False
+    #: The 200 answer is also offered as JSON lines of progress events (asked for with ``Accept``).
+    streams_on_accept: bool = False
 
 
 _NO_INDEX = {500: "The side index is off or unusable here (the error says why)."}
@@ -93,11 +99,14 @@ OPERATIONS: dict[str, list[Operation]] = {
                 "`conversation_id` is named from the key, or else from its messages, so posting the same chat "
                 "twice stores it once; in a conversation (a chat with its id, a file) a message is known by its "
                 "`id`, else by its position. Everything is checked before the first write: a refused body "
-                "stores nothing."
+                "stores nothing. With `Accept: application/x-ndjson` the answer is JSON lines, as `/api/import`'s: "
+                "progress events (messages stored of those the body holds), then one result event holding what the "
+                "plain answer holds, or one error event with the plain answer's error line and exit code."
             ),
             body=IngestBody,
             errors={400: "Bad input (the error names the conversation and message); nothing was stored."},
             write=True,
+            streams_on_accept=True,
             idempotency_key=True,
             jsonl=True,
         )
@@ -124,6 +133,13 @@ OPERATIONS: dict[str, list[Operation]] = {
         Operation(
             "get", "An entity: its types, its facts with the messages each came from, its neighbours",
             {200: m.EntityPage}, query=m.EntityQuery, errors=_TIME_LIMIT,
+        )
+    ],
+    "/api/why": [
+        Operation(
+            "get", "Where a fact, entity or message came from: the stored messages (or imported files) behind it",
+            {200: Sources}, query=m.WhyQuery,
+            description="`pcm why` and the MCP tool `why` over HTTP: the same sources, field by field.",
         )
     ],
     "/api/conversation": [
@@ -261,6 +277,8 @@ def _operation(path: str, op: Operation, schemas: dict[str, Any]) -> dict[str, A
             {"description": said, "content": {"application/x-ndjson": {"schema": _ref(model)}}} if op.streamed
             else _json(_ref(model), said)
         )
+        if op.streams_on_accept:
+            responses[str(status)]["content"]["application/x-ndjson"] = {"schema": _ref(m.ProgressEvent)}
     errors = {**GUARD_ERRORS, **(AUTH_ERRORS if op.write else {}), **op.errors}
     if op.body is not None or op.query is not None:
         errors.setdefault(400, GUARD_ERRORS[400])

@@ -195,7 +195,6 @@ class PcmServer:
             raise
         assert self.app is not None
         self.app.public_url = self.url
-        self.app.explorer.timeout = self.config.query_timeout
         if self.watchdog is not None:
             self.watchdog.start()
         self.info = ServerInfo(

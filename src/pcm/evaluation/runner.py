@@ -81,6 +81,53 @@ class EvalConfig:
     """One extraction worker, so every prompt (and so every recorded exchange) is the same on every run."""
 
 
+def configure(
+    dataset: str, path: Path, *, settings: Settings, out: Path | None = None, judge_llm: str | None = None,
+    record: Path | None = None, replay: Path | None = None, limit: int | None = None, types: Sequence[str] = (),
+) -> EvalConfig:
+    """The run ``pcm eval`` asks for: the model under test (``settings.llm``) and the judge (``judge_llm``, default
+    the same model) each with a client of its own (its own usage counters), both recorded into ``record`` or both
+    answered from ``replay``; a recorded or replayed run is deterministic (one extraction worker)."""
+    from pcm.evaluation.datasets import parse_types
+
+    if record is not None and replay is not None:
+        raise UsageError("use --record or --replay, not both")
+    client, label = _client(settings, replay)
+    judge_client, judge_label = _judge_client(settings, judge_llm, replay, label)
+    if record is not None:
+        from pcm.llm.record import RecordingClient
+
+        client = RecordingClient(client, record) if client is not None else None
+        # the flags recorded are the answering model's
+        judge_client = RecordingClient(judge_client, record, describe=False) if judge_client is not None else None
+    return EvalConfig(
+        dataset=dataset, path=path, out=out or Path("pcm-eval") / f"{dataset}-{path.stem}", llm=client,
+        judge_llm=judge_client, llm_label=label, judge_label=judge_label, limit=limit,
+        types=parse_types(dataset, tuple(types)), settings=settings,
+        deterministic=record is not None or label.startswith("replay:"),
+    )
+
+
+def _client(settings: Settings, replay: Path | None) -> tuple[LLMClient | None, str]:
+    from pcm.llm import make_client
+
+    if replay is not None:
+        from pcm.llm.record import ReplayClient
+
+        return ReplayClient(replay), f"replay:{replay}"
+    return make_client(settings), str(settings.llm)
+
+
+def _judge_client(settings: Settings, judge_llm: str | None, replay: Path | None,
+                  label: str) -> tuple[LLMClient | None, str]:
+    """The judge gets its own client (its own usage counters), of the --judge-llm model or else the --llm one."""
+    if replay is not None or (judge_llm is None and label.startswith("replay:")):
+        return _client(settings, replay or Path(label.partition(":")[2]))
+    if judge_llm is None:
+        return _client(settings, None)
+    return _client(settings.with_(llm=LLMSpec.parse(judge_llm)), None)
+
+
 def run_eval(config: EvalConfig, reporter: Reporter | None = None) -> dict[str, Any]:
     """Run (or resume) the evaluation; returns the summary it wrote to ``summary.json``."""
     return _Run(config, reporter or Reporter()).run()
@@ -161,14 +208,20 @@ class _Run:
     def _memory_for(self, item: EvalItem) -> tuple[Memory, dict[str, Any]]:
         """The item's memory: reused when its ingest finished in an earlier run, else built from scratch."""
         path = self._memory_dir(item)
-        settings = self.config.settings.with_(memory=path, llm=LLMSpec(), index_enabled=True)
+        # the model under test is the run's client (given to each memory by use_llm), not one the settings name;
+        # one extraction worker when deterministic, so every prompt is the same on every run
+        settings = self.config.settings.with_(memory=path, llm=LLMSpec(), index_enabled=True,
+                                              **({"llm_concurrency": 1} if self.config.deterministic else {}))
         marker = self._read_marker(item)
         if marker is not None and (path / MANIFEST).exists():
             self.reporter.note(f"{item.id}: reusing the memory ingested earlier")
-            return Memory.open(settings), marker
+            memory = Memory.open(settings)
+            memory.use_llm(self.config.llm)
+            return memory, marker
         shutil.rmtree(path, ignore_errors=True)
         path.parent.mkdir(parents=True, exist_ok=True)
         memory = Memory.init(settings, owner=_owner(item), namespace=_namespace(item))
+        memory.use_llm(self.config.llm)
         try:
             marker = self._ingest(memory, item)
         except BaseException:
@@ -193,13 +246,9 @@ class _Run:
         }
         client = self.config.llm
         if client is not None and report.posts:
-            from pcm.extraction import extract_posts
-
             before = client.usage.totals
             extract_started = time.perf_counter()
-            run = extract_posts(
-                memory.context, report.posts, client=client, concurrency=1 if self.config.deterministic else None
-            )
+            run = memory.extract(report.posts)
             memory.sync_index()
             marker["extraction_seconds"] = round(time.perf_counter() - extract_started, 3)
             marker["extracted"] = run.extracted
@@ -212,21 +261,20 @@ class _Run:
     # -- one question ------------------------------------------------------------------------------------------
 
     def _question(self, memory: Memory, q: EvalQuestion, sessions: dict[str, str], *, facts: bool) -> dict[str, Any]:
-        from pcm.retrieval.ask import ask
-
         client, judge_client = self.config.llm, self.config.judge_llm
         before = client.usage.totals if client is not None else None
         started = time.perf_counter()
-        result = ask(memory.context, q.text, client=client, as_of=q.as_of, explain=True, k=ASK_K)
+        result = memory.ask(q.text, as_of=q.as_of, explain=True, k=ASK_K)
         ask_ms = (time.perf_counter() - started) * 1000
+        stats = result.stats or {}
         llm = _delta(before, client.usage.totals) if client is not None and before is not None else _delta(None, None)
-        llm_ms = float(result.stats.get("llm_ms", 0.0))
+        llm_ms = float(stats.get("llm_ms", 0.0))
         judge_before = judge_client.usage.totals if judge_client is not None else None
         verdict = judge(judge_client, self.config.dataset, q, result.answer)
         judged = _delta(judge_before, judge_client.usage.totals) if judge_client is not None else _delta(None, None)
         scored = q.evidence and not q.abstention
         recalled = ranked_unique(h.source_id for h in memory.recall(q.text, max(KS))) if scored else []
-        cited = ranked_unique(p.source_id for p in result.posts)
+        cited = ranked_unique(p.source_id for p in result.citations)
         walked = self._traversal_ranking(memory, q.text) if scored and facts else None
         return {
             "id": q.id,
@@ -242,7 +290,8 @@ class _Run:
             "f1": round(_f1(self.config.dataset, q, result.answer), 4),
             "sparql": result.sparql,
             "trace": [s.as_json() for s in result.trace],
-            "evidence_posts": [{"source_id": p.source_id, "session": p.session, "post": p.post} for p in result.posts],
+            "evidence_posts": [{"source_id": p.source_id, "session": p.session, "post": p.post}
+                               for p in result.citations],
             "gold_evidence": sorted(q.evidence),
             "gold_sessions": sorted(q.sessions),
             "retrieval": {
@@ -253,17 +302,16 @@ class _Run:
             "llm": llm,
             "judge_llm": judged,
             "latency_ms": {"total": round(ask_ms, 1), "llm": round(llm_ms, 1), "non_llm": round(ask_ms - llm_ms, 1)},
-            "stats": result.stats,
+            "stats": stats,
         }
 
 
     def _traversal_ranking(self, memory: Memory, question: str) -> list[str]:
         """Turn ids of the posts behind the triples traversal finds, best triple first (empty when it finds none)."""
         from pcm.errors import PcmError
-        from pcm.retrieval.traversal.service import retrieve
 
         try:
-            found = retrieve(memory.context, question).triples
+            found = memory.retrieve(question).triples
         except (PcmError, OSError, ValueError):
             return []
         posts = [s.post for item in found for s in item.sources if s.post]
@@ -463,4 +511,4 @@ def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
-__all__ = ["ASK_K", "EvalConfig", "Reporter", "read_results", "render_markdown", "run_eval", "summarise"]
+__all__ = ["ASK_K", "EvalConfig", "Reporter", "configure", "read_results", "render_markdown", "run_eval", "summarise"]

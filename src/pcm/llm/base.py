@@ -128,6 +128,22 @@ class LLMClient(Protocol):
     def complete(self, request: Request) -> Completion: ...
 
 
+class CallsThrough:
+    """A client whose every model call is made through ``around`` (which runs the call it is given and returns its
+    completion), for a caller that must do something around each call: ``pcm serve``'s extraction worker lets go
+    of the memory lock while the model answers. ``inner`` is what :func:`runs_here` and the prompt-layout choices
+    look through to."""
+
+    def __init__(self, inner: LLMClient, around: Callable[[Callable[[], Completion]], Completion]) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.usage: Usage = inner.usage
+        self._around = around
+
+    def complete(self, request: Request) -> Completion:
+        return self._around(lambda: self.inner.complete(request))
+
+
 #: Forms of an extraction answer a caller can read when it does not say (the compact form is extraction's alone).
 OUTPUT_FORMS = ("turtle", "json")
 

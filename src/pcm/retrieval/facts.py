@@ -31,7 +31,7 @@ from pcm.models import Message as Said
 from pcm.namespaces import RDF
 from pcm.retrieval.answer import labels_for, posts_of
 from pcm.retrieval.postprocess import format_term, readable_iri
-from pcm.retrieval.traversal.graph import predicate_words
+from pcm.retrieval.traversal.model import predicate_words
 
 if TYPE_CHECKING:
     from pcm.context import MemoryContext

@@ -35,7 +35,7 @@ from pcm.retrieval.traversal import (
     mentions,
     parse_algorithm,
 )
-from pcm.retrieval.traversal.graph import predicate_words
+from pcm.retrieval.traversal.model import predicate_words
 from pcm.retrieval.traversal.vectors import TextVectors
 from tests.oxigraph_server import start_oxigraph
 

@@ -44,7 +44,6 @@ thousands of facts is read as a bounded sample (``around.rq``, ``edges_sample.rq
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -86,7 +85,6 @@ DENIED_PREDICATES = (
 #: The entity-to-post link: crossing it is crossing an episodic vertex.
 EPISODIC_LINK = PROV + "wasDerivedFrom"
 THESIS_ROOTS = (SCHEMA + "Action", SCHEMA + "Event", PCM + "Preference", PCM + "Habit")
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _NOT_VERTICES = (*VOCABULARY_NAMESPACES, RDF, RDFS, OWL, XSD, SH, LEGACY_PREFIX, "urn:pcm:memory:")
 
 
@@ -389,12 +387,6 @@ def local_name(iri: str) -> str:
     tail = iri.rstrip("/#").rsplit("/", 1)[-1].rsplit("#", 1)[-1]
     return tail.replace("-", " ").replace("_", " ") or iri
 
-
-def predicate_words(iri: str) -> str:
-    """``https://schema.org/toLocation`` → ``to location``."""
-    tail = iri.rsplit("/", 1)[-1].rsplit("#", 1)[-1]
-    spaced = _CAMEL.sub(" ", tail).replace("_", " ").replace("-", " ")
-    return " ".join(spaced.lower().split()) or tail
 
 
 def _snippet(text: str, words: int = 16) -> str:

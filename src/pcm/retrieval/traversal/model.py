@@ -6,6 +6,8 @@ render back into SPARQL with ``str()``, so a triple found by one query can be na
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, NamedTuple
@@ -84,6 +86,17 @@ class Path:
     @property
     def vertices(self) -> list[Value]:
         return [self.start, *(s.target for s in self.steps)]
+
+    def text(self, labels: Callable[[Sequence[ox.NamedNode]], Mapping[ox.NamedNode, str]]) -> str:
+        """The walk in words (``Dana -owns-> Trek bike <-repaired- Rosewood``), ``labels`` naming its vertices."""
+        names = labels([v for v in self.vertices if isinstance(v, ox.NamedNode)])
+        parts = [names[self.start]]
+        for step in self.steps:
+            target = step.target
+            name = names[target] if isinstance(target, ox.NamedNode) else f'"{target.value}"'
+            words = predicate_words(step.triple.p.value)
+            parts.append(f"-{words}-> {name}" if step.forward else f"<-{words}- {name}")
+        return " ".join(parts)
 
     def as_json(self, text_of: Any = None) -> dict[str, object]:
         def term(t: Value) -> str:
@@ -177,3 +190,13 @@ class Result:
             "notes": self.notes,
             "stats": self.stats.as_json(),
         }
+
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def predicate_words(iri: str) -> str:
+    """``https://schema.org/toLocation`` → ``to location``."""
+    tail = iri.rsplit("/", 1)[-1].rsplit("#", 1)[-1]
+    spaced = _CAMEL.sub(" ", tail).replace("_", " ").replace("-", " ")
+    return " ".join(spaced.lower().split()) or tail

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 import pyoxigraph as ox
 
-from pcm.retrieval.traversal.graph import EPISODIC_LINK, GraphView, predicate_words
-from pcm.retrieval.traversal.model import Node, Triple
+from pcm.retrieval.traversal.graph import EPISODIC_LINK, GraphView
+from pcm.retrieval.traversal.model import Node, Triple, predicate_words
 
 
 class Verbaliser:

@@ -1,7 +1,7 @@
 """What the explorer shows, as JSON: entity pages, conversation pages, the list of conversations, text search.
 
-Every page is a few SELECTs (in ``endpoint/queries/``) over the memory's backend; this module only shapes rows
-into pages. Each fact carries the utterances it came from, because that is the point of the explorer: every
+Every page is a few SELECTs (in ``explore/queries/``) over the memory's backend; this module only shapes rows
+into pages, which :class:`pcm.memory.Memory` hands to the faces (``Memory.entity_page`` and its kin). Each fact carries the utterances it came from, because that is the point of the explorer: every
 statement the memory holds can be traced to what was said.
 """
 
@@ -34,7 +34,7 @@ def _query_text(name: str) -> str:
 
 
 def render(name: str, **terms: str) -> str:
-    """Fill ``{{name}}`` placeholders of ``endpoint/queries/<name>.rq`` with already-rendered SPARQL terms."""
+    """Fill ``{{name}}`` placeholders of ``explore/queries/<name>.rq`` with already-rendered SPARQL terms."""
     text = _query_text(name)
     for key, value in terms.items():
         text = text.replace("{{" + key + "}}", value)
