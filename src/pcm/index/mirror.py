@@ -4,6 +4,11 @@ Flat LanceDB vector search over 100k rows took 120-220 ms on the development mac
 7-20 ms, so vector search runs here; LanceDB keeps the durable copy and does full-text search. Deleted rows free
 their slot for the next insert, so the matrix does not grow with churn. Categorical columns (role, speaker,
 session) are kept as integer codes so a filter is one vectorised comparison.
+
+Opening keeps the posts' own fields (text, time, fingerprints) as the Arrow columns LanceDB returned and makes a
+:class:`PostRecord` only for a slot that is asked for (a hit, a candidate's text): recall touches a few hundred
+slots, and building every record up front cost more than the rest of the open (0.6 s of CPU at 100k posts, growing
+with the memory). Operations over every post (reconciling, the relevance terms) turn the columns into objects once.
 """
 
 from __future__ import annotations
@@ -11,8 +16,9 @@ from __future__ import annotations
 import heapq
 import math
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -38,6 +44,77 @@ NEAR_ERROR_FLOAT32 = 1e-4
 
 
 R = TypeVar("R", PostRecord, EntityRecord)
+T = TypeVar("T")
+
+
+class _Column(Protocol[T]):
+    """What the slot bookkeeping needs of a per-slot column: a plain list, or a :class:`_Lazy` one."""
+
+    def __getitem__(self, slot: int) -> T: ...
+
+    def __setitem__(self, slot: int, value: T) -> None: ...
+
+    def __len__(self) -> int: ...
+
+    def __iter__(self) -> Iterator[T]: ...
+
+    def append(self, value: T) -> None: ...
+
+
+class _Lazy(Generic[T]):
+    """A per-slot column read at open as Arrow arrays and turned into Python objects only where asked for.
+
+    ``one(i)`` converts the value of loaded row ``i``, ``every()`` all loaded rows at once (the form a bulk
+    reader wants); slots written since the load hold their own objects. Iterating converts every row once and
+    keeps the list."""
+
+    def __init__(self, size: int, one: Callable[[int], T], every: Callable[[], list[T]]) -> None:
+        self._loaded = size
+        self._one = one
+        self._every = every
+        self._written: dict[int, T] = {}
+        self._size = size
+        self._all: list[T] | None = None
+
+    def __len__(self) -> int:
+        return self._size if self._all is None else len(self._all)
+
+    def __getitem__(self, slot: int) -> T:
+        if self._all is not None:
+            return self._all[slot]
+        if not 0 <= slot < self._size:
+            raise IndexError(slot)
+        if slot in self._written:
+            return self._written[slot]
+        return self._one(slot)
+
+    def __setitem__(self, slot: int, value: T) -> None:
+        if self._all is not None:
+            self._all[slot] = value
+            return
+        if not 0 <= slot < self._size:
+            raise IndexError(slot)
+        self._written[slot] = value
+
+    def append(self, value: T) -> None:
+        if self._all is not None:
+            self._all.append(value)
+            return
+        self._written[self._size] = value
+        self._size += 1
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self.materialised())
+
+    def materialised(self) -> list[T]:
+        """Every slot as a Python object (converted once, then kept)."""
+        if self._all is None:
+            values = self._every()
+            values.extend([None] * (self._size - len(values)))  # type: ignore[list-item]  # written below
+            for slot, value in self._written.items():
+                values[slot] = value
+            self._all, self._written = values, {}
+        return self._all
 
 
 class _Slots(Generic[R]):
@@ -48,10 +125,10 @@ class _Slots(Generic[R]):
 
     def __init__(self, dim: int) -> None:
         self.dim = dim
-        self.records: list[R | None] = []
+        self.records: _Column[R | None] = []
         self.slot_of: dict[str, int] = {}
-        self.digests: list[str] = []
-        self.search_hashes: list[str] = []
+        self.digests: _Column[str] = []
+        self.search_hashes: _Column[str] = []
         self.vectors = np.zeros((0, dim), dtype=np.float32)
         self.norms = np.zeros(0, dtype=np.float32)
         """The length of each slot's vector (1 for a unit vector, 0 for a free slot): the error bound of the near
@@ -203,7 +280,7 @@ class _Slots(Generic[R]):
         return record
 
     def live_records(self) -> Iterator[R]:
-        return (r for r in self.records if r is not None)
+        return (r for r in list(self.records) if r is not None)
 
     def put(self, record: R, digest: str, search_hash: str, vector: np.ndarray) -> None:
         self.generation += 1
@@ -239,15 +316,29 @@ class _Slots(Generic[R]):
         """Undo ``_fill`` for a record just removed from ``slot``."""
 
     def _load_slots(
-        self, iris: Sequence[str], digests: list[str], hashes: list[str], vectors: np.ndarray
+        self,
+        iris: Sequence[str],
+        digests: _Column[str],
+        hashes: _Column[str],
+        vectors: np.ndarray,
+        *,
+        own: bool = False,
     ) -> None:
-        """Fill an empty mirror in one go (opening an index): slot i holds row i."""
+        """Fill an empty mirror in one go (opening an index): slot i holds row i. With ``own`` the mirror takes
+        ``vectors`` (a writable float32 array nobody else holds) as its matrix instead of a copy: at 1M posts the
+        copy is 1.5 GB more at the peak."""
         size = len(iris)
         self.generation += 1
         self.slot_of = dict(zip(iris, range(size), strict=True))
         self.digests, self.search_hashes = digests, hashes
-        self.vectors = np.array(vectors, dtype=np.float32, copy=True).reshape(
-            size, self.dim
+        matrix = np.asarray(vectors, dtype=np.float32)
+        usable = (
+            own and matrix.flags.writeable and matrix.flags.c_contiguous and matrix.size == size * self.dim
+        )
+        self.vectors = (
+            matrix.reshape(size, self.dim)
+            if usable
+            else np.array(matrix, dtype=np.float32, copy=True).reshape(size, self.dim)
         )  # writable, ours
         self.norms = np.sqrt(np.einsum("ij,ij->i", self.vectors, self.vectors)).astype(np.float32)
         self._near = None
@@ -313,10 +404,11 @@ class _Codes:
             code = self.code_of[value] = len(self.code_of)
         return code
 
-    def codes(self, values: Sequence[str | None]) -> np.ndarray:
+    def codes(self, values: Sequence[str | None] | pa.Array) -> np.ndarray:
         """The codes of many values at once: Arrow's dictionary encoding finds the distinct ones, so only those
         go through :meth:`code` (a call per row took 0.4 s of CPU for the three columns of 100k posts)."""
-        encoded = pa.array(values, type=pa.string()).dictionary_encode()
+        column = values if isinstance(values, pa.Array) else pa.array(values, type=pa.string())
+        encoded = column.dictionary_encode()
         distinct = encoded.dictionary.to_pylist()
         if not distinct:
             return np.full(len(values), _MISSING, dtype=np.int32)
@@ -332,19 +424,53 @@ class _Codes:
         return self.code_of.get(value, _NO_MATCH)
 
 
+POST_FIELDS = (
+    "iri",
+    "session",
+    "role",
+    "speaker",
+    "time",
+    "text",
+    "source_id",
+    "position",
+    "digest",
+    "search_hash",
+)
+"""The columns :meth:`PostMirror.load_columns` takes (besides the vectors and times)."""
+
+
 class PostMirror(_Slots[PostRecord]):
     """Posts by slot, plus what recall filters on and what neighbour context needs."""
 
     def __init__(self, dim: int) -> None:
         super().__init__(dim)
-        self.at: dict[tuple[str, int], str] = {}
-        """(session, position) -> post IRI: the previous turn of a post is ``at[(session, position - 1)]``."""
+        self._at: dict[tuple[str, int], str] | None = {}
+        """(session, position) -> post IRI; ``None`` after a load until first asked for (:attr:`at`)."""
         self.sessions, self.roles, self.speakers = _Codes(), _Codes(), _Codes()
         self.session_code = np.zeros(0, dtype=np.int32)
         self.role_code = np.zeros(0, dtype=np.int32)
         self.speaker_code = np.zeros(0, dtype=np.int32)
         self.ts = np.zeros(0, dtype=np.float64)
         self.speaker_counts: Counter[str] = Counter()
+
+    @property
+    def at(self) -> dict[tuple[str, int], str]:
+        """(session, position) -> post IRI: the previous turn of a post is ``at[(session, position - 1)]``. Made
+        from every record on first use after a load (only writes and the relevance terms need it)."""
+        return self._neighbours()
+
+    def _neighbours(self) -> dict[tuple[str, int], str]:
+        if self._at is None:
+            self._at = {(r.session, r.position): r.iri for r in self.live_records()}
+        return self._at
+
+    def put(self, record: PostRecord, digest: str, search_hash: str, vector: np.ndarray) -> None:
+        self._neighbours()  # made from the records as they were before this write, as a load would have made it
+        super().put(record, digest, search_hash, vector)
+
+    def remove(self, iri: str) -> PostRecord | None:
+        self._neighbours()  # likewise
+        return super().remove(iri)
 
     def _grow_columns(self, size: int) -> None:
         self.session_code = _widen(self.session_code, size, _MISSING)
@@ -360,15 +486,72 @@ class PostMirror(_Slots[PostRecord]):
         vectors: np.ndarray,
         ts: np.ndarray,
     ) -> None:
-        """Fill an empty mirror from the table's rows, vectorised where it counts."""
-        self._load_slots([r.iri for r in records], digests, hashes, vectors)
-        self.records = list(records)
-        self.session_code = self.sessions.codes([r.session for r in records])
-        self.role_code = self.roles.codes([r.role for r in records])
-        self.speaker_code = self.speakers.codes([r.speaker for r in records])
+        """Fill an empty mirror from records (the rows of a table, as :meth:`load_columns` takes them)."""
+        fields = {
+            "iri": [r.iri for r in records],
+            "session": [r.session for r in records],
+            "role": [r.role for r in records],
+            "speaker": [r.speaker for r in records],
+            "time": [r.time.isoformat() if r.time is not None else None for r in records],
+            "text": [r.text for r in records],
+            "source_id": [r.source_id for r in records],
+            "position": pa.array([r.position for r in records], type=pa.int64()),
+            "digest": digests,
+            "search_hash": hashes,
+        }
+        columns = pa.table(
+            {
+                name: pa.array(values, type=pa.int64() if name == "position" else pa.string())
+                for name, values in fields.items()
+            }
+        )
+        self.load_columns(columns, vectors, ts)
+
+    def load_columns(
+        self, columns: pa.Table, vectors: np.ndarray, ts: np.ndarray, *, own: bool = False
+    ) -> None:
+        """Fill an empty mirror from a table's rows: ``columns`` holds :data:`POST_FIELDS`, ``vectors`` one row
+        each, ``ts`` each row's time as written by ``timestamp`` (NaN for none); ``own`` as in ``_load_slots``.
+
+        The filter columns and the speaker counts are computed here, in Arrow; the records and fingerprints are
+        made per slot when asked for (see the module docstring)."""
+        named = {name: columns.column(name).combine_chunks() for name in POST_FIELDS}
+        size = columns.num_rows
+        iris = named["iri"].to_pylist()
+        self._load_slots(
+            iris,
+            _Lazy(size, lambda i: named["digest"][i].as_py(), named["digest"].to_pylist),
+            _Lazy(size, lambda i: named["search_hash"][i].as_py(), named["search_hash"].to_pylist),
+            vectors,
+            own=own,
+        )
+        fields = [named[name] for name in POST_FIELDS[:8]]
+
+        def one(slot: int) -> PostRecord | None:
+            return _post_record(*(column[slot].as_py() for column in fields))
+
+        def every() -> list[PostRecord | None]:
+            return [
+                _post_record(*values)
+                for values in zip(*(column.to_pylist() for column in fields), strict=True)
+            ]
+
+        self.records = _Lazy(size, one, every)
+        self.session_code = self.sessions.codes(named["session"])
+        self.role_code = self.roles.codes(named["role"])
+        self.speaker_code = self.speakers.codes(named["speaker"])
         self.ts = np.array(ts, dtype=np.float64)  # written with the row by ``timestamp``; NaN for no time
-        self.at = {(r.session, r.position): r.iri for r in records}
-        self.speaker_counts = Counter(r.speaker for r in records if r.speaker)
+        self._at = None
+        counts = pc.value_counts(named["speaker"].drop_null())
+        self.speaker_counts = Counter(
+            {
+                name: int(count)
+                for name, count in zip(
+                    counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True
+                )
+                if name
+            }
+        )
 
     def _fill(self, slot: int, record: PostRecord) -> None:
         self.session_code[slot] = self.sessions.code(record.session)
@@ -524,6 +707,29 @@ class EntityMirror(_Slots[EntityRecord]):
         return heapq.nsmallest(
             limit, ((iri, score / total) for iri, score in acc.items()), key=lambda item: (-item[1], item[0])
         )
+
+
+def _post_record(
+    iri: str,
+    session: str,
+    role: str,
+    speaker: str | None,
+    time: str | None,
+    text: str,
+    source_id: str | None,
+    position: int,
+) -> PostRecord:
+    """A post as its row stores it (the time as ISO 8601 text)."""
+    return PostRecord(
+        iri,
+        session,
+        role,
+        speaker,
+        datetime.fromisoformat(time) if time else None,
+        text,
+        source_id,
+        int(position),
+    )
 
 
 def _tensor(row: np.ndarray) -> Any:

@@ -26,7 +26,7 @@ from pcm.index import ann, quantity
 from pcm.index import entities as entity_ranking
 from pcm.index import recall as ranking
 from pcm.index.embedder import Embedder, get_embedder
-from pcm.index.mirror import EntityMirror, PostMirror
+from pcm.index.mirror import POST_FIELDS, EntityMirror, PostMirror
 from pcm.index.records import EntityMatch, EntityRecord, PostRecord
 from pcm.index.relevance import (
     Relevance,
@@ -45,7 +45,6 @@ from pcm.index.tables import (
     Tables,
     check_meta,
     entity_rows_table,
-    parse_time,
     post_rows_table,
     read_json,
     read_meta,
@@ -530,8 +529,9 @@ class SideIndex:
                 iri = at.get((session, position))
                 return None if iri is None else posts.slot_of.get(iri)
 
+            digests = list(posts.digests)  # every one is read: converted in one go
             slots = ((posts.slot_of[r.iri], r) for r in posts.live_records())
-            triples = ((slot, r, posts.digests[slot]) for slot, r in slots)
+            triples = ((slot, r, digests[slot]) for slot, r in slots)
             previous = self._term_stats[2] if self._term_stats is not None else None
             self._term_stats = (*key, TermStats.build(triples, slot_at, previous))
         return self._term_stats[2]
@@ -873,9 +873,10 @@ class SideIndex:
         if self._post_mirror is None:
             tables = self._open_tables()
             with _gc_paused():
-                c = tables.read(tables.posts, _POST_COLUMNS)
+                data = tables.read_arrow(tables.posts, (*POST_FIELDS, "vector", "ts"))
+                ts = data.column("ts").to_numpy().astype(np.float64)
                 mirror = PostMirror(self.embedder.dim)
-                mirror.load(_post_records(c), c["digest"], c["search_hash"], c["vector"], c["ts"])
+                mirror.load_columns(data, tables.vectors(data), ts, own=True)
             self._post_mirror = mirror
         return self._post_mirror
 
@@ -1066,20 +1067,6 @@ class _PostView:
         return [r for r in found if r is not None and r.iri not in self._removed and r.iri in self._mirror]
 
 
-_POST_COLUMNS = (
-    "iri",
-    "session",
-    "role",
-    "speaker",
-    "time",
-    "text",
-    "source_id",
-    "position",
-    "search_hash",
-    "digest",
-    "vector",
-    "ts",
-)
 _ENTITY_COLUMNS = (
     "iri",
     "label",
@@ -1092,21 +1079,6 @@ _ENTITY_COLUMNS = (
     "digest",
     "vector",
 )
-
-
-def _post_records(c: dict[str, Any]) -> list[PostRecord]:
-    fields = zip(
-        c["iri"],
-        c["session"],
-        c["role"],
-        c["speaker"],
-        c["time"],
-        c["text"],
-        c["source_id"],
-        c["position"],
-        strict=True,
-    )
-    return [PostRecord(i, s, r, sp, parse_time(t), x, src, int(p)) for i, s, r, sp, t, x, src, p in fields]
 
 
 def _entity_records(c: dict[str, Any]) -> list[EntityRecord]:
