@@ -129,10 +129,13 @@ class _Slots(Generic[R]):
         self.slot_of: dict[str, int] = {}
         self.digests: _Column[str] = []
         self.search_hashes: _Column[str] = []
-        self.vectors = np.zeros((0, dim), dtype=np.float32)
-        self.norms = np.zeros(0, dtype=np.float32)
-        """The length of each slot's vector (1 for a unit vector, 0 for a free slot): the error bound of the near
-        products."""
+        self._vectors = np.zeros((0, dim), dtype=np.float32)
+        self._norms = np.zeros(0, dtype=np.float32)
+        self._deferred: Callable[[], np.ndarray] | None = None
+        """Reads the matrix of the rows loaded (:meth:`_load_slots` with a reader): ``None`` once it is in memory."""
+        self._known: dict[int, np.ndarray] = {}
+        """Rows of a deferred matrix met in search results (:meth:`remember`), by slot: what recall through the
+        vector index needs to score its candidates, without the whole matrix."""
         self.alive = np.zeros(0, dtype=bool)
         self._near: Any = None
         """A bfloat16 torch copy of ``vectors`` for the first pass of :meth:`top_by_vector`, made on first use and
@@ -143,6 +146,60 @@ class _Slots(Generic[R]):
 
     def __len__(self) -> int:
         return len(self.slot_of)
+
+    @property
+    def vectors(self) -> np.ndarray:
+        """Every slot's vector, one row each (read now if the load deferred it)."""
+        if self._deferred is not None:
+            self._read_matrix()
+        return self._vectors
+
+    @vectors.setter
+    def vectors(self, matrix: np.ndarray) -> None:
+        self._vectors = matrix
+
+    @property
+    def norms(self) -> np.ndarray:
+        """The length of each slot's vector (1 for a unit vector, 0 for a free slot): the error bound of the near
+        products."""
+        if self._deferred is not None:
+            self._read_matrix()
+        return self._norms
+
+    @norms.setter
+    def norms(self, lengths: np.ndarray) -> None:
+        self._norms = lengths
+
+    def deferred(self) -> bool:
+        """Whether the vector matrix is still to be read (only rows met in search results are in memory)."""
+        return self._deferred is not None
+
+    def remember(self, slots: Sequence[int], vectors: np.ndarray) -> None:
+        """Keep the stored vectors of ``slots`` (rows of ``vectors``, as a search read them from the table) while
+        the matrix is deferred, so the slots can be scored without it."""
+        if self._deferred is None:
+            return
+        for slot, vector in zip(slots, vectors, strict=True):
+            self._known[int(slot)] = np.array(vector, dtype=np.float32)
+
+    def rows(self, slots: np.ndarray | Sequence[int]) -> np.ndarray:
+        """The vectors of ``slots``, one row each: from the remembered rows when the matrix is deferred and they
+        hold them all, else from the matrix (read now if need be)."""
+        wanted = np.asarray(slots, dtype=np.int64)
+        if self._deferred is not None:
+            known = self._known
+            if all(int(slot) in known for slot in wanted.tolist()):
+                if not len(wanted):
+                    return np.zeros((0, self.dim), dtype=np.float32)
+                return np.stack([known[int(slot)] for slot in wanted.tolist()])
+        return self.vectors[wanted]
+
+    def _norms_at(self, slots: np.ndarray) -> np.ndarray:
+        """The lengths of the vectors of ``slots``, computed as the load computes them."""
+        if self._deferred is None:
+            return self.norms[slots]
+        rows = self.rows(slots)
+        return np.sqrt(np.einsum("ij,ij->i", rows, rows)).astype(np.float32)
 
     def __contains__(self, iri: object) -> bool:
         return iri in self.slot_of
@@ -156,12 +213,12 @@ class _Slots(Generic[R]):
 
     def vector(self, iri: str) -> np.ndarray | None:
         slot = self.slot_of.get(iri)
-        return None if slot is None else self.vectors[slot]
+        return None if slot is None else self.rows([slot])[0]
 
     def unit_vectors(self, slots: np.ndarray) -> np.ndarray:
         """The rows at ``slots`` scaled to length 1 (a cleared row, of norm 0, stays zero)."""
-        norms = self.norms[slots]
-        return self.vectors[slots] / np.where(norms > 0, norms, 1.0)[:, None]
+        norms = self._norms_at(slots)
+        return self.rows(slots) / np.where(norms > 0, norms, 1.0)[:, None]
 
     def capacity(self) -> int:
         return len(self.digests)
@@ -256,7 +313,7 @@ class _Slots(Generic[R]):
     def _scores_at(self, rows: np.ndarray, query: np.ndarray, weights: np.ndarray | None) -> np.ndarray:
         """The exact scores of ``rows``: each row's product with ``query`` summed by numpy's ``einsum``, which
         gives a row the same value whichever rows are scored beside it."""
-        scores = np.einsum("ij,j->i", self.vectors[rows], query, optimize=False)
+        scores = np.einsum("ij,j->i", self.rows(rows), query, optimize=False)
         if weights is not None:
             np.maximum(scores, 0.0, out=scores)
             scores *= weights[rows]
@@ -320,30 +377,48 @@ class _Slots(Generic[R]):
         iris: Sequence[str],
         digests: _Column[str],
         hashes: _Column[str],
-        vectors: np.ndarray,
+        vectors: np.ndarray | Callable[[], np.ndarray],
         *,
         own: bool = False,
     ) -> None:
         """Fill an empty mirror in one go (opening an index): slot i holds row i. With ``own`` the mirror takes
         ``vectors`` (a writable float32 array nobody else holds) as its matrix instead of a copy: at 1M posts the
-        copy is 1.5 GB more at the peak."""
+        copy is 1.5 GB more at the peak. ``vectors`` may instead be a reader of that matrix (an owned array), called
+        when the matrix is first needed: a recall through the vector index scores only the rows its searches
+        return (:meth:`remember`), so it never is."""
         size = len(iris)
         self.generation += 1
         self.slot_of = dict(zip(iris, range(size), strict=True))
         self.digests, self.search_hashes = digests, hashes
+        self._near = None
+        self.alive = np.ones(size, dtype=bool)
+        self._known = {}
+        if callable(vectors):
+            self._deferred = vectors
+        else:
+            self._deferred = None
+            self._take_matrix(vectors, size, own)
+        self._grow_columns(size)
+
+    def _take_matrix(self, vectors: np.ndarray, size: int, own: bool) -> None:
         matrix = np.asarray(vectors, dtype=np.float32)
-        usable = (
-            own and matrix.flags.writeable and matrix.flags.c_contiguous and matrix.size == size * self.dim
-        )
+        usable = own and matrix.flags.writeable and matrix.flags.c_contiguous and matrix.size == size * self.dim
         self.vectors = (
             matrix.reshape(size, self.dim)
             if usable
             else np.array(matrix, dtype=np.float32, copy=True).reshape(size, self.dim)
         )  # writable, ours
         self.norms = np.sqrt(np.einsum("ij,ij->i", self.vectors, self.vectors)).astype(np.float32)
+
+    def _read_matrix(self) -> None:
+        """Read the deferred matrix; the slots freed or claimed since the load are still the loaded rows (every
+        write reads the matrix first, through :attr:`vectors`)."""
+        reader, self._deferred = self._deferred, None
+        assert reader is not None
+        size = len(self.alive)
+        self._take_matrix(reader(), size, True)
+        self._known = {}
         self._near = None
-        self.alive = np.ones(size, dtype=bool)
-        self._grow_columns(size)
 
     def _claim(self, iri: str) -> int:
         """The slot for ``iri``: its own if present, else a freed one, else a new one (the matrix grows by half)."""
@@ -508,10 +583,16 @@ class PostMirror(_Slots[PostRecord]):
         self.load_columns(columns, vectors, ts)
 
     def load_columns(
-        self, columns: pa.Table, vectors: np.ndarray, ts: np.ndarray, *, own: bool = False
+        self,
+        columns: pa.Table,
+        vectors: np.ndarray | Callable[[], np.ndarray],
+        ts: np.ndarray,
+        *,
+        own: bool = False,
     ) -> None:
         """Fill an empty mirror from a table's rows: ``columns`` holds :data:`POST_FIELDS`, ``vectors`` one row
-        each, ``ts`` each row's time as written by ``timestamp`` (NaN for none); ``own`` as in ``_load_slots``.
+        each (or their reader), ``ts`` each row's time as written by ``timestamp`` (NaN for none); ``own`` as in
+        ``_load_slots``.
 
         The filter columns and the speaker counts are computed here, in Arrow; the records and fingerprints are
         made per slot when asked for (see the module docstring)."""

@@ -329,22 +329,26 @@ class Tables:
         return table.search().select(list(columns)).limit(rows).to_arrow()
 
     def vectors(self, data: pa.Table) -> np.ndarray:
-        """The ``vector`` column of ``data`` as one float32 matrix, a fresh writable copy (offsets of sliced
-        chunks respected)."""
-        chunks = [c.flatten().to_numpy(zero_copy_only=False) for c in data.column("vector").chunks]
-        if not chunks:
-            return np.zeros((0, self.dim), np.float32)
-        return np.concatenate(chunks).astype(np.float32, copy=False).reshape(-1, self.dim)
+        """The ``vector`` column of ``data`` as one float32 matrix, a fresh writable copy."""
+        return ann.vector_matrix(data).reshape(-1, self.dim)
 
     def fts(self, table: Any, query: str, limit: int, where: str | None = None) -> list[tuple[str, float]]:
         """(iri, BM25 score) of the best ``limit`` rows for ``query``; a query with no indexable word gives none."""
+        return self.fts_rows(table, query, limit, where)[0]
+
+    def fts_rows(
+        self, table: Any, query: str, limit: int, where: str | None = None, *, vectors: bool = False
+    ) -> tuple[list[tuple[str, float]], np.ndarray | None]:
+        """:meth:`fts`, and with ``vectors`` the stored vector of each row found (one row each)."""
         if not query.strip() or limit <= 0:
-            return []
+            return [], np.zeros((0, self.dim), np.float32) if vectors else None
         builder = table.search(query, query_type="fts", fts_columns="search")
         if where:
             builder = builder.where(where, prefilter=True)
-        result = builder.limit(limit).select(["iri", "_score"]).to_arrow()
-        return list(zip(result.column("iri").to_pylist(), result.column("_score").to_pylist(), strict=True))
+        columns = ["iri", "_score", "vector"] if vectors else ["iri", "_score"]
+        result = builder.limit(limit).select(columns).to_arrow()
+        hits = list(zip(result.column("iri").to_pylist(), result.column("_score").to_pylist(), strict=True))
+        return hits, self.vectors(result) if vectors else None
 
     def optimize(self, retain: timedelta, only: str | None = None) -> None:
         """Compact fragments, fold new rows into the full-text and vector indexes, drop versions older than
