@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from pcm.index import SideIndex
+from pcm.index import mirror as mirror_module
 from tests.index.test_index_ann import POSTS, QUERIES, THRESHOLD, TopicEmbedder, entity, post
 
 ASKS: list[tuple[str, dict[str, Any]]] = [
@@ -71,3 +72,13 @@ def test_an_exact_scan_or_a_write_reads_the_matrix_and_goes_on_as_before(built: 
         assert post(5).iri not in mirror.slot_of
         assert idx.recall("note t7x3", k=1, mode="vector")[0].post == post(3).iri
         assert idx.recall(post(POSTS).text, k=1, mode="vector")[0].post == post(POSTS).iri
+
+
+def test_the_remembered_rows_are_bounded(built: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mirror_module, "REMEMBERED_ROWS", 50)
+    with SideIndex.open(built, embedder=TopicEmbedder(), ann_min_rows=THRESHOLD) as idx:
+        first = [[(h.post, h.score) for h in idx.recall(q, k=10)] for q in QUERIES[:6]]
+        assert idx._posts.deferred()
+        assert len(idx._posts._known) <= 50 + 4 * 200  # one recall's rows at most beyond the bound
+        again = [[(h.post, h.score) for h in idx.recall(q, k=10)] for q in QUERIES[:6]]
+        assert again == first and idx._posts.deferred()

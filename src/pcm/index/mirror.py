@@ -39,6 +39,9 @@ NEAR_ERROR_BF16 = 0.0125
 the two vectors: rounding both to 8 significant bits is off by at most 2 * 2^-8 per term (summed in float32, so
 at most that share of ``|p| |q|``), and rounding the result by 2^-8 more; 0.0118 in all, 0.0023 the worst seen on
 100k random and 419 LoCoMo vectors."""
+REMEMBERED_ROWS = 100_000
+"""Rows a deferred matrix keeps from search results (150 MB of 384-d float32) before they are dropped: every search
+brings its own rows again, so a long-running server does not gather the matrix row by row."""
 NEAR_ERROR_FLOAT32 = 1e-4
 """The same for float32 products computed by BLAS in another order than numpy's (about 1e-6 for 384 terms)."""
 
@@ -181,6 +184,12 @@ class _Slots(Generic[R]):
             return
         for slot, vector in zip(slots, vectors, strict=True):
             self._known[int(slot)] = np.array(vector, dtype=np.float32)
+
+    def forget_rows(self) -> None:
+        """Drop the remembered rows once they pass :data:`REMEMBERED_ROWS` (called between searches, never within
+        one recall: its later steps read the rows its first searches brought)."""
+        if len(self._known) > REMEMBERED_ROWS:
+            self._known = {}
 
     def rows(self, slots: np.ndarray | Sequence[int]) -> np.ndarray:
         """The vectors of ``slots``, one row each: from the remembered rows when the matrix is deferred and they

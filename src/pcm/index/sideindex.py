@@ -391,6 +391,7 @@ class SideIndex:
             tables = self._open_tables()
             if k <= 0 or not query.strip() or len(self._posts) == 0:
                 return []
+            self._posts.forget_rows()
             depth = max(self.recall_config.depth, 4 * k)
             since_ts = timestamp(since) if since is not None else None
             until_ts = timestamp(until) if until is not None else None
@@ -461,6 +462,7 @@ class SideIndex:
             posts = self._posts
             if not query.strip() or sum(1 for n in posts.speaker_counts.values() if n > 0) < 2:
                 return False
+            posts.forget_rows()
             named = named_speakers(query, posts.speaker_counts)
             if len(named) != 1:
                 return False
@@ -486,6 +488,7 @@ class SideIndex:
         with self._lock:
             self._open_tables()
             posts = self._posts
+            posts.forget_rows()
             speakers = [n for n, c in posts.speaker_counts.items() if c > 0]
             named = named_speakers(query, posts.speaker_counts)
             if not query.strip() or len(speakers) < 2 or len(named) != 1:
