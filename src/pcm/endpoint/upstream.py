@@ -6,13 +6,18 @@ connection reads that 500 as the answer to its own request: a read fails for not
 applied. So:
 
 * reads (queries, Graph Store reads) share a pool whose keep-alive expiry is half the engine's idle timeout: a
-  pooled connection is never one the engine is about to drop (and httpx discards an idle connection that became
-  readable, an unasked answer or an end of stream, before reusing it). A read that still fails before its answer
-  began is sent once more: a read is safe to repeat.
+  pooled connection is never one the engine is about to drop (and a connection on which anything arrives while it
+  is idle, an unasked answer or an end of stream, is closed at once and never reused). A read that still fails
+  before its answer began is sent once more: a read is safe to repeat.
 * writes (updates, Graph Store writes) each go on a new connection: a new connection cannot be one the engine
   dropped, so a write that fails after it was sent failed in the engine, and it is reported as not confirmed
   (:class:`WriteUnconfirmed`) instead of being sent again blindly. A write that could not be sent at all (no
   connection) is retried by the transport, since nothing reached the engine.
+
+Queries and other whole reads (:meth:`Upstream.fetch`) go through :class:`_ReadPool`, connections of our own
+parsed by h11 (the HTTP/1.1 state machine httpcore itself uses): httpx's pool and request bookkeeping cost more
+CPU per query than the front's own rules, and made ``pcm serve`` answer a fraction of the bare engine's queries
+per second (figures in docs/benchmarks.md). Writes and streamed reads, rare and large, keep httpx.
 
 Every request is counted by the :class:`~pcm.endpoint.engine.Watchdog` while it runs, and given up at its deadline
 (``TimeLimit``, the connection is closed, which stops a streaming query in the engine) or at the result-size cap.
@@ -25,8 +30,9 @@ import contextlib
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, cast
 
+import h11
 import httpx
 
 #: Stall limit for streamed Graph Store reads, which have no overall deadline (a dump may be large).
@@ -37,6 +43,8 @@ DEFAULT_KEEPALIVE_S = 1.0
 URL_CACHE = 256
 #: Attempts to open a connection before the engine is reported unavailable (nothing was sent).
 CONNECT_RETRIES = 2
+#: Pause before the second and later attempts to connect.
+CONNECT_BACKOFF_S = 0.5
 
 
 class TimeLimit(Exception):
@@ -107,8 +115,10 @@ class Upstream:
             retries=CONNECT_RETRIES,
         )
         self._writes = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_keepalive_connections=0), retries=CONNECT_RETRIES)
+        self._pool = _ReadPool(engine, idle=pool_size, most=4 * pool_size)
 
     async def aclose(self) -> None:
+        self._pool.close()
         await self._reads.aclose()
         await self._writes.aclose()
 
@@ -167,6 +177,8 @@ class Upstream:
         ``write`` says the request changes the store (see the module's rules on what may be sent again).
         """
         started = time.perf_counter_ns()
+        if not write:
+            return await self._fetch_read(method, target, body, headers, timeout, max_bytes, started)
         async with self._watchdog.arequest():
             try:
                 async with asyncio.timeout(timeout):
@@ -182,6 +194,34 @@ class Upstream:
                 self._watchdog.abandoned()
                 raise
         return Answer(response.status_code, response.headers, data, time.perf_counter_ns() - started)
+
+    async def _fetch_read(
+        self,
+        method: str,
+        target: str,
+        body: bytes | None,
+        headers: dict[str, str] | None,
+        timeout: float,
+        max_bytes: int | None,
+        started: int,
+    ) -> Answer:
+        """:meth:`fetch` of a read, through the pool of our own connections."""
+        fields = [("Host", f"127.0.0.1:{self._engine.port}"), ("Accept-Encoding", "identity")]
+        if headers:
+            fields += headers.items()
+        if body is not None:
+            fields.append(("Content-Length", str(len(body))))
+        async with self._watchdog.arequest():
+            try:
+                async with asyncio.timeout(timeout):
+                    status, head, data = await self._pool.exchange(method, target, fields, body, max_bytes)
+            except (TimeoutError, TimeLimit):
+                self._watchdog.abandoned()
+                raise TimeLimit() from None
+            except TooLarge:
+                self._watchdog.abandoned()
+                raise
+        return Answer(status, httpx.Headers(head), data, time.perf_counter_ns() - started)
 
     @staticmethod
     async def _read_all(response: httpx.Response, max_bytes: int | None, *, write: bool) -> bytes:
@@ -247,3 +287,185 @@ class Streamed:
             await self._response.aclose()
         finally:
             await counted.__aexit__(None, None, None)
+
+
+class _Dropped(Exception):
+    """The connection ended (or broke the protocol) before the answer was complete."""
+
+    def __init__(self, message: str, *, answer_began: bool) -> None:
+        super().__init__(message)
+        self.answer_began = answer_began
+
+
+class _Wire(asyncio.Protocol):
+    """One keep-alive connection to the engine: h11 parses what arrives; anything arriving while no request is
+    out (the engine's unasked idle-timeout 500, or its end of stream) closes the connection for good."""
+
+    def __init__(self) -> None:
+        self.h11 = h11.Connection(h11.CLIENT)
+        self.transport: asyncio.Transport | None = None
+        self.busy = False
+        self.closed = False
+        self.idle_since = 0.0
+        self._wake: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports are not asyncio's classes
+
+    def data_received(self, data: bytes) -> None:
+        if not self.busy:
+            self.close()
+            return
+        self.h11.receive_data(data)
+        self._notify()
+
+    def eof_received(self) -> bool:
+        if self.busy:
+            self.h11.receive_data(b"")
+        self.closed = True
+        self._notify()
+        return False  # the transport closes itself
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._notify()
+
+    def _notify(self) -> None:
+        if self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)
+
+    def close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+    def send(self, *events: h11.Event) -> None:
+        assert self.transport is not None
+        self.transport.write(b"".join(self.h11.send(event) or b"" for event in events))
+
+    async def next_event(self, *, answer_began: bool) -> h11.Event:
+        """The next piece of the answer, waiting for data as needed."""
+        while True:
+            try:
+                event = self.h11.next_event()
+            except h11.RemoteProtocolError as exc:
+                raise _Dropped(f"the engine broke HTTP: {exc}", answer_began=answer_began) from exc
+            if event is h11.PAUSED:  # only after a whole answer, which the caller stops at
+                raise _Dropped("the engine answered more than was asked", answer_began=answer_began)
+            if event is not h11.NEED_DATA:
+                assert isinstance(event, h11.Event)
+                return event
+            if self.closed:
+                raise _Dropped("the engine closed the connection", answer_began=answer_began)
+            self._wake = asyncio.get_running_loop().create_future()
+            await self._wake
+            self._wake = None
+
+
+class _ReadPool:
+    """Keep-alive connections to the engine for reads: at most ``idle`` kept between requests, each for at most
+    :func:`keepalive_expiry`; at most ``most`` open at once (further requests wait for one)."""
+
+    def __init__(self, engine: _Engine, *, idle: int, most: int) -> None:
+        self._engine = engine
+        self._expiry = keepalive_expiry(engine)
+        self._idle: list[_Wire] = []
+        self._keep = idle
+        self._slots = asyncio.Semaphore(most)
+
+    def close(self) -> None:
+        for wire in self._idle:
+            wire.close()
+        self._idle.clear()
+
+    async def exchange(
+        self, method: str, target: str, fields: list[tuple[str, str]], body: bytes | None, max_bytes: int | None
+    ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        """Send one read and return its status, headers and body; sent once more on a new connection if the
+        connection dropped before the answer began (a pooled one may have gone stale)."""
+        async with self._slots:
+            for attempt in (0, 1):
+                wire = await self._connection(fresh=attempt > 0)
+                try:
+                    result = await self._exchange(wire, method, target, fields, body, max_bytes)
+                except _Dropped as exc:
+                    wire.close()
+                    if attempt == 0 and not exc.answer_began:
+                        continue  # a read is safe to send again
+                    raise EngineUnavailable(f"the engine dropped the connection: {exc}") from None
+                except BaseException:  # a deadline, the size cap: the answer is abandoned with its connection
+                    wire.close()
+                    raise
+                self._release(wire)
+                return result
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    async def _exchange(
+        wire: _Wire, method: str, target: str, fields: list[tuple[str, str]], body: bytes | None, max_bytes: int | None
+    ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        wire.busy = True
+        request = h11.Request(method=method, target=target, headers=fields)
+        if body is None:
+            wire.send(request, h11.EndOfMessage())
+        else:
+            wire.send(request, h11.Data(data=body), h11.EndOfMessage())
+        event = await wire.next_event(answer_began=False)
+        while isinstance(event, h11.InformationalResponse):
+            event = await wire.next_event(answer_began=False)
+        if not isinstance(event, h11.Response):
+            raise _Dropped("the engine closed the connection", answer_began=False)
+        parts: list[bytes] = []
+        size = 0
+        while True:
+            piece = await wire.next_event(answer_began=True)
+            if isinstance(piece, h11.Data):
+                size += len(piece.data)
+                if max_bytes is not None and size > max_bytes:
+                    raise TooLarge()
+                parts.append(bytes(piece.data))
+            elif isinstance(piece, h11.EndOfMessage):
+                break
+            else:
+                raise _Dropped("the engine closed the connection mid-answer", answer_began=True)
+        wire.busy = False
+        data = parts[0] if len(parts) == 1 else b"".join(parts)
+        return event.status_code, list(event.headers), data
+
+    async def _connection(self, *, fresh: bool) -> _Wire:
+        """A pooled connection still fit for use, or a new one (``fresh``: always new)."""
+        now = time.monotonic()
+        while self._idle and not fresh:
+            wire = self._idle.pop()
+            if not wire.closed and now - wire.idle_since < self._expiry:
+                return wire
+            wire.close()
+        loop = asyncio.get_running_loop()
+        for attempt in range(1 + CONNECT_RETRIES):
+            if attempt:
+                await asyncio.sleep(CONNECT_BACKOFF_S * attempt)
+            try:
+                _, wire = await loop.create_connection(_Wire, "127.0.0.1", self._engine.port)
+                return wire
+            except OSError as exc:
+                failure = exc
+        raise EngineUnavailable(f"cannot connect to the engine: {failure or type(failure).__name__}")
+
+    def _release(self, wire: _Wire) -> None:
+        """Keep a connection whose exchange ended cleanly, if the engine keeps it open, sent nothing after the
+        answer (an unasked answer behind it would be read as the next one's), and the pool has room."""
+        h = wire.h11
+        trailing, ended = h.trailing_data
+        if (
+            wire.closed
+            or trailing
+            or ended
+            or h.our_state is not h11.DONE
+            or h.their_state is not h11.DONE
+            or len(self._idle) >= self._keep
+        ):
+            wire.close()
+            return
+        h.start_next_cycle()
+        wire.idle_since = time.monotonic()
+        self._idle.append(wire)

@@ -94,13 +94,28 @@ def search(
 ) -> list[str]:
     """The IRIs of about the ``k`` rows nearest ``query`` among those ``where`` allows (checked before the
     search), nearest first. Fewer than ``k`` when a filter leaves fewer in the partitions searched."""
+    return search_rows(table, query, k, where=where, nprobes=nprobes, refine=refine)[0]
+
+
+def search_rows(
+    table: Any,
+    query: np.ndarray,
+    k: int,
+    *,
+    where: str | None = None,
+    nprobes: int = NPROBES,
+    refine: int = REFINE_FACTOR,
+    vectors: bool = False,
+) -> tuple[list[str], np.ndarray | None]:
+    """:func:`search`, and with ``vectors`` the stored vector of each row found (one row each, float32)."""
+    columns = ["iri", "_distance", "vector"] if vectors else ["iri", "_distance"]
     builder = (
         table.search(np.asarray(query, dtype=np.float32), vector_column_name="vector")
         .distance_type(METRIC)
         .nprobes(nprobes)
         .ef(max(EF, k * max(refine, 1)))
         .limit(k)
-        .select(["iri", "_distance"])
+        .select(columns)
     )
     if refine > 0:
         builder = builder.refine_factor(refine)
@@ -108,4 +123,15 @@ def search(
         builder = builder.where(where, prefilter=True)
     result = builder.to_arrow()
     iris: list[str] = result.column("iri").to_pylist()
-    return iris
+    return iris, vector_matrix(result) if vectors else None
+
+
+def vector_matrix(data: Any) -> np.ndarray:
+    """The ``vector`` column of an Arrow table as one float32 matrix, a fresh writable copy (offsets of sliced
+    chunks respected)."""
+    column = data.column("vector")
+    dim = column.type.list_size
+    chunks = [c.flatten().to_numpy(zero_copy_only=False) for c in column.chunks]
+    if not chunks:
+        return np.zeros((0, dim), np.float32)
+    return np.concatenate(chunks).astype(np.float32, copy=False).reshape(-1, dim)

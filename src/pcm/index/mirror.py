@@ -4,6 +4,11 @@ Flat LanceDB vector search over 100k rows took 120-220 ms on the development mac
 7-20 ms, so vector search runs here; LanceDB keeps the durable copy and does full-text search. Deleted rows free
 their slot for the next insert, so the matrix does not grow with churn. Categorical columns (role, speaker,
 session) are kept as integer codes so a filter is one vectorised comparison.
+
+Opening keeps the posts' own fields (text, time, fingerprints) as the Arrow columns LanceDB returned and makes a
+:class:`PostRecord` only for a slot that is asked for (a hit, a candidate's text): recall touches a few hundred
+slots, and building every record up front cost more than the rest of the open (0.6 s of CPU at 100k posts, growing
+with the memory). Operations over every post (reconciling, the relevance terms) turn the columns into objects once.
 """
 
 from __future__ import annotations
@@ -11,8 +16,9 @@ from __future__ import annotations
 import heapq
 import math
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -33,11 +39,85 @@ NEAR_ERROR_BF16 = 0.0125
 the two vectors: rounding both to 8 significant bits is off by at most 2 * 2^-8 per term (summed in float32, so
 at most that share of ``|p| |q|``), and rounding the result by 2^-8 more; 0.0118 in all, 0.0023 the worst seen on
 100k random and 419 LoCoMo vectors."""
+REMEMBERED_ROWS = 100_000
+"""Rows a deferred matrix keeps from search results (150 MB of 384-d float32) before they are dropped: every search
+brings its own rows again, so a long-running server does not gather the matrix row by row."""
 NEAR_ERROR_FLOAT32 = 1e-4
 """The same for float32 products computed by BLAS in another order than numpy's (about 1e-6 for 384 terms)."""
 
 
 R = TypeVar("R", PostRecord, EntityRecord)
+T = TypeVar("T")
+
+
+class _Column(Protocol[T]):
+    """What the slot bookkeeping needs of a per-slot column: a plain list, or a :class:`_Lazy` one."""
+
+    def __getitem__(self, slot: int) -> T: ...
+
+    def __setitem__(self, slot: int, value: T) -> None: ...
+
+    def __len__(self) -> int: ...
+
+    def __iter__(self) -> Iterator[T]: ...
+
+    def append(self, value: T) -> None: ...
+
+
+class _Lazy(Generic[T]):
+    """A per-slot column read at open as Arrow arrays and turned into Python objects only where asked for.
+
+    ``one(i)`` converts the value of loaded row ``i``, ``every()`` all loaded rows at once (the form a bulk
+    reader wants); slots written since the load hold their own objects. Iterating converts every row once and
+    keeps the list."""
+
+    def __init__(self, size: int, one: Callable[[int], T], every: Callable[[], list[T]]) -> None:
+        self._loaded = size
+        self._one = one
+        self._every = every
+        self._written: dict[int, T] = {}
+        self._size = size
+        self._all: list[T] | None = None
+
+    def __len__(self) -> int:
+        return self._size if self._all is None else len(self._all)
+
+    def __getitem__(self, slot: int) -> T:
+        if self._all is not None:
+            return self._all[slot]
+        if not 0 <= slot < self._size:
+            raise IndexError(slot)
+        if slot in self._written:
+            return self._written[slot]
+        return self._one(slot)
+
+    def __setitem__(self, slot: int, value: T) -> None:
+        if self._all is not None:
+            self._all[slot] = value
+            return
+        if not 0 <= slot < self._size:
+            raise IndexError(slot)
+        self._written[slot] = value
+
+    def append(self, value: T) -> None:
+        if self._all is not None:
+            self._all.append(value)
+            return
+        self._written[self._size] = value
+        self._size += 1
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self.materialised())
+
+    def materialised(self) -> list[T]:
+        """Every slot as a Python object (converted once, then kept)."""
+        if self._all is None:
+            values = self._every()
+            values.extend([None] * (self._size - len(values)))  # type: ignore[list-item]  # written below
+            for slot, value in self._written.items():
+                values[slot] = value
+            self._all, self._written = values, {}
+        return self._all
 
 
 class _Slots(Generic[R]):
@@ -48,14 +128,17 @@ class _Slots(Generic[R]):
 
     def __init__(self, dim: int) -> None:
         self.dim = dim
-        self.records: list[R | None] = []
+        self.records: _Column[R | None] = []
         self.slot_of: dict[str, int] = {}
-        self.digests: list[str] = []
-        self.search_hashes: list[str] = []
-        self.vectors = np.zeros((0, dim), dtype=np.float32)
-        self.norms = np.zeros(0, dtype=np.float32)
-        """The length of each slot's vector (1 for a unit vector, 0 for a free slot): the error bound of the near
-        products."""
+        self.digests: _Column[str] = []
+        self.search_hashes: _Column[str] = []
+        self._vectors = np.zeros((0, dim), dtype=np.float32)
+        self._norms = np.zeros(0, dtype=np.float32)
+        self._deferred: Callable[[], np.ndarray] | None = None
+        """Reads the matrix of the rows loaded (:meth:`_load_slots` with a reader): ``None`` once it is in memory."""
+        self._known: dict[int, np.ndarray] = {}
+        """Rows of a deferred matrix met in search results (:meth:`remember`), by slot: what recall through the
+        vector index needs to score its candidates, without the whole matrix."""
         self.alive = np.zeros(0, dtype=bool)
         self._near: Any = None
         """A bfloat16 torch copy of ``vectors`` for the first pass of :meth:`top_by_vector`, made on first use and
@@ -66,6 +149,66 @@ class _Slots(Generic[R]):
 
     def __len__(self) -> int:
         return len(self.slot_of)
+
+    @property
+    def vectors(self) -> np.ndarray:
+        """Every slot's vector, one row each (read now if the load deferred it)."""
+        if self._deferred is not None:
+            self._read_matrix()
+        return self._vectors
+
+    @vectors.setter
+    def vectors(self, matrix: np.ndarray) -> None:
+        self._vectors = matrix
+
+    @property
+    def norms(self) -> np.ndarray:
+        """The length of each slot's vector (1 for a unit vector, 0 for a free slot): the error bound of the near
+        products."""
+        if self._deferred is not None:
+            self._read_matrix()
+        return self._norms
+
+    @norms.setter
+    def norms(self, lengths: np.ndarray) -> None:
+        self._norms = lengths
+
+    def deferred(self) -> bool:
+        """Whether the vector matrix is still to be read (only rows met in search results are in memory)."""
+        return self._deferred is not None
+
+    def remember(self, slots: Sequence[int], vectors: np.ndarray) -> None:
+        """Keep the stored vectors of ``slots`` (rows of ``vectors``, as a search read them from the table) while
+        the matrix is deferred, so the slots can be scored without it."""
+        if self._deferred is None:
+            return
+        for slot, vector in zip(slots, vectors, strict=True):
+            self._known[int(slot)] = np.array(vector, dtype=np.float32)
+
+    def forget_rows(self) -> None:
+        """Drop the remembered rows once they pass :data:`REMEMBERED_ROWS` (called between searches, never within
+        one recall: its later steps read the rows its first searches brought)."""
+        if len(self._known) > REMEMBERED_ROWS:
+            self._known = {}
+
+    def rows(self, slots: np.ndarray | Sequence[int]) -> np.ndarray:
+        """The vectors of ``slots``, one row each: from the remembered rows when the matrix is deferred and they
+        hold them all, else from the matrix (read now if need be)."""
+        wanted = np.asarray(slots, dtype=np.int64)
+        if self._deferred is not None:
+            known = self._known
+            if all(int(slot) in known for slot in wanted.tolist()):
+                if not len(wanted):
+                    return np.zeros((0, self.dim), dtype=np.float32)
+                return np.stack([known[int(slot)] for slot in wanted.tolist()])
+        return self.vectors[wanted]
+
+    def _norms_at(self, slots: np.ndarray) -> np.ndarray:
+        """The lengths of the vectors of ``slots``, computed as the load computes them."""
+        if self._deferred is None:
+            return self.norms[slots]
+        rows = self.rows(slots)
+        return np.sqrt(np.einsum("ij,ij->i", rows, rows)).astype(np.float32)
 
     def __contains__(self, iri: object) -> bool:
         return iri in self.slot_of
@@ -79,12 +222,12 @@ class _Slots(Generic[R]):
 
     def vector(self, iri: str) -> np.ndarray | None:
         slot = self.slot_of.get(iri)
-        return None if slot is None else self.vectors[slot]
+        return None if slot is None else self.rows([slot])[0]
 
     def unit_vectors(self, slots: np.ndarray) -> np.ndarray:
         """The rows at ``slots`` scaled to length 1 (a cleared row, of norm 0, stays zero)."""
-        norms = self.norms[slots]
-        return self.vectors[slots] / np.where(norms > 0, norms, 1.0)[:, None]
+        norms = self._norms_at(slots)
+        return self.rows(slots) / np.where(norms > 0, norms, 1.0)[:, None]
 
     def capacity(self) -> int:
         return len(self.digests)
@@ -179,7 +322,7 @@ class _Slots(Generic[R]):
     def _scores_at(self, rows: np.ndarray, query: np.ndarray, weights: np.ndarray | None) -> np.ndarray:
         """The exact scores of ``rows``: each row's product with ``query`` summed by numpy's ``einsum``, which
         gives a row the same value whichever rows are scored beside it."""
-        scores = np.einsum("ij,j->i", self.vectors[rows], query, optimize=False)
+        scores = np.einsum("ij,j->i", self.rows(rows), query, optimize=False)
         if weights is not None:
             np.maximum(scores, 0.0, out=scores)
             scores *= weights[rows]
@@ -203,7 +346,7 @@ class _Slots(Generic[R]):
         return record
 
     def live_records(self) -> Iterator[R]:
-        return (r for r in self.records if r is not None)
+        return (r for r in list(self.records) if r is not None)
 
     def put(self, record: R, digest: str, search_hash: str, vector: np.ndarray) -> None:
         self.generation += 1
@@ -239,20 +382,52 @@ class _Slots(Generic[R]):
         """Undo ``_fill`` for a record just removed from ``slot``."""
 
     def _load_slots(
-        self, iris: Sequence[str], digests: list[str], hashes: list[str], vectors: np.ndarray
+        self,
+        iris: Sequence[str],
+        digests: _Column[str],
+        hashes: _Column[str],
+        vectors: np.ndarray | Callable[[], np.ndarray],
+        *,
+        own: bool = False,
     ) -> None:
-        """Fill an empty mirror in one go (opening an index): slot i holds row i."""
+        """Fill an empty mirror in one go (opening an index): slot i holds row i. With ``own`` the mirror takes
+        ``vectors`` (a writable float32 array nobody else holds) as its matrix instead of a copy: at 1M posts the
+        copy is 1.5 GB more at the peak. ``vectors`` may instead be a reader of that matrix (an owned array), called
+        when the matrix is first needed: a recall through the vector index scores only the rows its searches
+        return (:meth:`remember`), so it never is."""
         size = len(iris)
         self.generation += 1
         self.slot_of = dict(zip(iris, range(size), strict=True))
         self.digests, self.search_hashes = digests, hashes
-        self.vectors = np.array(vectors, dtype=np.float32, copy=True).reshape(
-            size, self.dim
-        )  # writable, ours
-        self.norms = np.sqrt(np.einsum("ij,ij->i", self.vectors, self.vectors)).astype(np.float32)
         self._near = None
         self.alive = np.ones(size, dtype=bool)
+        self._known = {}
+        if callable(vectors):
+            self._deferred = vectors
+        else:
+            self._deferred = None
+            self._take_matrix(vectors, size, own)
         self._grow_columns(size)
+
+    def _take_matrix(self, vectors: np.ndarray, size: int, own: bool) -> None:
+        matrix = np.asarray(vectors, dtype=np.float32)
+        usable = own and matrix.flags.writeable and matrix.flags.c_contiguous and matrix.size == size * self.dim
+        self.vectors = (
+            matrix.reshape(size, self.dim)
+            if usable
+            else np.array(matrix, dtype=np.float32, copy=True).reshape(size, self.dim)
+        )  # writable, ours
+        self.norms = np.sqrt(np.einsum("ij,ij->i", self.vectors, self.vectors)).astype(np.float32)
+
+    def _read_matrix(self) -> None:
+        """Read the deferred matrix; the slots freed or claimed since the load are still the loaded rows (every
+        write reads the matrix first, through :attr:`vectors`)."""
+        reader, self._deferred = self._deferred, None
+        assert reader is not None
+        size = len(self.alive)
+        self._take_matrix(reader(), size, True)
+        self._known = {}
+        self._near = None
 
     def _claim(self, iri: str) -> int:
         """The slot for ``iri``: its own if present, else a freed one, else a new one (the matrix grows by half)."""
@@ -313,10 +488,11 @@ class _Codes:
             code = self.code_of[value] = len(self.code_of)
         return code
 
-    def codes(self, values: Sequence[str | None]) -> np.ndarray:
+    def codes(self, values: Sequence[str | None] | pa.Array) -> np.ndarray:
         """The codes of many values at once: Arrow's dictionary encoding finds the distinct ones, so only those
         go through :meth:`code` (a call per row took 0.4 s of CPU for the three columns of 100k posts)."""
-        encoded = pa.array(values, type=pa.string()).dictionary_encode()
+        column = values if isinstance(values, pa.Array) else pa.array(values, type=pa.string())
+        encoded = column.dictionary_encode()
         distinct = encoded.dictionary.to_pylist()
         if not distinct:
             return np.full(len(values), _MISSING, dtype=np.int32)
@@ -332,19 +508,53 @@ class _Codes:
         return self.code_of.get(value, _NO_MATCH)
 
 
+POST_FIELDS = (
+    "iri",
+    "session",
+    "role",
+    "speaker",
+    "time",
+    "text",
+    "source_id",
+    "position",
+    "digest",
+    "search_hash",
+)
+"""The columns :meth:`PostMirror.load_columns` takes (besides the vectors and times)."""
+
+
 class PostMirror(_Slots[PostRecord]):
     """Posts by slot, plus what recall filters on and what neighbour context needs."""
 
     def __init__(self, dim: int) -> None:
         super().__init__(dim)
-        self.at: dict[tuple[str, int], str] = {}
-        """(session, position) -> post IRI: the previous turn of a post is ``at[(session, position - 1)]``."""
+        self._at: dict[tuple[str, int], str] | None = {}
+        """(session, position) -> post IRI; ``None`` after a load until first asked for (:attr:`at`)."""
         self.sessions, self.roles, self.speakers = _Codes(), _Codes(), _Codes()
         self.session_code = np.zeros(0, dtype=np.int32)
         self.role_code = np.zeros(0, dtype=np.int32)
         self.speaker_code = np.zeros(0, dtype=np.int32)
         self.ts = np.zeros(0, dtype=np.float64)
         self.speaker_counts: Counter[str] = Counter()
+
+    @property
+    def at(self) -> dict[tuple[str, int], str]:
+        """(session, position) -> post IRI: the previous turn of a post is ``at[(session, position - 1)]``. Made
+        from every record on first use after a load (only writes and the relevance terms need it)."""
+        return self._neighbours()
+
+    def _neighbours(self) -> dict[tuple[str, int], str]:
+        if self._at is None:
+            self._at = {(r.session, r.position): r.iri for r in self.live_records()}
+        return self._at
+
+    def put(self, record: PostRecord, digest: str, search_hash: str, vector: np.ndarray) -> None:
+        self._neighbours()  # made from the records as they were before this write, as a load would have made it
+        super().put(record, digest, search_hash, vector)
+
+    def remove(self, iri: str) -> PostRecord | None:
+        self._neighbours()  # likewise
+        return super().remove(iri)
 
     def _grow_columns(self, size: int) -> None:
         self.session_code = _widen(self.session_code, size, _MISSING)
@@ -360,15 +570,78 @@ class PostMirror(_Slots[PostRecord]):
         vectors: np.ndarray,
         ts: np.ndarray,
     ) -> None:
-        """Fill an empty mirror from the table's rows, vectorised where it counts."""
-        self._load_slots([r.iri for r in records], digests, hashes, vectors)
-        self.records = list(records)
-        self.session_code = self.sessions.codes([r.session for r in records])
-        self.role_code = self.roles.codes([r.role for r in records])
-        self.speaker_code = self.speakers.codes([r.speaker for r in records])
+        """Fill an empty mirror from records (the rows of a table, as :meth:`load_columns` takes them)."""
+        fields = {
+            "iri": [r.iri for r in records],
+            "session": [r.session for r in records],
+            "role": [r.role for r in records],
+            "speaker": [r.speaker for r in records],
+            "time": [r.time.isoformat() if r.time is not None else None for r in records],
+            "text": [r.text for r in records],
+            "source_id": [r.source_id for r in records],
+            "position": pa.array([r.position for r in records], type=pa.int64()),
+            "digest": digests,
+            "search_hash": hashes,
+        }
+        columns = pa.table(
+            {
+                name: pa.array(values, type=pa.int64() if name == "position" else pa.string())
+                for name, values in fields.items()
+            }
+        )
+        self.load_columns(columns, vectors, ts)
+
+    def load_columns(
+        self,
+        columns: pa.Table,
+        vectors: np.ndarray | Callable[[], np.ndarray],
+        ts: np.ndarray,
+        *,
+        own: bool = False,
+    ) -> None:
+        """Fill an empty mirror from a table's rows: ``columns`` holds :data:`POST_FIELDS`, ``vectors`` one row
+        each (or their reader), ``ts`` each row's time as written by ``timestamp`` (NaN for none); ``own`` as in
+        ``_load_slots``.
+
+        The filter columns and the speaker counts are computed here, in Arrow; the records and fingerprints are
+        made per slot when asked for (see the module docstring)."""
+        named = {name: columns.column(name).combine_chunks() for name in POST_FIELDS}
+        size = columns.num_rows
+        iris = named["iri"].to_pylist()
+        self._load_slots(
+            iris,
+            _Lazy(size, lambda i: named["digest"][i].as_py(), named["digest"].to_pylist),
+            _Lazy(size, lambda i: named["search_hash"][i].as_py(), named["search_hash"].to_pylist),
+            vectors,
+            own=own,
+        )
+        fields = [named[name] for name in POST_FIELDS[:8]]
+
+        def one(slot: int) -> PostRecord | None:
+            return _post_record(*(column[slot].as_py() for column in fields))
+
+        def every() -> list[PostRecord | None]:
+            return [
+                _post_record(*values)
+                for values in zip(*(column.to_pylist() for column in fields), strict=True)
+            ]
+
+        self.records = _Lazy(size, one, every)
+        self.session_code = self.sessions.codes(named["session"])
+        self.role_code = self.roles.codes(named["role"])
+        self.speaker_code = self.speakers.codes(named["speaker"])
         self.ts = np.array(ts, dtype=np.float64)  # written with the row by ``timestamp``; NaN for no time
-        self.at = {(r.session, r.position): r.iri for r in records}
-        self.speaker_counts = Counter(r.speaker for r in records if r.speaker)
+        self._at = None
+        counts = pc.value_counts(named["speaker"].drop_null())
+        self.speaker_counts = Counter(
+            {
+                name: int(count)
+                for name, count in zip(
+                    counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True
+                )
+                if name
+            }
+        )
 
     def _fill(self, slot: int, record: PostRecord) -> None:
         self.session_code[slot] = self.sessions.code(record.session)
@@ -524,6 +797,29 @@ class EntityMirror(_Slots[EntityRecord]):
         return heapq.nsmallest(
             limit, ((iri, score / total) for iri, score in acc.items()), key=lambda item: (-item[1], item[0])
         )
+
+
+def _post_record(
+    iri: str,
+    session: str,
+    role: str,
+    speaker: str | None,
+    time: str | None,
+    text: str,
+    source_id: str | None,
+    position: int,
+) -> PostRecord:
+    """A post as its row stores it (the time as ISO 8601 text)."""
+    return PostRecord(
+        iri,
+        session,
+        role,
+        speaker,
+        datetime.fromisoformat(time) if time else None,
+        text,
+        source_id,
+        int(position),
+    )
 
 
 def _tensor(row: np.ndarray) -> Any:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
@@ -26,7 +27,7 @@ from pcm.index import ann, quantity
 from pcm.index import entities as entity_ranking
 from pcm.index import recall as ranking
 from pcm.index.embedder import Embedder, get_embedder
-from pcm.index.mirror import EntityMirror, PostMirror
+from pcm.index.mirror import POST_FIELDS, EntityMirror, PostMirror
 from pcm.index.records import EntityMatch, EntityRecord, PostRecord
 from pcm.index.relevance import (
     Relevance,
@@ -45,7 +46,6 @@ from pcm.index.tables import (
     Tables,
     check_meta,
     entity_rows_table,
-    parse_time,
     post_rows_table,
     read_json,
     read_meta,
@@ -391,6 +391,7 @@ class SideIndex:
             tables = self._open_tables()
             if k <= 0 or not query.strip() or len(self._posts) == 0:
                 return []
+            self._posts.forget_rows()
             depth = max(self.recall_config.depth, 4 * k)
             since_ts = timestamp(since) if since is not None else None
             until_ts = timestamp(until) if until is not None else None
@@ -406,16 +407,18 @@ class SideIndex:
                 favoured = f"role = {sql_string(ranking.OWNER_ROLE)}"
             where = _post_filter(role, speaker, session, since_ts, until_ts)
             legs: list[ranking.Leg] = []
-            fts_hits: Future[list[tuple[str, float]]] | None = None
+            fts_hits: Future[tuple[list[tuple[str, float]], np.ndarray | None]] | None = None
             if mode != "vector":
                 # the speaker prior re-orders the full-text hits after the cut, so cut deeper when it applies
                 fts_depth = depth if factors is None else 2 * depth
                 fts_args = (tables.posts, fts_query(without_speakers(query, named)), fts_depth, where)
+                # with the matrix deferred the hits bring their vectors: feedback and diversity read them
+                with_vectors = self._posts.deferred()
                 if mode == "fts":
-                    legs.append(self._fts_leg(tables.fts(*fts_args), factors))
+                    legs.append(self._fts_leg(tables.fts_rows(*fts_args, vectors=with_vectors), factors))
                 else:
                     # LanceDB searches the words on its own threads while this one embeds the question
-                    fts_hits = self._beside().submit(tables.fts, *fts_args)
+                    fts_hits = self._beside().submit(partial(tables.fts_rows, vectors=with_vectors), *fts_args)
             if mode != "fts":
                 vector = self._query_vector(vector_query(self._vector_text(query, named, keep_name=self.recall_config.named_speaker_in_vector)))
                 slots, scores = self._nearest(
@@ -459,6 +462,7 @@ class SideIndex:
             posts = self._posts
             if not query.strip() or sum(1 for n in posts.speaker_counts.values() if n > 0) < 2:
                 return False
+            posts.forget_rows()
             named = named_speakers(query, posts.speaker_counts)
             if len(named) != 1:
                 return False
@@ -470,7 +474,7 @@ class SideIndex:
             if not len(slots) or said[slots[0]]:
                 return False
             legs = [
-                self._fts_leg(tables.fts(tables.posts, content, depth), None),
+                self._fts_leg((tables.fts(tables.posts, content, depth), None), None),
                 ranking.rank_leg(slots, scores, self.recall_config.attribution_vector_weight),
             ]
             fused = ranking.rrf(legs)
@@ -484,6 +488,7 @@ class SideIndex:
         with self._lock:
             self._open_tables()
             posts = self._posts
+            posts.forget_rows()
             speakers = [n for n, c in posts.speaker_counts.items() if c > 0]
             named = named_speakers(query, posts.speaker_counts)
             if not query.strip() or len(speakers) < 2 or len(named) != 1:
@@ -530,8 +535,9 @@ class SideIndex:
                 iri = at.get((session, position))
                 return None if iri is None else posts.slot_of.get(iri)
 
+            digests = list(posts.digests)  # every one is read: converted in one go
             slots = ((posts.slot_of[r.iri], r) for r in posts.live_records())
-            triples = ((slot, r, posts.digests[slot]) for slot, r in slots)
+            triples = ((slot, r, digests[slot]) for slot, r in slots)
             previous = self._term_stats[2] if self._term_stats is not None else None
             self._term_stats = (*key, TermStats.build(triples, slot_at, previous))
         return self._term_stats[2]
@@ -841,11 +847,19 @@ class SideIndex:
                 return mirror.rescore(allowed, query, n, mask, weights)
             wanted = min(n, len(allowed))
         table = self._open_tables().table(name)
-        iris = ann.search(table, query, n, where=where)
+        deferred = mirror.deferred()
+        searches = [where]
         if weights is not None:
-            iris += ann.search(table, query, n, where=f"({where}) AND ({favoured})" if where else favoured)
+            searches.append(f"({where}) AND ({favoured})" if where else favoured)
         slot_of = mirror.slot_of
-        found = np.fromiter((slot_of[i] for i in iris if i in slot_of), dtype=np.int64)
+        found_slots: list[int] = []
+        for condition in searches:
+            iris, vectors = ann.search_rows(table, query, n, where=condition, vectors=deferred)
+            rows = [i for i, iri in enumerate(iris) if iri in slot_of]
+            if vectors is not None:
+                mirror.remember([slot_of[iris[i]] for i in rows], vectors[rows])
+            found_slots += [slot_of[iris[i]] for i in rows]
+        found = np.asarray(found_slots, dtype=np.int64)
         slots, scores = mirror.rescore(found, query, n, mask, weights)
         if len(slots) < wanted:
             return self._scan(mirror, query, n, mask, weights, near)
@@ -869,15 +883,43 @@ class SideIndex:
     @property
     def _posts(self) -> PostMirror:
         """The posts mirror, filled from the table on first use (recall never needs the entities mirror, nor
-        entity matching the posts one)."""
+        entity matching the posts one). Where searches will go through the vector index (:meth:`_vector_ready`)
+        the vector matrix is left unread until something needs it whole (an exact scan, a write): at 1M posts it
+        is 1.5 GB, read in seconds, and recall through the index scores only the rows its searches return."""
         if self._post_mirror is None:
             tables = self._open_tables()
+            rows = tables.posts.count_rows()
+            defer = tables.vector_indexed[POSTS_TABLE] and not self._overlaid and rows >= self.ann_min_rows
             with _gc_paused():
-                c = tables.read(tables.posts, _POST_COLUMNS)
+                columns = (*POST_FIELDS, "ts") if defer else (*POST_FIELDS, "vector", "ts")
+                data = tables.read_arrow(tables.posts, columns)
+                ts = data.column("ts").to_numpy().astype(np.float64)
                 mirror = PostMirror(self.embedder.dim)
-                mirror.load(_post_records(c), c["digest"], c["search_hash"], c["vector"], c["ts"])
+                if defer:
+                    iris = data.column("iri").combine_chunks()
+                    mirror.load_columns(data, partial(self._read_post_vectors, mirror, iris), ts)
+                else:
+                    mirror.load_columns(data, tables.vectors(data), ts, own=True)
             self._post_mirror = mirror
         return self._post_mirror
+
+    def _read_post_vectors(self, mirror: PostMirror, iris: Any) -> np.ndarray:
+        """The matrix the posts mirror deferred: the ``iris`` it loaded (an Arrow array), slot for slot, read from
+        the table now. Rows the table has since replaced come with their new vectors (the write that replaced
+        them puts the same ones), rows it no longer holds stay zero (the write that deleted them clears them)."""
+        tables = self._open_tables()
+        data = tables.read_arrow(tables.posts, ("iri", "vector"))
+        vectors = tables.vectors(data)
+        now = data.column("iri").combine_chunks()
+        if now.equals(iris):
+            return vectors
+        matrix = np.zeros((len(iris), self.embedder.dim), dtype=np.float32)
+        slot_of, size = mirror.slot_of, len(iris)
+        for row, iri in enumerate(now.to_pylist()):
+            slot = slot_of.get(iri)
+            if slot is not None and slot < size:
+                matrix[slot] = vectors[row]
+        return matrix
 
     @property
     def _entities(self) -> EntityMirror:
@@ -976,7 +1018,7 @@ class SideIndex:
         posts = self._posts
         out: list[ranking.Leg] = []
         if self.recall_config.feedback_vector_weight > 0:
-            moved = vector + self.recall_config.feedback_beta * posts.vectors[top].mean(axis=0)
+            moved = vector + self.recall_config.feedback_beta * posts.rows(top).mean(axis=0)
             moved = (moved / max(float(np.linalg.norm(moved)), 1e-9)).astype(np.float32)
             slots, scores = self._nearest(POSTS_TABLE, moved, depth, mask, factors, where=where, favoured=favoured)
             out.append(ranking.rank_leg(slots, scores, self.recall_config.feedback_vector_weight))
@@ -988,7 +1030,15 @@ class SideIndex:
         slots = np.asarray(found, dtype=np.int64)
         return ranking.Leg(slots, np.array([fused[s] for s in found], dtype=np.float64), self.recall_config.quantity_weight)
 
-    def _fts_leg(self, hits: list[tuple[str, float]], factors: np.ndarray | None) -> ranking.Leg:
+    def _fts_leg(
+        self, found: tuple[list[tuple[str, float]], np.ndarray | None], factors: np.ndarray | None
+    ) -> ranking.Leg:
+        """The full-text hits (and, with the matrix deferred, their vectors, which the mirror keeps) as a leg."""
+        hits, vectors = found
+        if vectors is not None:
+            slot_of = self._posts.slot_of
+            rows = [i for i, (iri, _) in enumerate(hits) if iri in slot_of]
+            self._posts.remember([slot_of[hits[i][0]] for i in rows], vectors[rows])
         known = [(self._posts.slot_of[iri], score) for iri, score in hits if iri in self._posts]
         slots = np.array([slot for slot, _ in known], dtype=np.int64)
         scores = np.array([score for _, score in known], dtype=np.float64)
@@ -1066,20 +1116,6 @@ class _PostView:
         return [r for r in found if r is not None and r.iri not in self._removed and r.iri in self._mirror]
 
 
-_POST_COLUMNS = (
-    "iri",
-    "session",
-    "role",
-    "speaker",
-    "time",
-    "text",
-    "source_id",
-    "position",
-    "search_hash",
-    "digest",
-    "vector",
-    "ts",
-)
 _ENTITY_COLUMNS = (
     "iri",
     "label",
@@ -1092,21 +1128,6 @@ _ENTITY_COLUMNS = (
     "digest",
     "vector",
 )
-
-
-def _post_records(c: dict[str, Any]) -> list[PostRecord]:
-    fields = zip(
-        c["iri"],
-        c["session"],
-        c["role"],
-        c["speaker"],
-        c["time"],
-        c["text"],
-        c["source_id"],
-        c["position"],
-        strict=True,
-    )
-    return [PostRecord(i, s, r, sp, parse_time(t), x, src, int(p)) for i, s, r, sp, t, x, src, p in fields]
 
 
 def _entity_records(c: dict[str, Any]) -> list[EntityRecord]:

@@ -13,7 +13,7 @@ import shutil
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -310,30 +310,45 @@ class Tables:
 
     def read(self, table: Any, columns: Sequence[str]) -> dict[str, Any]:
         """Whole columns of ``table`` (python lists; ``vector`` as one float32 matrix)."""
-        rows = table.count_rows()
-        data = table.search().select(list(columns)).limit(rows).to_arrow() if rows else None
+        data = self.read_arrow(table, columns)
         out: dict[str, Any] = {}
         for name in columns:
-            if data is None:
-                out[name] = np.zeros((0, self.dim), np.float32) if name == "vector" else []
-            elif name == "vector":  # one copy, writable, offsets of sliced chunks respected
-                chunks = [c.flatten().to_numpy(zero_copy_only=False) for c in data.column(name).chunks]
-                out[name] = np.concatenate(chunks).astype(np.float32, copy=False).reshape(-1, self.dim)
+            if name == "vector":
+                out[name] = self.vectors(data)
             elif name == "ts":
-                out[name] = data.column(name).to_numpy(zero_copy_only=False).astype(np.float64)
+                out[name] = data.column(name).to_numpy().astype(np.float64)
             else:
                 out[name] = data.column(name).to_pylist()
         return out
 
+    def read_arrow(self, table: Any, columns: Sequence[str]) -> pa.Table:
+        """Whole columns of ``table`` as Arrow (empty, with the table's types, for an empty table)."""
+        rows = table.count_rows()
+        if not rows:
+            return table.schema.empty_table().select(list(columns))
+        return table.search().select(list(columns)).limit(rows).to_arrow()
+
+    def vectors(self, data: pa.Table) -> np.ndarray:
+        """The ``vector`` column of ``data`` as one float32 matrix, a fresh writable copy."""
+        return ann.vector_matrix(data).reshape(-1, self.dim)
+
     def fts(self, table: Any, query: str, limit: int, where: str | None = None) -> list[tuple[str, float]]:
         """(iri, BM25 score) of the best ``limit`` rows for ``query``; a query with no indexable word gives none."""
+        return self.fts_rows(table, query, limit, where)[0]
+
+    def fts_rows(
+        self, table: Any, query: str, limit: int, where: str | None = None, *, vectors: bool = False
+    ) -> tuple[list[tuple[str, float]], np.ndarray | None]:
+        """:meth:`fts`, and with ``vectors`` the stored vector of each row found (one row each)."""
         if not query.strip() or limit <= 0:
-            return []
+            return [], np.zeros((0, self.dim), np.float32) if vectors else None
         builder = table.search(query, query_type="fts", fts_columns="search")
         if where:
             builder = builder.where(where, prefilter=True)
-        result = builder.limit(limit).select(["iri", "_score"]).to_arrow()
-        return list(zip(result.column("iri").to_pylist(), result.column("_score").to_pylist(), strict=True))
+        columns = ["iri", "_score", "vector"] if vectors else ["iri", "_score"]
+        result = builder.limit(limit).select(columns).to_arrow()
+        hits = list(zip(result.column("iri").to_pylist(), result.column("_score").to_pylist(), strict=True))
+        return hits, self.vectors(result) if vectors else None
 
     def optimize(self, retain: timedelta, only: str | None = None) -> None:
         """Compact fragments, fold new rows into the full-text and vector indexes, drop versions older than
@@ -361,6 +376,3 @@ def _table_names(db: Any) -> list[str]:
         return list(names)
     return list(db.table_names())
 
-
-def parse_time(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value) if value else None

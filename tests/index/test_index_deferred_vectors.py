@@ -1,0 +1,84 @@
+"""Opening an index whose searches go through the vector index leaves the vector matrix unread: recall scores the
+rows its searches bring back. The answers must be the ones the loaded matrix gives (the same posts, the same
+scores), and a write or an exact scan must read the matrix and go on as before."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pcm.index import SideIndex
+from pcm.index import mirror as mirror_module
+from tests.index.test_index_ann import POSTS, QUERIES, THRESHOLD, TopicEmbedder, entity, post
+
+ASKS: list[tuple[str, dict[str, Any]]] = [
+    *((q, {}) for q in QUERIES[:8]),
+    *((q, {"mode": "vector"}) for q in QUERIES[8:12]),
+    (QUERIES[12], {"role": "user"}),
+    (QUERIES[13], {"since": datetime(2020, 1, 20)}),
+    (f"what did I say about {QUERIES[14].split()[-1]}", {}),  # the owner prior: two searches
+    (f"what did Ann say about {QUERIES[15].split()[-1]}", {}),  # a named speaker
+    (QUERIES[16], {"session": "urn:ann:s3"}),  # a filter leaving few rows: scored exactly
+]
+
+
+def _answers(idx: SideIndex) -> list[list[tuple[str, float]]]:
+    return [[(h.post, h.score) for h in idx.recall(q, k=10, **kw)] for q, kw in ASKS[:-1]]
+
+
+@pytest.fixture
+def built(tmp_path: Path) -> Path:
+    with SideIndex.open(tmp_path / "index", embedder=TopicEmbedder(), ann_min_rows=THRESHOLD) as idx:
+        idx.upsert_posts([post(i) for i in range(POSTS)])
+        idx.upsert_entities([entity(i) for i in range(50)])
+        idx.wait_for_vector_index()
+    return tmp_path / "index"
+
+
+def test_recall_through_the_index_needs_no_matrix_and_answers_as_with_it(built: Path) -> None:
+    with SideIndex.open(built, embedder=TopicEmbedder(), ann_min_rows=THRESHOLD) as idx:
+        deferred = _answers(idx)
+        relevance = [idx.relevance(f"what did Ann say about {q.split()[-1]}") for q in QUERIES[:3]]
+        assert idx._posts.deferred(), "a recall through the vector index read the whole matrix"
+    with SideIndex.open(built, embedder=TopicEmbedder(), ann_min_rows=THRESHOLD) as idx:
+        assert idx._posts.vectors.shape == (POSTS, TopicEmbedder.dim)  # read now
+        assert not idx._posts.deferred()
+        assert _answers(idx) == deferred
+        assert [idx.relevance(f"what did Ann say about {q.split()[-1]}") for q in QUERIES[:3]] == relevance
+
+
+def test_an_exact_scan_or_a_write_reads_the_matrix_and_goes_on_as_before(built: Path, tmp_path: Path) -> None:
+    q, kw = ASKS[-1]
+    with SideIndex.open(built, embedder=TopicEmbedder(), ann_min_rows=THRESHOLD) as idx:
+        scanned = [(h.post, h.score) for h in idx.recall(q, k=10, **kw)]
+        assert scanned and all(h.startswith("urn:ann:p") for h, _ in scanned)
+    with SideIndex.open(built, embedder=TopicEmbedder(), ann_min_rows=THRESHOLD) as idx:
+        idx._posts.vectors  # noqa: B018 - the matrix as an eager load reads it
+        assert [(h.post, h.score) for h in idx.recall(q, k=10, **kw)] == scanned
+        stored = {iri: idx._posts.vectors[slot].copy() for iri, slot in idx._posts.slot_of.items()}
+    with SideIndex.open(built, embedder=TopicEmbedder(), ann_min_rows=THRESHOLD) as idx:
+        idx.recall(QUERIES[0], k=10)  # some rows remembered, the matrix still unread
+        idx.upsert_posts([post(POSTS), post(3, topic=7)])  # a new post and a changed one
+        idx.delete_posts([post(5).iri])
+        mirror = idx._posts
+        assert not mirror.deferred()
+        for iri, vector in stored.items():
+            if iri not in (post(3).iri, post(5).iri):
+                np.testing.assert_array_equal(mirror.vectors[mirror.slot_of[iri]], vector)
+        assert post(5).iri not in mirror.slot_of
+        assert idx.recall("note t7x3", k=1, mode="vector")[0].post == post(3).iri
+        assert idx.recall(post(POSTS).text, k=1, mode="vector")[0].post == post(POSTS).iri
+
+
+def test_the_remembered_rows_are_bounded(built: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mirror_module, "REMEMBERED_ROWS", 50)
+    with SideIndex.open(built, embedder=TopicEmbedder(), ann_min_rows=THRESHOLD) as idx:
+        first = [[(h.post, h.score) for h in idx.recall(q, k=10)] for q in QUERIES[:6]]
+        assert idx._posts.deferred()
+        assert len(idx._posts._known) <= 50 + 4 * 200  # one recall's rows at most beyond the bound
+        again = [[(h.post, h.score) for h in idx.recall(q, k=10)] for q in QUERIES[:6]]
+        assert again == first and idx._posts.deferred()
