@@ -59,10 +59,10 @@ def build(work: Path, triples: int) -> tuple[Settings, str, int]:
     return settings, ns, people
 
 
-def start_server(settings: Settings, source: str | None = None) -> tuple[subprocess.Popen[str], str]:
-    """``pcm serve`` in its own process (from another checkout's ``src`` when ``source`` is given); returns it and
-    its base URL."""
-    env = {**os.environ, "PCM_INDEX": "off", "PCM_TOKEN": "bench"}
+def start_server(settings: Settings, source: str | None = None, *, index: bool = False) -> tuple[subprocess.Popen[str], str]:
+    """``pcm serve`` in its own process (from another checkout's ``src`` when ``source`` is given; the side index
+    off unless ``index``); returns it and its base URL."""
+    env = {**os.environ, "PCM_INDEX": "on" if index else "off", "PCM_TOKEN": "bench"}
     if source:
         env["PYTHONPATH"] = source
     command = [sys.executable, "-c", "from pcm.cli_serve import serve; serve()",
@@ -76,6 +76,19 @@ def start_server(settings: Settings, source: str | None = None) -> tuple[subproc
             raise RuntimeError("pcm serve exited before announcing its URL")
         lines.append(line)
     return proc, json.loads("".join(lines))["url"]
+
+
+def wait_until_up(url: str, seconds: float = 60.0) -> None:
+    """Return once ``url`` answers (an engine just started is loading its store); give up after ``seconds``."""
+    stop = time.monotonic() + seconds
+    while True:
+        try:
+            httpx.head(url, timeout=0.5)
+            return
+        except httpx.HTTPError:
+            if time.monotonic() > stop:
+                raise
+            time.sleep(0.1)
 
 
 def client(
@@ -151,12 +164,7 @@ def direct(settings: Settings, ns: str, people: int, clients: int, seconds: floa
          "--union-default-graph"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:
-        for _ in range(100):
-            try:
-                httpx.head(f"http://127.0.0.1:{port}/", timeout=0.5)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+        wait_until_up(f"http://127.0.0.1:{port}/")
         load("bare oxigraph serve (no front)", f"http://127.0.0.1:{port}/query", ns, people, clients, seconds, max_requests)
     finally:
         proc.terminate()

@@ -30,6 +30,9 @@ import httpx
 import uvloop
 
 SRC = Path(__file__).resolve().parents[1] / "src"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_endpoint import wait_until_up  # noqa: E402
+
 QUERY = b"SELECT ?s ?p ?o WHERE { ?s ?p ?o } LIMIT 5"
 HEADERS = {"Content-Type": "application/sparql-query; charset=utf-8", "Accept": "application/sparql-results+json"}
 
@@ -95,12 +98,7 @@ def main() -> None:
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         try:
-            for _ in range(100):
-                try:
-                    httpx.head(f"http://127.0.0.1:{port}/", timeout=0.5)
-                    break
-                except httpx.HTTPError:
-                    time.sleep(0.1)
+            wait_until_up(f"http://127.0.0.1:{port}/")
             httpx.post(
                 f"http://127.0.0.1:{port}/update", content="INSERT DATA { <urn:a> <urn:b> <urn:c> }",
                 headers={"Content-Type": "application/sparql-update"},

@@ -8,9 +8,7 @@ parties, as ``make_lifetime.py`` writes them), so the same rows run at 100k and 
 
 from __future__ import annotations
 
-import json
 import multiprocessing
-import os
 import random
 import subprocess
 import sys
@@ -151,20 +149,10 @@ def traversal_row(memory: Memory, seed: int, count: int) -> dict[str, float]:
 
 
 def start_server(memory_dir: Path, *, index: bool) -> tuple[subprocess.Popen[str], str]:
-    """``pcm serve`` on the memory in its own process, as ``bench_endpoint.py`` starts it (side index on or off);
-    returns it and its base URL."""
-    env = {**os.environ, "PCM_INDEX": "on" if index else "off", "PCM_TOKEN": "bench"}
-    command = [sys.executable, "-c", "from pcm.cli_serve import serve; serve()",
-               "--memory", str(memory_dir), "--bind", "127.0.0.1:0", "--json"]
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    assert proc.stdout is not None
-    lines: list[str] = []
-    while not lines or lines[-1].rstrip() != "}":
-        line = proc.stdout.readline()
-        if not line:
-            raise RuntimeError("pcm serve exited before announcing its URL")
-        lines.append(line)
-    return proc, json.loads("".join(lines))["url"]
+    """``pcm serve`` on the memory in its own process, as ``bench_endpoint.py`` starts it."""
+    from bench_endpoint import start_server as start
+
+    return start(Settings(memory=memory_dir), index=index)
 
 
 def _client(endpoint: str, agents: list[str], seconds: float, seed: int) -> list[float]:
@@ -197,6 +185,8 @@ def _load(label: str, endpoint: str, agents: list[str], clients: int, seconds: f
 
 def endpoint_row(memory_dir: Path, agents: list[str], clients: int, seconds: float) -> dict[str, float]:
     """2-hop queries/s through ``pcm serve`` and, on the same store right after, through a bare ``oxigraph serve``."""
+    from bench_endpoint import wait_until_up
+
     print(f"endpoint, a 2-hop query (a friend's acts and their objects), {clients} clients, {seconds:.0f} s each:")
     proc, url = start_server(memory_dir, index=False)
     try:
@@ -209,12 +199,7 @@ def endpoint_row(memory_dir: Path, agents: list[str], clients: int, seconds: flo
         [str(Path(sys.executable).parent / "oxigraph"), "serve-read-only", "--location", str(memory_dir / "oxigraph"),
          "--bind", f"127.0.0.1:{port}", "--union-default-graph"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        for _ in range(600):
-            try:
-                httpx.head(f"http://127.0.0.1:{port}/", timeout=0.5)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+        wait_until_up(f"http://127.0.0.1:{port}/")
         bare = _load("bare oxigraph serve", f"http://127.0.0.1:{port}/query", agents, clients, seconds)
     finally:
         engine.terminate()
