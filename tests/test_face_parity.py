@@ -65,6 +65,7 @@ CASES = [
     Case("iri with a space", "why", {"iri": "a b"}, BadIri),
     Case("iri in brackets with spaces", "why", {"iri": "<not an iri>"}, BadIri),
     Case("m: with no slug", "why", {"iri": "m:"}, BadIri),
+    Case("history of an iri with a space", "history", {"iri": "a b"}, BadIri),
     Case("as_of not a date", "ask", {"question": "What is my dog called?", "as_of": "yesterday-ish"}, BadTime),
     Case("as_of a day that is none", "ask", {"question": "What is my dog called?", "as_of": "2025-02-30"}, BadTime),
     Case("since a month that is none", "recall", {"text": "dog", "since": "2025-13-01"}, BadTime),
@@ -110,8 +111,8 @@ def _cli_args(op: str, args: dict[str, Any]) -> list[str | bytes]:
     def arg(value: Any) -> str | bytes:
         return BAD_ARG if value == BAD else str(value)
 
-    if op == "why":
-        return ["why", arg(args["iri"])]
+    if op in ("why", "history"):
+        return [op, arg(args["iri"])]
     if op in ("message", "fact"):
         return [op, arg(args["post" if op == "message" else "id"])]
     if op in ("messages", "facts"):
@@ -143,8 +144,8 @@ def cli(memory: Path, op: str, args: dict[str, Any], *, as_json: bool) -> tuple[
 def http(url: str, op: str, args: dict[str, Any], token: str | None = TOKEN) -> httpx.Response:
     headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
     body = json.dumps(args).encode("ascii")  # a lone surrogate as JSON spells it, "\udcff" (httpx's own refuses it)
-    if op == "why":
-        return httpx.get(url + "/api/why", params={"iri": args["iri"]}, timeout=120)
+    if op in ("why", "history"):
+        return httpx.get(f"{url}/api/{op}", params={"iri": args["iri"]}, timeout=120)
     if op in ("messages", "message", "facts", "fact"):
         return httpx.get(f"{url}/api/{op}", params={k: str(v) for k, v in args.items()}, timeout=120)
     if op == "ask":
@@ -170,6 +171,8 @@ def mcp_call(op: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
 def python(memory: Memory, op: str, args: dict[str, Any]) -> Any:
     if op == "why":
         return memory.why(args["iri"])
+    if op == "history":
+        return memory.history(args["iri"])
     if op == "messages":
         return memory.messages(**args)
     if op == "message":

@@ -3,7 +3,7 @@ without a time bound, ask with and without ``as_of``, sparql with predeclared an
 list and get messages and facts, stats, export, forget) through the Python API, the CLI's ``--json`` (in process),
 the HTTP API of a ``pcm serve``, MCP at that server's ``/mcp`` and MCP over stdio (a real ``pcm mcp``), each face
 on its own copy of one memory, give the same records field by field (where a face has the operation: the HTTP API
-has no sparql, history or export record, and MCP no file ingest, history or export).
+has no sparql record, and MCP no file ingest). The export is compared as the dump's sorted lines.
 
 The side index is on (recall); there is no model, so ask answers from the recalled messages and the answer's
 ``as_of``, when not given, is the moment it was asked (left out of the comparison).
@@ -77,8 +77,12 @@ def _template(root: Path) -> Path:
         facts = root / "pets.ttl"
         facts.write_text("@prefix pcm: <https://w3id.org/pcm/ontology#> .\n"
                          "@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .\n"
-                         f'<{ns}biscuit> a pcm:Pet ; rdfs:label "Biscuit" .\n<{ns}owner> pcm:hasPet <{ns}biscuit> .\n')
+                         f'<{ns}biscuit> a pcm:Pet ; rdfs:label "Biscuit" .\n<{ns}owner> pcm:hasPet <{ns}biscuit> .\n'
+                         f'<{ns}porto> a <http://schema.org/Place> ; rdfs:label "Porto" .\n'
+                         f'<{ns}owner> <http://schema.org/homeLocation> <{ns}porto> .\n')
         memory.import_rdf(facts)
+        # a fact deleted: the owner's history then holds a value that is over (and the one that holds)
+        memory.delete_fact(next(f.id for f in memory.facts().facts if f.object.endswith("porto")))
     (root / "chat.json").write_text(json.dumps(CHAT), encoding="utf-8")
     return template
 
@@ -191,8 +195,13 @@ def _http(url: str, chat: Path, before_forget: Callable[[], None]) -> dict[str, 
                 out[name] = get("/recall", q=args["text"], k=args["k"], **({"since": args["since"]} if "since" in args else {}))
             elif name.startswith("ask"):
                 out[name] = http.post("/ask", json=args).json()
-            elif name == "why":
-                out[name] = get("/why", iri=args["iri"])
+            elif name in ("why", "history"):
+                out[name] = get("/" + name, iri=args["iri"])
+            elif name == "export":
+                dump = http.get("/export", params={"format": "nquads"})
+                assert dump.status_code == 200, dump.text
+                assert dump.headers["content-type"].startswith("application/n-quads"), dump.headers
+                out[name] = dump.text
             elif name.startswith("messages"):
                 out[name] = get("/messages", **args)
             elif name == "message":
@@ -234,8 +243,10 @@ async def _mcp_session(client: Client, *, writes: bool) -> dict[str, Any]:
         elif name.startswith("sparql"):
             found = await call("sparql", args)
             out[name] = {"variables": found["variables"], "rows": found["rows"]}
-        elif name == "why":
-            out[name] = await call("why", args)
+        elif name in ("why", "history"):
+            out[name] = await call(name, args)
+        elif name == "export":
+            out[name] = await call("export", {"format": "nquads"})
         elif name.startswith("messages") and (writes or name != "messages after forget"):
             out[name] = await call("list_messages", args)
         elif name == "message":
@@ -332,5 +343,7 @@ def test_about_thirty_operations_are_compared(results: dict[str, dict[str, Any]]
     compared = sum(len(r) for face, r in results.items() if face != "python")
     assert compared >= 30 * 2 and len(OPS) >= 20
     assert results["python"]["recall"][0]["text"] == BISCUIT and results["python"]["why"][0]["file"] == "pets.ttl"
+    assert [c["current"] for c in results["python"]["history"]["changes"] if c["value"].endswith("porto")] == [False]
+    assert "<http://rdfs.org/sioc/ns#content>" in results["python"]["export"]
     assert results["python"]["ask as_of"]["as_of"] == "2025-04-01T00:00:00+00:00"
     assert results["python"]["remember again"] == (results["python"]["remember"][0], False)

@@ -124,7 +124,7 @@ def test_facts_are_listed_got_and_deleted_with_the_deletion_in_history(memory: M
     assert memory.facts().facts == [bike]
     with pytest.raises(NotFound, match="no fact"):
         memory.delete_fact(home.id)  # refused, and nothing written twice
-    changes = memory.history("m:owner").versions
+    changes = memory.history("m:owner").changes
     over = [v for v in changes if v.value.endswith("/seattle")]
     assert len(over) == 1 and over[0].superseded_by is None and over[0].said_by == posts[2]
     assert datetime.fromisoformat(over[0].superseded_at or "") == deleted.recorded
@@ -132,7 +132,7 @@ def test_facts_are_listed_got_and_deleted_with_the_deletion_in_history(memory: M
     # forgetting the message that said it leaves no record of what it said, the deletion included; Portland,
     # which that message had superseded, holds again
     assert memory.delete_messages(post="k3").posts == [posts[2]]
-    assert not [v for v in memory.history("m:owner").versions if v.value.endswith("/seattle")]
+    assert not [v for v in memory.history("m:owner").changes if v.value.endswith("/seattle")]
     assert [f.text for f in memory.facts().facts] == ["Dana Whitfield schema:homeLocation Portland",
                                                        "Dana Whitfield schema:owns blue Trek bike"]
 

@@ -31,8 +31,8 @@ from pcm.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]
 TOKEN = "owner-secret"
-TOOLS = {"remember", "recall", "ask", "why", "forget", "sparql", "stats", "list_messages", "get_message", "list_facts",
-         "get_fact", "delete_fact"}
+TOOLS = {"remember", "recall", "ask", "why", "history", "forget", "sparql", "stats", "export", "list_messages",
+         "get_message", "list_facts", "get_fact", "delete_fact"}
 BISCUIT = "I adopted a beagle called Biscuit"
 
 
@@ -191,6 +191,28 @@ def test_http_without_a_token_takes_no_writes(tmp_path: Path) -> None:
                 assert _result(await client.call_tool("forget", {"post": "h"}))["posts"] == [stored["post"]]
 
         asyncio.run(inproc())
+
+
+def test_export_gives_the_dump_and_refuses_one_over_its_cap_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``export`` is ``Memory.export`` as text; a dump over ``MCP_EXPORT_BYTES`` is one line naming the faces that
+    give it whole."""
+    with Memory.init(Settings(memory=tmp_path / "m", index_enabled=False), owner="Dana") as memory:
+        memory.remember("hello", key="h")
+        whole = memory.export("trig").decode("utf-8")
+
+        async def export(fmt: str) -> Any:
+            async with Client(build_server(memory)) as client:
+                return await client.call_tool("export", {"format": fmt})
+
+        assert _result(asyncio.run(export("trig")))["result"] == whole
+        monkeypatch.setattr("pcm.mcp_server.MCP_EXPORT_BYTES", len(whole) - 1)
+        refused = asyncio.run(export("trig"))
+        line = refused.content[0].text  # type: ignore[union-attr]
+        assert refused.is_error and "over the" in line and "pcm export" in line and "\n" not in line
+        bad = asyncio.run(export("csv"))
+        assert bad.is_error
 
 
 def test_readme_mcp_configuration_starts_this_command() -> None:

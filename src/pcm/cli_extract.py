@@ -113,12 +113,12 @@ def history(ctx: click.Context, memory_path: Path | None, iri: str, as_json: boo
     if as_json:
         emit_json(result.as_json())
         return
-    if not result.versions:
+    if not result.changes:
         echo(f"no recorded change for {show_iri(full)}")
         return
     echo(show_iri(full))
     last = None
-    for v in result.versions:
+    for v in result.changes:
         if v.predicate != last:
             echo(f"  {show_iri(v.predicate)}")
             last = v.predicate

@@ -48,5 +48,9 @@ PAGE_SIZE = Bounds("limit (items per page)", 1, 1000, 50)
 #: Where a page of a listing starts (how many items come before it).
 PAGE_OFFSET = Bounds("offset", 0, 1_000_000_000, 0)
 
+#: The largest dump (bytes) MCP's ``export`` tool returns as text: a bigger memory is refused in one line that points
+#: to ``pcm export`` and ``GET /api/export``, which stream no such cap (an assistant's context holds far less).
+MCP_EXPORT_BYTES = 8 * 1024 * 1024
 
-__all__ = ["ASK_K", "PAGE_OFFSET", "PAGE_SIZE", "RECALL_K", "SPARQL_ROWS", "Bounds"]
+
+__all__ = ["ASK_K", "MCP_EXPORT_BYTES", "PAGE_OFFSET", "PAGE_SIZE", "RECALL_K", "SPARQL_ROWS", "Bounds"]

@@ -1,7 +1,7 @@
 """pcm as an MCP server: the face an assistant uses (Model Context Protocol, with the official ``mcp`` SDK).
 
-Tools with typed arguments and results: ``remember``, ``recall``, ``ask``, ``why``, ``forget``, ``sparql``
-(read-only), ``stats``, and the listings of an assistant's memory API: ``list_messages``, ``get_message``,
+Tools with typed arguments and results: ``remember``, ``recall``, ``ask``, ``why``, ``history``, ``forget``,
+``sparql`` (read-only), ``stats``, ``export`` (the dump as text, up to :data:`pcm.limits.MCP_EXPORT_BYTES`), and the listings of an assistant's memory API: ``list_messages``, ``get_message``,
 ``list_facts``, ``get_fact`` and ``delete_fact``. Resources: the ontology catalogue the answering prompts use, and the ontology's
 competency questions with their SPARQL. Two transports:
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 import hmac
 import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -29,9 +29,20 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from pcm import __version__
-from pcm.errors import PcmError, write_refusal
-from pcm.limits import ASK_K, PAGE_OFFSET, PAGE_SIZE, RECALL_K, SPARQL_ROWS
-from pcm.models import Answer, Fact, FactDeleted, FactPage, Forgotten, Message, MessagePage, RecallHit, Source
+from pcm.errors import PcmError, UsageError, write_refusal
+from pcm.limits import ASK_K, MCP_EXPORT_BYTES, PAGE_OFFSET, PAGE_SIZE, RECALL_K, SPARQL_ROWS
+from pcm.models import (
+    Answer,
+    Fact,
+    FactDeleted,
+    FactHistory,
+    FactPage,
+    Forgotten,
+    Message,
+    MessagePage,
+    RecallHit,
+    Source,
+)
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -44,7 +55,7 @@ INSTRUCTIONS = (
     "pcm is the user's personal conversational memory. Call `remember` with what the user says that is worth "
     "keeping (one message per call, with its time; pass `key` so a retry stores nothing twice). Call `ask` to answer "
     "a question from memory: the answer cites the stored messages it rests on. `recall` lists the best-matching "
-    "stored messages; `why` shows where a fact or entity came from; `forget` removes a message or a whole session. "
+    "stored messages; `why` shows where a fact or entity came from, `history` how its facts changed; `forget` removes a message or a whole session. "
     "`list_messages` / `get_message` and `list_facts` / `get_fact` page through what is stored; `delete_fact` "
     "removes a fact that is wrong."
 )
@@ -195,6 +206,15 @@ def build_server(memory: Memory, *, token: str = "", lock: threading.RLock | Non
         `iri` is a full IRI, `m:slug` for an individual of this memory, or a CURIE such as `schema:Person`."""
         return run(lambda: memory.why(iri))
 
+    @server.tool(annotations=read)
+    def history(
+        iri: Annotated[str, Field(description="The entity: a full IRI, m:slug for an individual of this memory, or "
+                                              "a CURIE.")],
+    ) -> FactHistory:
+        """How the facts about an entity changed: every property that ever changed, its past values (when said,
+        when and by which message replaced) and the values that hold now."""
+        return run(lambda: memory.history(iri))
+
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
                                              open_world_hint=False))
     def forget(
@@ -272,6 +292,23 @@ def build_server(memory: Memory, *, token: str = "", lock: threading.RLock | Non
         """How much the memory holds: messages, sessions, triples, entities by class, extraction status."""
         data = run(lambda: memory.stats().as_json())
         return Stats.model_validate({name: data[name] for name in Stats.model_fields})
+
+    @server.tool(annotations=read)
+    def export(
+        format: Literal["nquads", "trig", "turtle", "jsonld"] = Field(  # noqa: A002
+            "nquads", description="nquads, trig or jsonld (every graph), or turtle (the current-truth union)."),
+    ) -> str:
+        """The memory's dump as text, as `pcm export` writes it (blank nodes named canonically). A dump over
+        the tool's size limit is refused: `pcm export` or the HTTP API's `/api/export` give it whole."""
+
+        def dump() -> str:
+            data = memory.export(format)
+            if len(data) > MCP_EXPORT_BYTES:
+                raise UsageError(f"the {format} dump is {len(data)} bytes, over the {MCP_EXPORT_BYTES} an MCP answer "
+                                 "may hold: use `pcm export` or GET /api/export")
+            return data.decode("utf-8")
+
+        return run(dump)
 
     @server.resource("pcm://ontology/catalogue", name="ontology-catalogue", mime_type="text/markdown",
                      description="Every class and property of the PCM ontology, by area, as the answering prompts "

@@ -72,7 +72,6 @@ if TYPE_CHECKING:
     from pcm.endpoint.discovery import ServerInfo
     from pcm.explore import Explorer
     from pcm.extraction.duplicates import DuplicatePair
-    from pcm.extraction.history import FactHistory
     from pcm.extraction.pipeline import ExtractionRunReport
     from pcm.index import RecallHit, SideIndex
     from pcm.index.outbox import IndexLag
@@ -82,6 +81,7 @@ if TYPE_CHECKING:
         EntityPage,
         Fact,
         FactDeleted,
+        FactHistory,
         FactPage,
         Forgotten,
         Message,
@@ -1336,10 +1336,12 @@ class Memory:
         return when.replace(tzinfo=self.zone) if when is not None and when.tzinfo is None else when
 
     def history(self, iri: str) -> FactHistory:
-        """How the facts about an entity changed: past values, when and by what they were replaced."""
+        """How the facts about an entity changed: past values, when and by what they were replaced (the record
+        every face shows: ``pcm history --json``, ``/api/history``, MCP's ``history``)."""
         from pcm.extraction import fact_history
+        from pcm.models import FactHistory
 
-        return fact_history(self.context, self.expand_iri(iri))
+        return FactHistory.model_validate(fact_history(self.context, self.expand_iri(iri)).as_json())
 
     @property
     def zone(self) -> tzinfo:

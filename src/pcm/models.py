@@ -115,6 +115,32 @@ class FactDeleted(Record):
                                       "on the subject shows the value as over since then.")
 
 
+class FactChange(Record):
+    """One value a property of an entity had or has: when it was said (by which post) and, if it is over, when and
+    by what it was replaced. What ``history`` lists."""
+
+    predicate: str = Field(description="The property's IRI.")
+    value: str = Field(description="The value: an IRI, or a literal's text.")
+    said_by: str | None = Field(description="The post IRI of the message that said it, when known.")
+    said_at: str | None = Field(description="When that message was said (ISO 8601, as stored), when known.")
+    said: str | None = Field(description="What was said in that message, when known.")
+    superseded_at: str | None = Field(description="When the value was replaced or removed (ISO 8601); null while "
+                                                  "it holds.")
+    superseded_by: str | None = Field(description="The post IRI of the message that replaced it; null while it "
+                                                  "holds.")
+    superseded_by_text: str | None = Field(description="What was said in that replacing message, when known.")
+    current: bool = Field(description="True when the value holds now (never replaced nor removed).")
+
+
+class FactHistory(Record):
+    """How the facts about an entity changed: every property that ever changed, its past values and the ones that
+    hold now, by property, oldest first."""
+
+    iri: str = Field(description="The entity's IRI, expanded.")
+    changes: list[FactChange] = Field(description="The values, by property, past ones first; empty when no value "
+                                                  "of the entity ever changed.")
+
+
 class Source(Record):
     """Where a fact or an entity came from: a stored message (its words and where it was said), or an imported
     file. What ``why`` lists and what each fact of an entity page cites."""
@@ -245,6 +271,6 @@ class ErrorBody(Record):
     )
 
 
-__all__ = ["Answer", "AnswerWarning", "EntityFact", "EntityPage", "ErrorBody", "EvidenceFact", "Fact", "FactDeleted",
-           "FactPage", "FactSource", "Forgotten", "Message", "MessagePage", "RecallHit", "Record", "Source", "Term",
+__all__ = ["Answer", "AnswerWarning", "EntityFact", "EntityPage", "ErrorBody", "EvidenceFact", "Fact", "FactChange",
+           "FactDeleted", "FactHistory", "FactPage", "FactSource", "Forgotten", "Message", "MessagePage", "RecallHit", "Record", "Source", "Term",
            "Time", "TraceStep"]

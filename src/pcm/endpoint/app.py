@@ -215,6 +215,8 @@ class App:
             "/api/search": self.api_search,
             "/api/entity": self.api_entity,
             "/api/why": self.api_why,
+            "/api/history": self.api_history,
+            "/api/export": self.api_export,
             "/api/conversation": self.api_conversation,
             "/api/conversations": self.api_conversations,
             "/api/reindex": self.api_reindex,
@@ -562,12 +564,14 @@ class App:
     def _api(self, request: Request, method: str, action: Callable[[], object], status: int = 200) -> Response:
         """Run an API action; PcmError becomes a JSON error with a status that says whose fault it was.
 
-        An action answers with a model (or a list of them), dumped as the JSON its schema describes; a model that
-        does not hold (a bug, not bad input) is an internal error, not a 400."""
+        An action answers with a model (or a list of them), dumped as the JSON its schema describes (or with a
+        :class:`Response` of its own, e.g. a dump in its RDF media type); a model that does not hold (a bug, not bad
+        input) is an internal error, not a 400."""
         if request.method != method:
             return json_error(405, f"use {method} for {request.path}", Allow=method)
         try:
-            return json_response(_dump(action()), status)
+            answer = action()
+            return answer if isinstance(answer, Response) else json_response(_dump(answer), status)
         except ProtocolError as exc:
             return json_error(exc.status, str(exc))
         except PcmError as exc:
@@ -748,6 +752,21 @@ class App:
     def api_why(self, request: Request) -> Response:
         """Where a fact, entity or message came from (``Memory.why``, as ``pcm why`` and MCP's ``why``)."""
         return self._api(request, "GET", lambda: self.memory.why(validated(models.WhyQuery, _params(request)).iri))
+
+    def api_history(self, request: Request) -> Response:
+        """How the facts about an entity changed (``Memory.history``, as ``pcm history`` and MCP's ``history``)."""
+        return self._api(request, "GET",
+                         lambda: self.memory.history(validated(models.HistoryQuery, _params(request)).iri))
+
+    def api_export(self, request: Request) -> Response:
+        """The memory's dump (``Memory.export``, as ``pcm export`` writes it), answered in its RDF media type."""
+
+        def export() -> Response:
+            fmt = validated(models.ExportQuery, _params(request)).format
+            media_type = models.EXPORT_MEDIA_TYPES[fmt] + "; charset=utf-8"
+            return Response(200, {"Content-Type": media_type, "Cache-Control": "no-store"}, self.memory.export(fmt))
+
+        return self._api(request, "GET", export)
 
     def api_conversation(self, request: Request) -> Response:
         def conversation() -> object:

@@ -22,7 +22,9 @@ from pcm.models import EntityPage as EntityPage
 from pcm.models import ErrorBody as ErrorBody
 from pcm.models import EvidenceFact as EvidenceFact
 from pcm.models import Fact as Fact
+from pcm.models import FactChange as FactChange
 from pcm.models import FactDeleted as FactDeleted
+from pcm.models import FactHistory as FactHistory
 from pcm.models import FactPage as FactPage
 from pcm.models import FactSource as FactSource
 from pcm.models import Forgotten as Forgotten
@@ -132,6 +134,26 @@ class EntityQuery(Query):
 class WhyQuery(Query):
     iri: str = Field(min_length=1, description="A fact's graph, an entity or a message: a full IRI, m:slug for an "
                                                "individual of this memory, or a CURIE.")
+
+
+class HistoryQuery(Query):
+    iri: str = Field(min_length=1, description="The entity: a full IRI, m:slug for an individual of this memory, or "
+                                               "a CURIE.")
+
+
+#: The dump formats ``Memory.export`` writes, each with the media type ``/api/export`` answers with.
+EXPORT_MEDIA_TYPES = {
+    "nquads": "application/n-quads",
+    "trig": "application/trig",
+    "turtle": "text/turtle",
+    "jsonld": "application/ld+json",
+}
+
+
+class ExportQuery(Query):
+    format: Literal["nquads", "trig", "turtle", "jsonld"] = Field(
+        default="nquads", description="The dump's format, as `pcm export --format` takes it: nquads, trig or jsonld "
+                                      "(every graph), or turtle (the current-truth union of graphs).")
 
 
 class ConversationQuery(Query):

@@ -38,6 +38,10 @@ class Sources(RootModel[list[m.Source]]):
     """The stored messages (or imported files) behind it, earliest first."""
 
 
+class Dump(RootModel[str]):
+    """The memory's dump in the format asked for, in that format's RDF media type."""
+
+
 class Conversations(RootModel[list[m.ConversationSummary]]):
     """The memory's conversations."""
 
@@ -71,6 +75,8 @@ class Operation:
     streamed: bool = False
     #: The 200 answer is also offered as JSON lines of progress events (asked for with ``Accept``).
     streams_on_accept: bool = False
+    #: The 200 answer is text in one of these media types (which one, a parameter says), not JSON.
+    media_types: tuple[str, ...] = ()
 
 
 _NO_INDEX = {500: "The side index is off or unusable here (the error says why)."}
@@ -140,6 +146,21 @@ OPERATIONS: dict[str, list[Operation]] = {
             "get", "Where a fact, entity or message came from: the stored messages (or imported files) behind it",
             {200: Sources}, query=m.WhyQuery,
             description="`pcm why` and the MCP tool `why` over HTTP: the same sources, field by field.",
+        )
+    ],
+    "/api/history": [
+        Operation(
+            "get", "How the facts about an entity changed: past values, when and by what they were replaced",
+            {200: m.FactHistory}, query=m.HistoryQuery,
+            description="`pcm history` and the MCP tool `history` over HTTP: the same record, field by field.",
+        )
+    ],
+    "/api/export": [
+        Operation(
+            "get", "The memory's dump: every graph (N-Quads, TriG, JSON-LD) or the current truth (Turtle)",
+            {200: Dump}, query=m.ExportQuery, media_types=tuple(m.EXPORT_MEDIA_TYPES.values()),
+            description="`pcm export` over HTTP: the same statements, blank nodes named canonically; the answer's "
+                        "media type is the format's (`application/n-quads` for `nquads`, ...).",
         )
     ],
     "/api/conversation": [
@@ -275,7 +296,8 @@ def _operation(path: str, op: Operation, schemas: dict[str, Any]) -> dict[str, A
         said = model.__doc__.strip().splitlines()[0] if model.__doc__ else "OK"
         responses[str(status)] = (
             {"description": said, "content": {"application/x-ndjson": {"schema": _ref(model)}}} if op.streamed
-            else _json(_ref(model), said)
+            else {"description": said, "content": {t: {"schema": _ref(model)} for t in op.media_types}}
+            if op.media_types else _json(_ref(model), said)
         )
         if op.streams_on_accept:
             responses[str(status)]["content"]["application/x-ndjson"] = {"schema": _ref(m.ProgressEvent)}
