@@ -190,7 +190,7 @@ def running_server(ctx: click.Context, memory_path: Path | None, *, write: bool 
     ``write``: the command will write, so without the server's token it is refused now (MemoryLockedError, exit 4,
     as when any other write finds the memory held). A write goes through the server even when the memory lives on a
     SPARQL server of its own: the running `pcm serve` is the single writer (its side index follows every write)."""
-    from pcm.endpoint.discovery import discover
+    from pcm.serve_file import discover
 
     settings = settings_for(ctx, memory_path)
     if on_server(settings) and not write:
@@ -216,7 +216,7 @@ def refuse_if_served(ctx: click.Context, memory_path: Path | None, instead: str)
     settings = settings_for(ctx, memory_path)
     if not (settings.memory / SERVE_FILE).exists():
         return  # no server has announced itself: spare the command the probe
-    from pcm.endpoint.discovery import discover
+    from pcm.serve_file import discover
 
     info = discover(settings.memory)
     if info is not None:

@@ -46,7 +46,7 @@ def _running_server(ctx: click.Context, memory_path: Path | None) -> tuple[str, 
     settings = settings_for(ctx, memory_path)
     if not (settings.memory / SERVE_FILE).exists():
         return None
-    from pcm.endpoint.discovery import discover
+    from pcm.serve_file import discover
 
     info = discover(settings.memory)
     return None if info is None else (info.url + "/mcp", info.auth(settings.token))

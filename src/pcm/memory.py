@@ -69,7 +69,6 @@ from pcm.store_binding import STORE_DIR, bind, check_holds, record
 if TYPE_CHECKING:
     import rdflib
 
-    from pcm.endpoint.discovery import ServerInfo
     from pcm.explore import Explorer
     from pcm.extraction.duplicates import DuplicatePair
     from pcm.extraction.pipeline import ExtractionRunReport
@@ -90,6 +89,7 @@ if TYPE_CHECKING:
     )
     from pcm.ontology import Ontology
     from pcm.ontology_tools.migrate import OntologyDrift
+    from pcm.serve_file import ServerInfo
     from pcm.shapes import Validator
     from pcm.summaries.store import StoredSummary, SummaryRow
 
@@ -1643,11 +1643,11 @@ def _validator() -> Validator:
 
 def _through_running_server(settings: Settings, *, read_only: bool) -> Settings:
     """A memory held by a running ``pcm serve`` is reached through it instead of failing on the store lock."""
-    from pcm.serve_link import SERVE_FILE
+    from pcm.serve_file import SERVE_FILE
 
     if not (settings.memory / SERVE_FILE).exists():
         return settings  # no server has announced itself: spare every command the HTTP client's import
-    from pcm.endpoint.discovery import discover
+    from pcm.serve_file import discover
 
     info = discover(settings.memory)
     if info is None:

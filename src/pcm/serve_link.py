@@ -7,7 +7,7 @@ for an empty interpreter and 0.09-0.11 s for ``import http.client, json``). For 
 the server answers in milliseconds, :mod:`http.client` is enough. Every other command keeps
 :class:`pcm.endpoint.client.ServeClient`.
 
-``serve.json`` is trusted as :func:`pcm.endpoint.discovery.discover` trusts it: only while its process is alive and
+``serve.json`` is trusted as :func:`pcm.serve_file.discover` trusts it: only while its process is alive and
 the server's ``/api/health`` answers with that pid.
 """
 
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-from pcm.endpoint.discovery import SERVE_FILE, pid_alive, read_info
 from pcm.errors import InputError, PcmError, error_for
+from pcm.serve_file import SERVE_FILE, pid_alive, read_info
 
 #: An answer may wait for an LLM; the same limit as :class:`pcm.endpoint.client.ServeClient`.
 TIMEOUT = 600.0
@@ -88,7 +88,7 @@ class Link:
 
 
 def find(memory_path: Path, *, token: str = "", timeout: float = 1.0) -> Link | None:
-    """The server running for this memory, checked as :func:`pcm.endpoint.discovery.discover` checks it (the same
+    """The server running for this memory, checked as :func:`pcm.serve_file.discover` checks it (the same
     ``serve.json`` reading and pid check), but probed with the standard library's client, or None."""
     info = read_info(Path(memory_path) / SERVE_FILE)
     if info is None or not pid_alive(info.pid):

@@ -14,9 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pcm.endpoint.discovery import SERVE_FILE, discover, read_info
 from pcm.endpoint.server import PcmServer
 from pcm.memory import Memory
+from pcm.serve_file import SERVE_FILE, discover, read_info
 from pcm.serve_link import find
 from pcm.settings import Settings
 from tests.endpoint.test_endpoint_support import AUTH, TOKEN, build_memory, serving

@@ -153,8 +153,8 @@ def test_pet_fixture_is_served(url: str) -> None:
 def test_serve_client_ingests_files_and_text_through_the_server(tmp_path: Path, url: str) -> None:
     from pcm.conversations import sample_paths
     from pcm.endpoint.client import ServeClient
-    from pcm.endpoint.discovery import ServerInfo
     from pcm.errors import InputError
+    from pcm.serve_file import ServerInfo
 
     info = ServerInfo(url=url, pid=0, token_required=True, memory="", started="")
     lines = tmp_path / "notes.jsonl"

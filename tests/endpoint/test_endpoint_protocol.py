@@ -10,7 +10,6 @@ import pyoxigraph as ox
 import pytest
 
 from pcm.endpoint.config import ServeConfig, split_bind
-from pcm.endpoint.discovery import SERVE_FILE, ServerInfo, discover, remove_info, write_info
 from pcm.endpoint.protocol import (
     DEFAULT_ACCEPT,
     ProtocolError,
@@ -20,6 +19,7 @@ from pcm.endpoint.protocol import (
     service_description,
 )
 from pcm.errors import UsageError
+from pcm.serve_file import SERVE_FILE, ServerInfo, discover, remove_info, write_info
 
 FORM = "application/x-www-form-urlencoded"
 

@@ -7,7 +7,7 @@ CLI commands find a running server with :func:`discover` and go through it inste
 """
 
 from pcm.endpoint.config import ServeConfig
-from pcm.endpoint.discovery import SERVE_FILE, ServerInfo, discover
+from pcm.serve_file import SERVE_FILE, ServerInfo, discover
 
 __all__ = ["SERVE_FILE", "PcmServer", "ServeConfig", "ServerInfo", "discover"]
 

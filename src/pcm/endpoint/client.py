@@ -15,8 +15,8 @@ from typing import Any
 
 import httpx
 
-from pcm.endpoint.discovery import ServerInfo
 from pcm.errors import InputError, MemoryLockedError, PcmError, QueryError, UsageError, error_for
+from pcm.serve_file import ServerInfo
 
 
 class ServeClient:

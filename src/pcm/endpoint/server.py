@@ -27,7 +27,6 @@ from pcm.backend_remote import RemoteBackend
 from pcm.endpoint.app import App
 from pcm.endpoint.config import ServeConfig
 from pcm.endpoint.connections import protocol_class
-from pcm.endpoint.discovery import ServerInfo, discover, remove_info, write_info
 from pcm.endpoint.drain import ExtractionWorker
 from pcm.endpoint.engine import Engine, Watchdog
 from pcm.endpoint.upstream import Upstream, keepalive_expiry
@@ -37,6 +36,7 @@ from pcm.layout import DatasetLayout
 from pcm.manifest import Manifest
 from pcm.memory import QUEUED, STORE_DIR, Memory
 from pcm.private import Hold, hold
+from pcm.serve_file import ServerInfo, discover, remove_info, write_info
 from pcm.settings import Settings
 from pcm.store_binding import bind
 
