@@ -128,7 +128,7 @@ def run(directory: Path, n: int, n_queries: int, kinds: list[str], nprobes: int,
             times, cpu, recalls = [], [], []
             for q, expected in zip(asks, truth, strict=True):
                 start, start_cpu = time.perf_counter(), time.process_time()
-                iris = ann.search(table, q, DEPTH, nprobes=nprobes, refine=refine)
+                iris = ann.search_rows(table, q, DEPTH, nprobes=nprobes, refine=refine)[0]
                 slots = np.array([use.slot_of[i] for i in iris], dtype=np.int64)
                 top, _ = use.rescore(slots, q, DEPTH)
                 times.append(time.perf_counter() - start)

@@ -83,20 +83,6 @@ def stale(table: Any) -> bool:
     return stats.num_unindexed_rows > STALE_SHARE * max(stats.num_indexed_rows, 1)
 
 
-def search(
-    table: Any,
-    query: np.ndarray,
-    k: int,
-    *,
-    where: str | None = None,
-    nprobes: int = NPROBES,
-    refine: int = REFINE_FACTOR,
-) -> list[str]:
-    """The IRIs of about the ``k`` rows nearest ``query`` among those ``where`` allows (checked before the
-    search), nearest first. Fewer than ``k`` when a filter leaves fewer in the partitions searched."""
-    return search_rows(table, query, k, where=where, nprobes=nprobes, refine=refine)[0]
-
-
 def search_rows(
     table: Any,
     query: np.ndarray,
@@ -107,7 +93,9 @@ def search_rows(
     refine: int = REFINE_FACTOR,
     vectors: bool = False,
 ) -> tuple[list[str], np.ndarray | None]:
-    """:func:`search`, and with ``vectors`` the stored vector of each row found (one row each, float32)."""
+    """The IRIs of about the ``k`` rows nearest ``query`` among those ``where`` allows (checked before the
+    search), nearest first (fewer than ``k`` when a filter leaves fewer in the partitions searched); with
+    ``vectors``, the stored vector of each row found (one row each, float32), else None."""
     columns = ["iri", "_distance", "vector"] if vectors else ["iri", "_distance"]
     builder = (
         table.search(np.asarray(query, dtype=np.float32), vector_column_name="vector")
