@@ -45,7 +45,8 @@ from tests.retrieval.test_ask_support import FIXTURES, build_sample_memory, cite
 
 from pcm.errors import LLMError  # noqa: E402
 from pcm.index.records import entity_record as _entity_record  # noqa: E402
-from pcm.llm.base import LLMClient  # noqa: E402
+from pcm.llm import ScriptedClient  # noqa: E402
+from pcm.llm.base import LLMClient, Message  # noqa: E402
 from pcm.memory import Memory  # noqa: E402
 from pcm.settings import Settings  # noqa: E402
 
@@ -230,15 +231,11 @@ def holds_values(answer: str, values: list[object]) -> bool:
     return all(any(found(str(f)) for f in (v if isinstance(v, list) else [v])) for v in values)
 
 
-def run(directory: Path, runs: int, use_llm: bool, limit: int | None = None, save: Path | None = None,
-        question_set: Path = GOLD_SET, record: Path | None = None) -> None:
-    from pcm.llm import ScriptedClient, make_client
-    from pcm.retrieval.ask import ask
+def gold_client(gold: dict[str, str]) -> ScriptedClient:
+    """A scripted model that writes each question's gold query (``gold``: question -> SPARQL), so ask's time is
+    everything but the model's: no answer ("NOT IN MEMORY": the answer is composed from the rows), no plan."""
 
-    questions: list[dict[str, Any]] = json.loads(question_set.read_text(encoding="utf-8"))[:limit]
-    gold = {str(q["question"]): "\n".join(q["sparql"]) for q in questions if "sparql" in q}
-
-    def respond(system: str, messages: list, operation: str) -> str:
+    def respond(system: str, messages: list[Message], operation: str) -> str:
         if operation == "answer":
             return "NOT IN MEMORY"
         if operation == "decompose":  # the gold questions are single questions (issue 10: plans are for multi-hop)
@@ -249,8 +246,18 @@ def run(directory: Path, runs: int, use_llm: bool, limit: int | None = None, sav
             return "NO QUERY: the scripted benchmark client has no gold query for this question"
         return sparql_reply(gold[asked])
 
+    return ScriptedClient([respond] * 100_000)
+
+
+def run(directory: Path, runs: int, use_llm: bool, limit: int | None = None, save: Path | None = None,
+        question_set: Path = GOLD_SET, record: Path | None = None) -> None:
+    from pcm.llm import make_client
+    from pcm.retrieval.ask import ask
+
+    questions: list[dict[str, Any]] = json.loads(question_set.read_text(encoding="utf-8"))[:limit]
+    gold = {str(q["question"]): "\n".join(q["sparql"]) for q in questions if "sparql" in q}
     settings = Settings.from_env(memory=directory, index_enabled=True)
-    client = make_client(settings) if use_llm else ScriptedClient([respond] * 100_000)
+    client = make_client(settings) if use_llm else gold_client(gold)
     if client is None:
         raise SystemExit("--llm needs PCM_LLM set to a model")
     if record is not None:

@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pyoxigraph as ox
@@ -88,28 +87,17 @@ def facts(memory: Memory, count: int, seed: int) -> list[dict[str, str]]:
 def ask_row(memory: Memory, seed: int, count: int) -> dict[str, float]:
     """Ask with the gold query replayed by a scripted client: everything but the model (entity matching, grounding,
     safety checks, execution, evidence, the answer), as ``bench_ask.py`` measures it on the sample memory."""
-    from pcm.llm import ScriptedClient
+    from bench_ask import gold_client
     from pcm.retrieval.ask import ask
 
     asked = []
     for fact in facts(memory, count, seed):
         question, query = ASKED[fact["kind"]]
-        asked.append((question.format(name=fact["name"]), query.format(agent=fact["agent"]), fact["name"]))
-    gold = {q: s for q, s, _ in asked}
-
-    def respond(system: str, messages: list[Any], operation: str) -> str:
-        if operation == "answer":
-            return "NOT IN MEMORY"
-        if operation == "decompose":
-            return '{"multi_hop": false, "kind": "factual", "sub_questions": []}'
-        lines = messages[0].content.splitlines()
-        question = next((line[10:] for line in lines if line.startswith("QUESTION: ")), "")
-        return f"```sparql\n{gold[question]}\n```" if question in gold else "NO QUERY"
-
-    client = ScriptedClient([respond] * 100_000)
+        asked.append((question.format(name=fact["name"]), query.format(agent=fact["agent"])))
+    client = gold_client(dict(asked))
     ask(memory.context, asked[0][0], client=client, as_of=AS_OF)  # the query worker and imports, untimed
     totals, answered = [], 0
-    for question, _, _name in asked:
+    for question, _ in asked:
         result = ask(memory.context, question, client=client, as_of=AS_OF)
         totals.append(result.stats["non_llm_ms"])
         answered += result.path == "sparql"

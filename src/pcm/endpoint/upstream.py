@@ -179,21 +179,28 @@ class Upstream:
         started = time.perf_counter_ns()
         if not write:
             return await self._fetch_read(method, target, body, headers, timeout, max_bytes, started)
+        async with self._held(timeout):
+            response = await self._send(method, target, body, headers, write=write)
+            try:
+                data = await self._read_all(response, max_bytes, write=write)
+            finally:
+                await response.aclose()
+        return Answer(response.status_code, response.headers, data, time.perf_counter_ns() - started)
+
+    @contextlib.asynccontextmanager
+    async def _held(self, timeout: float) -> AsyncIterator[None]:
+        """A request counted in flight and held to ``timeout``: past it, or past the size cap, the answer is
+        abandoned, which the watchdog hears of (the engine may still be computing it)."""
         async with self._watchdog.arequest():
             try:
                 async with asyncio.timeout(timeout):
-                    response = await self._send(method, target, body, headers, write=write)
-                    try:
-                        data = await self._read_all(response, max_bytes, write=write)
-                    finally:
-                        await response.aclose()
+                    yield
             except (TimeoutError, TimeLimit):
                 self._watchdog.abandoned()
                 raise TimeLimit() from None
             except TooLarge:
                 self._watchdog.abandoned()
                 raise
-        return Answer(response.status_code, response.headers, data, time.perf_counter_ns() - started)
 
     async def _fetch_read(
         self,
@@ -211,16 +218,8 @@ class Upstream:
             fields += headers.items()
         if body is not None:
             fields.append(("Content-Length", str(len(body))))
-        async with self._watchdog.arequest():
-            try:
-                async with asyncio.timeout(timeout):
-                    status, head, data = await self._pool.exchange(method, target, fields, body, max_bytes)
-            except (TimeoutError, TimeLimit):
-                self._watchdog.abandoned()
-                raise TimeLimit() from None
-            except TooLarge:
-                self._watchdog.abandoned()
-                raise
+        async with self._held(timeout):
+            status, head, data = await self._pool.exchange(method, target, fields, body, max_bytes)
         return Answer(status, httpx.Headers(head), data, time.perf_counter_ns() - started)
 
     @staticmethod

@@ -304,14 +304,28 @@ class Operations:
         best, rival = scores[order[0]], scores[order[1]]
         return pool[order[0]] if best >= floor and best - rival >= margin else None
 
+    def wanted(self, anchor: str) -> set[str]:
+        """The content words of ``anchor`` that name something: the owner's name and one-letter words aside."""
+        return {w for w in content_words(anchor) if len(w) > 1} - content_words(self.memory.manifest.owner)
+
     def holding(self, anchor: str, cards: Sequence[Card]) -> list[Card]:
         """The cards whose line (with what they point at) holds every content word of ``anchor`` (the owner's
         name aside); none when the anchor has no such word."""
-        wanted = {w for w in content_words(anchor) if len(w) > 1} - content_words(self.memory.manifest.owner)
+        wanted = self.wanted(anchor)
         if not wanted:
             return []
         texts = self._with_objects(cards)
         return [c for c in cards if wanted <= content_words(texts[c.iri])]
+
+    def named(self, anchor: str, cards: Sequence[Card]) -> list[Card]:
+        """The cards ``anchor`` names by its words: those :meth:`holding` them, narrowed to those whose own line
+        holds them, then to those whose label does, where any does (a job's line links the job before it, and a
+        trip's booking holds the trip's words through the trip)."""
+        wanted = self.wanted(anchor)
+        found = self.holding(anchor, cards)
+        for own in (lambda c: c.line, lambda c: c.label):
+            found = [c for c in found if wanted <= content_words(own(c))] or found
+        return found
 
     def _with_objects(self, cards: Sequence[Card]) -> dict[str, str]:
         """Each card's line followed by the lines of the nodes it points at (the subject and the owner aside)."""
@@ -502,11 +516,8 @@ def _current(ops: Operations, frame: Frame) -> Worked | None:
         if now:
             found = Worked(_lines(now, ops), _graphs(now), f"the latest {ops.ontology.curie(frame.cls)} that has "
                            "not ended")
-            # a card's own line first: a job's line links the one before it, which would name both
-            wanted = content_words(frame.anchor) - content_words(ops.memory.manifest.owner)
-            named = [c for c in cards if wanted and wanted <= content_words(c.line)]
-            named = named or (ops.holding(frame.anchor, cards) if wanted else [])
-            return _still(found, named, now, lambda c: c.iri, lambda c: c.graphs)
+            named = ops.named(frame.anchor, cards)
+            return _still(found, {c.iri for c in named}, {c.iri for c in now}, [g for c in named for g in c.graphs])
     if frame.prop:
         values = _values_of_kind(ops, frame, subject, frame.prop)
         if values:
@@ -515,12 +526,12 @@ def _current(ops: Operations, frame: Frame) -> Worked | None:
             kept = [v for v in values if said.get(v[2], "") == newest]
             found = Worked(", ".join(_with_places(ops, v) for v in kept) + ".", tuple(sorted({v[2] for v in kept})),
                            f"the value of {ops.ontology.curie(frame.prop)} said last (earlier values are history)")
-            wanted = content_words(frame.anchor) - content_words(ops.memory.manifest.owner)
+            wanted = ops.wanted(frame.anchor)
             if not wanted:
                 return found
-            held = [v for v in values if wanted <= content_words(_with_places(ops, v))]
-            held += [v for v in ops.past_values(subject, frame.prop) if wanted <= content_words(_with_places(ops, v))]
-            return _still(found, held, kept, lambda v: str(v[0]), lambda v: (v[2],) if v[2] else ())
+            held = [v for v in [*values, *ops.past_values(subject, frame.prop)]
+                    if wanted <= content_words(_with_places(ops, v))]
+            return _still(found, {str(v[0]) for v in held}, {str(v[0]) for v in kept}, [v[2] for v in held if v[2]])
     return None
 
 
@@ -533,16 +544,14 @@ def _current_cards(ops: Operations, cards: Sequence[Card]) -> list[Card]:
     return [c for c in open_ if c.day == day]
 
 
-def _still(found: Worked, named: Sequence[Any], now: Sequence[Any], key: Callable[[Any], str],
-           graphs: Callable[[Any], Iterable[str]]) -> Worked:
-    """``found`` (the current value), preceded by yes or no when the question's anchor names one of the values,
-    past or present: yes when it is the current one. The named value's graphs are cited too (the old job)."""
+def _still(found: Worked, named: set[str], current: set[str], graphs: Iterable[str]) -> Worked:
+    """``found`` (the current value), preceded by yes or no when the question's anchor ``named`` some of the
+    values, past or present: yes when one of them is ``current``. The named values' ``graphs`` are cited too (the
+    old job)."""
     if not named:
         return found
-    current = {key(n) for n in now}
-    holds = any(key(n) in current for n in named)
-    cited = tuple(sorted(set(found.graphs) | {g for n in named for g in graphs(n)}))
-    return Worked(f"{'Yes' if holds else 'No'}; now: {found.text}", cited,
+    holds = bool(named & current)
+    return Worked(f"{'Yes' if holds else 'No'}; now: {found.text}", tuple(sorted({*found.graphs, *graphs})),
                   f"{found.note}; the value the question names is {'the current one' if holds else 'history'}")
 
 
@@ -680,12 +689,9 @@ def _value(ops: Operations, frame: Frame) -> Worked | None:
 
 
 def _value_in(ops: Operations, frame: Frame, reach: int) -> Worked | None:
-    """The asked property's values on the one node that holds every word of the anchor (in its label where
-    several hold them in their lines, and among those that state the property where that still leaves several)."""
-    wanted = content_words(frame.anchor) - content_words(ops.memory.manifest.owner)
-    named = ops.holding(frame.anchor, _pool(ops, frame, reach))
-    named = [c for c in named if wanted <= content_words(c.label)] or named
-    stated = [(c, ops.values(c.iri, frame.prop)) for c in named]
+    """The asked property's values on the one node the anchor names (:meth:`Operations.named`; among those that
+    state the property where that leaves several)."""
+    stated = [(c, ops.values(c.iri, frame.prop)) for c in ops.named(frame.anchor, _pool(ops, frame, reach))]
     stated = [(c, v) for c, v in stated if v]
     if len(stated) != 1:
         return None
@@ -737,9 +743,7 @@ def _unheld(ops: Operations, frame: Frame) -> Worked | None:
     if subject is None:
         return None
     pool = [c for c in _pool(ops, frame, 2) if c.iri != subject]
-    named = ops.holding(frame.anchor, pool)
-    named = [c for c in named if content_words(frame.anchor) - content_words(ops.memory.manifest.owner)
-             <= content_words(c.label)] or named
+    named = ops.named(frame.anchor, pool)
     if len(named) != 1:
         return None
     card = named[0]
