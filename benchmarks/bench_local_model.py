@@ -46,7 +46,7 @@ from pcm.llm.base import Request
 from pcm.llm.llamacpp_client import LlamaCppClient
 from pcm.llm.record import RecordingClient, ReplayClient
 from pcm.memory import Memory
-from pcm.namespaces import PROV
+from pcm.namespaces import PCM, PROV
 from pcm.settings import ExtractionConfig, GroundingConfig, Settings
 
 
@@ -240,6 +240,15 @@ def run(client: LlamaCppClient, output: str, samples: list[str], repair_rounds: 
         shutil.rmtree(root, ignore_errors=True)
 
 
+def fallen_back(memory: Memory) -> list[str]:
+    """Posts whose compact answer failed and were written again in the fallback form (their report says so)."""
+    rows = memory.store.select(
+        f"SELECT DISTINCT ?post WHERE {{ GRAPH ?g {{ ?post <{PCM}extractionReport> ?r }} "
+        'FILTER(CONTAINS(STR(?r), "form instead")) } ORDER BY ?post'
+    ).rows
+    return [row[0].value for row in rows if row[0] is not None]
+
+
 def spread(items: tuple[Any, ...], count: int | None) -> tuple[Any, ...]:
     """``count`` items taken evenly across ``items`` (all of them when ``count`` is None or larger)."""
     if count is None or count >= len(items):
@@ -250,7 +259,8 @@ def spread(items: tuple[Any, ...], count: int | None) -> tuple[Any, ...]:
 def run_labelled(client: LlamaCppClient, output: str, label_sets: list[LabelSet], data: Path, repair_rounds: int,
                  catalogue: str = "auto", timings: bool = False, misses: bool = False, limit: int | None = None,
                  grounding: bool = True, gate: bool = True,
-                 max_tokens: int = ExtractionConfig.max_output_tokens) -> FactScore:
+                 max_tokens: int = ExtractionConfig.max_output_tokens,
+                 fallback: str = ExtractionConfig.fallback) -> FactScore:
     """Extract exactly the labelled utterances of each label set with the model (one fresh memory per set, owned by
     the set's owner, holding the sessions of its labelled utterances), then score the stored facts against the gold.
     ``limit``: that many utterances per set, taken evenly across it; ``grounding`` and ``gate`` off measure the
@@ -268,7 +278,7 @@ def run_labelled(client: LlamaCppClient, output: str, label_sets: list[LabelSet]
             settings = Settings(memory=root / "memory", index_enabled=False, summaries_enabled=False,
                                 extraction=ExtractionConfig(repair_rounds=repair_rounds, catalogue=catalogue,
                                                             grounding=GroundingConfig(enabled=grounding), gate=gate,
-                                                            max_output_tokens=max_tokens))
+                                                            max_output_tokens=max_tokens, fallback=fallback))
             memory = Memory.init(settings, owner=labels.owner)
             memory.ingest(label_conversations(labels, data))
             posts = [post_iri(memory.naming, u) for u in labels.utterances]
@@ -298,6 +308,10 @@ def run_labelled(client: LlamaCppClient, output: str, label_sets: list[LabelSet]
                 print(line)
             for post, first_line in report.failures:
                 print(f"  failed {post.rsplit('/', 1)[-1]}: {first_line[:200]}")
+            again = fallen_back(memory)
+            if again:
+                print(f"  written again in the fallback form ({fallback}): {len(again)}: "
+                      + ", ".join(p.rsplit('/', 1)[-1] for p in again))
             memory.close()
             total = total + result
         finally:
@@ -367,6 +381,8 @@ def main() -> None:
     parser.add_argument("--no-state", action="store_true",
                         help="do not load or save the model's state after the fixed prompt prefix (PCM_LLM_STATE_DIR): "
                              "every run then pays the whole catalogue prompt on its first call")
+    parser.add_argument("--fallback", default=ExtractionConfig.fallback, choices=["json", "none"],
+                        help="with --labelled, the form a failing compact answer is written in again (none: fail)")
     parser.add_argument("--no-gate", action="store_true",
                         help="with --labelled, send small talk to the model too (PCM_EXTRACTION_GATE=off)")
     args = parser.parse_args()
@@ -394,7 +410,8 @@ def main() -> None:
         for output in args.formats:
             run_labelled(used, output, label_sets, args.data, args.repair_rounds, args.catalogue,
                          timings=args.timings, misses=args.misses, limit=args.limit,
-                         grounding=not args.no_grounding, gate=not args.no_gate, max_tokens=args.max_tokens)
+                         grounding=not args.no_grounding, gate=not args.no_gate, max_tokens=args.max_tokens,
+                         fallback="" if args.fallback == "none" else args.fallback)
         client.close()
         return
     samples = [p.stem for p in sample_paths()] if args.all or args.questions else args.samples

@@ -110,6 +110,9 @@ class ExtractionConfig:
     catalogue: str = "auto"
     #: Rounds of SHACL/parse repair after the first attempt (``PCM_REPAIR_ROUNDS``).
     repair_rounds: int = 2
+    #: The form a compact answer that still fails once its rounds are spent is written in again (``json``, or
+    #: ``""`` for none): see :meth:`pcm.extraction.extractor.Extractor.extract`.
+    fallback: str = "json"
     #: Concurrent model calls during batch ingest (``PCM_LLM_CONCURRENCY``).
     concurrency: int = 4
     #: Keep utterances that state nothing (greetings, thanks, "sounds great") from the model

@@ -26,6 +26,7 @@ from pcm.cli_extract import extract
 from pcm.conversations import Conversation, Utterance
 from pcm.extraction import extract_posts
 from pcm.extraction.compact import (
+    ANSWER_CHARS,
     NOTHING,
     as_compact,
     bare_name,
@@ -372,9 +373,11 @@ def test_every_class_and_property_can_be_written() -> None:
 
 @pytest.mark.parametrize("max_tokens", [300, 1000, 3000])
 def test_the_longest_answer_fits_the_token_budget(max_tokens: int) -> None:
-    """Every line costs its longest form, so a looping model ends with whole lines before the limit."""
+    """Every line costs its longest form, so a looping model ends with whole lines before the limit; and however
+    large the call's budget, an answer ends at ANSWER_CHARS."""
+    budget = min(max_tokens, ANSWER_CHARS)
     longest = grammar(max_tokens, KNOWN).longest()
-    assert max_tokens * 0.8 < longest <= max_tokens
+    assert budget * 0.8 < longest <= budget
 
 
 def test_a_repeated_line_is_refused_once_the_budget_is_spent() -> None:
@@ -614,3 +617,70 @@ def test_a_compact_call_gets_the_grammar_of_its_utterances_areas(memory: Memory)
     text = schema.grammar(3000)  # type: ignore[misc]
     assert '"schema:BuyAction"' in text and '"schema:InformAction"' in text  # bought; social always
     assert '"pcm:Pet"' not in text and '"opencare:Medication"' not in text
+
+
+def _stored(memory: Memory) -> set[tuple[str, str, str]]:
+    graph = memory.naming.extraction_graph(next(iter(memory.store.posts())).iri)
+    rows = memory.store.select(f"SELECT ?s ?p ?o WHERE {{ GRAPH <{graph}> {{ ?s ?p ?o }} }}").rows
+    return {(r[0].value, r[1].value, r[2].value) for r in rows}
+
+
+def _report_of(memory: Memory) -> str:
+    post = next(iter(memory.store.posts()))
+    notes = memory.store.select(f"SELECT ?r WHERE {{ GRAPH ?g {{ <{post.iri}> <{PCM}extractionReport> ?r }} }}").rows
+    return " ".join(r[0].value for r in notes)
+
+
+def test_a_compact_answer_that_still_fails_is_written_again_in_the_json_form(memory: Memory) -> None:
+    """Two compact answers that describe only a node nothing declares, then the JSON form's call: its facts are
+    stored, every call is counted in the one extraction, and the report says the compact lines failed."""
+    from pcm.extraction.jsonld import as_answer
+
+    ns = memory.naming.namespace
+    facts = normalise_compact(EXAMPLE, namespace=ns, ontology=ONTOLOGY).triples
+    as_json = json.dumps(as_answer(facts, namespace=ns, ontology=ONTOLOGY))
+    bad = 'pet schema:name "Biscuit"\n'
+    client = Local([bad, bad, as_json])
+    report = extract_posts(memory.context, [p.iri for p in memory.store.posts()], client=client, concurrency=1,
+                           output="compact")
+    assert (report.extracted, report.failed, report.calls) == (1, 0, 3)
+    assert [s.name if s else None for s in client.schemas] == ["extraction_compact", "extraction_compact",
+                                                                 "extraction"]
+    assert (ns + "buying-the-breville-barista-express", SCHEMA + "price", "549") in _stored(memory)
+    assert "the compact lines failed (" in _report_of(memory) and "written in the json form instead" in _report_of(memory)
+
+
+def test_without_a_fallback_form_a_failing_compact_answer_fails(tmp_path: Path) -> None:
+    with ingested(tmp_path / "mem") as memory:
+        memory.settings = memory.settings.with_(extraction=memory.settings.extraction.with_(fallback=""))
+        bad = 'pet schema:name "Biscuit"\n'
+        client = Local([bad, bad])
+        report = extract_posts(memory.context, [p.iri for p in memory.store.posts()], client=client,
+                               concurrency=1, output="compact")
+        assert (report.extracted, report.failed, report.calls) == (0, 1, 2)
+
+
+def test_a_handle_declared_for_two_things_states_nothing_about_either() -> None:
+    """``city`` is Portland and Lisbon: which one the trip leaves from is not known, so that line is not read."""
+    text = ('trip schema:TravelAction "flying to Lisbon"\ncity schema:City "Portland"\ncity schema:City "Lisbon"\n'
+            "trip schema:agent me\ntrip schema:fromLocation city\n")
+    with pytest.raises(OutputProblem, match="`city` names two nodes"):
+        read_compact(text, namespace=NS, ontology=ONTOLOGY)
+    answer = read_compact(text, namespace=NS, ontology=ONTOLOGY, skip_unreadable=True)
+    got = normalise_answer(answer, namespace=NS, ontology=ONTOLOGY).triples
+    assert not [t for t in got if t.predicate.value == SCHEMA + "fromLocation"]
+    agent = ox.Triple(ox.NamedNode(NS + "flying-to-lisbon"), ox.NamedNode(SCHEMA + "agent"), ox.NamedNode(NAMING.owner))
+    assert agent in got
+
+
+def test_a_fact_that_makes_a_person_the_agent_of_a_person_is_left_out_and_reported(memory: Memory) -> None:
+    """``me schema:agent you``: the owner is no action; the purchase's facts are stored, that line is not."""
+    client = Local(["me schema:agent you\n" + EXAMPLE])
+    report = extract_posts(memory.context, [p.iri for p in memory.store.posts()], client=client, concurrency=1,
+                           output="compact")
+    assert (report.extracted, report.calls) == (1, 1)
+    stored = _stored(memory)
+    assert (memory.naming.owner, SCHEMA + "agent", memory.naming.assistant) not in stored
+    assert (memory.naming.namespace + "buying-the-breville-barista-express", SCHEMA + "agent",
+            memory.naming.owner) in stored
+    assert "left out 1 fact(s) that make a person what a person is not: " in _report_of(memory)

@@ -73,6 +73,11 @@ TEXT = 120
 SHORT_TEXT = 32
 #: Characters one budget slot stands for (see :func:`compact_grammar`).
 SLOT = 8
+#: The grammar's budget for one answer, whatever the call's token budget (see :func:`grammar_budget`; every line is
+#: paid at its longest form, so an answer's own length is about half of it). The richest hand-written answer of the
+#: fixtures (14 lines, 766 characters) needs 1,800; the answers of Qwen2.5-Coder-1.5B that looped (one line again and
+#: again with a new date) ran to the former 3,000, ~1,000 tokens a round and 406 s for one utterance.
+ANSWER_CHARS = 2000
 #: Lines quoted in one problem report.
 REPORTED_LINES = 6
 #: Speaker words: ``me`` is whoever speaks, ``you`` whom they address.
@@ -257,7 +262,7 @@ def read_compact(
     names = dict(names) if names is not None else call_names(naming, naming.owner)
     problems = _Problems()
     lines = _lines(text, problems)
-    declarations, facts = _split(lines, ontology, names, problems)
+    declarations, facts, ambiguous = _split(lines, ontology, names, problems)
     minted = _mint(declarations, names, namespace, existing)
     reader = _Reader(ontology, namespace, names, minted, existing)
     nodes: dict[str, dict[str, Any]] = {}
@@ -266,6 +271,11 @@ def read_compact(
     unnamed: list[tuple[_Line, str]] = []
     for line in facts:
         subject_token, predicate_token, value_token = line.tokens
+        twice = next((t for t in (subject_token, value_token) if _handle(t) in ambiguous), None)
+        if twice is not None:  # which of its nodes the line means is not known, so it states nothing for sure
+            problems.add(line, f"`{twice}` names two nodes (declared twice with different labels): give each its "
+                               "own handle")
+            continue
         subject = reader.node(subject_token)
         predicate = _term(predicate_token)
         if predicate is None:
@@ -320,9 +330,12 @@ def _lines(text: str, problems: _Problems) -> list[_Line]:
 
 def _split(
     lines: list[_Line], ontology: Ontology, names: Mapping[str, str], problems: _Problems
-) -> tuple[dict[str, tuple[_Line, list[str], str]], list[_Line]]:
-    """Declarations (handle -> its line, classes as written, label) and fact lines, in the answer's order."""
+) -> tuple[dict[str, tuple[_Line, list[str], str]], list[_Line], set[str]]:
+    """Declarations (handle -> its line, classes as written, label), fact lines in the answer's order, and the
+    handles declared twice with different labels (``city "Portland"``, ``city "Lisbon"``): the first declaration
+    stands, and no fact line that names such a handle is read, since it may mean either node."""
     declarations: dict[str, tuple[_Line, list[str], str]] = {}
+    ambiguous: set[str] = set()
     facts = []
     for line in lines:
         tokens = line.tokens
@@ -351,6 +364,7 @@ def _split(
                 problems.add(line, "the label is empty")
             elif handle in declarations and declarations[handle][2] != _unquote(rest[0]):
                 problems.add(line, f"`{handle}` is declared twice with different labels: one handle per node")
+                ambiguous.add(handle)
             else:
                 before = declarations.get(handle, (line, [], ""))[1]
                 declarations[handle] = (line, [*before, *(c for c in classes if c not in before)], _unquote(rest[0]))
@@ -360,7 +374,7 @@ def _split(
                                'property value); text values are quoted')
             continue
         facts.append(line)
-    return declarations, facts
+    return declarations, facts, ambiguous
 
 
 def _mint(
@@ -677,8 +691,8 @@ def _bounded(ontology: Ontology, known: tuple[str, ...], areas: tuple[str, ...] 
 
 def grammar_budget(max_tokens: int) -> int:
     """The character budget whose answers always fit in ``max_tokens`` tokens (a token is one character or more, for
-    ASCII text)."""
-    return max(0, max_tokens)
+    ASCII text), and never more than :data:`ANSWER_CHARS`: a loop ends there with a complete answer."""
+    return max(0, min(max_tokens, ANSWER_CHARS))
 
 
 def compact_grammar(
