@@ -153,6 +153,23 @@ def test_the_state_is_saved_once_and_a_fresh_process_does_not_reread_the_system_
     assert second.states.access.restored == [held_prefix(RULES)]  # type: ignore[attr-defined]  # loaded once
 
 
+def test_switching_between_two_system_prompts_loads_each_ones_state_again(gguf: Path, tmp_path: Path) -> None:
+    """The compact extraction form and its JSON fallback in one process: each switch loads the other prompt's
+    saved state instead of reading its whole system prompt again."""
+    states = tmp_path / "states"
+    client = process(gguf, states)
+    extract(client, "I adopted a cat.")  # read in full, saved
+    extract(client, "I adopted a dog.", system=OTHER_RULES)  # read in full, saved
+    extract(client, "I adopted a bird.")
+    extract(client, "I adopted a fish.", system=OTHER_RULES)
+    extract(client, "I adopted a horse.", system=OTHER_RULES)  # held: nothing loaded
+    assert len(sorted(states.glob("*.kvstate"))) == 2
+    assert client.states is not None
+    assert client.states.access.restored == [held_prefix(RULES), held_prefix(OTHER_RULES)]  # type: ignore[attr-defined]
+    assert client._llama.read[2] == prompt_length("I adopted a bird.") - held_prefix(RULES)
+    assert client._llama.read[3] == prompt_length("I adopted a fish.", OTHER_RULES) - held_prefix(OTHER_RULES)
+
+
 def test_no_state_is_loaded_for_another_system_prompt_model_context_or_template(gguf: Path, tmp_path: Path) -> None:
     states = tmp_path / "states"
     extract(process(gguf, states), "I adopted a cat.")
