@@ -99,8 +99,8 @@ class ExtractionConfig:
     mode: str = "auto"
     #: The answer format (``PCM_LLM_OUTPUT``): ``turtle`` (free-form), ``json`` (held to a JSON Schema generated
     #: from the ontology, sent natively to the provider), ``compact`` (one fact per line, held to a GBNF grammar: a
-    #: model in this process; asked for, never chosen by auto yet), or ``auto`` (json for a model on this machine,
-    #: turtle otherwise).
+    #: model in this process; an answer that still fails is written again in the ``fallback`` form), or ``auto``
+    #: (compact for a model in this process, json for another model on this machine, turtle otherwise).
     output: str = "auto"
     #: Where the vocabulary catalogue goes in the prompt (``PCM_LLM_CATALOGUE``): ``areas`` (the core areas in the
     #: system prompt, each call's further areas in its user turn: the smallest prompt, best where every call is

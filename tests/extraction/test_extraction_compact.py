@@ -433,9 +433,9 @@ class Provider(ScriptedClient):
     constrained = True
 
 
-def test_compact_is_given_when_asked_and_never_chosen_by_auto() -> None:
+def test_compact_is_auto_for_a_model_in_this_process_and_given_when_asked() -> None:
     forms = ("turtle", "json", "compact")
-    assert output_format("auto", Local(), forms=forms) == "json"
+    assert output_format("auto", Local(), forms=forms) == "compact"
     assert output_format("compact", Local(), forms=forms) == "compact"
     assert output_format("auto", Local()) == "json"  # a caller without the form (ask) keeps json
     assert output_format("auto", Provider(), forms=forms) == "json"
