@@ -57,6 +57,8 @@ _LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
 _STATUS = SCHEMA + "actionStatus"
 _ACTION = SCHEMA + "Action"
 _PEOPLE = (SCHEMA + "Person", "http://xmlns.com/foaf/0.1/Person")
+SHOWN_COUNTED = 5
+"""Counted nodes shown whole beside a count (more are named only)."""
 NOT_STORED = "Not in memory:"
 """How an operation's answer begins when the graph shows the fact asked was never stored."""
 
@@ -96,6 +98,9 @@ class Operations:
     entities: Sequence[GroundedEntity]
     today: date
     vectors: Callable[[], TextVectors]
+    #: The question as asked: where the frame leaves out the second of two events, its words that name something
+    #: stored name that event (:func:`_interval_from_question`).
+    question: str = ""
     _about_cache: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def evaluate(self, frame: Frame) -> Worked | None:
@@ -409,7 +414,10 @@ def _count(ops: Operations, frame: Frame) -> Worked | None:
         cards = [c for c in ops.about(lambda among: ops.members(frame.cls, among), subject) if c.done]
         if cards:
             names = sorted({c.label or c.iri for c in cards})
-            return Worked(f"{len(names)} ({', '.join(names)}).", _graphs(cards),
+            # a few counted nodes are shown whole: "how many records are in the collection" framed as a count of
+            # collections is answered with each collection's own size beside the count
+            shown = f" {_lines(sorted(cards, key=lambda c: c.iri))}" if len(cards) <= SHOWN_COUNTED else ""
+            return Worked(f"{len(names)} ({', '.join(names)}).{shown}", _graphs(cards),
                           f"counted over the {ops.ontology.curie(frame.cls)} nodes about {ops.name_of(subject)}")
     return None
 
@@ -428,6 +436,13 @@ def _stored_number(ops: Operations, frame: Frame, subject: str) -> Worked | None
     if len(holders) > 1 and frame.anchor:
         named = ops.match(frame.anchor, [c for c, _ in holders], typed=True)
         holders = [(c, vs) for c, vs in holders if named is not None and c.iri == named.iri]
+    elif 1 < len(holders) <= SHOWN_COUNTED:
+        # several nodes hold the number and the frame names none: each with its own ("the collection": records
+        # 240, houseplants 20), for the question to be read against
+        holders.sort(key=lambda h: h[0].iri)
+        return Worked("; ".join(f"{c.label or c.iri}: {', '.join(v[1] for v in vs)}" for c, vs in holders) + ".",
+                      tuple(sorted({v[2] for _, vs in holders for v in vs})),
+                      f"the {ops.ontology.curie(frame.prop)} stored on each node of the class")
     if len(holders) != 1:
         return None
     card, values = holders[0]
@@ -609,6 +624,10 @@ def _window(ops: Operations, frame: Frame) -> Worked | None:
     start, end = frame.start or date.min, frame.end or date.max
     pool = _pool(ops, frame)
     inside = [c for c in pool if c.day is not None and c.day <= end and (c.end or c.day) >= start]
+    if not inside and frame.cls:
+        # the class is the model's guess ("what was on my calendar in June" read as jobs); the time it names is
+        # the surer part: whatever is dated in that window
+        return _window(ops, replace(frame, cls=""))
     if not inside:
         return None
     inside.sort(key=lambda c: (c.day or date.min, c.iri))
@@ -638,7 +657,41 @@ def _interval(ops: Operations, frame: Frame) -> Worked | None:
         found = _anchored(ops, other, lambda reach: _interval_in(ops, other, reach))
         if found is not None:
             return found
-    return _anchored(ops, frame, lambda reach: _duration_in(ops, frame, reach))
+    found = _anchored(ops, frame, lambda reach: _duration_in(ops, frame, reach))
+    if found is None and ops.question:
+        found = _anchored(ops, frame, lambda reach: _interval_from_question(ops, frame, reach))
+    return found
+
+
+def _interval_from_question(ops: Operations, frame: Frame, reach: int) -> Worked | None:
+    """The time between the event the anchor names and the one the rest of the question names.
+
+    A small model often writes only one event of two ("how many days before Rachel's wedding did I order the
+    jumpsuit" framed with the jumpsuit alone). The other event is then named by the question's words that the
+    anchor does not hold and that occur in what is stored about the other dated nodes (in whatever order or
+    language the question puts the rest): those words must pick one node, as an anchor must.
+    """
+    pool = [c for c in ops.about(ops.dated, ops.subject(frame), reach=reach) if c.full]
+    first = ops.match(frame.anchor, pool)
+    if first is None or first.day is None:
+        return None
+    others = [c for c in pool if c.iri != first.iri]
+    texts = ops._with_objects(others)
+    stored = set().union(*(content_words(texts[c.iri]) for c in others)) if others else set()
+    # the words of the first event's own name, the owner's, and the unit asked name nothing else
+    skip = (content_words(frame.anchor) | content_words(first.label) | content_words(ops.memory.manifest.owner)
+            | content_words(frame.unit))
+    words = [w for w in re.findall(r"[\w-]{2,}", ops.question) if (content_words(w) & stored) - skip]
+    if not words:
+        return None
+    second = ops.match(" ".join(words), others)
+    if second is None or second.day is None:
+        return None
+    a, b = sorted((first, second), key=lambda c: c.day or date.min)
+    assert a.day is not None and b.day is not None
+    text = between(a.label or a.iri, a.day, b.label or b.iri, b.day, frame.unit or "days")
+    return Worked(text, _graphs([a, b]), "counted between the event the frame names and the one the rest of the "
+                  "question names")
 
 
 def _duration_in(ops: Operations, frame: Frame, reach: int) -> Worked | None:
