@@ -564,3 +564,13 @@ def test_a_count_of_nodes_that_hold_numbers_shows_each_number(ops: Operations) -
     assert by_class is not None and by_class.text.startswith("2 (") and "240" in by_class.text
     stored = ops.evaluate(Frame("count", "Dana", cls=PCM + "Collection", prop=PCM + "collectionSize"))
     assert stored is not None and "240" in stored.text and "20" in stored.text
+    # the question's own words pick the one collection they name
+    asked = replace(ops, question="Roughly how many records does Dana's vinyl collection hold?")
+    named = asked.evaluate(Frame("count", "Dana", cls=PCM + "Collection", prop=PCM + "collectionSize"))
+    assert named is not None and named.text.startswith("240") and "houseplant" not in named.text
+
+
+def test_a_time_filled_in_beside_another_operation_does_not_widen_to_every_dated_thing(ops: Operations) -> None:
+    frame = Frame("value", "Dana", SCHEMA + "SocialEvent", SCHEMA + "name", anchor="family celebration",
+                  start=date(2025, 3, 1), end=date(2025, 3, 31))
+    assert ops.evaluate(frame) is None

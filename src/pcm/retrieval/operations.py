@@ -309,6 +309,15 @@ class Operations:
         best, rival = scores[order[0]], scores[order[1]]
         return pool[order[0]] if best >= floor and best - rival >= margin else None
 
+    def named_by_question(self, cards: Sequence[Card]) -> Card | None:
+        """The one card the question's own words name, where the frame names none: its words that occur in what
+        is stored about the cards (the owner's name aside) must pick one, as an anchor must (:meth:`match`)."""
+        texts = self._with_objects(cards)
+        stored = set().union(*(content_words(t) for t in texts.values())) if texts else set()
+        owner = content_words(self.memory.manifest.owner)
+        words = [w for w in re.findall(r"[\w-]{2,}", self.question) if (content_words(w) & stored) - owner]
+        return self.match(" ".join(words), cards, typed=True) if words else None
+
     def wanted(self, anchor: str) -> set[str]:
         """The content words of ``anchor`` that name something: the owner's name and one-letter words aside."""
         return {w for w in content_words(anchor) if len(w) > 1} - content_words(self.memory.manifest.owner)
@@ -436,6 +445,8 @@ def _stored_number(ops: Operations, frame: Frame, subject: str) -> Worked | None
     if len(holders) > 1 and frame.anchor:
         named = ops.match(frame.anchor, [c for c, _ in holders], typed=True)
         holders = [(c, vs) for c, vs in holders if named is not None and c.iri == named.iri]
+    elif len(holders) > 1 and (named := ops.named_by_question([c for c, _ in holders])) is not None:
+        holders = [(c, vs) for c, vs in holders if c.iri == named.iri]
     elif 1 < len(holders) <= SHOWN_COUNTED:
         # several nodes hold the number and the frame names none: each with its own ("the collection": records
         # 240, houseplants 20), for the question to be read against
@@ -624,15 +635,21 @@ def _window(ops: Operations, frame: Frame) -> Worked | None:
     start, end = frame.start or date.min, frame.end or date.max
     pool = _pool(ops, frame)
     inside = [c for c in pool if c.day is not None and c.day <= end and (c.end or c.day) >= start]
-    if not inside and frame.cls:
-        # the class is the model's guess ("what was on my calendar in June" read as jobs); the time it names is
-        # the surer part: whatever is dated in that window
-        return _window(ops, replace(frame, cls=""))
     if not inside:
         return None
     inside.sort(key=lambda c: (c.day or date.min, c.iri))
     text = " ".join(_planned(c) for c in inside)
     return Worked(text, _graphs(inside), f"dated between {start.isoformat()} and {end.isoformat()}")
+
+
+def _window_or_dated(ops: Operations, frame: Frame) -> Worked | None:
+    """A ``window`` frame: what of its class lies in the window, else whatever is dated in it. The class is the
+    model's guess ("what was on my calendar in June" read as jobs) and the time the surer part, where the question
+    asks for what lies in a time; a time filled in beside another operation does not widen it (:meth:`evaluate`)."""
+    found = _window(ops, frame)
+    if found is None and frame.cls:
+        found = _window(ops, replace(frame, cls=""))
+    return found
 
 
 def _interval(ops: Operations, frame: Frame) -> Worked | None:
@@ -819,7 +836,7 @@ def _unheld(ops: Operations, frame: Frame) -> Worked | None:
 
 _HANDLERS: dict[str, Callable[[Operations, Frame], Worked | None]] = {
     "value": _value, "relatives": _relatives, "count": _count, "total": _total, "latest": _extreme, "earliest": _extreme,
-    "current": _current, "before": _side, "after": _side, "window": _window, "interval": _interval,
+    "current": _current, "before": _side, "after": _side, "window": _window_or_dated, "interval": _interval,
 }
 #: The operations answered in code here (``value`` and ``list`` only for a date of a named thing, a time window,
 #: or a property the named node lacks); the others go on through the pipeline.
