@@ -574,3 +574,15 @@ def test_a_time_filled_in_beside_another_operation_does_not_widen_to_every_dated
     frame = Frame("value", "Dana", SCHEMA + "SocialEvent", SCHEMA + "name", anchor="family celebration",
                   start=date(2025, 3, 1), end=date(2025, 3, 31))
     assert ops.evaluate(frame) is None
+
+
+def test_a_property_with_no_node_named_is_read_on_the_node_the_question_names(ops: Operations) -> None:
+    """"How often does Dana run": a frequency and no anchor, whatever operation the model read; the running
+    schedule, not the yoga one, because the question's words name the run."""
+    frame = Frame("interval", "Dana", prop=SCHEMA + "repeatFrequency", unit="weeks")
+    assert ops.evaluate(frame) is None  # nothing in the frame says which schedule
+    found = replace(ops, question="How often does Dana run, and when?").evaluate(frame)
+    assert found is not None and "Monday" in found.text and "Thursday" not in found.text
+    # a frame whose class no holder of the property is settles nothing
+    assert replace(ops, question="How often does Dana run?").evaluate(
+        replace(frame, cls=PCM + "Plant")) is None

@@ -128,6 +128,10 @@ class Operations:
             found = _window(self, frame)
         if found is None and frame.op in ("value", "list"):
             found = _unheld(self, frame)
+        if found is None and frame.prop and not frame.anchor and frame.op not in ("count", "total", "relatives"):
+            # a property named and no node: its value on the one node about the subject that the question's own
+            # words name ("how often do I run": the running schedule's frequency), whatever operation was read
+            found = _held_by_named(self, frame)
         return found
 
     def _names_a_thing(self, frame: Frame) -> bool:
@@ -244,6 +248,18 @@ class Operations:
                              properties=values_clause("p", sorted(self.ontology.subproperties(prop) | {prop})),
                              node=iri_term(node))
         return bool(self.memory.store.select(query).rows)
+
+    def holders(self, prop: str, subject: str | None) -> list[Card]:
+        """The nodes about ``subject`` (its two rings) that state a value of ``prop``."""
+        from pcm.resources import render_query
+        from pcm.sparql import values_clause
+
+        query = render_query("ask/frame_holders", properties=values_clause("p", sorted(self.ontology.subproperties(prop) | {prop})),
+                             limit=str(ABOUT_ROWS))
+        found = [row[0].value for row in self.memory.store.select(query).rows if row[0] is not None]
+        rings = self._rings(subject) if subject is not None else {}
+        near = [iri for iri in found if iri in rings or iri == subject] if rings else found
+        return self.cards(near[:ROWS])
 
     def date_properties(self) -> list[str]:
         return sorted(iri for iri in self.ontology.properties
@@ -771,6 +787,24 @@ def _value_in(ops: Operations, frame: Frame, reach: int) -> Worked | None:
     # an amount its currency
     return Worked(f"{shown}. {_lines([card], ops)}", tuple(sorted({v[2] for v in values} | card.graphs)),
                   f"the {ops.ontology.curie(frame.prop)} of the node the question names, with its other facts")
+
+
+def _held_by_named(ops: Operations, frame: Frame) -> Worked | None:
+    """The frame's property on the node the question names, among the nodes about the subject that state it and
+    are of the frame's class (a holder of another kind than the frame names means the frame contradicts itself)."""
+    holders = ops.holders(frame.prop, ops.subject(frame))
+    if frame.cls:
+        kinds = ops.ontology.subclasses(frame.cls) | {frame.cls}
+        holders = [c for c in holders if c.types & kinds]
+    card = ops.named_by_question(holders) if holders else None
+    if card is None:
+        return None
+    values = ops.values(card.iri, frame.prop)
+    if not values:
+        return None
+    shown = ", ".join(_with_places(ops, v) for v in values)
+    return Worked(f"{shown}. {_lines([card], ops)}", tuple(sorted({v[2] for v in values} | card.graphs)),
+                  f"the {ops.ontology.curie(frame.prop)} of the node the question's words name, with its other facts")
 
 
 def _date_of(ops: Operations, frame: Frame) -> Worked | None:
