@@ -307,7 +307,10 @@ class Operations:
         if not wanted or not cards:  # an anchor that is only the owner's name names nothing
             return None
         texts = self._with_objects(cards)
-        holding = [c for c in cards if wanted <= content_words(texts[c.iri])]
+        held = {c.iri: content_words(texts[c.iri]) for c in cards}
+        # words no card holds ("the promotion taking effect") cannot tell the cards apart: the others name the card
+        wanted = {w for w in wanted if any(w in words for words in held.values())} or wanted
+        holding = [c for c in cards if wanted <= held[c.iri]]
         named = [c for c in holding if wanted <= content_words(c.label)]
         for chosen in (holding, named):
             if len(chosen) == 1:
@@ -325,13 +328,19 @@ class Operations:
         best, rival = scores[order[0]], scores[order[1]]
         return pool[order[0]] if best >= floor and best - rival >= margin else None
 
-    def named_by_question(self, cards: Sequence[Card]) -> Card | None:
+    def named_by_question(self, cards: Sequence[Card], asked: Iterable[str] = ()) -> Card | None:
         """The one card the question's own words name, where the frame names none: its words that occur in what
-        is stored about the cards (the owner's name aside) must pick one, as an anchor must (:meth:`match`)."""
+        is stored about the cards (the owner's name, and the words of the ``asked`` terms, aside: "the name of my
+        mother" names no account by "name") must pick one, as an anchor must (:meth:`match`)."""
         texts = self._with_objects(cards)
         stored = set().union(*(content_words(t) for t in texts.values())) if texts else set()
-        owner = content_words(self.memory.manifest.owner)
-        words = [w for w in re.findall(r"[\w-]{2,}", self.question) if (content_words(w) & stored) - owner]
+        skip = content_words(self.memory.manifest.owner)
+        for term in asked:
+            local = re.split(r"[/#]", term)[-1]
+            skip |= content_words(re.sub(r"(?<=[a-z])(?=[A-Z])", " ", local))
+            if term in self.ontology.terms:
+                skip |= content_words(self.ontology.terms[term].label)
+        words = [w for w in re.findall(r"[\w-]{2,}", self.question) if (content_words(w) & stored) - skip]
         return self.match(" ".join(words), cards, typed=True) if words else None
 
     def wanted(self, anchor: str) -> set[str]:
@@ -796,7 +805,7 @@ def _held_by_named(ops: Operations, frame: Frame) -> Worked | None:
     if frame.cls:
         kinds = ops.ontology.subclasses(frame.cls) | {frame.cls}
         holders = [c for c in holders if c.types & kinds]
-    card = ops.named_by_question(holders) if holders else None
+    card = ops.named_by_question(holders, asked=(frame.prop,)) if holders else None
     if card is None:
         return None
     values = ops.values(card.iri, frame.prop)
