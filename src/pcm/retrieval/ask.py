@@ -471,7 +471,8 @@ class _Pipeline:
                 engines.append(TraversalEngine.for_memory(self.memory))
             return engines[0].vectors
 
-        operations = Operations(self.memory, self.ontology, grounding.entities, self.as_of.date(), vectors)
+        operations = Operations(self.memory, self.ontology, grounding.entities, self.as_of.date(), vectors,
+                                question=self.question)
         try:
             worked = operations.evaluate(self.frame)
         except (PcmError, OSError) as error:

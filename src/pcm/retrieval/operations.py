@@ -57,6 +57,8 @@ _LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
 _STATUS = SCHEMA + "actionStatus"
 _ACTION = SCHEMA + "Action"
 _PEOPLE = (SCHEMA + "Person", "http://xmlns.com/foaf/0.1/Person")
+SHOWN_COUNTED = 5
+"""Counted nodes shown whole beside a count (more are named only)."""
 NOT_STORED = "Not in memory:"
 """How an operation's answer begins when the graph shows the fact asked was never stored."""
 
@@ -96,6 +98,9 @@ class Operations:
     entities: Sequence[GroundedEntity]
     today: date
     vectors: Callable[[], TextVectors]
+    #: The question as asked: where the frame leaves out the second of two events, its words that name something
+    #: stored name that event (:func:`_interval_from_question`).
+    question: str = ""
     _about_cache: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def evaluate(self, frame: Frame) -> Worked | None:
@@ -123,6 +128,10 @@ class Operations:
             found = _window(self, frame)
         if found is None and frame.op in ("value", "list"):
             found = _unheld(self, frame)
+        if found is None and frame.prop and not frame.anchor and frame.op not in ("count", "total", "relatives"):
+            # a property named and no node: its value on the one node about the subject that the question's own
+            # words name ("how often do I run": the running schedule's frequency), whatever operation was read
+            found = _held_by_named(self, frame)
         return found
 
     def _names_a_thing(self, frame: Frame) -> bool:
@@ -240,6 +249,18 @@ class Operations:
                              node=iri_term(node))
         return bool(self.memory.store.select(query).rows)
 
+    def holders(self, prop: str, subject: str | None) -> list[Card]:
+        """The nodes about ``subject`` (its two rings) that state a value of ``prop``."""
+        from pcm.resources import render_query
+        from pcm.sparql import values_clause
+
+        query = render_query("ask/frame_holders", properties=values_clause("p", sorted(self.ontology.subproperties(prop) | {prop})),
+                             limit=str(ABOUT_ROWS))
+        found = [row[0].value for row in self.memory.store.select(query).rows if row[0] is not None]
+        rings = self._rings(subject) if subject is not None else {}
+        near = [iri for iri in found if iri in rings or iri == subject] if rings else found
+        return self.cards(near[:ROWS])
+
     def date_properties(self) -> list[str]:
         return sorted(iri for iri in self.ontology.properties
                       if set(self.ontology.terms[iri].range) & _DATE_RANGES)
@@ -286,7 +307,10 @@ class Operations:
         if not wanted or not cards:  # an anchor that is only the owner's name names nothing
             return None
         texts = self._with_objects(cards)
-        holding = [c for c in cards if wanted <= content_words(texts[c.iri])]
+        held = {c.iri: content_words(texts[c.iri]) for c in cards}
+        # words no card holds ("the promotion taking effect") cannot tell the cards apart: the others name the card
+        wanted = {w for w in wanted if any(w in words for words in held.values())} or wanted
+        holding = [c for c in cards if wanted <= held[c.iri]]
         named = [c for c in holding if wanted <= content_words(c.label)]
         for chosen in (holding, named):
             if len(chosen) == 1:
@@ -303,6 +327,21 @@ class Operations:
         order = sorted(range(len(pool)), key=lambda i: (-scores[i], pool[i].iri))
         best, rival = scores[order[0]], scores[order[1]]
         return pool[order[0]] if best >= floor and best - rival >= margin else None
+
+    def named_by_question(self, cards: Sequence[Card], asked: Iterable[str] = ()) -> Card | None:
+        """The one card the question's own words name, where the frame names none: its words that occur in what
+        is stored about the cards (the owner's name, and the words of the ``asked`` terms, aside: "the name of my
+        mother" names no account by "name") must pick one, as an anchor must (:meth:`match`)."""
+        texts = self._with_objects(cards)
+        stored = set().union(*(content_words(t) for t in texts.values())) if texts else set()
+        skip = content_words(self.memory.manifest.owner)
+        for term in asked:
+            local = re.split(r"[/#]", term)[-1]
+            skip |= content_words(re.sub(r"(?<=[a-z])(?=[A-Z])", " ", local))
+            if term in self.ontology.terms:
+                skip |= content_words(self.ontology.terms[term].label)
+        words = [w for w in re.findall(r"[\w-]{2,}", self.question) if (content_words(w) & stored) - skip]
+        return self.match(" ".join(words), cards, typed=True) if words else None
 
     def wanted(self, anchor: str) -> set[str]:
         """The content words of ``anchor`` that name something: the owner's name and one-letter words aside."""
@@ -409,7 +448,10 @@ def _count(ops: Operations, frame: Frame) -> Worked | None:
         cards = [c for c in ops.about(lambda among: ops.members(frame.cls, among), subject) if c.done]
         if cards:
             names = sorted({c.label or c.iri for c in cards})
-            return Worked(f"{len(names)} ({', '.join(names)}).", _graphs(cards),
+            # a few counted nodes are shown whole: "how many records are in the collection" framed as a count of
+            # collections is answered with each collection's own size beside the count
+            shown = f" {_lines(sorted(cards, key=lambda c: c.iri))}" if len(cards) <= SHOWN_COUNTED else ""
+            return Worked(f"{len(names)} ({', '.join(names)}).{shown}", _graphs(cards),
                           f"counted over the {ops.ontology.curie(frame.cls)} nodes about {ops.name_of(subject)}")
     return None
 
@@ -428,6 +470,15 @@ def _stored_number(ops: Operations, frame: Frame, subject: str) -> Worked | None
     if len(holders) > 1 and frame.anchor:
         named = ops.match(frame.anchor, [c for c, _ in holders], typed=True)
         holders = [(c, vs) for c, vs in holders if named is not None and c.iri == named.iri]
+    elif len(holders) > 1 and (named := ops.named_by_question([c for c, _ in holders])) is not None:
+        holders = [(c, vs) for c, vs in holders if c.iri == named.iri]
+    elif 1 < len(holders) <= SHOWN_COUNTED:
+        # several nodes hold the number and the frame names none: each with its own ("the collection": records
+        # 240, houseplants 20), for the question to be read against
+        holders.sort(key=lambda h: h[0].iri)
+        return Worked("; ".join(f"{c.label or c.iri}: {', '.join(v[1] for v in vs)}" for c, vs in holders) + ".",
+                      tuple(sorted({v[2] for _, vs in holders for v in vs})),
+                      f"the {ops.ontology.curie(frame.prop)} stored on each node of the class")
     if len(holders) != 1:
         return None
     card, values = holders[0]
@@ -616,6 +667,16 @@ def _window(ops: Operations, frame: Frame) -> Worked | None:
     return Worked(text, _graphs(inside), f"dated between {start.isoformat()} and {end.isoformat()}")
 
 
+def _window_or_dated(ops: Operations, frame: Frame) -> Worked | None:
+    """A ``window`` frame: what of its class lies in the window, else whatever is dated in it. The class is the
+    model's guess ("what was on my calendar in June" read as jobs) and the time the surer part, where the question
+    asks for what lies in a time; a time filled in beside another operation does not widen it (:meth:`evaluate`)."""
+    found = _window(ops, frame)
+    if found is None and frame.cls:
+        found = _window(ops, replace(frame, cls=""))
+    return found
+
+
 def _interval(ops: Operations, frame: Frame) -> Worked | None:
     """The time between two events the frame names, else how long the one event it names lasted.
 
@@ -638,7 +699,41 @@ def _interval(ops: Operations, frame: Frame) -> Worked | None:
         found = _anchored(ops, other, lambda reach: _interval_in(ops, other, reach))
         if found is not None:
             return found
-    return _anchored(ops, frame, lambda reach: _duration_in(ops, frame, reach))
+    found = _anchored(ops, frame, lambda reach: _duration_in(ops, frame, reach))
+    if found is None and ops.question:
+        found = _anchored(ops, frame, lambda reach: _interval_from_question(ops, frame, reach))
+    return found
+
+
+def _interval_from_question(ops: Operations, frame: Frame, reach: int) -> Worked | None:
+    """The time between the event the anchor names and the one the rest of the question names.
+
+    A small model often writes only one event of two ("how many days before Rachel's wedding did I order the
+    jumpsuit" framed with the jumpsuit alone). The other event is then named by the question's words that the
+    anchor does not hold and that occur in what is stored about the other dated nodes (in whatever order or
+    language the question puts the rest): those words must pick one node, as an anchor must.
+    """
+    pool = [c for c in ops.about(ops.dated, ops.subject(frame), reach=reach) if c.full]
+    first = ops.match(frame.anchor, pool)
+    if first is None or first.day is None:
+        return None
+    others = [c for c in pool if c.iri != first.iri]
+    texts = ops._with_objects(others)
+    stored = set().union(*(content_words(texts[c.iri]) for c in others)) if others else set()
+    # the words of the first event's own name, the owner's, and the unit asked name nothing else
+    skip = (content_words(frame.anchor) | content_words(first.label) | content_words(ops.memory.manifest.owner)
+            | content_words(frame.unit))
+    words = [w for w in re.findall(r"[\w-]{2,}", ops.question) if (content_words(w) & stored) - skip]
+    if not words:
+        return None
+    second = ops.match(" ".join(words), others)
+    if second is None or second.day is None:
+        return None
+    a, b = sorted((first, second), key=lambda c: c.day or date.min)
+    assert a.day is not None and b.day is not None
+    text = between(a.label or a.iri, a.day, b.label or b.iri, b.day, frame.unit or "days")
+    return Worked(text, _graphs([a, b]), "counted between the event the frame names and the one the rest of the "
+                  "question names")
 
 
 def _duration_in(ops: Operations, frame: Frame, reach: int) -> Worked | None:
@@ -701,6 +796,24 @@ def _value_in(ops: Operations, frame: Frame, reach: int) -> Worked | None:
     # an amount its currency
     return Worked(f"{shown}. {_lines([card], ops)}", tuple(sorted({v[2] for v in values} | card.graphs)),
                   f"the {ops.ontology.curie(frame.prop)} of the node the question names, with its other facts")
+
+
+def _held_by_named(ops: Operations, frame: Frame) -> Worked | None:
+    """The frame's property on the node the question names, among the nodes about the subject that state it and
+    are of the frame's class (a holder of another kind than the frame names means the frame contradicts itself)."""
+    holders = ops.holders(frame.prop, ops.subject(frame))
+    if frame.cls:
+        kinds = ops.ontology.subclasses(frame.cls) | {frame.cls}
+        holders = [c for c in holders if c.types & kinds]
+    card = ops.named_by_question(holders, asked=(frame.prop,)) if holders else None
+    if card is None:
+        return None
+    values = ops.values(card.iri, frame.prop)
+    if not values:
+        return None
+    shown = ", ".join(_with_places(ops, v) for v in values)
+    return Worked(f"{shown}. {_lines([card], ops)}", tuple(sorted({v[2] for v in values} | card.graphs)),
+                  f"the {ops.ontology.curie(frame.prop)} of the node the question's words name, with its other facts")
 
 
 def _date_of(ops: Operations, frame: Frame) -> Worked | None:
@@ -766,7 +879,7 @@ def _unheld(ops: Operations, frame: Frame) -> Worked | None:
 
 _HANDLERS: dict[str, Callable[[Operations, Frame], Worked | None]] = {
     "value": _value, "relatives": _relatives, "count": _count, "total": _total, "latest": _extreme, "earliest": _extreme,
-    "current": _current, "before": _side, "after": _side, "window": _window, "interval": _interval,
+    "current": _current, "before": _side, "after": _side, "window": _window_or_dated, "interval": _interval,
 }
 #: The operations answered in code here (``value`` and ``list`` only for a date of a named thing, a time window,
 #: or a property the named node lacks); the others go on through the pipeline.
