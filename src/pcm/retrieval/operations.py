@@ -254,9 +254,9 @@ class Operations:
         from pcm.resources import render_query
         from pcm.sparql import values_clause
 
-        query = render_query("ask/frame_holders", properties=values_clause("p", sorted(self.ontology.subproperties(prop) | {prop})),
-                             limit=str(ABOUT_ROWS))
-        found = [row[0].value for row in self.memory.store.select(query).rows if row[0] is not None]
+        properties = values_clause("p", sorted(self.ontology.subproperties(prop) | {prop}))
+        query = render_query("ask/frame_holders", properties=properties, limit=str(ABOUT_ROWS))
+        found = [row[0].value for row in self.memory.store.select(query).rows if isinstance(row[0], ox.NamedNode)]
         rings = self._rings(subject) if subject is not None else {}
         near = [iri for iri in found if iri in rings or iri == subject] if rings else found
         return self.cards(near[:ROWS])
