@@ -328,20 +328,23 @@ class Operations:
         best, rival = scores[order[0]], scores[order[1]]
         return pool[order[0]] if best >= floor and best - rival >= margin else None
 
-    def named_by_question(self, cards: Sequence[Card], asked: Iterable[str] = ()) -> Card | None:
+    def named_by_question(self, cards: Sequence[Card], *, asked: Iterable[str] = (), besides: Iterable[str] = (),
+                          typed: bool = True) -> Card | None:
         """The one card the question's own words name, where the frame names none: its words that occur in what
-        is stored about the cards (the owner's name, and the words of the ``asked`` terms, aside: "the name of my
-        mother" names no account by "name") must pick one, as an anchor must (:meth:`match`)."""
+        is stored about the cards must pick one, as an anchor must (:meth:`match`; ``typed`` as there). Left aside:
+        the owner's name, the words of the ``asked`` terms ("the name of my mother" names no account by "name"),
+        and the words ``besides`` (another event's, a unit's).
+        """
         texts = self._with_objects(cards)
         stored = set().union(*(content_words(t) for t in texts.values())) if texts else set()
-        skip = content_words(self.memory.manifest.owner)
+        skip = content_words(self.memory.manifest.owner) | set(besides)
         for term in asked:
             local = re.split(r"[/#]", term)[-1]
             skip |= content_words(re.sub(r"(?<=[a-z])(?=[A-Z])", " ", local))
             if term in self.ontology.terms:
                 skip |= content_words(self.ontology.terms[term].label)
         words = [w for w in re.findall(r"[\w-]{2,}", self.question) if (content_words(w) & stored) - skip]
-        return self.match(" ".join(words), cards, typed=True) if words else None
+        return self.match(" ".join(words), cards, typed=typed) if words else None
 
     def wanted(self, anchor: str) -> set[str]:
         """The content words of ``anchor`` that name something: the owner's name and one-letter words aside."""
@@ -717,16 +720,9 @@ def _interval_from_question(ops: Operations, frame: Frame, reach: int) -> Worked
     first = ops.match(frame.anchor, pool)
     if first is None or first.day is None:
         return None
-    others = [c for c in pool if c.iri != first.iri]
-    texts = ops._with_objects(others)
-    stored = set().union(*(content_words(texts[c.iri]) for c in others)) if others else set()
-    # the words of the first event's own name, the owner's, and the unit asked name nothing else
-    skip = (content_words(frame.anchor) | content_words(first.label) | content_words(ops.memory.manifest.owner)
-            | content_words(frame.unit))
-    words = [w for w in re.findall(r"[\w-]{2,}", ops.question) if (content_words(w) & stored) - skip]
-    if not words:
-        return None
-    second = ops.match(" ".join(words), others)
+    # the words of the first event's own name and of the unit asked name nothing else
+    besides = content_words(frame.anchor) | content_words(first.label) | content_words(frame.unit)
+    second = ops.named_by_question([c for c in pool if c.iri != first.iri], besides=besides, typed=False)
     if second is None or second.day is None:
         return None
     a, b = sorted((first, second), key=lambda c: c.day or date.min)
