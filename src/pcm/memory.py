@@ -1066,6 +1066,7 @@ class Memory:
         return self._restored(ImportReport(path.name, "restore", count, graphs), progress)
 
     def _restored(self, report: ImportReport, progress: Progress | None) -> ImportReport:
+        """A restore's last steps, whichever path wrote it: its quads reported, then the side index brought up."""
         if progress is not None:
             progress(report.quads)
         if self.settings.index_enabled:
