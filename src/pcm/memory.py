@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import pyoxigraph as ox
 
@@ -42,6 +42,15 @@ from pcm.errors import (
     UsageError,
     ValidationError,
     write_refusal,
+)
+from pcm.importing import (
+    BulkRestore,
+    check_vocabulary_store,
+    dump_namespace,
+    refuse_default_graph,
+    refuse_problems,
+    rehome,
+    rehome_graphs,
 )
 from pcm.index.records import entity_record
 from pcm.layout import BY_ID, CONVERSATION, DatasetLayout, layout_of_graph
@@ -960,18 +969,26 @@ class Memory:
     ) -> ImportReport:
         """Import RDF: plain triples become an import graph (validated); a pcm dataset dump is restored.
 
-        The file is parsed and checked on an in-memory staging store first, so a bad file changes nothing.
-        ``base_iri`` (default: the file's own URI) resolves relative IRIs: a server importing a client's file
-        from a copy resolves them as the client would have. ``progress`` hears of the quads written, then of the
-        side index's rows as they are embedded.
+        A bad file changes nothing. A large dump is restored by :mod:`pcm.importing` (checked as a stream, bulk
+        loaded, undone from a checkpoint when refused); other files are parsed and checked on an in-memory staging
+        store first. ``base_iri`` (default: the file's own URI) resolves relative IRIs: a server importing a
+        client's file from a copy resolves them as the client would have. ``progress`` hears of the quads written,
+        then of the side index's rows as they are embedded.
         """
         self._writable()
         fmt = detect_rdf_format(path, fmt)
         if not path.is_file():
             raise InputError(f"{path}: no such file")
         limits = RdfLimits.of(self.settings)
+        base_iri = base_iri or path.resolve().as_uri()
+        bulk = BulkRestore(self.backend, self.naming.layout, self.manifest.namespace, self.ontology,
+                           self.settings.memory, limits, self.store.mark_index_pending)
+        if bulk.applies(path, fmt):
+            restored = bulk.restore(path, fmt, base_iri=base_iri)
+            if restored is not None:
+                return self._restored(ImportReport(path.name, "restore", restored.quads, restored.graphs), progress)
         data = read_file(path, limits)  # its size checked before it is read
-        staging = load_staging(data, fmt, name=path.name, base_iri=base_iri or path.resolve().as_uri(), limits=limits)
+        staging = load_staging(data, fmt, name=path.name, base_iri=base_iri, limits=limits)
         named = [g.value for g in staging.named_graphs() if isinstance(g, ox.NamedNode)]
         if any(layout_of_graph(g) is not None for g in named):
             # an N-Quads dump that needs no rewriting can go straight from the file to the bulk loader
@@ -999,11 +1016,12 @@ class Memory:
     def _restore(
         self, path: Path, staging: ox.Store, *, direct: bool = False, progress: Progress | None = None
     ) -> ImportReport:
-        """Restore a pcm dump (TriG / N-Quads), re-homing its individuals into this memory's namespace.
+        """Restore a pcm dump (TriG / N-Quads) staged in memory, re-homing its individuals into this memory's
+        namespace.
 
-        Small dumps are written in one transaction. Large ones are checked in full on the staging store and then
-        bulk loaded (the engine's fast path is not transactional); if that load fails, the graphs it created are
-        dropped again.
+        Small dumps are written in one transaction. Large ones (on a store whose files pcm does not hold, where
+        :mod:`pcm.importing` cannot take a checkpoint) are checked in full on the staging store and then bulk
+        loaded; if that load fails, the graphs it created are dropped again.
         """
         layouts = {layout_of_graph(g.value) for g in staging.named_graphs() if isinstance(g, ox.NamedNode)} - {None}
         for source in layouts:
@@ -1012,23 +1030,19 @@ class Memory:
                 staging.remove_graph(ox.NamedNode(source.ontology))  # this pcm's own ontology graph stays authoritative
                 direct = False
         if layouts - {self.naming.layout}:  # a dump of a memory with other graph names: renamed to this one's
-            renamed = [_rehome_graphs(q, layouts, self.naming.layout) for q in staging]
+            renamed = [rehome_graphs(q, layouts, self.naming.layout) for q in staging]
             staging = ox.Store()
             staging.extend(renamed)
             direct = False
         if next(iter(staging.quads_for_pattern(None, None, None, ox.DefaultGraph())), None) is not None:
-            raise InputError(f"{path.name}: a pcm dump has no default-graph triples; import plain triples as Turtle")
-        source_ns = _dump_namespace(staging)
+            refuse_default_graph(path.name)
+        source_ns = dump_namespace(staging)
         if source_ns and source_ns != self.manifest.namespace:
-            rehomed = [_rehome(q, (source_ns, self.manifest.namespace)) for q in staging]
+            rehomed = [rehome(q, (source_ns, self.manifest.namespace)) for q in staging]
             staging = ox.Store()
             staging.extend(rehomed)
             direct = False
-        problems = check_vocabulary_store(staging, self.ontology)
-        if problems:
-            raise ValidationError(
-                f"{path.name}: {len(problems)} problem(s), nothing imported; first: {problems[0]}", "\n".join(problems[:20])
-            )
+        refuse_problems(path.name, check_vocabulary_store(staging, self.ontology))
         graphs = sorted(g.value for g in staging.named_graphs() if isinstance(g, ox.NamedNode))
         count = len(staging)
         if count <= BULK_THRESHOLD:
@@ -1049,11 +1063,15 @@ class Memory:
                 raise
             finally:
                 spool.unlink(missing_ok=True)
+        return self._restored(ImportReport(path.name, "restore", count, graphs), progress)
+
+    def _restored(self, report: ImportReport, progress: Progress | None) -> ImportReport:
+        """A restore's last steps, whichever path wrote it: its quads reported, then the side index brought up."""
         if progress is not None:
-            progress(count)
+            progress(report.quads)
         if self.settings.index_enabled:
             self.sync_index(progress)
-        return ImportReport(path.name, "restore", count, graphs)
+        return report
 
     def _validate(self, quads: Sequence[ox.Quad], name: str, *, vocabulary_only: bool = False) -> None:
         """SHACL on an import delta; for a restore or a very large file, the vocabulary check alone.
@@ -1746,67 +1764,6 @@ def _refuse_shared_store(backend: Backend, url: str, namespace: str) -> None:
             f"the store at {url} already holds another memory (namespace {others[0]}): pass --share-store "
             "(share_store=True) to keep both there, each reading only its own graphs, or use another store"
         )
-
-
-def _dump_namespace(staging: ox.Store) -> str | None:
-    owner_type = ox.NamedNode("https://w3id.org/pcm/ontology#MemoryOwner")
-    for q in staging.quads_for_pattern(None, ox.NamedNode(RDF_TYPE), owner_type, None):
-        if not isinstance(q.subject, ox.NamedNode):
-            continue
-        s = q.subject.value
-        if s.endswith("owner"):
-            return s[: -len("owner")]
-    return None
-
-
-#: The history graph records superseded statements by RDF reification (docs/DESIGN.md §3), so a dump carries these.
-_T = TypeVar("_T")
-_REIFICATION = frozenset(RDF + t for t in ("Statement", "subject", "predicate", "object"))
-
-
-def check_vocabulary_store(staging: ox.Store, ontology: Ontology) -> list[str]:
-    """:func:`check_vocabulary` over a staging store, with the distinct terms found by the engine."""
-    from pcm.shapes import BUILTIN_TERMS
-
-    found_p = staging.query("SELECT DISTINCT ?p WHERE { GRAPH ?g { ?s ?p ?o } }")
-    found_c = staging.query(f"SELECT DISTINCT ?c WHERE {{ GRAPH ?g {{ ?s <{RDF_TYPE}> ?c }} FILTER(isIRI(?c)) }}")
-    assert isinstance(found_p, ox.QuerySolutions) and isinstance(found_c, ox.QuerySolutions)
-    predicates = [term_value(r[0]) for r in found_p if r[0] is not None]
-    classes = [term_value(r[0]) for r in found_c if r[0] is not None]
-    allowed = BUILTIN_TERMS | _REIFICATION
-    problems = [f"unknown property {p}" for p in sorted(predicates) if p not in allowed and not ontology.defines(p)]
-    problems += [f"unknown class {c}" for c in sorted(classes) if c not in allowed and not ontology.defines(c)]
-    return problems
-
-
-def _rehome_term(term: _T, rename: tuple[str, str]) -> _T | ox.NamedNode:
-    old, new = rename
-    if isinstance(term, ox.NamedNode) and term.value.startswith(old):
-        return ox.NamedNode(new + term.value[len(old) :])
-    return term
-
-
-def _rehome_graphs(q: ox.Quad, sources: set[DatasetLayout | None], target: DatasetLayout) -> ox.Quad:
-    """A dump's quad with the graph names of its memory (as graphs and as the subjects and objects of provenance)
-    renamed to ``target``'s."""
-
-    def term(t: _T) -> _T | ox.NamedNode:
-        if isinstance(t, ox.NamedNode):
-            for source in sources:
-                if source is not None and source.owns(t.value):
-                    return ox.NamedNode(target.rehome(t.value, source))
-        return t
-
-    return ox.Quad(term(q.subject), q.predicate, term(q.object), term(q.graph_name))
-
-
-def _rehome(q: ox.Quad, rename: tuple[str, str]) -> ox.Quad:
-    return ox.Quad(
-        _rehome_term(q.subject, rename),
-        _rehome_term(q.predicate, rename),
-        _rehome_term(q.object, rename),
-        q.graph_name,
-    )
 
 
 __all__ = ["EPISODIC", "INLINE", "QUEUED", "ImportReport", "IngestReport", "Memory", "RememberReport", "check_vocabulary"]

@@ -86,7 +86,7 @@ def parse_rdf(
     """
     limits = limits or RdfLimits()
     data = _bytes(source, limits)
-    with _worded(fmt, name):
+    with worded(fmt, name):
         quads = [_as_quad(q) for q in checked_triples(data, rdf_format(fmt), limits, base_iri=base_iri, name=name)]
     if SCHEMA_HTTP.encode() in data:
         quads = [normalise_quad(q) for q in quads]
@@ -112,7 +112,7 @@ def load_staging(
     if SCHEMA_HTTP.encode() in data:  # needs rewriting term by term
         staging.extend(parse_rdf(data, fmt, base_iri=base_iri, name=name, limits=limits))
         return staging
-    with _worded(fmt, name):
+    with worded(fmt, name):
         triples = checked_triples(data, rdf_format(fmt), limits, base_iri=base_iri, name=name)
         staging.extend(_as_quad(t) for t in triples)
     return staging
@@ -125,7 +125,7 @@ def _bytes(source: Path | bytes | str, limits: RdfLimits) -> bytes:
 
 
 @contextmanager
-def _worded(fmt: str, name: str) -> Iterator[None]:
+def worded(fmt: str, name: str) -> Iterator[None]:
     """Oxigraph's parse errors as one :class:`InputError` line naming the input."""
     try:
         yield
