@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pcm.index import EntityRecord, PostRecord, SideIndex, ann
+from pcm.index import EntityRecord, PostRecord, SideIndex, ann, sideindex
 from pcm.index.embedder import Embedder
 from pcm.index.tables import ENTITIES_TABLE, POSTS_TABLE
 
@@ -153,6 +153,37 @@ def test_a_speaker_prior_through_the_index_gives_the_exact_weighted_best(index: 
         expected, _ = posts.top_by_vector(vector, 40, None, weights)
         shares.append(overlap(slots[:10].tolist(), expected[:10].tolist()))
     assert float(np.mean(shares)) >= 0.99
+
+
+def test_the_filtered_search_runs_only_when_the_plain_nearest_lack_favoured_rows(
+    index: SideIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A topic's posts are all Ann's or all Bob's: near Ann's topics the plain search already holds the weighted
+    best and the filtered search is skipped; near Bob's it runs. The answer is the exact weighted best both ways."""
+    filters: list[str | None] = []
+    real = ann.search_rows
+
+    def spy(table: object, query: np.ndarray, k: int, **kwargs: object) -> object:
+        filters.append(kwargs.get("where"))  # type: ignore[arg-type]
+        return real(table, query, k, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ann, "search_rows", spy)
+    posts = index._posts
+    ann_rows = posts.speaker_mask("Ann")
+    weights = np.where(ann_rows, 1.0, 0.5).astype(np.float32)
+    skipped = ran = 0
+    for q in QUERIES:
+        vector = index.embedder.encode([q])[0]
+        filters.clear()
+        slots, _ = index._nearest(POSTS_TABLE, vector, 40, None, weights, favoured="speaker = 'Ann'")
+        expected, _ = posts.top_by_vector(vector, 40, None, weights)
+        assert overlap(slots[:10].tolist(), expected[:10].tolist()) == 1.0
+        plain, _ = posts.top_by_vector(vector, 40 * sideindex.FAVOURED_DEPTH)
+        needed = int(np.count_nonzero(ann_rows[plain])) < 40
+        assert filters == ([None, "speaker = 'Ann'"] if needed else [None])
+        ran += needed
+        skipped += not needed
+    assert ran and skipped
 
 
 def test_entity_matching_through_the_index_keeps_the_exact_neighbours(index: SideIndex) -> None:
