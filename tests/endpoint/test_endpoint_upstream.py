@@ -295,6 +295,36 @@ def test_an_answer_past_the_size_cap_is_refused() -> None:
     run_against(chunked([b"x" * 1000] * 5), scenario)
 
 
+def test_bytes_behind_an_answer_keep_its_connection_out_of_the_pool() -> None:
+    """An answer followed at once by another one (unasked): the first is the answer, and the connection is closed, so
+    the unasked one is never read as the next request's."""
+
+    def answer_and_more(conn: socket.socket, head: bytes) -> bool:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+                     b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 4\r\n\r\nboom")
+        return True
+
+    async def scenario(up: Upstream, engine: ScriptedEngine, _: _Watchdog) -> None:
+        for _ in range(2):
+            answer = await up.fetch("GET", "/query", timeout=5)
+            assert (answer.status, answer.body) == (200, b"ok")
+        assert engine.connections == 2
+
+    run_against(answer_and_more, scenario)
+
+
+def test_an_interim_answer_is_skipped_and_a_close_delimited_one_read_to_the_end() -> None:
+    def interim_then_until_close(conn: socket.socket, head: bytes) -> bool:
+        conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nall of it")
+        return False
+
+    async def scenario(up: Upstream, engine: ScriptedEngine, _: _Watchdog) -> None:
+        answer = await up.fetch("GET", "/query", timeout=5)
+        assert (answer.status, answer.body, answer.content_type) == (200, b"all of it", "text/plain")
+
+    run_against(interim_then_until_close, scenario)
+
+
 def test_a_close_delimited_answer_is_read_to_the_end() -> None:
     def until_close(conn: socket.socket, head: bytes) -> bool:
         conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/turtle\r\n\r\n<a> <b> <c> .\n")

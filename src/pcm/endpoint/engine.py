@@ -303,25 +303,32 @@ class Watchdog:
             return self._inflight
 
     def _run(self) -> None:
-        previous = self.engine.thread_cpu()
+        # The engine's threads are sampled only while a request is given up: the engine runs a thread for every
+        # query's time limit (``--timeout-s``), thousands at a few hundred queries a second, and reading each one's
+        # /proc entry five times a second took about a third of the front's CPU under load.
+        previous: dict[int, float] | None = None
         strikes = 0
         calm = 0
         while not self._stop.wait(self.tick):
             if not self.engine.alive():
                 self._restart()  # it died (killed, out of memory): bring it back rather than answer 503 forever
-                previous, strikes, calm = self.engine.thread_cpu(), 0, 0
+                previous, strikes, calm = None, 0, 0
+                continue
+            with self._lock:
+                watching = self._abandoned_at is not None
+            if not watching:
+                previous, strikes, calm = None, 0, 0
                 continue
             current = self.engine.thread_cpu()
+            if previous is None:  # the first sample of a watch: what the threads had used before it
+                previous = current
+                continue
             busy = sum(
                 1 for tid, used in current.items() if used - previous.get(tid, used) >= self.busy_share * self.tick
             )
             previous = current
             with self._lock:
-                watching = self._abandoned_at is not None
                 inflight = self._inflight
-            if not watching:
-                strikes = calm = 0
-                continue
             if busy > inflight:
                 strikes, calm = strikes + 1, 0
             elif busy == 0:
@@ -330,8 +337,7 @@ class Watchdog:
                 strikes = calm = 0  # as many busy threads as requests: cannot tell yet, keep watching
             if strikes * self.tick >= self.grace:
                 self._restart()
-                previous = self.engine.thread_cpu()
-                strikes = calm = 0
+                previous, strikes, calm = None, 0, 0
             elif calm * self.tick >= self.grace:
                 with self._lock:
                     self._abandoned_at = None

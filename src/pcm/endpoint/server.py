@@ -278,7 +278,7 @@ class PcmServer:
         limits = self.config
         config = uvicorn.Config(
             self.asgi,
-            http=protocol_class(limits.head_timeout),  # h11, with a deadline for the request head
+            http=protocol_class(limits.head_timeout, limits.max_head),  # httptools, with a head deadline and cap
             log_config=None,
             log_level=logging.INFO if self.verbose else logging.WARNING,
             access_log=self.verbose,
@@ -286,7 +286,6 @@ class PcmServer:
             server_header=False,
             limit_concurrency=limits.max_connections,
             timeout_keep_alive=limits.idle_timeout,
-            h11_max_incomplete_event_size=limits.max_head,
             timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
             lifespan="on",
         )

@@ -15,9 +15,10 @@ applied. So:
   connection) is retried by the transport, since nothing reached the engine.
 
 Queries and other whole reads (:meth:`Upstream.fetch`) go through :class:`_ReadPool`, connections of our own
-parsed by h11 (the HTTP/1.1 state machine httpcore itself uses): httpx's pool and request bookkeeping cost more
-CPU per query than the front's own rules, and made ``pcm serve`` answer a fraction of the bare engine's queries
-per second (figures in docs/benchmarks.md). Writes and streamed reads, rare and large, keep httpx.
+whose answers httptools parses (llhttp, in C; uvicorn parses the front's requests with it too): httpx's pool and
+request bookkeeping cost more CPU per query than the front's own rules, and h11, pure Python, still about a
+third of the front's CPU per query (figures in docs/benchmarks.md). Writes, streamed reads and HEAD, rare, keep
+httpx.
 
 Every request is counted by the :class:`~pcm.endpoint.engine.Watchdog` while it runs, and given up at its deadline
 (``TimeLimit``, the connection is closed, which stops a streaming query in the engine) or at the result-size cap.
@@ -27,12 +28,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol, cast
 
-import h11
+import httptools
 import httpx
 
 #: Stall limit for streamed Graph Store reads, which have no overall deadline (a dump may be large).
@@ -177,7 +179,7 @@ class Upstream:
         ``write`` says the request changes the store (see the module's rules on what may be sent again).
         """
         started = time.perf_counter_ns()
-        if not write:
+        if not write and method != "HEAD":  # an answer to HEAD has a length but no body: httpx knows to skip it
             return await self._fetch_read(method, target, body, headers, timeout, max_bytes, started)
         async with self._held(timeout):
             response = await self._send(method, target, body, headers, write=write)
@@ -297,37 +299,97 @@ class _Dropped(Exception):
 
 
 class _Wire(asyncio.Protocol):
-    """One keep-alive connection to the engine: h11 parses what arrives; anything arriving while no request is
-    out (the engine's unasked idle-timeout 500, or its end of stream) closes the connection for good."""
+    """One keep-alive connection to the engine: httptools parses what arrives; anything arriving while no request
+    is out (the engine's unasked idle-timeout 500, or its end of stream) closes the connection for good."""
 
     def __init__(self) -> None:
-        self.h11 = h11.Connection(h11.CLIENT)
         self.transport: asyncio.Transport | None = None
         self.busy = False
         self.closed = False
         self.idle_since = 0.0
         self._wake: asyncio.Future[None] | None = None
+        self._start(None)
+
+    def _start(self, max_bytes: int | None) -> None:
+        """Ready for the answer to a new request."""
+        self._parser = httptools.HttpResponseParser(self)
+        self.max_bytes = max_bytes
+        self.status = 0
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.parts: list[bytes] = []
+        self.size = 0
+        self.began = False  # the status line of a final answer arrived
+        self.done = False  # the whole answer arrived
+        self.reusable = False  # the engine keeps the connection open after it, and sent nothing behind it
+        self.failure = ""  # why the answer cannot be read (the engine broke HTTP, or sent more than was asked)
+        self.too_large = False  # the body passed ``max_bytes``: reading stopped there
+        self._until_close = False  # the answer has neither a length nor chunks: its end is the connection's
+
+    # -- asyncio.Protocol
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's transports are not asyncio's classes
 
     def data_received(self, data: bytes) -> None:
-        if not self.busy:
+        if not self.busy or self.done:  # unasked: an idle-timeout 500, or bytes behind a whole answer
+            self.reusable = False
             self.close()
             return
-        self.h11.receive_data(data)
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserError as exc:  # a callback's own exception, too, arrives wrapped in one
+            if not self.done and not self.too_large:
+                self.failure = f"the engine broke HTTP: {exc}"
+            self.reusable = False
+            self.close()
         self._notify()
 
     def eof_received(self) -> bool:
-        if self.busy:
-            self.h11.receive_data(b"")
-        self.closed = True
-        self._notify()
+        self._ended()
         return False  # the transport closes itself
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._ended()
+
+    def _ended(self) -> None:
         self.closed = True
+        self.reusable = False
+        if self.busy and self.began and not self.done and self._until_close:
+            self.done = True
         self._notify()
+
+    # -- httptools callbacks
+
+    def on_message_begin(self) -> None:
+        if self.done:
+            raise _Dropped("the engine answered more than was asked", answer_began=True)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        status = self._parser.get_status_code()
+        if status < 200:
+            return  # an interim answer (100 Continue): the final one follows
+        self.status, self.began = status, True
+        framed = {name.lower() for name, _ in self.headers} & {b"content-length", b"transfer-encoding"}
+        self._until_close = not framed and status not in (204, 304)
+
+    def on_body(self, body: bytes) -> None:
+        self.size += len(body)
+        if self.max_bytes is not None and self.size > self.max_bytes:
+            self.too_large = True
+            raise TooLarge()  # stops the parser
+        self.parts.append(body)
+
+    def on_message_complete(self) -> None:
+        if not self.began:  # the end of an interim answer
+            self.headers = []
+            return
+        self.done = True
+        self.reusable = self._parser.should_keep_alive()
+
+    # -- the exchange
 
     def _notify(self) -> None:
         if self._wake is not None and not self._wake.done():
@@ -338,27 +400,42 @@ class _Wire(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
-    def send(self, *events: h11.Event) -> None:
+    def send(self, request: bytes, max_bytes: int | None) -> None:
         assert self.transport is not None
-        self.transport.write(b"".join(self.h11.send(event) or b"" for event in events))
+        self._start(max_bytes)
+        self.busy = True
+        self.transport.write(request)
 
-    async def next_event(self, *, answer_began: bool) -> h11.Event:
-        """The next piece of the answer, waiting for data as needed."""
-        while True:
-            try:
-                event = self.h11.next_event()
-            except h11.RemoteProtocolError as exc:
-                raise _Dropped(f"the engine broke HTTP: {exc}", answer_began=answer_began) from exc
-            if event is h11.PAUSED:  # only after a whole answer, which the caller stops at
-                raise _Dropped("the engine answered more than was asked", answer_began=answer_began)
-            if event is not h11.NEED_DATA:
-                assert isinstance(event, h11.Event)
-                return event
-            if self.closed:
-                raise _Dropped("the engine closed the connection", answer_began=answer_began)
+    async def answer(self) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        """The answer to the request sent, once it is whole (raises :class:`TooLarge` past the size cap)."""
+        while not self.done:
+            if self.too_large:
+                raise TooLarge()
+            if self.failure or self.closed:
+                raise _Dropped(self.failure or "the engine closed the connection", answer_began=self.began)
             self._wake = asyncio.get_running_loop().create_future()
-            await self._wake
-            self._wake = None
+            try:
+                await self._wake
+            finally:
+                self._wake = None
+        self.busy = False
+        data = self.parts[0] if len(self.parts) == 1 else b"".join(self.parts)
+        return self.status, self.headers, data
+
+
+def _request(method: str, target: str, fields: list[tuple[str, str]], body: bytes | None) -> bytes:
+    """An HTTP/1.1 request's bytes; a field with a line break in it is refused (it would inject a header)."""
+    lines = [f"{method} {target} HTTP/1.1"]
+    for name, value in fields:
+        if _BREAK.search(name) or _BREAK.search(value):
+            raise ValueError(f"a line break in the header field {name!r}")
+        lines.append(f"{name}: {value}")
+    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    return head + body if body else head
+
+
+#: What may not appear in a request line's parts or a header field.
+_BREAK = re.compile(r"[\r\n\x00]")
 
 
 class _ReadPool:
@@ -382,11 +459,15 @@ class _ReadPool:
     ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
         """Send one read and return its status, headers and body; sent once more on a new connection if the
         connection dropped before the answer began (a pooled one may have gone stale)."""
+        if _BREAK.search(method) or _BREAK.search(target) or " " in target:
+            raise ValueError(f"not a request target: {target!r}")
+        request = _request(method, target, fields, body)
         async with self._slots:
             for attempt in (0, 1):
                 wire = await self._connection(fresh=attempt > 0)
                 try:
-                    result = await self._exchange(wire, method, target, fields, body, max_bytes)
+                    wire.send(request, max_bytes)
+                    result = await wire.answer()
                 except _Dropped as exc:
                     wire.close()
                     if attempt == 0 and not exc.answer_began:
@@ -398,38 +479,6 @@ class _ReadPool:
                 self._release(wire)
                 return result
         raise AssertionError("unreachable")
-
-    @staticmethod
-    async def _exchange(
-        wire: _Wire, method: str, target: str, fields: list[tuple[str, str]], body: bytes | None, max_bytes: int | None
-    ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-        wire.busy = True
-        request = h11.Request(method=method, target=target, headers=fields)
-        if body is None:
-            wire.send(request, h11.EndOfMessage())
-        else:
-            wire.send(request, h11.Data(data=body), h11.EndOfMessage())
-        event = await wire.next_event(answer_began=False)
-        while isinstance(event, h11.InformationalResponse):
-            event = await wire.next_event(answer_began=False)
-        if not isinstance(event, h11.Response):
-            raise _Dropped("the engine closed the connection", answer_began=False)
-        parts: list[bytes] = []
-        size = 0
-        while True:
-            piece = await wire.next_event(answer_began=True)
-            if isinstance(piece, h11.Data):
-                size += len(piece.data)
-                if max_bytes is not None and size > max_bytes:
-                    raise TooLarge()
-                parts.append(bytes(piece.data))
-            elif isinstance(piece, h11.EndOfMessage):
-                break
-            else:
-                raise _Dropped("the engine closed the connection mid-answer", answer_began=True)
-        wire.busy = False
-        data = parts[0] if len(parts) == 1 else b"".join(parts)
-        return event.status_code, list(event.headers), data
 
     async def _connection(self, *, fresh: bool) -> _Wire:
         """A pooled connection still fit for use, or a new one (``fresh``: always new)."""
@@ -453,18 +502,8 @@ class _ReadPool:
     def _release(self, wire: _Wire) -> None:
         """Keep a connection whose exchange ended cleanly, if the engine keeps it open, sent nothing after the
         answer (an unasked answer behind it would be read as the next one's), and the pool has room."""
-        h = wire.h11
-        trailing, ended = h.trailing_data
-        if (
-            wire.closed
-            or trailing
-            or ended
-            or h.our_state is not h11.DONE
-            or h.their_state is not h11.DONE
-            or len(self._idle) >= self._keep
-        ):
+        if wire.closed or not wire.reusable or len(self._idle) >= self._keep:
             wire.close()
             return
-        h.start_next_cycle()
         wire.idle_since = time.monotonic()
         self._idle.append(wire)
