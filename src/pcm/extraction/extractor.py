@@ -9,7 +9,8 @@ refusals, SHACL violations with "did you mean" hints) and writes the whole Turtl
 the last one word for word). Output that is too large is refused without a repair round (echoing it back would
 cost more than it could save). When the rounds are spent and all the answer still breaks is how some new nodes are
 linked (isolated, an action without an agent), those nodes are left out and the rest is stored, with a report that
-names them (:meth:`Extractor.salvage`). An LLM error (timeout after the client's own retries, refusal, bad key) ends the
+names them (:meth:`Extractor.salvage`). A compact answer that still fails then is written again in the fallback form
+(json by default: :meth:`Extractor.extract`). An LLM error (timeout after the client's own retries, refusal, bad key) ends the
 attempt: the post keeps its place with status ``failed`` and the error as its report.
 """
 
