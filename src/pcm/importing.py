@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import pyoxigraph as ox
 
@@ -33,9 +33,11 @@ from pcm.backend import Backend, term_value
 from pcm.errors import InputError, InputTooLarge, ValidationError
 from pcm.layout import DatasetLayout, layout_of_graph
 from pcm.namespaces import RDF, SCHEMA_HTTP
-from pcm.ontology import Ontology
 from pcm.rdfio import normalise_quad, rdf_format, worded
 from pcm.rdflimits import RdfLimits, check_size
+
+if TYPE_CHECKING:  # the ontology module imports rdflib, which commands without a model never load
+    from pcm.ontology import Ontology
 
 #: Files of at least this many bytes (about 100k quads of a dump) take the streaming bulk path; smaller ones are
 #: staged in memory and written in one transaction.
