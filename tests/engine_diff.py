@@ -17,6 +17,7 @@ column is compared as the multiset of the parts its separator splits (:func:`con
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -39,6 +40,8 @@ INTEGERS = {XSD + t for t in ("integer", "int", "long", "short", "byte", "nonNeg
 #: Numeric types whose lexical forms differ between engines for the same value (``1.0E0`` and ``1e0``, ``2.50``
 #: and ``2.5``): compared by value within their type.
 NUMERIC = {XSD + t for t in ("decimal", "double", "float")}
+#: A date-time with fractional seconds: (up to the seconds, the fraction's digits, the zone).
+_FRACTION = re.compile(r"(-?\d{4,}-\d\d-\d\dT\d\d:\d\d:\d\d)\.(\d+)(Z|[+-]\d\d:\d\d)?")
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,12 @@ def term_key(term: object) -> str:
             return f"{value.normalize():f}^^{datatype}"
         if term.language:
             return f'"{term.value}"@{term.language.lower()}'
+        if datatype in (XSD + "dateTime", XSD + "string") and (fraction := _FRACTION.fullmatch(term.value)):
+            # an engine may keep a stored time's trailing zeros (Virtuoso: "10.611990Z") where another writes it
+            # canonically (Oxigraph: "10.61199Z"), also in STR() of it
+            seconds = fraction.group(2).rstrip("0")
+            return str(ox.Literal(fraction.group(1) + (f".{seconds}" if seconds else "") + (fraction.group(3) or ""),
+                                  datatype=term.datatype))
     if isinstance(term, ox.Triple):
         return f"<< {term_key(term.subject)} {term_key(term.predicate)} {term_key(term.object)} >>"
     return str(term)
