@@ -249,17 +249,15 @@ class Operations:
                              node=iri_term(node))
         return bool(self.memory.store.select(query).rows)
 
-    def holders(self, prop: str, subject: str | None) -> list[Card]:
-        """The nodes about ``subject`` (its two rings) that state a value of ``prop``."""
+    def holders(self, prop: str, among: Sequence[str] | None = None) -> list[Card]:
+        """Every node that states a value of ``prop`` (and its subproperties); with ``among``, of those nodes."""
         from pcm.resources import render_query
         from pcm.sparql import values_clause
 
-        properties = values_clause("p", sorted(self.ontology.subproperties(prop) | {prop}))
-        query = render_query("ask/frame_holders", properties=properties, limit=str(ABOUT_ROWS))
-        found = [row[0].value for row in self.memory.store.select(query).rows if isinstance(row[0], ox.NamedNode)]
-        rings = self._rings(subject) if subject is not None else {}
-        near = [iri for iri in found if iri in rings or iri == subject] if rings else found
-        return self.cards(near[:ROWS])
+        query = render_query("ask/frame_holders", limit=str(ROWS),
+                             properties=values_clause("p", sorted(self.ontology.subproperties(prop) | {prop})),
+                             about=values_clause("node", list(among)) if among is not None else "")
+        return self.cards(_iris(self.memory.store.select(query).dicts()))
 
     def date_properties(self) -> list[str]:
         return sorted(iri for iri in self.ontology.properties
@@ -797,7 +795,7 @@ def _value_in(ops: Operations, frame: Frame, reach: int) -> Worked | None:
 def _held_by_named(ops: Operations, frame: Frame) -> Worked | None:
     """The frame's property on the node the question names, among the nodes about the subject that state it and
     are of the frame's class (a holder of another kind than the frame names means the frame contradicts itself)."""
-    holders = ops.holders(frame.prop, ops.subject(frame))
+    holders = ops.about(lambda among: ops.holders(frame.prop, among), ops.subject(frame), reach=2)
     if frame.cls:
         kinds = ops.ontology.subclasses(frame.cls) | {frame.cls}
         holders = [c for c in holders if c.types & kinds]
