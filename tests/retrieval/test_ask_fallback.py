@@ -363,3 +363,18 @@ def test_a_relative_of_a_kind_the_family_lacks_is_not_in_memory_and_one_it_has_i
     assert "sister Joanna" in result.answer and "answer" not in operations and not result.posts
     children = ask(indexed.context, "What are the names of Dana's children?", client=client, as_of=AS_OF, plan=False)
     assert children.answer == "Lily and Owen" and cited_ids(children)
+
+
+def test_an_answer_from_the_stored_facts_naming_what_they_do_not_write_is_not_used(indexed: Memory) -> None:
+    CachingClient.forget(indexed.context)
+    answers = iter(["ANSWER: Seattle Animal Clinic [cites: 1]"])
+
+    def model(system: str, messages: list[Message], operation: str) -> str:
+        if operation == "nl2sparql":
+            return '{"no_query": "nothing fits"}'
+        return next(answers, "NOT IN MEMORY")
+
+    result = ask(indexed.context, "What is the name of the new vet Dana found in Seattle?", client=_local(model, 10),
+                 as_of=AS_OF, plan=False)
+    assert "Seattle Animal Clinic" not in result.answer, result.render()
+    assert "named 'Seattle Animal Clinic', which the context does not write: not used" in result.note

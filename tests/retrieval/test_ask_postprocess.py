@@ -8,7 +8,8 @@ from decimal import Decimal
 import pyoxigraph as ox
 import pytest
 
-from pcm.retrieval.answer import compose, parse_context_answer
+from pcm.llm import ScriptedClient
+from pcm.retrieval.answer import answer_from_context, compose, parse_context_answer, unquoted_names
 from pcm.retrieval.nl2sparql import parse_reply
 from pcm.retrieval.postprocess import (
     Compute,
@@ -139,3 +140,24 @@ def test_fallback_answers_cite_context_items_or_abstain() -> None:
     assert answer.text == "Keep laundry behind closed doors." and answer.cited == (2, 3)
     assert parse_context_answer("NOT IN MEMORY", 4).text is None
     assert parse_context_answer("I think maybe...", 4).text is None
+
+
+def test_a_name_put_together_from_two_the_context_writes_is_not_an_answer() -> None:
+    context = ["Sellwood Animal Clinic (VeterinaryCare): treats Biscuit", "moving to Seattle (MoveAction): agent Dana",
+               "Subaru Outback (Car): owner Dana Whitfield"]
+    assert unquoted_names("Seattle Animal Clinic", context) == ("Seattle Animal Clinic",)
+    assert unquoted_names("the Subaru Seattle, and Sellwood Animal Clinic", context) == ("Subaru Seattle",)
+    # quoted names, possessives, a sentence's first word, words the context never writes as a name: all kept
+    for answer in ("Sellwood Animal Clinic", "Dana's Subaru Outback", "The Sellwood Animal Clinic", "Dana, Seattle",
+                   "Danas Kinder heißen Biscuit und Seattle", "Monday 3 March 2025", "SELLWOOD animal clinic"):
+        assert unquoted_names(answer, context) == (), answer
+
+
+def test_an_answer_naming_what_the_context_does_not_write_is_refused() -> None:
+    client = ScriptedClient(["ANSWER: Seattle Animal Clinic [cites: 1]", "ANSWER: Sellwood Animal Clinic [cites: 1]"])
+    context = ["Sellwood Animal Clinic (VeterinaryCare): treats Biscuit", "moving to Seattle (MoveAction)"]
+    when = datetime(2025, 10, 1, tzinfo=UTC)
+    refused = answer_from_context(client, "Which vet did Dana find?", context, as_of=when, owner_name="Dana")
+    assert refused.text is None and refused.unquoted == ("Seattle Animal Clinic",)
+    kept = answer_from_context(client, "Which vet did Dana find?", context, as_of=when, owner_name="Dana")
+    assert kept.text == "Sellwood Animal Clinic" and kept.cited == (1,)

@@ -18,6 +18,7 @@ compute.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -44,6 +45,7 @@ from pcm.retrieval.postprocess import (
 )
 from pcm.sparql.check import SafeQuery, check_query
 from pcm.sparql.query import parse, query_shape
+from pcm.words import STOPWORDS
 
 if TYPE_CHECKING:
     from pcm.context import MemoryContext
@@ -373,6 +375,8 @@ class ContextAnswer:
 
     text: str | None
     cited: tuple[int, ...]
+    unquoted: tuple[str, ...] = ()
+    """Names the model wrote that the context does not write (the answer was refused for them)."""
 
 
 # ``[cites: 2, 3]``; small models also write ``[cites: [2], [3]]``
@@ -389,7 +393,61 @@ def answer_from_context(
                          context=numbered or "(nothing)", question=" ".join(question.split()))
     reply = client.complete(Request(system=prompt.parts["system"], messages=[Message.user(user)], operation=OPERATION, max_tokens=400))
     found = parse_context_answer(reply.text, len(context))
-    return ContextAnswer(tidy_answer(question, found.text), found.cited) if found.text is not None else found
+    if found.text is None:
+        return found
+    unquoted = unquoted_names(found.text, [*context, question])
+    if unquoted:
+        return ContextAnswer(None, (), unquoted)
+    return ContextAnswer(tidy_answer(question, found.text), found.cited)
+
+
+#: A name in an answer: two or more capitalised words in a row (no comma, bracket or "and" between them).
+_NAME_BREAK = re.compile(r"[,;:()\[\]{}.!?\"“”«»]|\s(?:and|und|et|y|e)\s", re.IGNORECASE)
+_WORD = re.compile(r"[^\W\d_][\w'’-]*|\d+")
+
+
+def unquoted_names(answer: str, context: Sequence[str]) -> tuple[str, ...]:
+    """The names in ``answer`` put together from names in ``context`` that the context never writes in that order.
+
+    A small model answering from context lines sometimes builds a name out of two it was shown ("Seattle Animal
+    Clinic" from "Sellwood Animal Clinic" and a move to Seattle): every word is in the context, so a check of words
+    passes it, yet no one said the name. A name here is two or more capitalised words in a row (a possessive ends
+    one: "Dana's Subaru" is two names); it is quoted when its words occur in that order in the context (case,
+    accents and the possessive aside). Only names made wholly of words the context writes capitalised are judged:
+    a word the context does not write as a name is the answer's own wording (a sentence's first word, a German
+    noun, a weekday written out), not part of a name put together from the context's.
+    """
+    said = _folded_words(" \n ".join(context))
+    named = {_fold_word(t) for line in context for t in _WORD.findall(line) if t[:1].isupper()}
+    found: list[str] = []
+    for part in _NAME_BREAK.split(answer):
+        run: list[str] = []
+        for token in [*_WORD.findall(part), ""]:
+            if token[:1].isupper():
+                run.append(token)
+                if not re.search(r"['’]s$", token):
+                    continue
+            while run and (_fold_word(run[0]) in STOPWORDS or _fold_word(run[0]) not in named):
+                run.pop(0)
+            words = [_fold_word(t) for t in run]
+            if len(words) >= 2 and all(w in named for w in words) and not _in_order(words, said):
+                found.append(" ".join(run))
+            run = []
+    return tuple(dict.fromkeys(found))
+
+
+def _fold_word(token: str) -> str:
+    folded = unicodedata.normalize("NFKD", token).encode("ascii", "ignore").decode().lower()
+    return re.sub(r"['’]s$", "", folded)
+
+
+def _folded_words(text: str) -> list[str]:
+    return [_fold_word(t) for t in _WORD.findall(text)]
+
+
+def _in_order(words: list[str], said: list[str]) -> bool:
+    n = len(words)
+    return any(said[i : i + n] == words for i in range(len(said) - n + 1))
 
 
 _ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")

@@ -599,6 +599,9 @@ class _Pipeline:
         """The model answers from numbered context lines (or abstains); the cited lines' posts are the evidence."""
         lines = [line for line, _ in items]
         reply = answers.answer_from_context(self.cache, self.question, lines, as_of=self.as_of, owner_name=self.memory.manifest.owner)
+        if reply.unquoted:
+            self.notes.append(f"the model's answer from the {path} named {', '.join(map(repr, reply.unquoted))}, "
+                              "which the context does not write: not used")
         if reply.text is None:
             return None
         chosen = reply.cited or tuple(range(1, len(items) + 1))
