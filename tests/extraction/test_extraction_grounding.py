@@ -231,3 +231,31 @@ def test_how_strict_the_check_is_comes_from_its_config() -> None:
     assert Said.of("I adopted a beagel", WHEN).has_word("beagle")
     assert not Said.of("I adopted a beagel", WHEN, fuzzy_word=0.95).has_word("beagle")
     assert Settings.from_env({"PCM_EXTRACTION_GROUNDING": "0"}).extraction.grounding == GroundingConfig(enabled=False)
+
+
+def test_a_copied_sentence_is_no_name_and_an_owner_does_not_say_the_thing_owned(grounding: Grounding) -> None:
+    """What a small model wrote for LoCoMo-style small talk: the utterance itself as an action's label, a place
+    named for the speaker ("Melanie's house") and a car no one mentioned, all on a support group visit."""
+    text = "Wow, love that painting! So cool you found such a helpful group. What's it done for you?"
+    turtle = f"""
+    m:visit a schema:TravelAction ; rdfs:label "{text.removeprefix('Wow, ')}" ; schema:agent m:owner ;
+        schema:toLocation m:house ; pcm:transportMode "car" .
+    m:house a schema:Place ; rdfs:label "Melanie's house" .
+    m:group a schema:Organization ; rdfs:label "Melanie's group" .
+    m:trip a schema:TravelAction ; rdfs:label "Melanie's group visit" ; schema:agent m:owner ; schema:about m:group .
+    """
+    result = grounding.ground(triples(turtle), Said.of(text, WHEN, names=["Melanie"]))
+    kept = subjects(result.triples)
+    assert "visit" not in kept and "house" not in kept, "a sentence is not a name; the house was never said"
+    assert {"group", "trip"} <= kept, "the group was said; an action's label is the model's own words"
+    assert values(result.triples, "transportMode") == []
+    drove = grounding.ground(triples('m:t a schema:TravelAction ; rdfs:label "bus ride" ; schema:agent m:owner ;'
+                                     ' pcm:transportMode "bus" .'), Said.of("I took the bus home.", WHEN))
+    assert values(drove.triples, "transportMode") == ["bus"]
+
+
+def test_a_value_in_a_script_no_one_used_was_not_said(grounding: Grounding) -> None:
+    said = Said.of("Great that you're prioritizing self-care.", WHEN)
+    assert not said.supports("prioritizing 自我 self-care", 0.3, first_is_name=False)
+    assert said.supports("prioritizing self-care", 0.3, first_is_name=False)
+    assert Said.of("Я живу в 東京.", WHEN).supports("東京", NAME_COVERAGE)

@@ -70,8 +70,7 @@ DESCRIPTION_PROPERTIES = frozenset({
 #: a value must be said.
 CATEGORY_PROPERTIES = frozenset({
     PCM + "polarity", PCM + "preferenceType", PCM + "problemType", PCM + "serviceCategory", PCM + "petSpecies",
-    PCM + "clothingType", PCM + "collectionType", PCM + "mealType", PCM + "housingTenure", PCM + "transportMode",
-    SCHEMA + "gender",
+    PCM + "clothingType", PCM + "collectionType", PCM + "mealType", PCM + "housingTenure", SCHEMA + "gender",
 })
 #: Kinds of node the model names in its own words ("liking teal", "buying the espresso machine", "Dana's work
 #: history"): their labels are held to ``description_coverage``, not to ``name_coverage``. An address is
@@ -149,6 +148,8 @@ class Said:
     clock_hours: frozenset[int]
     fuzzy_word: float = GroundingConfig.fuzzy_word
     """``GroundingConfig.fuzzy_word``: how alike two words must be to be one word misspelt or inflected."""
+    scripts: frozenset[str] = frozenset()
+    """The writing systems of what was said: a value with letters of another was not said."""
 
     @classmethod
     def of(cls, utterance: str, when: datetime | None, *, context: Iterable[tuple[str, datetime | None]] = (),
@@ -163,7 +164,7 @@ class Said:
         words = frozenset(_TOKEN.findall(folded))
         return cls(
             text=folded, words=words, stems=frozenset(stem(w) for w in words), numbers=frozenset(_numbers(folded)),
-            dates=dates, clock_hours=frozenset(_hours(folded)), fuzzy_word=fuzzy_word,
+            dates=dates, clock_hours=frozenset(_hours(folded)), fuzzy_word=fuzzy_word, scripts=_scripts(folded),
         )
 
     def has_word(self, word: str, *, short_forms: bool = True) -> bool:
@@ -195,6 +196,8 @@ class Said:
         its content words. ``first_is_name``: a capitalised first word counts as a name (off for labels the model
         writes as a phrase, "Buying the ...")."""
         text = unicodedata.normalize("NFKC", value)
+        if _scripts(fold(text)) - self.scripts:
+            return False  # "self-care" written half in Chinese by a model that was shown English
         if not all(self.has_any_number(n) for n in _DIGITS.findall(text)):
             return False
         for i, token in enumerate(_TOKEN.findall(_DIGITS.sub(" ", text))):
@@ -407,9 +410,16 @@ class Grounding:
         if datatype not in _TEXT_TYPES:
             return t if fold(value) in said.text else None
         if predicate in NAME_PROPERTIES:
+            if not known and _copied_speech(value):
+                return None
             described = not known and any(self._is_a(node_types, root) for root in DESCRIBED_ROOTS)
             need = self.config.description_coverage if described else self.config.name_coverage
-            return t if said.supports(value, need, first_is_name=not described) else None
+            if not said.supports(value, need, first_is_name=not described):
+                return None
+            owned = _POSSESSED.match(value)
+            if owned and not described and not known and not said.supports(owned["thing"], need):
+                return None  # "Melanie's house": the owner's name said does not say the house
+            return t
         if predicate in CATEGORY_PROPERTIES and len(_TOKEN.findall(value)) <= self.config.category_words:
             return t
         if predicate in DESCRIPTION_PROPERTIES:
@@ -482,6 +492,31 @@ class Grounding:
             return False  # "my mother" and "my mother's friend" are two people
         short, long_ = (a, b) if len(a) <= len(b) else (b, a)
         return _contiguous(short, long_)
+
+
+#: A name made of an owner and the thing owned ("Melanie's house", "Dana's new car").
+_POSSESSED = re.compile(r"^(?P<owner>[^'’]+)['’]s\s+(?P<thing>\S.*)$")
+#: Sentence marks no name carries: a question, an exclamation, or a full stop between two sentences.
+_SPEECH = re.compile(r"[?!¿¡]|(?<![^\W\d_])[^\W\d_]*[a-z]{3}\.\s+\S")
+#: Words beyond which a label is no longer a name but a sentence copied from the utterance.
+NAME_WORDS = 12
+
+
+def _copied_speech(value: str) -> bool:
+    """Whether a name is what someone said rather than a name for a thing: a small model copying the utterance
+    ("love that painting! So cool you found such a helpful group") into a label it then hangs facts on. The
+    words are all said, so only the shape tells it: sentence marks, or more words than a name has."""
+    return bool(_SPEECH.search(value.strip())) or len(_TOKEN.findall(value)) > NAME_WORDS
+
+
+def _scripts(text: str) -> frozenset[str]:
+    """The writing systems of the letters in ``text`` (LATIN, CJK, CYRILLIC, ...), by their Unicode names."""
+    found = set()
+    for ch in set(text):
+        if ch.isalpha():
+            name = unicodedata.name(ch, "")
+            found.add(name.split(" ", 1)[0] if name else "?")
+    return frozenset(found)
 
 
 def _content(label: str) -> list[str]:
