@@ -12,10 +12,12 @@ wholly extracted sessions count). The questions whose evidence lies wholly in th
 Scores: LoCoMo's token F1 by category (:func:`pcm.evaluation.metrics.locomo_f1`; abstention for adversarial
 questions), and "by values": every word of the gold answer (normalised as LoCoMo does) is in the answer.
 
-    nice python benchmarks/bench_locomo_graph.py MODEL --out DIR [--minutes 70] [--output compact] [--ask]
+    nice python benchmarks/bench_locomo_graph.py MODEL --out DIR [--minutes 70] [--output compact] [--ask] [--record REC]
 
 Both steps resume: the memory keeps which posts were extracted, and ``DIR/answers.jsonl`` which questions were
-asked. The data (non-commercial, never bundled) is read from ``../shared/data``.
+asked. ``--record REC`` keeps every model exchange, so a later change to what happens after the model (grounding,
+validation, the ask evaluator) can be measured again with ``PCM_LLM=replay:REC``-style replays of the same answers.
+The data (non-commercial, never bundled) is read from ``../shared/data``.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from pcm.evaluation.datasets import EvalItem, EvalQuestion, category_of, load_it
 from pcm.evaluation.metrics import locomo_f1, normalize_answer  # noqa: E402
 from pcm.extraction import extract_posts  # noqa: E402
 from pcm.llm.llamacpp_client import LlamaCppClient  # noqa: E402
+from pcm.llm.record import RecordingClient  # noqa: E402
 from pcm.memory import MANIFEST, Memory  # noqa: E402
 from pcm.retrieval import answer as answers  # noqa: E402
 from pcm.retrieval.ask import CachingClient, ask  # noqa: E402
@@ -179,12 +182,14 @@ def main() -> None:
     parser.add_argument("--output", choices=("compact", "json"), default="compact")
     parser.add_argument("--ask", action="store_true", help="ask the questions of the extracted sessions")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--record", type=Path, help="record every model exchange in this folder")
     args = parser.parse_args()
     item = load_items("locomo", args.data)[0]
     args.out.mkdir(parents=True, exist_ok=True)
     memory = open_memory(args.out, item)
-    client = LlamaCppClient(model_path=args.model, threads=args.threads, context=16384,
-                            state_dir=Settings().llm_state_dir)
+    model = LlamaCppClient(model_path=args.model, threads=args.threads, context=16384,
+                           state_dir=Settings().llm_state_dir)
+    client: Any = RecordingClient(model, args.record) if args.record else model
     try:
         sessions = extract(memory, client, args.out, args.minutes, args.output) if args.minutes > 0 else \
             list(json.loads((args.out / "sessions.json").read_text()))
@@ -192,7 +197,7 @@ def main() -> None:
             ask_all(memory, client, item, sessions, args.out)
             report(args.out)
     finally:
-        client.close()
+        model.close()
         memory.close()
 
 
