@@ -259,3 +259,10 @@ def test_a_value_in_a_script_no_one_used_was_not_said(grounding: Grounding) -> N
     assert not said.supports("prioritizing 自我 self-care", 0.3, first_is_name=False)
     assert said.supports("prioritizing self-care", 0.3, first_is_name=False)
     assert Said.of("Я живу в 東京.", WHEN).supports("東京", NAME_COVERAGE)
+
+
+def test_an_owners_name_does_not_say_an_address_made_of_it(grounding: Grounding) -> None:
+    turtle = """m:house a schema:Place ; rdfs:label "Melanie's home" ; schema:addressLocality "Melanie's city" .
+    m:owner schema:homeLocation m:house ."""
+    result = grounding.ground(triples(turtle), Said.of("Melanie's home is full of her paintings.", WHEN))
+    assert values(result.triples, "label") == ["Melanie's home"] and values(result.triples, "addressLocality") == []

@@ -62,6 +62,26 @@ class TurnContext:
     """IRI of who said it: the owner, the assistant, or a named person."""
     previous: list[PostInfo]
     entities: list[Entity]
+    addressee: str = ""
+    """IRI of whom the speaker talks to ("you" in the utterance); "" for the default of
+    :func:`pcm.extraction.compact.addressed` (the owner talks to the assistant, anyone else to the owner)."""
+
+
+def addressee_iri(post: PostInfo, session: Sequence[PostInfo], naming: Naming) -> str:
+    """Whom ``post``'s speaker talks to: in a conversation between the owner and another person (LoCoMo's two
+    friends, a chat export), the owner's "you" is that person, the nearest other speaker of the session (before
+    the post, else after it), not the assistant; anyone else talks to the owner. Without it, the owner's
+    thanks to a friend read as thanks to the assistant, and the friend became a new node beside her own."""
+    if post.role != "user":
+        return naming.owner
+    before = [p for p in session if p.position < post.position][::-1]
+    after = [p for p in session if p.position > post.position]
+    for other in (*before, *after):
+        if other.role == "other":
+            return naming.person(other.speaker or "someone")
+        if other.role == "assistant":
+            break
+    return naming.assistant
 
 
 def speaker_iri(post: PostInfo, naming: Naming) -> str:
@@ -92,11 +112,12 @@ class ContextBuilder:
         ranked: dict[str, None] = dict.fromkeys(self._derived_from(previous))
         ranked.update(dict.fromkeys(self._label_matches(post.text)))
         ranked.update(dict.fromkeys(self._index_matches(post)))
-        fixed = {self.naming.owner, self.naming.assistant, speaker}
+        addressee = addressee_iri(post, session, self.naming)
+        fixed = {self.naming.owner, self.naming.assistant, speaker, addressee}
         iris = [i for i in ranked if i not in fixed][: self._entities]
         cards = entity_cards(self.memory, [*sorted(fixed), *iris])
         entities = [cards[i] for i in [*sorted(fixed), *iris] if i in cards]
-        return TurnContext(post, speaker, previous, entities)
+        return TurnContext(post, speaker, previous, entities, addressee)
 
     def _derived_from(self, previous: Sequence[PostInfo]) -> list[str]:
         if not previous:
@@ -274,7 +295,7 @@ def _compact_names(context: TurnContext, naming: Naming) -> _Show:
     names a compact answer writes (:func:`pcm.extraction.compact.call_names`), so the prompt shows no other."""
     from pcm.extraction.compact import ME, YOU, addressed
 
-    parties = {context.speaker: ME, addressed(naming, context.speaker): YOU}
+    parties = {context.speaker: ME, context.addressee or addressed(naming, context.speaker): YOU}
     return lambda iri, namespace, ontology: parties.get(iri) or _bare(iri, namespace, ontology)
 
 

@@ -321,7 +321,8 @@ class Extractor:
         """The compact form's names for one call (``me``, ``you``, the offered entities: :func:`call_names`)."""
         if self.output != "compact":
             return None
-        return call_names(self.memory.naming, context.speaker, (e.iri for e in context.entities))
+        return call_names(self.memory.naming, context.speaker, (e.iri for e in context.entities),
+                          addressee=context.addressee or None)
 
     def _in_answer_names(self, report: str) -> str:
         """A repair report as the model's answer names things: a compact answer's handles instead of the IRIs
@@ -413,7 +414,8 @@ class Extractor:
         grounding_report = f"left out {len(skipped)} line(s) it could not read: {'; '.join(skipped)}" if skipped else ""
         if context is not None and self.grounding is not None:
             grounded = self.grounding.ground(
-                triples, self.said(context), known=(e.iri for e in context.entities), speaker=context.speaker
+                triples, self.said(context), known=(e.iri for e in context.entities), speaker=context.speaker,
+                addressee=context.addressee or None,
             )
             triples, ungrounded = grounded.triples, grounded.dropped
             grounding_report = _joined(grounding_report, grounded.report())

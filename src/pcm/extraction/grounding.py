@@ -310,10 +310,11 @@ class Grounding:
         self._show: Callable[[str], str] = show or (lambda iri: iri)
 
     def ground(self, triples: Sequence[ox.Triple], said: Said, *, known: Iterable[str] = (),
-               speaker: str | None = None) -> Grounded:
+               speaker: str | None = None, addressee: str | None = None) -> Grounded:
         """The triples whose values ``said`` supports; ``known`` are the existing entities the prompt offered
-        (their names are not checked again), ``speaker`` who said the utterance."""
-        parties = self.parties | ({speaker} if speaker else set())
+        (their names are not checked again), ``speaker`` who said the utterance and ``addressee`` whom to (what
+        they ask or thank each other for is the conversation, like the owner's exchanges with the assistant)."""
+        parties = self.parties | {p for p in (speaker, addressee) if p}
         known_set = frozenset(known) | parties
         types, links = _index(triples)
         result = Grounded([])
@@ -416,10 +417,7 @@ class Grounding:
             need = self.config.description_coverage if described else self.config.name_coverage
             if not said.supports(value, need, first_is_name=not described):
                 return None
-            owned = _POSSESSED.match(value)
-            if owned and not described and not known and not said.supports(owned["thing"], need):
-                return None  # "Melanie's house": the owner's name said does not say the house
-            return t
+            return t if described or known or _owned_said(value, said, need) else None
         if predicate in CATEGORY_PROPERTIES and len(_TOKEN.findall(value)) <= self.config.category_words:
             return t
         if predicate in DESCRIPTION_PROPERTIES:
@@ -428,7 +426,8 @@ class Grounding:
             return _duration(t, value, said)
         if _TIME_TEXT.fullmatch(value.strip()):
             return t if _time_said(value, said) else None
-        return t if _said_text(value, said, self.config.name_coverage) else None
+        need = self.config.name_coverage
+        return t if _said_text(value, said, need) and _owned_said(value, said, need) else None
 
     # ------------------------------------------------------------------------------------------------ merging
 
@@ -499,7 +498,14 @@ _POSSESSED = re.compile(r"^(?P<owner>[^'’]+)['’]s\s+(?P<thing>\S.*)$")
 #: Sentence marks no name carries: a question, an exclamation, or a full stop between two sentences.
 _SPEECH = re.compile(r"[?!¿¡]|(?<![^\W\d_])[^\W\d_]*[a-z]{3}\.\s+\S")
 #: Words beyond which a label is no longer a name but a sentence copied from the utterance.
-NAME_WORDS = 12
+NAME_WORDS = 20
+
+
+def _owned_said(value: str, said: Said, need: float) -> bool:
+    """A name of an owned thing ("Melanie's house", "Melanie's city") is said only when the thing is: the owner's
+    name, said or known, does not say that she has a house or which city it is in."""
+    owned = _POSSESSED.match(value.strip())
+    return owned is None or said.supports(owned["thing"], need)
 
 
 def _copied_speech(value: str) -> bool:
