@@ -11,8 +11,8 @@ that provenance keeps (``pcm:extractionReport``).
 
 What it does, in order:
 1. Speech acts are not facts: a question, greeting or thanks between the two sides of the conversation (a
-   communicate action whose agent and recipients are the owner, the assistant or the speaker, and which is about
-   nothing else, or any question they ask each other) is dropped with the node.
+   communicate action whose agent and recipients are the owner, the assistant, the speaker or whom the speaker
+   addresses, and which is about nothing else, or any question they ask each other) is dropped with the node.
 2. An action whose object is its own agent, or a node that points at itself, says nothing: dropped.
 3. Each literal is checked by its kind. In any text value, every number and every capitalised word (a proper
    name: "Main", "Anytown", "Smith") must be found; beyond those, a name or a plain value needs half its content
@@ -22,7 +22,10 @@ What it does, in order:
    date must follow from the words and the message time at the precision said, and a day the words do not give is
    cut back to the month or year they do give; a duration's numbers and a time's hour must be said; a currency
    code needs its symbol or name; a value that only classifies what was said ("positive", "dog") is kept
-   (:data:`CATEGORY_PROPERTIES`). A new node none of whose values was said goes whole, with its links.
+   (:data:`CATEGORY_PROPERTIES`). A new node none of whose values was said goes whole, with its links. A name
+   that is a sentence copied from the utterance (sentence marks, more than :data:`NAME_WORDS` words) names
+   nothing; a name or value made of an owner and a thing ("Melanie's house", "Melanie's city") needs the thing
+   said, not only the owner; a value with letters of a script no one used was not said.
 4. One entity per thing said: new nodes of the same kind whose names are one and the same thing ("pendant",
    "heart-shaped pendant") become one node.
 
