@@ -266,3 +266,20 @@ def test_an_owners_name_does_not_say_an_address_made_of_it(grounding: Grounding)
     m:owner schema:homeLocation m:house ."""
     result = grounding.ground(triples(turtle), Said.of("Melanie's home is full of her paintings.", WHEN))
     assert values(result.triples, "label") == ["Melanie's home"] and values(result.triples, "addressLocality") == []
+
+
+def test_now_in_a_previous_turn_dates_nothing_the_utterance_says(grounding: Grounding) -> None:
+    turtle = """m:race a schema:ExerciseAction ; rdfs:label "charity race" ; schema:agent m:owner ;
+        schema:startDate "2023-05-08"^^xsd:date ."""
+    context = [("Now the hard work starts.", WHEN)]
+    later = grounding.ground(triples(turtle), Said.of("The charity race was great.", WHEN, context=context))
+    assert values(later.triples, "startDate") == []
+    now = grounding.ground(triples(turtle), Said.of("I'm running the charity race now.", WHEN))
+    assert values(now.triples, "startDate") == ["2023-05-08"]
+
+
+def test_a_nodes_own_name_is_not_another_of_its_values(grounding: Grounding) -> None:
+    turtle = """m:race a schema:TravelAction ; rdfs:label "charity race" ; schema:agent m:owner ;
+        pcm:transportMode "Charity race" ; schema:description "charity race" ."""
+    result = grounding.ground(triples(turtle), Said.of("I ran a charity race last Saturday.", WHEN))
+    assert values(result.triples, "transportMode") == [] and values(result.triples, "description") == ["charity race"]

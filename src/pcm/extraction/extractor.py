@@ -40,7 +40,7 @@ from pcm.extraction.context import (
 )
 from pcm.extraction.grounding import Grounding, Said
 from pcm.extraction.jsonld import complete_references, dangling_references, extraction_schema
-from pcm.extraction.kinds import misplaced_person_facts, node_types
+from pcm.extraction.kinds import misplaced_facts, node_types
 from pcm.extraction.normalise import Normalised, OutputProblem, normalise_json, normalise_output
 from pcm.extraction.prompts import (
     OUTPUTS,
@@ -515,7 +515,8 @@ class Extractor:
         return f"{self._show(_node_id(t.subject))} {self.ontology.curie(t.predicate.value)} {value}"
 
     def _misplaced(self, triples: list[ox.Triple]) -> set[ox.Triple]:
-        """Facts that give a person a property of another kind of thing (:mod:`pcm.extraction.kinds`), with the
+        """Facts that give a person a property of another kind of thing, or a happening as a value where none
+        belongs (:mod:`pcm.extraction.kinds`), with the
         types of the memory's nodes the answer names."""
         named = {
             t.value for tr in triples for t in (tr.subject, tr.object)
@@ -525,7 +526,7 @@ class Extractor:
         for s, p, o in node_context(self.memory, named) if named else ():
             if str(p) == _RDF_TYPE:
                 known.setdefault(str(s), set()).add(str(o))
-        return set(misplaced_person_facts(triples, node_types(triples, known), self.ontology))
+        return set(misplaced_facts(triples, node_types(triples, known), self.ontology))
 
     def _checked(self, triples: list[ox.Triple]) -> list[Violation]:
         ns = self.memory.naming.namespace

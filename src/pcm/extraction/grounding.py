@@ -161,8 +161,8 @@ class Said:
         (the speaker's, the owner's, the known entities' labels)."""
         parts = [(utterance, when), *context]
         dates = SaidDates()
-        for text, time in parts:
-            dates.update(said_dates(text, time.date() if time is not None else None))
+        for i, (text, time) in enumerate(parts):
+            dates.update(said_dates(text, time.date() if time is not None else None, present=i == 0))
         folded = fold(" \n ".join([*(t for t, _ in parts), *names]))
         words = frozenset(_TOKEN.findall(folded))
         return cls(
@@ -329,6 +329,7 @@ class Grounding:
                 result.dropped.append(f"{self._show(node)} ({why})")
         kept: list[ox.Triple] = []
         said_values: dict[str, int] = {}  # per node: its literals, less each one left out
+        names = _names(triples)
         for t in triples:
             s, o = _node(t.subject), _node(t.object)
             if s in gone or o in gone:
@@ -339,7 +340,9 @@ class Grounding:
             if not isinstance(t.object, ox.Literal):
                 kept.append(t)
                 continue
-            checked = self._literal(t, said, types.get(s, set()), known=s in known_set)
+            own_name = t.predicate.value not in NAME_PROPERTIES | DESCRIPTION_PROPERTIES and (
+                fold(t.object.value).strip() in names.get(s, ()))
+            checked = None if own_name else self._literal(t, said, types.get(s, set()), known=s in known_set)
             said_values[s] = said_values.get(s, 0) + (checked is not None)
             if checked is None:
                 whole = t.predicate.value in NAME_PROPERTIES and s not in known_set
@@ -502,6 +505,16 @@ _POSSESSED = re.compile(r"^(?P<owner>[^'’]+)['’]s\s+(?P<thing>\S.*)$")
 _SPEECH = re.compile(r"[?!¿¡]|(?<![^\W\d_])[^\W\d_]*[a-z]{3}\.\s+\S")
 #: Words beyond which a label is no longer a name but a sentence copied from the utterance.
 NAME_WORDS = 20
+
+
+def _names(triples: Iterable[ox.Triple]) -> dict[str, set[str]]:
+    """Each node's names in the answer, folded: a node's own name given again as another of its values ("charity
+    race" as the charity race's transport mode) says nothing about it."""
+    out: dict[str, set[str]] = {}
+    for t in triples:
+        if t.predicate.value in NAME_PROPERTIES and isinstance(t.object, ox.Literal):
+            out.setdefault(_node(t.subject), set()).add(fold(t.object.value).strip())
+    return out
 
 
 def _owned_said(value: str, said: Said, need: float) -> bool:

@@ -174,13 +174,15 @@ def fold(text: str) -> str:
     return "".join(c for c in decomposed if not unicodedata.combining(c))
 
 
-def said_dates(text: str, when: date | None) -> SaidDates:
-    """The dates ``text`` names; relative ones only when the message time ``when`` is known."""
+def said_dates(text: str, when: date | None, *, present: bool = True) -> SaidDates:
+    """The dates ``text`` names; relative ones only when the message time ``when`` is known. ``present``: whether
+    "just", "now" and "currently" name the message's own day (off for the previous turns shown with an utterance:
+    "now the hard work starts" in one turn dates nothing the next turn says)."""
     t = fold(text)
     out = SaidDates()
     _absolute(t, when, out)
     if when is not None:
-        _relative(t, when, out)
+        _relative(t, when, out, present=present)
     return out
 
 
@@ -260,12 +262,12 @@ def _count(word: str) -> int:
     return int(word) if word.isdigit() else _COUNT_WORDS.get(word, 0)
 
 
-def _relative(t: str, when: date, out: SaidDates) -> None:
+def _relative(t: str, when: date, out: SaidDates, *, present: bool = True) -> None:
     words = set(re.findall(r"[a-z']+", t))
     for word, shift in RELATIVE_DAYS.items():
         if word in words:
             out.days.add(when + timedelta(shift))
-    if _TODAY_PHRASES.search(t) or re.search(r"\b(?:just|now|currently)\b", t):
+    if _TODAY_PHRASES.search(t) or (present and re.search(r"\b(?:just|now|currently)\b", t)):
         out.days.add(when)
     if _LAST_NIGHT.search(t):
         out.days.update({when - timedelta(1), when})
