@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import lancedb
-import numpy as np
 import pytest
 
 from pcm.index import SideIndex, ann
