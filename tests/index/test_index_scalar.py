@@ -16,7 +16,12 @@ from tests.index.test_index_ann import TopicEmbedder, post
 
 POSTS = 300
 
-FILTERS = ("role = 'user'", "speaker = 'Bob'", "session = 'urn:ann:s3'", "ts >= 1577923200.0 AND ts <= 1578268800.0")
+FILTERS = (
+    "role = 'user'",
+    "speaker = 'Bob'",
+    "session = 'urn:ann:s3'",
+    "ts >= 1577923200.0 AND ts <= 1578268800.0",
+)
 """One condition per indexed column (the last: 2 to 6 January 2020, as ``since``/``until`` write it)."""
 
 
