@@ -276,3 +276,26 @@ def test_reads_and_writes_go_on_while_the_index_is_built(
     finally:
         release.set()
         idx.close()
+
+
+def test_the_feedback_leg_rescores_the_first_search_instead_of_searching_again(
+    index: SideIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the index a hybrid recall searches it once (the vector leg): the feedback leg's moved query is
+    scored exactly over the candidates already found, and the hits stay the exact ones."""
+    calls: list[int] = []
+    real = ann.search_rows
+
+    def spy(table: object, query: np.ndarray, k: int, **kwargs: object) -> object:
+        calls.append(k)
+        return real(table, query, k, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ann, "search_rows", spy)
+    shares = []
+    for q in QUERIES:
+        calls.clear()
+        found = top(index.recall(q, k=10))
+        assert len(calls) == 1
+        expected = top(exact(index, lambda q=q: index.recall(q, k=10)))  # type: ignore[misc]
+        shares.append(overlap(found, expected))
+    assert float(np.mean(shares)) >= 0.99

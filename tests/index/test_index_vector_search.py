@@ -1,4 +1,4 @@
-"""The in-memory vector search: a near pass (bfloat16 where the CPU has it) chooses the rows, exact products score
+"""The in-memory vector search: a near pass (float16) chooses the rows, exact products score
 them, and the result must be what exact products of every row give (same slots, same order, same scores).
 """
 
@@ -100,18 +100,25 @@ def test_near_products_off_by_almost_their_error_still_give_the_exact_result(
         _assert_exact(mirror, query, 25, mask=mask, weights=weights)
 
 
-def test_near_products_are_within_their_stated_error() -> None:
+@pytest.mark.parametrize("scale", [1.0, 1e-3, 1e3])
+def test_near_products_are_within_their_stated_error(scale: float) -> None:
+    """Rows of the lengths the embedder writes go through the float16 copy, far shorter or longer ones (which
+    float16 would lose or overflow) through float32: either way each product is within the stated error, and a
+    search over them is exact."""
     rng = np.random.default_rng(4)
-    vectors = _unit_rows(rng, SIZE)
+    vectors = _unit_rows(rng, SIZE) * np.float32(scale)
     vectors[::3] *= 3.0
+    vectors[1::7] *= 0.01
     mirror = _mirror(vectors)
     for _ in range(5):
         query = _unit_rows(rng, 1)[0] * 0.5
         near, error = mirror.near_products(query)
-        exact = np.einsum("ij,j->i", vectors, query)
+        exact = np.einsum("ij,j->i", vectors.astype(np.float64), query.astype(np.float64))
         assert near.dtype == np.float32 and len(near) == SIZE
         assert float(np.max(np.abs(near - exact))) <= error
-    assert error <= mirror_module.NEAR_ERROR_BF16 * 3.0 * 0.5 * 1.0001
+        _assert_exact(mirror, query, 20)
+    bound = mirror_module.NEAR_ERROR_F16 if scale == 1.0 else mirror_module.NEAR_ERROR_FLOAT32
+    assert error <= bound * 3.0 * scale * 0.5 * 1.0001
 
 
 def test_the_near_copy_follows_writes_removals_and_growth() -> None:

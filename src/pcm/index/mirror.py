@@ -24,7 +24,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pcm.index.embedder import bf16_supported
 from pcm.index.records import EntityRecord, PostRecord
 from pcm.index.text import label_keys, timestamp
 
@@ -34,11 +33,16 @@ _COMMON_WORD = 2000
 _NO_MATCH = -2
 _NO_SLOTS = np.zeros(0, dtype=np.int64)
 _NO_SCORES = np.zeros(0, dtype=np.float32)
-NEAR_ERROR_BF16 = 0.0125
-"""How far a bfloat16 product (:meth:`_Slots.near_products`) may be from the exact one, relative to the lengths of
-the two vectors: rounding both to 8 significant bits is off by at most 2 * 2^-8 per term (summed in float32, so
-at most that share of ``|p| |q|``), and rounding the result by 2^-8 more; 0.0118 in all, 0.0023 the worst seen on
-100k random and 419 LoCoMo vectors."""
+NEAR_ERROR_F16 = 0.002
+"""How far a float16 product (:meth:`_Slots.near_products`) may be from the exact one, relative to the lengths of
+the two vectors: rounding both to 11 significant bits is off by at most 2 * 2^-11 per term (summed in float32, so
+at most that share of ``|p| |q|``), rounding the result by 2^-11 more, 0.0015 in all; the rest is slack for
+float32 summation and for components rounded below float16's normal range (at most 2^-25 each, which the length
+range :data:`NEAR_F16_LENGTHS` keeps under 4e-5 of ``|p| |q|``). 0.0003 the worst seen on 77k random and
+clustered 384-d vectors."""
+NEAR_F16_LENGTHS = (2.0**-6, 2.0**6)
+"""Longest row length for which the float16 copy is used (unit vectors, as the embedder writes, are 1): no
+component or product near float16's limit (65504), none lost below its normal range; outside it, float32."""
 REMEMBERED_ROWS = 100_000
 """Rows a deferred matrix keeps from search results (150 MB of 384-d float32) before they are dropped: every search
 brings its own rows again, so a long-running server does not gather the matrix row by row."""
@@ -141,8 +145,8 @@ class _Slots(Generic[R]):
         vector index needs to score its candidates, without the whole matrix."""
         self.alive = np.zeros(0, dtype=bool)
         self._near: Any = None
-        """A bfloat16 torch copy of ``vectors`` for the first pass of :meth:`top_by_vector`, made on first use and
-        kept row by row; ``None`` until then, after the matrix is replaced, and where float32 is used instead."""
+        """A float16 torch copy of ``vectors`` for the first pass of :meth:`top_by_vector`, made on first use and
+        kept row by row; ``None`` until then and after the matrix is replaced."""
         self._free: list[int] = []
         self.generation = 0
         """Counts changes (put, remove, load), so a structure derived from the records knows when it is stale."""
@@ -293,30 +297,35 @@ class _Slots(Generic[R]):
         """The product of every slot's vector with ``query`` (0 for a free slot), fast and approximate, and how far
         any of them may be from the exact product.
 
-        Computed by torch's BLAS on the thread pool the embedder already uses, in bfloat16 where the CPU has it:
-        at 100k x 384 on two cores 3.4 ms, against 7 ms in float32 and 20 ms for numpy's single-threaded
-        ``einsum`` (numpy's own ``@`` is as fast as torch's float32 but wakes OpenBLAS's worker threads, whose
-        spinning then slows the next query's embedding on the same cores: recall p50 25 ms against 15 ms
-        measured). The bfloat16 copy costs half the float32 matrix's memory.
+        Computed by torch on the thread pool the embedder already uses, over a float16 copy of the matrix (half
+        its memory) with the query scaled to length 1: at 77k x 384 2.7 ms CPU on one thread, against 8.7 ms in
+        bfloat16 (natively supported here) and 7.8 ms in float32; torch converts float16 with the CPU's F16C
+        instructions and sums in float32. numpy's own ``@`` is as fast as torch's float32 but wakes OpenBLAS's
+        worker threads, whose spinning then slows the next query's embedding on the same cores (recall p50 25 ms
+        against 15 ms measured). Rows longer or shorter than :data:`NEAR_F16_LENGTHS` allows are multiplied in
+        float32.
         """
         import torch  # loaded with the embedder; imported here so opening an index does not pay for it
 
         size = self.capacity()
-        longest = float(np.max(self.norms[:size], initial=0.0)) * float(np.linalg.norm(query))
-        matrix = self._near_matrix()
-        if matrix is None:
-            matrix, error = torch.from_numpy(self.vectors), NEAR_ERROR_FLOAT32
-        else:
-            error = NEAR_ERROR_BF16
-        near = torch.mv(matrix[:size], torch.from_numpy(np.array(query, dtype=np.float32)).to(matrix.dtype))
-        return near.to(torch.float32).numpy(), error * max(longest, 1e-30)
+        rows = float(np.max(self.norms[:size], initial=0.0))
+        length = float(np.linalg.norm(query))
+        longest = rows * length
+        query = np.array(query, dtype=np.float32)
+        if NEAR_F16_LENGTHS[0] <= rows <= NEAR_F16_LENGTHS[1] and length > 0:
+            unit = torch.from_numpy(query / np.float32(length)).to(torch.float16)
+            near = torch.mv(self._near_matrix()[:size], unit).to(torch.float32).numpy()
+            near *= np.float32(length)
+            return near, NEAR_ERROR_F16 * longest
+        near = torch.mv(torch.from_numpy(self.vectors[:size]), torch.from_numpy(query)).numpy()
+        return near, NEAR_ERROR_FLOAT32 * max(longest, 1e-30)
 
     def _near_matrix(self) -> Any:
-        """The bfloat16 copy of ``vectors`` (made now if missing), or ``None`` on a CPU without bfloat16."""
-        if self._near is None and bf16_supported():
+        """The float16 copy of ``vectors``, made now if missing."""
+        if self._near is None:
             import torch
 
-            self._near = torch.from_numpy(self.vectors).to(torch.bfloat16)
+            self._near = torch.from_numpy(self.vectors).to(torch.float16)
         return self._near
 
     def _scores_at(self, rows: np.ndarray, query: np.ndarray, weights: np.ndarray | None) -> np.ndarray:

@@ -20,7 +20,7 @@ from typing import Any, Generic, TypeVar
 import lancedb
 import numpy as np
 import pyarrow as pa
-from lancedb.index import FTS
+from lancedb.index import FTS, Bitmap, BTree
 
 from pcm import faults
 from pcm.errors import MemoryVersionError
@@ -36,6 +36,13 @@ META_FILE = "meta.json"
 SYNC_FILE = "synced.json"
 """What the index was last fully reconciled against (see ``SideIndex.record_sync``)."""
 _DELETE_CHUNK = 500
+SCALAR_INDEXES: dict[str, Any] = {"role": Bitmap, "speaker": Bitmap, "session": BTree, "ts": BTree}
+"""The utterance columns recall filters on (``_post_filter`` in :mod:`pcm.index.sideindex`, and the rows a prior
+favours), each with LanceDB's scalar index: a prefiltered search otherwise evaluates its condition over every row.
+At 1M lifetime posts the owner-filtered vector search (``role = 'user'``) took 44 ms CPU against 23 ms with the
+bitmap, a full-text search within a session 20 against 5 ms, within a month 12 against 2 ms; the four indexes take
+4 s to build there and 20 MB. Bitmaps for the few values of a role or speaker, B-trees for the many sessions and
+times. ``table.optimize()`` folds new rows into them; until then LanceDB scans those rows beside the index."""
 KEY_SEPARATOR = "\x1f"
 """Joins an entity's label keys in one string column: flat strings load several times faster than lists."""
 
@@ -282,8 +289,14 @@ class Tables:
                 )
         else:
             table = self.db.create_table(name, schema=schema)
-        if not any(i.index_type == "FTS" and list(i.columns) == ["search"] for i in table.list_indices()):
+        indices = table.list_indices()
+        if not any(i.index_type == "FTS" and list(i.columns) == ["search"] for i in indices):
             table.create_index("search", config=FTS())  # also repairs a crash between create and index
+        if name == POSTS_TABLE:
+            covered = {column for i in indices for column in i.columns}
+            for column, kind in SCALAR_INDEXES.items():
+                if column not in covered:  # a memory made before these indexes gets them on its next open
+                    table.create_index(column, config=kind())
         return table
 
     # ---------------------------------------------------------------------------------------------------------
