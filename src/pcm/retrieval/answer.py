@@ -321,7 +321,7 @@ def compose(question: str, result: QueryResult, computed: Computed | None, label
     # each term formatted once (a city or a shop recurs down a thousand-row answer) and repeated rows dropped
     # through a set: at 1M posts a friend's trips are a thousand rows, and formatting every cell twice and
     # comparing each row with every row before it was most of the answer's time
-    shown: dict[object, str] = {}
+    formatted: dict[object, str] = {}
     seen: set[tuple[tuple[str, str], ...]] = set()
     rows: list[list[tuple[str, str]]] = []
     for row in result.dicts():
@@ -330,9 +330,9 @@ def compose(question: str, result: QueryResult, computed: Computed | None, label
             if v not in row:
                 continue
             term = row[v]
-            text = shown.get(term)
+            text = formatted.get(term)
             if text is None:
-                text = shown[term] = format_term(term, labels)
+                text = formatted[term] = format_term(term, labels)
             if text:
                 cells.append((v, text))
         key = tuple(cells)
