@@ -320,10 +320,26 @@ def compose(question: str, result: QueryResult, computed: Computed | None, label
         shown = [f"{format_term(t.subject, labels)} {format_term(t.predicate, labels)} {format_term(t.object, labels)}" for t in result[:ANSWER_ROWS]]
         return _sentence("; ".join(shown)) if shown else NOT_IN_MEMORY
     variables = [v for v in result.variables if not v.startswith("_")]
+    # each term formatted once (a city or a shop recurs down a thousand-row answer) and repeated rows dropped
+    # through a set: at 1M posts a friend's trips are a thousand rows, and formatting every cell twice and
+    # comparing each row with every row before it was most of the answer's time
+    formatted: dict[object, str] = {}
+    seen: set[tuple[tuple[str, str], ...]] = set()
     rows: list[list[tuple[str, str]]] = []
     for row in result.dicts():
-        cells = [(v, format_term(row[v], labels)) for v in variables if v in row and format_term(row[v], labels)]
-        if cells and cells not in rows:
+        cells = []
+        for v in variables:
+            if v not in row:
+                continue
+            term = row[v]
+            text = formatted.get(term)
+            if text is None:
+                text = formatted[term] = format_term(term, labels)
+            if text:
+                cells.append((v, text))
+        key = tuple(cells)
+        if cells and key not in seen:
+            seen.add(key)
             rows.append(cells)
     if not rows:
         return NOT_IN_MEMORY

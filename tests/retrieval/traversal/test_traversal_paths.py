@@ -109,6 +109,41 @@ def graphs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Traversal
     backend.close()
 
 
+
+def test_reading_a_layer_ahead_changes_no_path_and_no_passed_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A* reads the neighbours of a layer's next batches with the batch that needs them: on larger random graphs,
+    with batches of two so the search runs many of them, every path, every note and every passed count is what
+    one query per batch gives, in fewer queries."""
+    from pcm.retrieval.traversal import astar
+
+    facts = [q for seed in range(3) for q in random_facts(50 + seed, size=60, edges=75)]
+    backend = LocalBackend(tmp_path / "oxigraph")
+    backend.extend(facts)
+    config = TraversalConfig(top_n=None, astar=AStarConfig(max_depth=10, max_passed_nodes=40, expand_batch=2))
+    vertices = sorted({q.subject for q in facts if q.subject != OWNER}, key=lambda v: v.value)
+    rng = random.Random(7)
+    pairs = [tuple(rng.sample(vertices, 2)) for _ in range(40)]
+
+    def walk(batches: int) -> tuple[list[object], int, int]:
+        monkeypatch.setattr(astar, "PREFETCH_BATCHES", batches)
+        engine = TraversalEngine(backend, post_prefix=NAMING.post(""), hubs=(NAMING.owner,), embedder=WordEmbedder())
+        seen: list[object] = []
+        queries = passed = 0
+        for a, b in pairs:
+            result = engine.retrieve("", [a, b], "astar", config=config, sources=False)
+            seen.append(([p.vertices for p in result.paths], result.notes))
+            queries, passed = queries + result.stats.queries, passed + result.stats.passed
+        return seen, passed, queries
+
+    one_each, passed_each, queries_each = walk(0)
+    ahead, passed_ahead, queries_ahead = walk(8)
+    backend.close()
+    assert ahead == one_each and passed_ahead == passed_each
+    assert sum(1 for paths, _ in one_each if paths and len(paths[0]) > 5) >= 3  # long paths were searched for
+    assert queries_ahead < queries_each
+
 @pytest.mark.parametrize("heuristic", ["ip", "weighted_short_path"])
 def test_a_star_paths_are_as_short_as_breadth_first_search(
     graphs: tuple[TraversalEngine, dict[int, list[ox.Quad]]], heuristic: str

@@ -43,11 +43,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pcm.retrieval.traversal.config import AStarConfig, Restrictions
-from pcm.retrieval.traversal.graph import GraphView
+from pcm.retrieval.traversal.graph import GraphView, Neighbour
 from pcm.retrieval.traversal.model import Found, Node, Path, Triple
 from pcm.retrieval.traversal.vectors import TextVectors
 
 NAME = "astar"
+#: How many batches of one layer are read ahead in one query (see ``_coming``).
+PREFETCH_BATCHES = 8
 
 
 @dataclass
@@ -195,6 +197,8 @@ def _a_star(
     s.h[start] = float(_heuristics(config, names.matrix([start]), goal_vector, np.zeros(1), np.zeros(1), np.array([distance_to_goal.get(start, horizon)]))[0])
     counter = itertools.count()
     open_heap: list[tuple[float, float, int, Node]] = []
+    ahead: dict[Node, list[Neighbour]] = {}
+    """Neighbours read before their vertex was expanded (with the batch that needed a query)."""
     if seed is None:
         open_heap.append((s.h[start], s.h[start], next(counter), start))
     else:  # the start's neighbours are known already: it is passed, they are open
@@ -217,7 +221,7 @@ def _a_star(
             batch.append(vertex)
         if not batch:
             continue
-        rows = graph.neighbours(list(enumerate(batch)))
+        rows = _expand(graph, batch, ahead, _coming(s, open_heap, config, restrictions, graph, ahead, batch))
         kinds = graph.kinds(r.vertex for r in rows) if restrictions.needs_kinds else {}
         rows = [r for r in rows if not kinds or r.vertex in question_vertices or restrictions.allows(kinds[r.vertex])]
         rows.sort(key=lambda r: (r.tag, r.vertex.value))
@@ -230,6 +234,53 @@ def _a_star(
         _push(s, open_heap, counter, names, config, goal_vector, distance_to_goal, horizon,
               [(batch[r.tag], r.vertex) for r in rows])
     return None, s.passed
+
+
+def _coming(
+    s: _Search,
+    open_heap: list[tuple[float, float, int, Node]],
+    config: AStarConfig,
+    restrictions: Restrictions,
+    graph: GraphView,
+    ahead: dict[Node, list[Neighbour]],
+    batch: list[Node],
+) -> list[Node]:
+    """The vertices A* would expand after ``batch`` in the same layer, as many as it may still pass (at most
+    ``PREFETCH_BATCHES`` batches): with the ip heuristic (below one hop) a layer leaves the open set in the order it
+    has now, whatever is pushed meanwhile, so their neighbours can be read with the batch's in one query instead of
+    a query per batch. Nothing else changes: a vertex read ahead and never expanded is only a few rows read."""
+    if config.heuristic != "ip":
+        return []
+    room = min(config.max_passed_nodes - s.passed, PREFETCH_BATCHES * config.expand_batch)
+    layer = max(s.g[v] for v in batch)
+    if room <= 0 or layer >= config.max_depth:
+        return []
+    coming: list[Node] = []
+    for f, _, _, vertex in heapq.nsmallest(room, open_heap):
+        if f > s.g[vertex] + s.h[vertex] + 1e-12 or vertex in ahead or vertex == s.goal:
+            continue  # stale, read already, or the end of the search
+        if s.g[vertex] != layer:
+            break
+        if not restrictions.cross_hubs and graph.is_hub(vertex):
+            continue
+        coming.append(vertex)
+    return coming
+
+
+def _expand(graph: GraphView, batch: list[Node], ahead: dict[Node, list[Neighbour]], coming: list[Node]) -> list[Neighbour]:
+    """The neighbours of ``batch`` tagged by position, as one query of the batch's would return them; the unread
+    vertices of the batch and ``coming`` are read together, and ``coming``'s rows kept in ``ahead``."""
+    unread = [v for v in dict.fromkeys(batch) if v not in ahead]
+    wanted = list(dict.fromkeys(unread + [v for v in coming if v not in unread]))
+    if wanted:
+        for vertex in wanted:
+            ahead[vertex] = []
+        for row in graph.neighbours(list(enumerate(wanted))):
+            ahead[wanted[row.tag]].append(row)
+    rows = [Neighbour(tag, r.vertex, r.parent) for tag, vertex in enumerate(batch) for r in ahead[vertex]]
+    for vertex in batch:
+        ahead.pop(vertex, None)  # expanded: a later route to it is never expanded again at a smaller depth
+    return rows
 
 
 def _push(
