@@ -82,3 +82,24 @@ def test_the_remembered_rows_are_bounded(built: Path, monkeypatch: pytest.Monkey
         assert len(idx._posts._known) <= 50 + 4 * 200  # one recall's rows at most beyond the bound
         again = [[(h.post, h.score) for h in idx.recall(q, k=10)] for q in QUERIES[:6]]
         assert again == first and idx._posts.deferred()
+
+
+def test_the_first_recall_has_the_vector_index_loaded_beside_the_mirror(
+    built: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[str] = []
+    for threshold, expected in ((THRESHOLD, ["vector_idx"]), (POSTS + 1, [])):  # below the threshold: no index
+        asked.clear()
+        with SideIndex.open(built, embedder=TopicEmbedder(), ann_min_rows=threshold) as idx:
+            posts = idx._open_tables().posts
+            prewarm = posts.prewarm_index
+
+            def counted(name: str, prewarm: Any = prewarm) -> None:
+                asked.append(name)
+                prewarm(name)
+
+            monkeypatch.setattr(posts, "prewarm_index", counted)
+            first = idx.recall(QUERIES[0], k=10)
+            idx.recall(QUERIES[1], k=10)
+            assert first and idx._warming is None  # the vector search waited for the load
+        assert asked == expected

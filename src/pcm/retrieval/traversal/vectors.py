@@ -159,6 +159,9 @@ class TextVectors:
         """The LanceDB table; created from ``create_with`` (then None is returned: the rows are written)."""
         if self._table is not None:
             return self._table
+        from pcm.index.deferred import defer_namespace_client
+
+        defer_namespace_client()
         import lancedb
 
         assert self.directory is not None
