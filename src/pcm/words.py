@@ -7,6 +7,8 @@ needs more adds one of the named sets below rather than keeping a list of its ow
 
 from __future__ import annotations
 
+import unicodedata
+
 #: Function words and the small talk of chat ("wow", "great", "gonna"), lower case.
 STOPWORDS = frozenset([
     "a", "about", "above", "after", "again", "against", "all", "almost", "also", "am", "an", "and", "any", "anyone",
@@ -67,3 +69,11 @@ MONTH_NUMBERS: dict[str, int] = {
     )
     for number, name in enumerate(names, start=1)
 } | {"maerz": 3, "fevrier": 2, "aout": 8, "decembre": 12, "marco": 3}  # the same months written without accents
+
+
+def fold(text: str) -> str:
+    """Case-folded, accents removed, apostrophes made straight ("Génial" -> "genial", "Tschüß" -> "tschuss"): the
+    form the patterns and word lists are written in. Letters of other scripts stay as they are (an ASCII-only fold
+    would erase a Russian or Japanese utterance, and every value checked against it)."""
+    decomposed = unicodedata.normalize("NFKD", text.replace("’", "'").casefold())
+    return "".join(c for c in decomposed if not unicodedata.combining(c))

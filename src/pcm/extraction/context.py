@@ -62,9 +62,8 @@ class TurnContext:
     """IRI of who said it: the owner, the assistant, or a named person."""
     previous: list[PostInfo]
     entities: list[Entity]
-    addressee: str = ""
-    """IRI of whom the speaker talks to ("you" in the utterance); "" for the default of
-    :func:`pcm.extraction.compact.addressed` (the owner talks to the assistant, anyone else to the owner)."""
+    addressee: str
+    """IRI of whom the speaker talks to ("you" in the utterance): :func:`addressee_iri`."""
 
 
 def addressee_iri(post: PostInfo, session: Sequence[PostInfo], naming: Naming) -> str:
@@ -293,9 +292,9 @@ def _bare(iri: str, namespace: str, ontology: Ontology) -> str:
 def _compact_names(context: TurnContext, naming: Naming) -> _Show:
     """``me`` and ``you`` for the turn's speaker and whom it addresses, the memory's other nodes without ``m:``: the
     names a compact answer writes (:func:`pcm.extraction.compact.call_names`), so the prompt shows no other."""
-    from pcm.extraction.compact import ME, YOU, addressed
+    from pcm.extraction.compact import ME, YOU
 
-    parties = {context.speaker: ME, context.addressee or addressed(naming, context.speaker): YOU}
+    parties = {context.speaker: ME, context.addressee: YOU}
     return lambda iri, namespace, ontology: parties.get(iri) or _bare(iri, namespace, ontology)
 
 

@@ -322,7 +322,7 @@ class Extractor:
         if self.output != "compact":
             return None
         return call_names(self.memory.naming, context.speaker, (e.iri for e in context.entities),
-                          addressee=context.addressee or None)
+                          addressee=context.addressee)
 
     def _in_answer_names(self, report: str) -> str:
         """A repair report as the model's answer names things: a compact answer's handles instead of the IRIs
@@ -415,7 +415,7 @@ class Extractor:
         if context is not None and self.grounding is not None:
             grounded = self.grounding.ground(
                 triples, self.said(context), known=(e.iri for e in context.entities), speaker=context.speaker,
-                addressee=context.addressee or None,
+                addressee=context.addressee,
             )
             triples, ungrounded = grounded.triples, grounded.dropped
             grounding_report = _joined(grounding_report, grounded.report())

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Final
 
-from pcm.extraction.said_dates import fold as fold_text
+from pcm.words import fold as fold_text
 
 #: Most content words a reaction sentence may have ("That charity race sounds great!": two). Measured on the labelled
 #: utterances of tests/fixtures/extraction (benchmarks/bench_gate.py).

@@ -47,11 +47,11 @@ import pyoxigraph as ox
 
 from pcm.backend import checked_triple
 from pcm.extraction.resolve import GENERIC_TYPES, OCCURRENCE_ROOTS
-from pcm.extraction.said_dates import DAY, MONTH, YEAR, SaidDates, fold, said_dates
+from pcm.extraction.said_dates import DAY, MONTH, YEAR, SaidDates, said_dates
 from pcm.index.text import stem
 from pcm.namespaces import FOAF, PCM, PROV, RDF, RDFS, SCHEMA, SKOS, XSD
 from pcm.settings import GroundingConfig
-from pcm.words import STOPWORDS
+from pcm.words import STOPWORDS, fold
 
 if TYPE_CHECKING:
     from pcm.ontology import Ontology

@@ -15,9 +15,10 @@ guesses: an expression it cannot read names no date, and the grounding check the
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass, field
 from datetime import date, timedelta
+
+from pcm.words import fold
 
 DAY, MONTH, YEAR = "day", "month", "year"
 
@@ -164,14 +165,6 @@ class SaidDates:
         self.months |= other.months
         self.years |= other.years
         self.spans += other.spans
-
-
-def fold(text: str) -> str:
-    """Case-folded, accents removed, apostrophes made straight ("Génial" -> "genial", "Tschüß" -> "tschuss"): the
-    form the patterns and word lists are written in. Letters of other scripts stay as they are (an ASCII-only fold
-    would erase a Russian or Japanese utterance, and every value checked against it)."""
-    decomposed = unicodedata.normalize("NFKD", text.replace("’", "'").casefold())
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
 
 
 def said_dates(text: str, when: date | None, *, present: bool = True) -> SaidDates:

@@ -18,7 +18,6 @@ compute.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -45,7 +44,7 @@ from pcm.retrieval.postprocess import (
 )
 from pcm.sparql.check import SafeQuery, check_query
 from pcm.sparql.query import parse, query_shape
-from pcm.words import STOPWORDS
+from pcm.words import STOPWORDS, fold
 
 if TYPE_CHECKING:
     from pcm.context import MemoryContext
@@ -453,8 +452,7 @@ def unquoted_names(answer: str, context: Sequence[str]) -> tuple[str, ...]:
 
 
 def _fold_word(token: str) -> str:
-    folded = unicodedata.normalize("NFKD", token).encode("ascii", "ignore").decode().lower()
-    return re.sub(r"['’]s$", "", folded)
+    return re.sub(r"'s$", "", fold(token))
 
 
 def _folded_words(text: str) -> list[str]:
