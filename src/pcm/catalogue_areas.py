@@ -49,7 +49,7 @@ KEYWORDS: dict[str, tuple[str, ...]] = {
     "travel": (
         "trip", "travel", "flight", "fly", "flew", "airport", "vacation", "holiday", "visit", "hotel", "drive",
         "drove", "train", "bus", "plane", "taxi", "subway", "ferry", "cruise", "abroad", "tour", "journey",
-        "itinerar", "return", "went to", "going to", "back from",
+        "itinerar", "return",
     ),
     "residence": ("home", "house", "apartment", "flat", "rent", "mortgage", "moved", "move", "live", "lived", "neighborhood"),
     "work": (
@@ -115,6 +115,10 @@ _declared_pattern = cache(_pattern)
 
 #: A capitalised name after a preposition of place ("in Denver", "at Rosewood Auto Repair"): a place, probably.
 _PLACE_NAME = re.compile(r"\b(?:in|at|to|from|near|around|visiting|visited)\s+(?:the\s+)?[A-Z][a-z]")
+#: Going to or coming back from a named place ("went to Lisbon", "back from Denver"): a trip, probably. Going to
+#: something unnamed ("went to a support group", "going to try") is not: as plain keywords these phrases drew the
+#: travel area, and its example, into a third of a conversation's turns.
+_TRIP = re.compile(r"\b(?:(?:go|goes|going|gone|went|headed|heading|flying|driving)\s+(?:back\s+)?to|back\s+from)\s+[A-Z][a-z]")
 
 
 def select_areas(
@@ -128,6 +132,8 @@ def select_areas(
     chosen.update(area for area, stems in ontology.area_keywords.items() if _declared_pattern(stems).search(lowered))
     if _PLACE_NAME.search(text):
         chosen.add("places")
+    if _TRIP.search(text):
+        chosen.add("travel")
     for iri in entity_types:
         term = ontology.terms.get(iri)
         if term is not None:

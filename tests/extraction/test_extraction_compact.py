@@ -488,7 +488,7 @@ def test_one_extraction_in_compact_form_with_a_repair_round(memory: Memory) -> N
     assert (ns + "buying-the-breville-barista-express", SCHEMA + "price", "549") in stored
     versions = memory.store.select(f"SELECT ?v WHERE {{ GRAPH ?g {{ ?a <{PCM}promptVersion> ?v }} }}").rows
     assert [r[0].value for r in versions] == [prompt_version("compact")]
-    assert "extract_compact.v4@" in prompt_version("compact") and "extract_compact" not in prompt_version()
+    assert "extract_compact.v5@" in prompt_version("compact") and "extract_compact" not in prompt_version()
 
 
 def test_once_the_rounds_are_spent_the_readable_lines_are_kept_and_the_others_named(memory: Memory) -> None:
@@ -599,6 +599,37 @@ def test_a_call_is_shown_the_examples_of_its_own_kinds() -> None:
     advice = compact_examples(("people", "travel"), "assistant")
     assert advice.index("schema:InformAction") < advice.index("schema:TravelAction")
     assert compact_examples(("people",), "user").count("Utterance:") == 1  # the default, when no kind has one
+
+
+def test_the_examples_follow_the_utterances_own_words_not_the_sessions_entities(memory: Memory) -> None:
+    """A pronoun brings every known entity's types into the vocabulary, but not into the examples: a trip stored
+    earlier in the session does not make the next "it was lovely" a trip."""
+    from dataclasses import replace
+
+    from pcm.extraction.context import Entity
+    from pcm.extraction.prompts import compact_examples
+
+    post = next(iter(memory.store.posts()))
+    extractor = Extractor(memory.context, Local(), output="compact")
+    context = extractor.contexts.build(post, [post])
+    trip = Entity(memory.naming.namespace + "bus-trip", "bus trip to Salem", (SCHEMA + "TravelAction",))
+    later = replace(context, post=replace(context.post, text="It was lovely, and the kids loved it."), entities=[trip])
+    assert "travel" in extractor._areas(later)  # the vocabulary may name the trip
+    travel = compact_examples(("travel",), "user")
+    assert "Flagstaff" in travel  # the travel example, which this call is not shown
+    assert "Flagstaff" not in extractor.prompt(later)[1]
+
+
+@pytest.mark.parametrize(("text", "travel"), [
+    ("We went to Lisbon in June.", True),
+    ("I'm going back to Denver next week.", True),
+    ("I went to a support group yesterday and it was powerful.", False),
+    ("I'm going to try pottery.", False),
+])
+def test_going_somewhere_is_a_trip_only_when_the_place_is_named(text: str, travel: bool) -> None:
+    from pcm.catalogue_areas import select_areas
+
+    assert ("travel" in select_areas(text, ontology=ONTOLOGY)) is travel
 
 
 def test_the_grammar_offers_only_the_terms_of_the_given_areas() -> None:

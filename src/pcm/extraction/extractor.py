@@ -303,7 +303,7 @@ class Extractor:
         extra = tuple(a for a in self._areas(context) if a not in EXTRACTION_CORE)
         topics = notes_section(extra) if self.catalogue == WHOLE else topic_section(_topic_vocabulary(self.ontology, extra))
         if self.output == "compact":
-            topics += compact_examples(self._areas(context), context.post.role)
+            topics += compact_examples(self._example_areas(context), context.post.role)
         user = render_user_message(context, memory=self.memory, ontology=self.ontology, output=self.output, topics=topics)
         return _system(self.ontology, self.output, self.catalogue), user
 
@@ -357,6 +357,15 @@ class Extractor:
             for t in e.types
         ]
         return tuple(select_areas(text, entity_types=types, ontology=self.ontology, core=core))
+
+    def _example_areas(self, context: TurnContext) -> tuple[str, ...]:
+        """Areas of the utterance's own words alone, which choose its examples.
+
+        The known entities' types widen the vocabulary (:meth:`_areas`) but not the examples: a pronoun brings in
+        every type of the session so far, so one trip stored early drew the travel example into each later turn
+        that said "it", and the model, which copies what it is shown, wrote a trip for each of them.
+        """
+        return tuple(select_areas(context.post.text, ontology=self.ontology, core=EXTRACTION_CORE))
 
     def _normalise(self, text: str, *, skip_unreadable: bool = False) -> Normalised:
         ns = self.memory.naming.namespace

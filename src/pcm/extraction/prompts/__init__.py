@@ -26,7 +26,7 @@ PROMPTS_DIR = _ALL_PROMPTS / "extraction"
 EXTRACT_FILE = "extract.v3.md"
 REPAIR_FILE = "repair.v1.md"
 #: The compact line form's own sections (output, example, repair); its rules and catalogue are ``extract.v3.md``'s.
-COMPACT_FILE = "extract_compact.v4.md"
+COMPACT_FILE = "extract_compact.v5.md"
 #: The catalogue marker lines as ``extract.v3.md`` writes them (the full compact catalogue, every area).
 CATALOGUE_BEGIN = "<!-- catalogue:begin compact -->"
 CATALOGUE_END = "<!-- catalogue:end -->"
