@@ -16,7 +16,8 @@ questions), and "by values": every word of the gold answer (normalised as LoCoMo
 
 Both steps resume: the memory keeps which posts were extracted, and ``DIR/answers.jsonl`` which questions were
 asked. ``--record REC`` keeps every model exchange, so a later change to what happens after the model (grounding,
-validation, the ask evaluator) can be measured again with ``PCM_LLM=replay:REC``-style replays of the same answers.
+validation, the ask evaluator) can be measured again on the same answers: ``--replay REC`` answers from the
+recording where it holds the exchange and from the model where the prompt changed.
 The data (non-commercial, never bundled) is read from ``../shared/data``.
 """
 
@@ -34,11 +35,12 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+from bench_local_model import Replaying  # noqa: E402  (recorded answers first, the model where the prompt changed)
 from pcm.evaluation.datasets import EvalItem, EvalQuestion, category_of, load_items  # noqa: E402
 from pcm.evaluation.metrics import locomo_f1, normalize_answer  # noqa: E402
 from pcm.extraction import extract_posts  # noqa: E402
 from pcm.llm.llamacpp_client import LlamaCppClient  # noqa: E402
-from pcm.llm.record import RecordingClient  # noqa: E402
+from pcm.llm.record import RecordingClient, ReplayClient  # noqa: E402
 from pcm.memory import MANIFEST, Memory  # noqa: E402
 from pcm.retrieval import answer as answers  # noqa: E402
 from pcm.retrieval.ask import CachingClient, ask  # noqa: E402
@@ -183,6 +185,9 @@ def main() -> None:
     parser.add_argument("--ask", action="store_true", help="ask the questions of the extracted sessions")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--record", type=Path, help="record every model exchange in this folder")
+    parser.add_argument("--replay", type=Path,
+                        help="answer from this recording where it holds the exchange, from the model otherwise "
+                             "(with --record the same folder may be given: it gains the live exchanges)")
     args = parser.parse_args()
     item = load_items("locomo", args.data)[0]
     args.out.mkdir(parents=True, exist_ok=True)
@@ -190,6 +195,8 @@ def main() -> None:
     model = LlamaCppClient(model_path=args.model, threads=args.threads, context=16384,
                            state_dir=Settings().llm_state_dir)
     client: Any = RecordingClient(model, args.record) if args.record else model
+    if args.replay:
+        client = Replaying(ReplayClient(args.replay), client)
     try:
         sessions = extract(memory, client, args.out, args.minutes, args.output) if args.minutes > 0 else \
             list(json.loads((args.out / "sessions.json").read_text()))
