@@ -218,6 +218,13 @@ def test_a_bare_new_name_gets_the_node_the_ranges_entail(memory: Memory) -> None
                     (RDFS + "label", "rosewood auto repair")}  # a person or an organisation: an agent, a thing
 
 
+def test_a_bare_name_in_camel_case_is_labelled_with_its_words() -> None:
+    name = NS + "harborAnalytics"
+    triples = [ox.Triple(ox.NamedNode(NS + "job"), ox.NamedNode(SCHEMA + "worksFor"), ox.NamedNode(name))]
+    added = complete_references(triples, {name}, namespace=NS, ontology=ONTOLOGY)[len(triples):]
+    assert ox.Triple(ox.NamedNode(name), ox.NamedNode(RDFS + "label"), ox.Literal("harbor Analytics")) in added
+
+
 def test_a_name_pointed_to_by_a_property_without_range_is_left_for_shacl() -> None:
     name, unranged = NS + "x", "https://example.org/unranged"
     triples = [ox.Triple(ox.NamedNode(NS + "a"), ox.NamedNode(SCHEMA + "object"), ox.NamedNode(name)),

@@ -663,7 +663,8 @@ def complete_references(
 ) -> list[ox.Triple]:
     """``triples`` with a node for each of ``names`` (new things referred to but not described): typed with what the
     ranges of the properties pointing to it entail, labelled with its name's words (``m:rosewood-auto-repair`` →
-    "rosewood auto repair").
+    "rosewood auto repair"; a handle a small model wrote in camel case, ``harborAnalytics``, → "harbor Analytics",
+    so the label is the words said and the grounding check and entity resolution can find them).
 
     Deterministic, and nothing but what the vocabulary says: a value of ``schema:object`` (range ``schema:Thing``)
     is a ``schema:Thing``; a value of ``schema:agent`` (a person or an organisation) is, whichever it is, a
@@ -685,7 +686,7 @@ def complete_references(
         if name in undecided:
             continue
         local = name[len(namespace):]
-        label = " ".join(w for w in re.split(r"[-_.]+", local) if w) or local
+        label = " ".join(w for w in re.split(r"[-_.]+|(?<=[a-z0-9])(?=[A-Z])", local) if w) or local
         specific = sorted(c for c in classes if not any(c != o and c in ontology.superclasses(o) for o in classes))
         added += [ox.Triple(ox.NamedNode(name), ox.NamedNode(RDF + "type"), ox.NamedNode(c)) for c in specific]
         added.append(ox.Triple(ox.NamedNode(name), ox.NamedNode(_LABEL), ox.Literal(label)))
