@@ -117,7 +117,7 @@ _declared_pattern = cache(_pattern)
 _PLACE_NAME = re.compile(r"\b(?:in|at|to|from|near|around|visiting|visited)\s+(?:the\s+)?[A-Z][a-z]")
 #: Going to or coming back from a named place ("went to Lisbon", "back from Denver"): a trip, probably. Going to
 #: something unnamed ("went to a support group", "going to try") is not: as plain keywords these phrases drew the
-#: travel area, and its example, into a third of a conversation's turns.
+#: travel area, and its example, into turns about anything one goes to or is going to do.
 _TRIP = re.compile(r"\b(?:(?:go|goes|going|gone|went|headed|heading|flying|driving)\s+(?:back\s+)?to|back\s+from)\s+[A-Z][a-z]")
 
 
