@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import time
@@ -24,8 +25,8 @@ from types import SimpleNamespace
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO / "src") not in sys.path:
-    sys.path.append(str(REPO / "src"))  # a PYTHONPATH given first wins: the front measured is that one
+if not os.environ.get("PYTHONPATH"):  # a PYTHONPATH given wins: the front measured is that one
+    sys.path.insert(0, str(REPO / "src"))
 
 import httpx  # noqa: E402
 
