@@ -7,8 +7,12 @@ only connects them to the front's rules:
   CORS preflight, the body cap by ``Content-Length`` and the token where a write is certain. uvicorn sends
   ``100 Continue`` only when the application first asks for the body, so a refusal here means the client is never
   asked to upload it. It also adds the security and CORS headers to every answer, mounted applications included.
-* Each route reads the body (up to the cap, for chunked bodies too), calls its handler, and turns the
-  :class:`~pcm.endpoint.app.Response` into Starlette's, with ``Server-Timing`` when the engine was involved.
+* Each route reads the body (up to the cap, for chunked bodies too), calls its handler, and sends its
+  :class:`~pcm.endpoint.app.Response`, with ``Server-Timing`` when the engine was involved.
+* The SPARQL and Graph Store protocol paths (``/query`` above all, where a client sends many small requests) are
+  answered by :class:`ProtocolPaths`, a plain ASGI application inside the Guard, rather than through Starlette's
+  exception middleware, router and request and response objects: the same handler, body rule and answer, with less
+  of the front's CPU per query. A bug in a handler still reaches Starlette's outermost error middleware (a JSON 500).
 * The Guard also bounds how long a body may stall between two pieces (``body_timeout``: answered 408, connection
   closed), and a client that goes away in the middle of its body is one log line, not an ASGI traceback: both are
   the client's doing, for every route and mounted application alike. The head's deadline and the connection
@@ -30,6 +34,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
+from urllib.parse import parse_qsl
 
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
@@ -136,12 +141,12 @@ class Guard:
 
         refused = self.front.preflight(scope["method"], scope["path"], headers)
         if refused is not None:
-            await starlette_response(refused)(scope, receive, send_decorated)
+            await answer(refused, scope, receive, send_decorated)
             return
         reserved = _declared_length(headers)
         if not self.bodies.reserve(reserved):
             log.info("%s: %d bytes of bodies in flight already; answered 503", _request_line(scope), self.bodies.held)
-            await starlette_response(self._busy())(scope, receive, send_decorated)
+            await answer(self._busy(), scope, receive, send_decorated)
             return
         metered = Metered(BodyDeadline(receive, self.front.config.body_timeout), self.bodies, reserved)
         started = False
@@ -156,7 +161,7 @@ class Guard:
         except OverBudget:
             log.info("%s: a chunked body passed the bodies in flight; answered 503", _request_line(scope))
             if not started:
-                await starlette_response(self._busy())(scope, receive, send_decorated)
+                await answer(self._busy(), scope, receive, send_decorated)
         except ClientDisconnect:
             log.info("%s: the client went away before sending its whole body", _request_line(scope))
         except BodyStalled:
@@ -165,7 +170,7 @@ class Guard:
             if not started:
                 stalled = json_error(408, f"the request body stalled: no data for {limit:g} s")
                 stalled.close = True
-                await starlette_response(stalled)(scope, receive, send_decorated)
+                await answer(stalled, scope, receive, send_decorated)
         finally:
             metered.release()
 
@@ -205,57 +210,125 @@ def starlette_response(response: Response) -> StarletteResponse:
     return StreamingResponse(response.body, response.status, headers, background=background)
 
 
-async def _read_body(request: StarletteRequest, front: App) -> bytes | Response:
-    """The whole body, refused at the cap as it arrives (a chunked body has no Content-Length to check first)."""
-    headers = request.headers
+async def answer(response: Response, scope: Scope, receive: Receive, send: Send) -> None:
+    """Send ``response``: a whole body as the two ASGI messages Starlette's ``Response`` would send (the same
+    headers, ``Content-Length`` added), without building one; a streamed one, or one with work to do once sent,
+    through Starlette's."""
+    body = response.body
+    if not isinstance(body, bytes) or response.on_done is not None:
+        await starlette_response(response)(scope, receive, send)
+        return
+    raw = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in response.headers.items()]
+    if response.close:
+        raw.append((b"connection", b"close"))
+    status = response.status
+    if not (status < 200 or status in (204, 304)) and all(name != b"content-length" for name, _ in raw):
+        raw.append((b"content-length", str(len(body)).encode("latin-1")))
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _receive_body(receive: Receive, headers: Headers, front: App) -> bytes | Response:
+    """The whole body, refused at the cap as it arrives (a chunked body has no Content-Length to check first); a
+    client that goes away before its end is :class:`ClientDisconnect`, as Starlette's request reports it."""
     if "content-length" not in headers and "transfer-encoding" not in headers:
         return b""  # no body (a GET): nothing to wait for
     parts: list[bytes] = []
     size = 0
-    async for piece in request.stream():
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect()
+        if message["type"] != "http.request":
+            continue
+        piece = message.get("body", b"")
         size += len(piece)
         if size > front.config.max_body:
             response = front.too_large()
             response.close = True
             return response
-        parts.append(piece)
-    return b"".join(parts)
+        if piece:
+            parts.append(piece)
+        if not message.get("more_body", False):
+            return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+class ProtocolPaths:
+    """The SPARQL and Graph Store protocol paths as a plain ASGI application (see the module's docstring); every
+    other request goes on to Starlette's routes.
+
+    It sits inside the :class:`Guard`, which has already checked the request (Host, token, body cap, bodies in
+    flight) and adds the security and CORS headers to the answer, and inside Starlette's error middleware, which
+    turns a bug into a JSON 500; each request is served as a route serves it (:func:`_serve`)."""
+
+    def __init__(self, app: ASGIApp, front: App) -> None:
+        self.app = app
+        self.front = front
+        self.handlers = front.protocol_routes()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        handler = self.handlers.get(scope["path"]) if scope["type"] == "http" else None
+        if handler is None:
+            await self.app(scope, receive, send)
+        else:
+            await _serve(self.front, handler, False, scope, receive, send)
+
+
+async def _serve(
+    front: App, handler: Handler | AsyncHandler, blocking: bool, scope: Scope, receive: Receive, send: Send
+) -> None:
+    """One request to one of the front's handlers: read the body, build the front's
+    :class:`~pcm.endpoint.app.Request` (the query string as Starlette's ``QueryParams`` reads it), run the handler
+    (``blocking``: in a worker thread; otherwise on the event loop, awaited if it is async), and send its answer,
+    timed."""
+    headers = Headers(scope=scope)
+    body = await _receive_body(receive, headers, front)
+    if isinstance(body, Response):
+        await answer(body, scope, receive, send)
+        return
+    params = parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True)
+    request = Request(scope["method"], scope["path"], params, headers, body)
+    if blocking:
+        response: Response = await run_in_threadpool(handler, request)  # type: ignore[arg-type]  # blocking: a sync Handler
+    else:
+        result = handler(request)
+        response = await result if inspect.isawaitable(result) else result
+    await answer(_timed(front, scope, response), scope, receive, send)
+
+
+@dataclass(frozen=True)
+class _Endpoint:
+    """A handler of the front as an ASGI application: a class, so Starlette's ``Route`` calls it as one."""
+
+    front: App
+    handler: Handler | AsyncHandler
+    blocking: bool
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await _serve(self.front, self.handler, self.blocking, scope, receive, send)
 
 
 def _route(path: str, front: App, handler: Handler | AsyncHandler, *, blocking: bool) -> Route:
     """``blocking``: the handler runs in a worker thread; otherwise on the event loop (awaited if it is async)."""
-
-    async def endpoint(http: StarletteRequest) -> StarletteResponse:
-        body = await _read_body(http, front)
-        if isinstance(body, Response):
-            return starlette_response(body)
-        request = Request(http.method, http.url.path, http.query_params.multi_items(), http.headers, body)
-        if blocking:
-            response: Response = await run_in_threadpool(handler, request)  # type: ignore[arg-type]  # blocking: a sync Handler
-        else:
-            answer = handler(request)
-            response = await answer if inspect.isawaitable(answer) else answer
-        return _timed(front, http, response)
-
-    return Route(path, endpoint, methods=ALL_METHODS)
+    return Route(path, _Endpoint(front, handler, blocking), methods=ALL_METHODS)
 
 
-def _timed(front: App, http: StarletteRequest, response: Response) -> StarletteResponse:
+def _timed(front: App, scope: Scope, response: Response) -> Response:
     """``Server-Timing`` (front and engine shares) on answers that involved the engine, and the running stats."""
     if response.engine_ns:
-        started = http.scope.get("state", {}).get(_STARTED)
+        started = scope.get("state", {}).get(_STARTED)
         if started is not None:
             front_ns = time.perf_counter_ns() - started - response.engine_ns
             response.headers["Server-Timing"] = server_timing(front_ns, response.engine_ns)
             front.timings.record(front_ns, response.engine_ns)
-    return starlette_response(response)
+    return response
 
 
 def create_app(front: App, *, mounted: Sequence[Mounted] = ()) -> Starlette:
     """The ASGI application of one ``pcm serve``: the front's routes, then any mounted applications, then the
     explorer's files (and 404) for every other path."""
-    routes: list[BaseRoute] = [_route(p, front, h, blocking=False) for p, h in front.protocol_routes().items()]
-    routes += [_route(p, front, h, blocking=p not in front.ON_LOOP) for p, h in front.api_routes().items()]
+    # the protocol paths are answered by ProtocolPaths before the router
+    routes: list[BaseRoute] = [_route(p, front, h, blocking=p not in front.ON_LOOP) for p, h in front.api_routes().items()]
     routes += [Route(m.path, endpoint=m.app) if m.exact else Mount(m.path, app=m.app) for m in mounted]
     routes.append(_route("/{path:path}", front, front.not_found, blocking=True))
 
@@ -277,6 +350,7 @@ def create_app(front: App, *, mounted: Sequence[Mounted] = ()) -> Starlette:
         return starlette_response(refused_error(exc) or json_error(500, f"internal error: {type(exc).__name__}"))
 
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={Exception: internal_error})
-    app.add_middleware(Guard, front=front)
+    app.add_middleware(ProtocolPaths, front=front)
+    app.add_middleware(Guard, front=front)  # added last, so it runs first: before ProtocolPaths and the routes
     return app
 

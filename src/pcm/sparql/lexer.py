@@ -112,7 +112,9 @@ def _keywords(text: str) -> frozenset[str]:
 
 
 def _words(text: str) -> frozenset[str]:
-    return frozenset(t.upper for t in tokenize(text) if t.kind == "word")
+    """The ``word`` tokens of :func:`tokenize`, read from the matches without building the tokens (a front checks
+    every query it forwards, most of them new texts the cache has not seen)."""
+    return frozenset(match.group().upper() for match in _TOKEN.finditer(text) if match.lastgroup == "word")
 
 
 # ------------------------------------------------------------------------------------------------ values of tokens
