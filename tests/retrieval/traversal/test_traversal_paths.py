@@ -148,8 +148,10 @@ def test_ending_when_a_layer_fills_the_budget_changes_no_path_and_no_passed_coun
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With no path of four hops, A* stops as soon as the open vertices of its current layer fill
-    ``max_passed_nodes`` (none of them can close a path, and none of the next layer is passed): on random graphs
-    with small budgets, every path, note and passed count is what expanding that layer gives, in fewer queries."""
+    ``max_passed_nodes`` (none of them can close a path, and none of the next layer is passed), and in a last
+    layer that can close one only through the goal's ring the engine finds where (``bridges.rq``): on random
+    graphs with small budgets, every path, note and passed count is what expanding that layer gives, in fewer
+    queries."""
     from pcm.retrieval.traversal import astar
 
     facts = [q for seed in range(3) for q in random_facts(50 + seed, size=60, edges=75)]
@@ -158,16 +160,23 @@ def test_ending_when_a_layer_fills_the_budget_changes_no_path_and_no_passed_coun
     vertices = sorted({q.subject for q in facts if q.subject != OWNER}, key=lambda v: v.value)
     rng = random.Random(11)
     pairs = [tuple(rng.sample(vertices, 2)) for _ in range(60)]
-    real = astar._layer_fills_budget
-    ended = []
+    fills, last = astar._layer_fills_budget, astar._last_pops
+    ended: list[bool] = []
+    closed: list[bool] = []
 
-    def counted(*args: object) -> bool:
-        verdict = real(*args)  # type: ignore[arg-type]
+    def counted_fills(*args: object) -> bool:
+        verdict = fills(*args)  # type: ignore[arg-type]
         ended.append(verdict)
         return verdict
 
+    def counted_last(*args: object) -> list[ox.NamedNode] | None:
+        pops = last(*args)  # type: ignore[arg-type]
+        closed.append(pops is not None)
+        return pops
+
     def walk(shortcut: bool) -> tuple[list[object], int, int]:
-        monkeypatch.setattr(astar, "_layer_fills_budget", counted if shortcut else lambda *args: False)
+        monkeypatch.setattr(astar, "_layer_fills_budget", counted_fills if shortcut else lambda *args: False)
+        monkeypatch.setattr(astar, "_last_pops", counted_last if shortcut else lambda *args: None)
         engine = TraversalEngine(backend, post_prefix=NAMING.post(""), hubs=(NAMING.owner,), embedder=WordEmbedder())
         seen: list[object] = []
         queries = passed = 0
@@ -184,6 +193,7 @@ def test_ending_when_a_layer_fills_the_budget_changes_no_path_and_no_passed_coun
     backend.close()
     assert early == full and passed_early == passed_full
     assert sum(ended) >= 5  # the budget was filled in a layer that could not close a path
+    assert sum(closed) >= 5  # ... and in a layer that could, through the goal's ring
     assert any(paths for paths, _, _ in full) and queries_early < queries_full
 
 

@@ -216,6 +216,9 @@ def _a_star(
             checked_layer = layer
             if _layer_fills_budget(s, open_heap, config, layer, shortest, bool(ring)):
                 return None, config.max_passed_nodes
+            last = _last_pops(s, open_heap, config, layer, shortest)
+            if last is not None:
+                return _close_in_engine(graph, s, last, ring, ahead, config, restrictions)
         batch: list[Node] = []
         while open_heap and len(batch) < config.expand_batch and s.passed < config.max_passed_nodes:
             f, h, _, vertex = heapq.heappop(open_heap)
@@ -267,6 +270,64 @@ def _layer_fills_budget(
         return False
     waiting = sum(1 for f, _, _, vertex in open_heap if s.g[vertex] == layer and f <= s.g[vertex] + s.h[vertex] + 1e-12)
     return s.passed + waiting >= config.max_passed_nodes
+
+
+def _last_pops(
+    s: _Search, open_heap: list[tuple[float, float, int, Node]], config: AStarConfig, layer: int, shortest: int
+) -> list[Node] | None:
+    """The vertices A* will still pass, in the order it pops them, when the budget ends in ``layer`` and what
+    expanding them could still find is only a path through the goal's ring (``layer + 2`` hops: one to the goal,
+    ``layer + 1``, is ruled out by ``shortest``); None otherwise. Their neighbours then matter only where they
+    meet the goal's ring, which the engine finds without shipping them (:func:`_close_in_engine`)."""
+    if config.heuristic != "ip" or layer + 1 >= shortest or layer >= config.max_depth:
+        return None
+    room = config.max_passed_nodes - s.passed
+    waiting = sorted(e for e in open_heap if s.g[e[3]] == layer and e[0] <= s.g[e[3]] + s.h[e[3]] + 1e-12)
+    if len(waiting) < room:
+        return None
+    return [vertex for *_, vertex in waiting[:room]]
+
+
+def _close_in_engine(
+    graph: GraphView,
+    s: _Search,
+    pops: list[Node],
+    ring: set[Node],
+    ahead: dict[Node, list[Neighbour]],
+    config: AStarConfig,
+    restrictions: Restrictions,
+) -> tuple[list[Node] | None, int]:
+    """What A* returns from its last layer, ``pops`` (in order): batch by batch, the first vertex with a neighbour
+    in the goal's ring closes the path (through that neighbour, the first by IRI), counted as passed when its
+    batch is; no such vertex, no path and the whole budget passed. The meetings come from one ``bridges.rq``
+    (K/K to the goal, joined in the engine), not from every neighbour of every vertex shipped and pushed: at 1M
+    posts two friends five hops apart fill the budget in the third layer, whose expansion read ~2,000 rows.
+    Vertices whose neighbours were read ahead already are looked up in those rows."""
+    expandable = [v for v in pops if restrictions.cross_hubs or not graph.is_hub(v)]
+    unread = [v for v in expandable if v not in ahead]
+    near: dict[Node, list[Node]] = {}
+    for a, y in graph.bridges(unread, s.goal) if ring and unread else []:
+        if y in ring:
+            near.setdefault(a, []).append(y)
+    for v in expandable:
+        for row in ahead.get(v, ()):
+            if row.vertex in ring:
+                near.setdefault(v, []).append(row.vertex)
+    if not near:
+        return None, config.max_passed_nodes
+    allowed = set(expandable)
+    passed = s.passed
+    batch: list[Node] = []
+    for vertex in pops:
+        passed += 1
+        if vertex in allowed:
+            batch.append(vertex)
+        if len(batch) == config.expand_batch or passed == config.max_passed_nodes:
+            for v in batch:
+                if v in near:
+                    return _chain(s, v) + [min(near[v], key=lambda y: y.value), s.goal], passed
+            batch = []
+    return None, config.max_passed_nodes
 
 
 def _coming(
