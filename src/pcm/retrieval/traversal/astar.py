@@ -29,7 +29,10 @@ shipping the neighbourhood of a popular end:
 
 Ties between equally short paths are broken by the heuristic, as A*'s ordering would. Longer paths are searched
 vertex by vertex from the start's ring, and a vertex generated next to the goal closes the path without waiting
-for the goal to be popped. On random graphs the paths are exactly as short as a breadth-first search's
+for the goal to be popped. Where the budget ends in a layer, what is left is known before it is read: when that
+layer cannot close a path (none of four hops exists) the search ends with the budget passed, and when it can
+only through the goal's ring, one ``bridges.rq`` over the vertices A* would still pass finds the first that does
+(``_layer_fills_budget``, ``_last_pops``). On random graphs the paths are exactly as short as a breadth-first search's
 (``tests/retrieval/traversal/test_traversal_paths.py``).
 """
 
