@@ -4,9 +4,11 @@ neighbour context and the speaker counts right."""
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from pcm.index import SideIndex
 from pcm.index.mirror import PostMirror, _Lazy
@@ -71,3 +73,23 @@ def test_writes_after_a_load_keep_the_context_and_counts_right(tmp_path: Path) -
         kept = _relabel(_state(idx._posts), idx._posts)
     assert reopened == kept
     assert reopened[2] == {"Ann": 2, "Bob": 2}
+
+
+def test_a_large_mirror_is_frozen_out_of_the_garbage_collector(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once a mirror of ``FREEZE_ROWS`` rows or more is built, the objects then alive leave the collector's heap
+    (every full collection after would scan them again); a smaller one leaves the collector as it was."""
+    from pcm.index import sideindex
+
+    with SideIndex.open(tmp_path / "index", embedder=HashEmbedder()) as idx:
+        idx.upsert_posts(CHAT)
+    gc.unfreeze()
+    try:
+        with SideIndex.open(tmp_path / "index", embedder=HashEmbedder()) as idx:
+            assert len(idx._posts) == len(CHAT)
+            assert gc.get_freeze_count() == 0, "a mirror of a few rows was frozen"
+        monkeypatch.setattr(sideindex, "FREEZE_ROWS", len(CHAT))
+        with SideIndex.open(tmp_path / "index", embedder=HashEmbedder()) as idx:
+            assert len(idx._posts) == len(CHAT)
+            assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()

@@ -935,6 +935,7 @@ class SideIndex:
                     mirror.load_columns(data, partial(self._read_post_vectors, mirror, iris), ts)
                 else:
                     mirror.load_columns(data, tables.vectors(data), ts, own=True)
+                _settle(rows)
             self._post_mirror = mirror
         return self._post_mirror
 
@@ -969,6 +970,7 @@ class SideIndex:
                 ]
                 mirror = EntityMirror(self.embedder.dim)
                 mirror.load(_entity_records(c), c["digest"], c["search_hash"], c["vector"], keys)
+                _settle(len(keys))
             self._entity_mirror = mirror
         return self._entity_mirror
 
@@ -1181,6 +1183,11 @@ def _entity_records(c: dict[str, Any]) -> list[EntityRecord]:
     return [EntityRecord(i, label, tuple(a or ()), tuple(t or ()), x) for i, label, a, t, x in fields]
 
 
+#: A mirror of at least this many rows is frozen out of the cyclic garbage collector once built (see
+#: :func:`_settle`); smaller heaps are cheap to scan.
+FREEZE_ROWS = 50_000
+
+
 @contextmanager
 def _gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while a mirror is built: the hundreds of thousands of small objects
@@ -1192,6 +1199,16 @@ def _gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+def _settle(rows: int) -> None:
+    """Move the objects alive once a mirror of ``rows`` rows is built out of the collector's reach
+    (:func:`gc.freeze`), when it is large: they live as long as the index, and every full collection after would
+    scan them again. At 1M posts the entities mirror (77,702 rows) left ~850k objects, and a full collection over
+    them took 100-340 ms of CPU, 9 times in 60 asks: the tail of ask's latency. Frozen, 5-13 ms. An object still
+    frees itself when its last reference goes; only a reference cycle among them would stay."""
+    if rows >= FREEZE_ROWS:
+        gc.freeze()
 
 
 def _store_rows(

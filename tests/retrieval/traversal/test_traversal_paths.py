@@ -144,6 +144,59 @@ def test_reading_a_layer_ahead_changes_no_path_and_no_passed_count(
     assert sum(1 for paths, _ in one_each if paths and len(paths[0]) > 5) >= 3  # long paths were searched for
     assert queries_ahead < queries_each
 
+def test_ending_when_a_layer_fills_the_budget_changes_no_path_and_no_passed_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no path of four hops, A* stops as soon as the open vertices of its current layer fill
+    ``max_passed_nodes`` (none of them can close a path, and none of the next layer is passed), and in a last
+    layer that can close one only through the goal's ring the engine finds where (``bridges.rq``): on random
+    graphs with small budgets, every path, note and passed count is what expanding that layer gives, in fewer
+    queries."""
+    from pcm.retrieval.traversal import astar
+
+    facts = [q for seed in range(3) for q in random_facts(50 + seed, size=60, edges=75)]
+    backend = LocalBackend(tmp_path / "oxigraph")
+    backend.extend(facts)
+    vertices = sorted({q.subject for q in facts if q.subject != OWNER}, key=lambda v: v.value)
+    rng = random.Random(11)
+    pairs = [tuple(rng.sample(vertices, 2)) for _ in range(60)]
+    fills, last = astar._layer_fills_budget, astar._last_pops
+    ended: list[bool] = []
+    closed: list[bool] = []
+
+    def counted_fills(*args: object) -> bool:
+        verdict = fills(*args)  # type: ignore[arg-type]
+        ended.append(verdict)
+        return verdict
+
+    def counted_last(*args: object) -> list[ox.NamedNode] | None:
+        pops = last(*args)  # type: ignore[arg-type]
+        closed.append(pops is not None)
+        return pops
+
+    def walk(shortcut: bool) -> tuple[list[object], int, int]:
+        monkeypatch.setattr(astar, "_layer_fills_budget", counted_fills if shortcut else lambda *args: False)
+        monkeypatch.setattr(astar, "_last_pops", counted_last if shortcut else lambda *args: None)
+        engine = TraversalEngine(backend, post_prefix=NAMING.post(""), hubs=(NAMING.owner,), embedder=WordEmbedder())
+        seen: list[object] = []
+        queries = passed = 0
+        for budget in (8, 14, 24, 40):
+            config = TraversalConfig(top_n=None, astar=AStarConfig(max_depth=10, max_passed_nodes=budget, expand_batch=2))
+            for a, b in pairs:
+                result = engine.retrieve("", [a, b], "astar", config=config, sources=False)
+                seen.append(([p.vertices for p in result.paths], result.notes, result.stats.passed))
+                queries, passed = queries + result.stats.queries, passed + result.stats.passed
+        return seen, passed, queries
+
+    full, passed_full, queries_full = walk(False)
+    early, passed_early, queries_early = walk(True)
+    backend.close()
+    assert early == full and passed_early == passed_full
+    assert sum(ended) >= 5  # the budget was filled in a layer that could not close a path
+    assert sum(closed) >= 5  # ... and in a layer that could, through the goal's ring
+    assert any(paths for paths, _, _ in full) and queries_early < queries_full
+
+
 @pytest.mark.parametrize("heuristic", ["ip", "weighted_short_path"])
 def test_a_star_paths_are_as_short_as_breadth_first_search(
     graphs: tuple[TraversalEngine, dict[int, list[ox.Quad]]], heuristic: str

@@ -29,7 +29,10 @@ shipping the neighbourhood of a popular end:
 
 Ties between equally short paths are broken by the heuristic, as A*'s ordering would. Longer paths are searched
 vertex by vertex from the start's ring, and a vertex generated next to the goal closes the path without waiting
-for the goal to be popped. On random graphs the paths are exactly as short as a breadth-first search's
+for the goal to be popped. Where the budget ends in a layer, what is left is known before it is read: when that
+layer cannot close a path (none of four hops exists) the search ends with the budget passed, and when it can
+only through the goal's ring, one ``bridges.rq`` over the vertices A* would still pass finds the first that does
+(``_layer_fills_budget``, ``_last_pops``). On random graphs the paths are exactly as short as a breadth-first search's
 (``tests/retrieval/traversal/test_traversal_paths.py``).
 """
 
@@ -134,6 +137,7 @@ def _search(
     """One A* search; the vertices of the shortest path from ``start`` to ``goal``, or None."""
     ring: set[Node] = set()
     seed: set[Node] | None = None
+    shortest = 1
     swapped = False
     if config.heuristic == "ip":
         # With the ip heuristic (< 1 hop), vertices leave the open set layer by layer, so the first vertex
@@ -169,8 +173,8 @@ def _search(
             return None, 1 + len(passing)
         if len(ring_start) >= budget:
             return None, config.max_passed_nodes  # A* would stop before leaving the start's ring
-        ring, seed = ring_goal, ring_start
-    chain, passed = _a_star(graph, names, start, goal, config, restrictions, question_vertices, ring, seed)
+        ring, seed, shortest = ring_goal, ring_start, 5
+    chain, passed = _a_star(graph, names, start, goal, config, restrictions, question_vertices, ring, seed, shortest)
     return (_oriented(chain, swapped) if chain is not None else None), passed
 
 
@@ -188,7 +192,10 @@ def _a_star(
     question_vertices: set[Node],
     ring: set[Node],
     seed: set[Node] | None,
+    shortest: int = 1,
 ) -> tuple[list[Node] | None, int]:
+    """A* proper. ``shortest``: the fewest hops a path can have, as already proven by the caller (paths of up to
+    four hops are looked for in the engine first, see the module docstring)."""
     s = _Search(start, goal)
     distance_to_goal = _bfs_distances(graph, goal, config, restrictions, question_vertices) if config.heuristic != "ip" else {}
     horizon = max(distance_to_goal.values(), default=0) + 1
@@ -205,7 +212,16 @@ def _a_star(
         s.passed = 1
         _push(s, open_heap, counter, names, config, goal_vector, distance_to_goal, horizon,
               [(start, x) for x in sorted(seed, key=lambda v: v.value)])
+    checked_layer = -1
     while open_heap and s.passed < config.max_passed_nodes:
+        layer = s.g[open_heap[0][3]]
+        if layer != checked_layer:
+            checked_layer = layer
+            if _layer_fills_budget(s, open_heap, config, layer, shortest, bool(ring)):
+                return None, config.max_passed_nodes
+            last = _last_pops(s, open_heap, config, layer, shortest)
+            if last is not None:
+                return _close_in_engine(graph, s, last, ring, ahead, config, restrictions)
         batch: list[Node] = []
         while open_heap and len(batch) < config.expand_batch and s.passed < config.max_passed_nodes:
             f, h, _, vertex = heapq.heappop(open_heap)
@@ -221,7 +237,11 @@ def _a_star(
             batch.append(vertex)
         if not batch:
             continue
-        rows = _expand(graph, batch, ahead, _coming(s, open_heap, config, restrictions, graph, ahead, batch))
+        # the next vertices of the layer are read only with a batch that needs a query anyway: read with every batch,
+        # each query would add just the vertices that entered the window since the last one
+        unread = any(v not in ahead for v in batch)
+        coming = _coming(s, open_heap, config, restrictions, graph, ahead, batch) if unread else []
+        rows = _expand(graph, batch, ahead, coming)
         kinds = graph.kinds(r.vertex for r in rows) if restrictions.needs_kinds else {}
         rows = [r for r in rows if not kinds or r.vertex in question_vertices or restrictions.allows(kinds[r.vertex])]
         rows.sort(key=lambda r: (r.tag, r.vertex.value))
@@ -234,6 +254,83 @@ def _a_star(
         _push(s, open_heap, counter, names, config, goal_vector, distance_to_goal, horizon,
               [(batch[r.tag], r.vertex) for r in rows])
     return None, s.passed
+
+
+def _layer_fills_budget(
+    s: _Search, open_heap: list[tuple[float, float, int, Node]], config: AStarConfig, layer: int, shortest: int,
+    ring: bool,
+) -> bool:
+    """Whether the search is bound to end in ``layer`` without a path, so its vertices' neighbours need not be read.
+
+    With the ip heuristic (below one hop) a layer leaves the open set before any vertex of the next, each of its
+    vertices once (a vertex is pushed again only on a shorter route, which a later layer never offers). So when
+    the vertices of ``layer`` still open reach ``max_passed_nodes`` with those passed, no vertex of the next layer
+    is ever passed, and what expanding ``layer`` could still do is close a path: to the goal in ``layer + 1`` hops
+    or through the goal's ring in ``layer + 2``. When ``shortest`` (proven by the caller) rules both out, A* would
+    pass the whole budget and find nothing: at 1M posts, two friends with no path of four hops fill the budget in
+    the second layer, whose 400 vertices' neighbours (thousands of rows) were read for nothing."""
+    if config.heuristic != "ip" or layer + 1 >= shortest or (ring and layer + 2 >= shortest):
+        return False
+    waiting = sum(1 for f, _, _, vertex in open_heap if s.g[vertex] == layer and f <= s.g[vertex] + s.h[vertex] + 1e-12)
+    return s.passed + waiting >= config.max_passed_nodes
+
+
+def _last_pops(
+    s: _Search, open_heap: list[tuple[float, float, int, Node]], config: AStarConfig, layer: int, shortest: int
+) -> list[Node] | None:
+    """The vertices A* will still pass, in the order it pops them, when the budget ends in ``layer`` and what
+    expanding them could still find is only a path through the goal's ring (``layer + 2`` hops: one to the goal,
+    ``layer + 1``, is ruled out by ``shortest``); None otherwise. Their neighbours then matter only where they
+    meet the goal's ring, which the engine finds without shipping them (:func:`_close_in_engine`)."""
+    if config.heuristic != "ip" or layer + 1 >= shortest or layer >= config.max_depth:
+        return None
+    room = config.max_passed_nodes - s.passed
+    waiting = sorted(e for e in open_heap if s.g[e[3]] == layer and e[0] <= s.g[e[3]] + s.h[e[3]] + 1e-12)
+    if len(waiting) < room:
+        return None
+    return [vertex for *_, vertex in waiting[:room]]
+
+
+def _close_in_engine(
+    graph: GraphView,
+    s: _Search,
+    pops: list[Node],
+    ring: set[Node],
+    ahead: dict[Node, list[Neighbour]],
+    config: AStarConfig,
+    restrictions: Restrictions,
+) -> tuple[list[Node] | None, int]:
+    """What A* returns from its last layer, ``pops`` (in order): batch by batch, the first vertex with a neighbour
+    in the goal's ring closes the path (through that neighbour, the first by IRI), counted as passed when its
+    batch is; no such vertex, no path and the whole budget passed. The meetings come from one ``bridges.rq``
+    (K/K to the goal, joined in the engine), not from every neighbour of every vertex shipped and pushed: at 1M
+    posts two friends five hops apart fill the budget in the third layer, whose expansion read ~2,000 rows.
+    Vertices whose neighbours were read ahead already are looked up in those rows."""
+    expandable = [v for v in pops if restrictions.cross_hubs or not graph.is_hub(v)]
+    unread = [v for v in expandable if v not in ahead]
+    near: dict[Node, list[Node]] = {}
+    for a, y in graph.bridges(unread, s.goal) if ring and unread else []:
+        if y in ring:
+            near.setdefault(a, []).append(y)
+    for v in expandable:
+        for row in ahead.get(v, ()):
+            if row.vertex in ring:
+                near.setdefault(v, []).append(row.vertex)
+    if not near:
+        return None, config.max_passed_nodes
+    allowed = set(expandable)
+    passed = s.passed
+    batch: list[Node] = []
+    for vertex in pops:
+        passed += 1
+        if vertex in allowed:
+            batch.append(vertex)
+        if len(batch) == config.expand_batch or passed == config.max_passed_nodes:
+            for v in batch:
+                if v in near:
+                    return _chain(s, v) + [min(near[v], key=lambda y: y.value), s.goal], passed
+            batch = []
+    return None, config.max_passed_nodes
 
 
 def _coming(
