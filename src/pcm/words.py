@@ -8,6 +8,7 @@ needs more adds one of the named sets below rather than keeping a list of its ow
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Sequence
 
 #: Function words and the small talk of chat ("wow", "great", "gonna"), lower case.
 STOPWORDS = frozenset([
@@ -69,6 +70,12 @@ MONTH_NUMBERS: dict[str, int] = {
     )
     for number, name in enumerate(names, start=1)
 } | {"maerz": 3, "fevrier": 2, "aout": 8, "decembre": 12, "marco": 3}  # the same months written without accents
+
+
+def contains_run(words: Sequence[str], text: Sequence[str]) -> bool:
+    """Whether ``words`` occur in ``text`` (both lists of words) one after another, in that order."""
+    n = len(words)
+    return any(text[i : i + n] == words for i in range(len(text) - n + 1))
 
 
 def fold(text: str) -> str:

@@ -51,7 +51,7 @@ from pcm.extraction.said_dates import DAY, MONTH, YEAR, SaidDates, said_dates
 from pcm.index.text import stem
 from pcm.namespaces import FOAF, PCM, PROV, RDF, RDFS, SCHEMA, SKOS, XSD
 from pcm.settings import GroundingConfig
-from pcm.words import STOPWORDS, fold
+from pcm.words import STOPWORDS, contains_run, fold
 
 if TYPE_CHECKING:
     from pcm.ontology import Ontology
@@ -496,7 +496,7 @@ class Grounding:
         if self._is_a(specific_a | specific_b, FOAF + "Agent") or (specific_a | specific_b) & _PEOPLE:
             return False  # "my mother" and "my mother's friend" are two people
         short, long_ = (a, b) if len(a) <= len(b) else (b, a)
-        return _contiguous(short, long_)
+        return contains_run(short, long_)
 
 
 #: A name made of an owner and the thing owned ("Melanie's house", "Dana's new car").
@@ -544,11 +544,6 @@ def _scripts(text: str) -> frozenset[str]:
 def _content(label: str) -> list[str]:
     tokens = _TOKEN.findall(fold(label))
     return [stem(t) for t in tokens if t not in _FILLER] or [stem(t) for t in tokens]
-
-
-def _contiguous(short: list[str], long_: list[str]) -> bool:
-    n = len(short)
-    return any(long_[i : i + n] == short for i in range(len(long_) - n + 1))
 
 
 def _said_text(value: str, said: Said, need: float) -> bool:

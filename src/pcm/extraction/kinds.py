@@ -23,14 +23,15 @@ from typing import TYPE_CHECKING
 
 import pyoxigraph as ox
 
+from pcm.extraction.resolve import OCCURRENCE_ROOTS
 from pcm.namespaces import FOAF, OWL, RDF, RDFS, SCHEMA
 
 if TYPE_CHECKING:
     from pcm.ontology import Ontology
 
 _PEOPLE = frozenset({SCHEMA + "Person", FOAF + "Person"})
-#: Classes of things that happen (as :data:`pcm.extraction.resolve.OCCURRENCE_ROOTS`).
-_HAPPENINGS = frozenset({SCHEMA + "Action", SCHEMA + "Event", SCHEMA + "Trip"})
+#: Classes of things that happen.
+_HAPPENINGS = frozenset(OCCURRENCE_ROOTS)
 _ANYTHING = frozenset({OWL + "Thing", RDFS + "Resource", SCHEMA + "Thing"})
 _TYPE = RDF + "type"
 

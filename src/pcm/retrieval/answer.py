@@ -44,7 +44,7 @@ from pcm.retrieval.postprocess import (
 )
 from pcm.sparql.check import SafeQuery, check_query
 from pcm.sparql.query import parse, query_shape
-from pcm.words import STOPWORDS, fold
+from pcm.words import STOPWORDS, contains_run, fold
 
 if TYPE_CHECKING:
     from pcm.context import MemoryContext
@@ -445,7 +445,7 @@ def unquoted_names(answer: str, context: Sequence[str]) -> tuple[str, ...]:
             while run and (_fold_word(run[0]) in STOPWORDS or _fold_word(run[0]) not in named):
                 run.pop(0)
             words = [_fold_word(t) for t in run]
-            if len(words) >= 2 and all(w in named for w in words) and not _in_order(words, said):
+            if len(words) >= 2 and all(w in named for w in words) and not contains_run(words, said):
                 found.append(" ".join(run))
             run = []
     return tuple(dict.fromkeys(found))
@@ -457,11 +457,6 @@ def _fold_word(token: str) -> str:
 
 def _folded_words(text: str) -> list[str]:
     return [_fold_word(t) for t in _WORD.findall(text)]
-
-
-def _in_order(words: list[str], said: list[str]) -> bool:
-    n = len(words)
-    return any(said[i : i + n] == words for i in range(len(said) - n + 1))
 
 
 _ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")

@@ -110,42 +110,54 @@ def graphs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Traversal
 
 
 
-def test_reading_a_layer_ahead_changes_no_path_and_no_passed_count(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A* reads the neighbours of a layer's next batches with the batch that needs them: on larger random graphs,
-    with batches of two so the search runs many of them, every path, every note and every passed count is what
-    one query per batch gives, in fewer queries."""
-    from pcm.retrieval.traversal import astar
-
+@pytest.fixture
+def larger(tmp_path: Path) -> Iterator[tuple[LocalBackend, list[ox.NamedNode]]]:
+    """Three larger random graphs in one store, and their vertices but the owner."""
     facts = [q for seed in range(3) for q in random_facts(50 + seed, size=60, edges=75)]
     backend = LocalBackend(tmp_path / "oxigraph")
     backend.extend(facts)
-    config = TraversalConfig(top_n=None, astar=AStarConfig(max_depth=10, max_passed_nodes=40, expand_batch=2))
-    vertices = sorted({q.subject for q in facts if q.subject != OWNER}, key=lambda v: v.value)
-    rng = random.Random(7)
-    pairs = [tuple(rng.sample(vertices, 2)) for _ in range(40)]
+    yield backend, sorted({q.subject for q in facts if q.subject != OWNER}, key=lambda v: v.value)
+    backend.close()
 
-    def walk(batches: int) -> tuple[list[object], int, int]:
-        monkeypatch.setattr(astar, "PREFETCH_BATCHES", batches)
-        engine = TraversalEngine(backend, post_prefix=NAMING.post(""), hubs=(NAMING.owner,), embedder=WordEmbedder())
-        seen: list[object] = []
-        queries = passed = 0
+
+def _walks(
+    backend: LocalBackend, pairs: list[tuple[ox.NamedNode, ...]], budgets: tuple[int, ...]
+) -> tuple[list[object], int, int]:
+    """A* between every pair at each budget (batches of two, so a search runs many): each result's paths, notes and
+    passed count, and the passed counts and queries summed."""
+    engine = TraversalEngine(backend, post_prefix=NAMING.post(""), hubs=(NAMING.owner,), embedder=WordEmbedder())
+    seen: list[object] = []
+    queries = passed = 0
+    for budget in budgets:
+        config = TraversalConfig(top_n=None, astar=AStarConfig(max_depth=10, max_passed_nodes=budget, expand_batch=2))
         for a, b in pairs:
             result = engine.retrieve("", [a, b], "astar", config=config, sources=False)
-            seen.append(([p.vertices for p in result.paths], result.notes))
+            seen.append(([p.vertices for p in result.paths], result.notes, result.stats.passed))
             queries, passed = queries + result.stats.queries, passed + result.stats.passed
-        return seen, passed, queries
+    return seen, passed, queries
 
-    one_each, passed_each, queries_each = walk(0)
-    ahead, passed_ahead, queries_ahead = walk(8)
-    backend.close()
+
+def test_reading_a_layer_ahead_changes_no_path_and_no_passed_count(
+    larger: tuple[LocalBackend, list[ox.NamedNode]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A* reads the neighbours of a layer's next batches with the batch that needs them: every path, every note and
+    every passed count is what one query per batch gives, in fewer queries."""
+    from pcm.retrieval.traversal import astar
+
+    backend, vertices = larger
+    rng = random.Random(7)
+    pairs = [tuple(rng.sample(vertices, 2)) for _ in range(40)]
+    monkeypatch.setattr(astar, "PREFETCH_BATCHES", 0)
+    one_each, passed_each, queries_each = _walks(backend, pairs, (40,))
+    monkeypatch.setattr(astar, "PREFETCH_BATCHES", 8)
+    ahead, passed_ahead, queries_ahead = _walks(backend, pairs, (40,))
     assert ahead == one_each and passed_ahead == passed_each
-    assert sum(1 for paths, _ in one_each if paths and len(paths[0]) > 5) >= 3  # long paths were searched for
+    assert sum(1 for paths, _, _ in one_each if paths and len(paths[0]) > 5) >= 3  # long paths were searched for
     assert queries_ahead < queries_each
 
+
 def test_ending_when_a_layer_fills_the_budget_changes_no_path_and_no_passed_count(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    larger: tuple[LocalBackend, list[ox.NamedNode]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With no path of four hops, A* stops as soon as the open vertices of its current layer fill
     ``max_passed_nodes`` (none of them can close a path, and none of the next layer is passed), and in a last
@@ -154,10 +166,7 @@ def test_ending_when_a_layer_fills_the_budget_changes_no_path_and_no_passed_coun
     queries."""
     from pcm.retrieval.traversal import astar
 
-    facts = [q for seed in range(3) for q in random_facts(50 + seed, size=60, edges=75)]
-    backend = LocalBackend(tmp_path / "oxigraph")
-    backend.extend(facts)
-    vertices = sorted({q.subject for q in facts if q.subject != OWNER}, key=lambda v: v.value)
+    backend, vertices = larger
     rng = random.Random(11)
     pairs = [tuple(rng.sample(vertices, 2)) for _ in range(60)]
     fills, last = astar._layer_fills_budget, astar._last_pops
@@ -174,23 +183,13 @@ def test_ending_when_a_layer_fills_the_budget_changes_no_path_and_no_passed_coun
         closed.append(pops is not None)
         return pops
 
-    def walk(shortcut: bool) -> tuple[list[object], int, int]:
-        monkeypatch.setattr(astar, "_layer_fills_budget", counted_fills if shortcut else lambda *args: False)
-        monkeypatch.setattr(astar, "_last_pops", counted_last if shortcut else lambda *args: None)
-        engine = TraversalEngine(backend, post_prefix=NAMING.post(""), hubs=(NAMING.owner,), embedder=WordEmbedder())
-        seen: list[object] = []
-        queries = passed = 0
-        for budget in (8, 14, 24, 40):
-            config = TraversalConfig(top_n=None, astar=AStarConfig(max_depth=10, max_passed_nodes=budget, expand_batch=2))
-            for a, b in pairs:
-                result = engine.retrieve("", [a, b], "astar", config=config, sources=False)
-                seen.append(([p.vertices for p in result.paths], result.notes, result.stats.passed))
-                queries, passed = queries + result.stats.queries, passed + result.stats.passed
-        return seen, passed, queries
-
-    full, passed_full, queries_full = walk(False)
-    early, passed_early, queries_early = walk(True)
-    backend.close()
+    budgets = (8, 14, 24, 40)
+    monkeypatch.setattr(astar, "_layer_fills_budget", lambda *args: False)
+    monkeypatch.setattr(astar, "_last_pops", lambda *args: None)
+    full, passed_full, queries_full = _walks(backend, pairs, budgets)
+    monkeypatch.setattr(astar, "_layer_fills_budget", counted_fills)
+    monkeypatch.setattr(astar, "_last_pops", counted_last)
+    early, passed_early, queries_early = _walks(backend, pairs, budgets)
     assert early == full and passed_early == passed_full
     assert sum(ended) >= 5  # the budget was filled in a layer that could not close a path
     assert sum(closed) >= 5  # ... and in a layer that could, through the goal's ring

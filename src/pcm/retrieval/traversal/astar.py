@@ -217,15 +217,16 @@ def _a_star(
         layer = s.g[open_heap[0][3]]
         if layer != checked_layer:
             checked_layer = layer
-            if _layer_fills_budget(s, open_heap, config, layer, shortest, bool(ring)):
+            waiting = _waiting(s, open_heap, layer) if config.heuristic == "ip" else []
+            if _layer_fills_budget(s, waiting, config, layer, shortest, bool(ring)):
                 return None, config.max_passed_nodes
-            last = _last_pops(s, open_heap, config, layer, shortest)
+            last = _last_pops(s, waiting, config, layer, shortest)
             if last is not None:
                 return _close_in_engine(graph, s, last, ring, ahead, config, restrictions)
         batch: list[Node] = []
         while open_heap and len(batch) < config.expand_batch and s.passed < config.max_passed_nodes:
             f, h, _, vertex = heapq.heappop(open_heap)
-            if f > s.g[vertex] + s.h[vertex] + 1e-12:
+            if _stale(s, f, vertex):
                 continue  # a better route to it was found after this entry was pushed
             s.passed += 1
             if vertex == goal:
@@ -256,9 +257,22 @@ def _a_star(
     return None, s.passed
 
 
+_Entry = tuple[float, float, int, Node]
+"""An open-set entry: f, h, the push counter (ties), the vertex."""
+
+
+def _stale(s: _Search, f: float, vertex: Node) -> bool:
+    """Whether an open-set entry of ``f`` for ``vertex`` was overtaken by a better route pushed after it."""
+    return f > s.g[vertex] + s.h[vertex] + 1e-12
+
+
+def _waiting(s: _Search, open_heap: list[_Entry], layer: int) -> list[_Entry]:
+    """The live entries of ``layer`` in the open set, in the order A* pops them."""
+    return sorted(e for e in open_heap if s.g[e[3]] == layer and not _stale(s, e[0], e[3]))
+
+
 def _layer_fills_budget(
-    s: _Search, open_heap: list[tuple[float, float, int, Node]], config: AStarConfig, layer: int, shortest: int,
-    ring: bool,
+    s: _Search, waiting: list[_Entry], config: AStarConfig, layer: int, shortest: int, ring: bool
 ) -> bool:
     """Whether the search is bound to end in ``layer`` without a path, so its vertices' neighbours need not be read.
 
@@ -271,12 +285,11 @@ def _layer_fills_budget(
     the second layer, whose 400 vertices' neighbours (thousands of rows) were read for nothing."""
     if config.heuristic != "ip" or layer + 1 >= shortest or (ring and layer + 2 >= shortest):
         return False
-    waiting = sum(1 for f, _, _, vertex in open_heap if s.g[vertex] == layer and f <= s.g[vertex] + s.h[vertex] + 1e-12)
-    return s.passed + waiting >= config.max_passed_nodes
+    return s.passed + len(waiting) >= config.max_passed_nodes
 
 
 def _last_pops(
-    s: _Search, open_heap: list[tuple[float, float, int, Node]], config: AStarConfig, layer: int, shortest: int
+    s: _Search, waiting: list[_Entry], config: AStarConfig, layer: int, shortest: int
 ) -> list[Node] | None:
     """The vertices A* will still pass, in the order it pops them, when the budget ends in ``layer`` and what
     expanding them could still find is only a path through the goal's ring (``layer + 2`` hops: one to the goal,
@@ -285,7 +298,6 @@ def _last_pops(
     if config.heuristic != "ip" or layer + 1 >= shortest or layer >= config.max_depth:
         return None
     room = config.max_passed_nodes - s.passed
-    waiting = sorted(e for e in open_heap if s.g[e[3]] == layer and e[0] <= s.g[e[3]] + s.h[e[3]] + 1e-12)
     if len(waiting) < room:
         return None
     return [vertex for *_, vertex in waiting[:room]]
@@ -354,7 +366,7 @@ def _coming(
         return []
     coming: list[Node] = []
     for f, _, _, vertex in heapq.nsmallest(room, open_heap):
-        if f > s.g[vertex] + s.h[vertex] + 1e-12 or vertex in ahead or vertex == s.goal:
+        if _stale(s, f, vertex) or vertex in ahead or vertex == s.goal:
             continue  # stale, read already, or the end of the search
         if s.g[vertex] != layer:
             break
