@@ -196,6 +196,47 @@ def test_ending_when_a_layer_fills_the_budget_changes_no_path_and_no_passed_coun
     assert any(paths for paths, _, _ in full) and queries_early < queries_full
 
 
+def test_reading_both_rings_changes_no_path_and_no_passed_count(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where both ends' rings have few neighbours A* reads them and finds four hops, and later the vertices that
+    close a path through the goal's ring, by lookup instead of ``meet.rq`` and ``bridges.rq``: every path, note and
+    passed count is what the engine's joins give (denser graphs than ``larger``'s: a middle vertex has several
+    parents to choose from)."""
+    from pcm.retrieval.traversal import astar
+
+    facts = [q for seed in range(3) for q in random_facts(70 + seed, size=40, edges=60)]
+    backend = LocalBackend(tmp_path / "oxigraph")
+    backend.extend(facts)
+    vertices = sorted({q.subject for q in facts if q.subject != OWNER}, key=lambda v: v.value)
+    rng = random.Random(13)
+    pairs = [tuple(rng.sample(vertices, 2)) for _ in range(100)]
+    met, close = astar._met, astar._close_in_engine
+    found: list[bool] = []
+    looked_up: list[bool] = []
+
+    def counted_met(*args: object) -> list[ox.NamedNode] | None:
+        chain = met(*args)  # type: ignore[arg-type]
+        found.append(chain is not None)
+        return chain
+
+    def counted_close(*args: object) -> tuple[list[ox.NamedNode] | None, int]:
+        chain, passed = close(*args)  # type: ignore[arg-type]
+        if args[-1] is not None:
+            looked_up.append(chain is not None)
+        return chain, passed
+
+    budgets = (8, 14, 24, 40, 500)
+    monkeypatch.setattr(astar, "RING_ROWS", 0)  # every ring has more: the engine's joins
+    joined, passed_joined, _ = _walks(backend, pairs, budgets)
+    monkeypatch.setattr(astar, "RING_ROWS", 2_000)
+    monkeypatch.setattr(astar, "_met", counted_met)
+    monkeypatch.setattr(astar, "_close_in_engine", counted_close)
+    read, passed_read, _ = _walks(backend, pairs, budgets)
+    backend.close()
+    assert read == joined and passed_read == passed_joined
+    assert sum(found) >= 5 and sum(not f for f in found) >= 5  # four hops found by lookup, and ruled out
+    assert sum(looked_up) >= 3  # a last layer closed through the goal's ring by lookup
+
+
 @pytest.mark.parametrize("heuristic", ["ip", "weighted_short_path"])
 def test_a_star_paths_are_as_short_as_breadth_first_search(
     graphs: tuple[TraversalEngine, dict[int, list[ox.Quad]]], heuristic: str

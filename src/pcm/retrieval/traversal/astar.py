@@ -22,8 +22,10 @@ shipping the neighbourhood of a popular end:
 * one hop, then two: K/K from the start to the goal (``bridges.rq``), the goal's neighbourhood joined in the engine;
 * three: the start's ring is read (that many vertices are passed; past ``max_passed_nodes`` only those A* would
   pop first, nearest the goal), and K/K from the ring vertices to the goal, the same query;
-* four: only now is the goal's ring read, and the engine finds where both rings meet (``meet.rq``); A* passes the
-  whole start ring and one more vertex, so the path is kept only if that fits in ``max_passed_nodes``. (Reading
+* four: only now is the goal's ring read; A* passes the whole start ring and one more vertex, so the path is kept
+  only if that fits in ``max_passed_nodes``. Where both rings' neighbourhoods are small (``RING_ROWS``) they are
+  read (the start ring's is A*'s next layer anyway) and four hops is a lookup, as is, later, whether a vertex
+  closes a path through the goal's ring; otherwise the engine finds where both rings meet (``meet.rq``). (Reading
   the goal's ring at once when it is small, to find three and four hops in one meet, was measured and is slower
   on the 2.65M-quad store: A* p95 70 ms CPU against 40.)
 
@@ -139,6 +141,8 @@ def _search(
     seed: set[Node] | None = None
     shortest = 1
     swapped = False
+    read: dict[Node, list[Neighbour]] = {}
+    goal_side: dict[Node, list[Node]] | None = None
     if config.heuristic == "ip":
         # With the ip heuristic (< 1 hop), vertices leave the open set layer by layer, so the first vertex
         # generated next to the goal closes a shortest path. The search runs from the end with fewer facts (the
@@ -162,19 +166,27 @@ def _search(
             return _oriented(chain, swapped), 1 + len(passing)
         if config.max_depth < 4:
             return None, 1 + len(passing)
-        # Four hops: A* passes the start's whole ring and one more vertex; the engine finds where both rings meet.
+        # Four hops: A* passes the start's whole ring and one more vertex (a path found with only part of the ring
+        # passed is not the one A* returns); where both rings' neighbourhoods are small they are read, and they
+        # are what A* reads next anyway; otherwise the engine finds where the rings meet.
         ring_goal = _ring(graph, goal, restrictions, question_vertices)
-        if ring_goal:
-            chain = _meet_rings(graph, names, start, goal, passing, ring_goal, config, restrictions, question_vertices)
+        if ring_goal and passing == ring_start:
+            rings = _read_rings(graph, passing, ring_goal)
+            if rings is None:
+                chain = _meet_rings(graph, names, start, goal, passing, ring_goal, config, restrictions, question_vertices)
+            else:
+                read, goal_side = rings
+                chain = _met(graph, names, start, goal, read, goal_side, restrictions, question_vertices)
             passed = 2 + len(passing)
-            if chain is not None and passed <= config.max_passed_nodes and passing == ring_start:
+            if chain is not None and passed <= config.max_passed_nodes:
                 return _oriented(chain, swapped), passed
         if config.max_depth < 5:
             return None, 1 + len(passing)
         if len(ring_start) >= budget:
             return None, config.max_passed_nodes  # A* would stop before leaving the start's ring
         ring, seed, shortest = ring_goal, ring_start, 5
-    chain, passed = _a_star(graph, names, start, goal, config, restrictions, question_vertices, ring, seed, shortest)
+    chain, passed = _a_star(graph, names, start, goal, config, restrictions, question_vertices, ring, seed, shortest,
+                            read, goal_side)
     return (_oriented(chain, swapped) if chain is not None else None), passed
 
 
@@ -193,9 +205,13 @@ def _a_star(
     ring: set[Node],
     seed: set[Node] | None,
     shortest: int = 1,
+    read: dict[Node, list[Neighbour]] | None = None,
+    goal_side: dict[Node, list[Node]] | None = None,
 ) -> tuple[list[Node] | None, int]:
     """A* proper. ``shortest``: the fewest hops a path can have, as already proven by the caller (paths of up to
-    four hops are looked for in the engine first, see the module docstring)."""
+    four hops are looked for in the engine first, see the module docstring). ``read``: neighbours of vertices the
+    caller read already; ``goal_side``: the vertices next to the goal's ``ring``, with their neighbours in it, when
+    the caller read them (see :func:`_read_rings`)."""
     s = _Search(start, goal)
     distance_to_goal = _bfs_distances(graph, goal, config, restrictions, question_vertices) if config.heuristic != "ip" else {}
     horizon = max(distance_to_goal.values(), default=0) + 1
@@ -204,7 +220,7 @@ def _a_star(
     s.h[start] = float(_heuristics(config, names.matrix([start]), goal_vector, np.zeros(1), np.zeros(1), np.array([distance_to_goal.get(start, horizon)]))[0])
     counter = itertools.count()
     open_heap: list[tuple[float, float, int, Node]] = []
-    ahead: dict[Node, list[Neighbour]] = {}
+    ahead: dict[Node, list[Neighbour]] = dict(read or {})
     """Neighbours read before their vertex was expanded (with the batch that needed a query)."""
     if seed is None:
         open_heap.append((s.h[start], s.h[start], next(counter), start))
@@ -222,7 +238,7 @@ def _a_star(
                 return None, config.max_passed_nodes
             last = _last_pops(s, waiting, config, layer, shortest)
             if last is not None:
-                return _close_in_engine(graph, s, last, ring, ahead, config, restrictions)
+                return _close_in_engine(graph, s, last, ring, ahead, config, restrictions, goal_side)
         batch: list[Node] = []
         while open_heap and len(batch) < config.expand_batch and s.passed < config.max_passed_nodes:
             f, h, _, vertex = heapq.heappop(open_heap)
@@ -311,19 +327,26 @@ def _close_in_engine(
     ahead: dict[Node, list[Neighbour]],
     config: AStarConfig,
     restrictions: Restrictions,
+    goal_side: dict[Node, list[Node]] | None = None,
 ) -> tuple[list[Node] | None, int]:
     """What A* returns from its last layer, ``pops`` (in order): batch by batch, the first vertex with a neighbour
     in the goal's ring closes the path (through that neighbour, the first by IRI), counted as passed when its
     batch is; no such vertex, no path and the whole budget passed. The meetings come from one ``bridges.rq``
     (K/K to the goal, joined in the engine), not from every neighbour of every vertex shipped and pushed: at 1M
     posts two friends five hops apart fill the budget in the third layer, whose expansion read ~2,000 rows.
-    Vertices whose neighbours were read ahead already are looked up in those rows."""
+    Vertices whose neighbours were read ahead already are looked up in those rows, and all of them in
+    ``goal_side`` (the ring's neighbours) when it was read."""
     expandable = [v for v in pops if restrictions.cross_hubs or not graph.is_hub(v)]
     unread = [v for v in expandable if v not in ahead]
     near: dict[Node, list[Node]] = {}
-    for a, y in graph.bridges(unread, s.goal) if ring and unread else []:
-        if y in ring:
-            near.setdefault(a, []).append(y)
+    if goal_side is not None:
+        for a in unread:
+            if a in goal_side:
+                near[a] = list(goal_side[a])
+    elif ring and unread:
+        for a, y in graph.bridges(unread, s.goal):
+            if y in ring:
+                near.setdefault(a, []).append(y)
     for v in expandable:
         for row in ahead.get(v, ()):
             if row.vertex in ring:
@@ -408,10 +431,13 @@ def _push(
     if not fresh:
         return
     there = names.matrix([x for _, x in fresh])
-    here = names.matrix([y for y, _ in fresh])
-    steps = (1.0 - np.einsum("ij,ij->i", there, here)) / 2.0
     g = np.array([s.g[y] + 1 for y, _ in fresh], dtype=np.float64)
-    ip_sum = np.array([s.ip_sum[y] for y, _ in fresh]) + steps
+    if config.heuristic == "avg_weighted_short_path":  # the only heuristic that reads the path's step distances
+        here = names.matrix([y for y, _ in fresh])
+        steps = (1.0 - np.einsum("ij,ij->i", there, here)) / 2.0
+        ip_sum = np.array([s.ip_sum[y] for y, _ in fresh]) + steps
+    else:
+        ip_sum = np.zeros(len(fresh))
     bfs = np.array([distance_to_goal.get(x, horizon) for _, x in fresh], dtype=np.float64)
     h = _heuristics(config, there, goal_vector, ip_sum, g, bfs)
     for k, (y, x) in enumerate(fresh):
@@ -419,6 +445,73 @@ def _push(
             continue  # reached twice in this batch
         s.g[x], s.parent[x], s.ip_sum[x], s.h[x] = int(g[k]), y, float(ip_sum[k]), float(h[k])
         heapq.heappush(open_heap, (g[k] + h[k], float(h[k]), next(counter), x))
+
+
+#: Rows of neighbours each end's ring may have for both to be read at four hops (:func:`_read_rings`); more, and
+#: the engine finds where they meet (``meet.rq``) without shipping them.
+RING_ROWS = 2_000
+
+
+def _read_rings(
+    graph: GraphView, ring_start: set[Node], ring_goal: set[Node]
+) -> tuple[dict[Node, list[Neighbour]], dict[Node, list[Node]]] | None:
+    """The neighbours of both ends' rings, when each side has at most ``RING_ROWS``: the start ring's as A* would
+    read them when it expands that layer (which it does next when no path of four hops exists), and the goal
+    ring's as the vertices next to it, each with its neighbours in the ring. Four hops is then a lookup, and so is
+    whether a vertex of a later layer closes a path through the ring (no ``meet.rq``, no ``bridges.rq``: at 1M
+    posts, for two friends with 81 facts each, 2 x 3 ms of rows against 10 ms and 6 ms of engine joins). None when
+    either side has more rows (read in part, up to the bound)."""
+    starts = graph.pairs(sorted(ring_start, key=lambda v: v.value), RING_ROWS)
+    if starts is None:
+        return None
+    goals = graph.pairs(sorted(ring_goal, key=lambda v: v.value), RING_ROWS)
+    if goals is None:
+        return None
+    read: dict[Node, list[Neighbour]] = {v: [] for v in ring_start}
+    for parent, x in starts:
+        read[parent].append(Neighbour(0, x, parent))
+    goal_side: dict[Node, list[Node]] = {}
+    for r, x in goals:
+        goal_side.setdefault(x, []).append(r)
+    return read, goal_side
+
+
+def _met(
+    graph: GraphView,
+    names: _Names,
+    start: Node,
+    goal: Node,
+    read: dict[Node, list[Neighbour]],
+    goal_side: dict[Node, list[Node]],
+    restrictions: Restrictions,
+    question_vertices: set[Node],
+) -> list[Node] | None:
+    """The path of four hops :func:`_meet_rings` finds, from both rings' neighbours read (:func:`_read_rings`):
+    a vertex next to both rings, the start ring's vertex and the goal ring's first by IRI on either side of it.
+    Shorter paths are ruled out by the caller, so neither end is next to the middle vertex."""
+    left: dict[Node, Node] = {}
+    for parent, rows in read.items():
+        for row in rows:
+            x = row.vertex
+            if x in goal_side and x not in (start, goal) and (x not in left or parent.value < left[x].value):
+                left[x] = parent
+    middles = [x for x in left if not graph.is_hub(x) or restrictions.cross_hubs or x in question_vertices]
+    kinds = graph.kinds(middles) if restrictions.needs_kinds and middles else {}
+    if kinds:
+        middles = [x for x in middles if x in question_vertices or restrictions.allows(kinds[x])]
+    return _nearest_middle(names, goal, [(x, [start, left[x], x, min(goal_side[x], key=lambda r: r.value), goal])
+                                         for x in middles])
+
+
+def _nearest_middle(names: _Names, goal: Node, chosen: list[tuple[Node, list[Node]]]) -> list[Node] | None:
+    """Among equally short paths, given with their middle vertices, the one whose middle vertex is nearest the
+    goal by the heuristic (ties by IRI), as A*'s ordering would pick it."""
+    if not chosen:
+        return None
+    vectors = names.matrix([x for x, _ in chosen])
+    distance = (1.0 - vectors @ names.of([goal])[goal]) / 2.0
+    k = min(range(len(chosen)), key=lambda i: (float(distance[i]), chosen[i][0].value))
+    return chosen[k][1]
 
 
 def _meet_rings(
@@ -461,11 +554,7 @@ def _meet_rings(
     if not candidates:
         return None
     shortest = min(c[0] for c in candidates)
-    chosen = [c for c in candidates if c[0] == shortest]
-    vectors = names.matrix([x for _, x, _ in chosen])
-    distance = (1.0 - vectors @ names.of([goal])[goal]) / 2.0
-    k = min(range(len(chosen)), key=lambda i: (float(distance[i]), chosen[i][1].value))
-    return chosen[k][2]
+    return _nearest_middle(names, goal, [(x, chain) for hops, x, chain in candidates if hops == shortest])
 
 
 def _bridged(

@@ -150,8 +150,12 @@ class GraphView:
 
     # -- plumbing -------------------------------------------------------------------------------------------------
     def _select(self, name: str, **terms: str) -> Solutions:
+        return self._select_rows(name, None, terms)
+
+    def _select_rows(self, name: str, max_rows: int | None, terms: dict[str, str]) -> Solutions:
+        """``traversal/<name>`` with ``terms``, reading at most ``max_rows`` rows (the engine stops there)."""
         started = time.perf_counter()
-        result = self.backend.query(render_query(f"traversal/{name}", **terms), timeout=self.timeout)
+        result = self.backend.query(render_query(f"traversal/{name}", **terms), timeout=self.timeout, limit=max_rows)
         assert isinstance(result, Solutions), f"traversal/{name} is a SELECT"
         self.stats.queries += 1
         self.stats.rows += len(result.rows)
@@ -176,15 +180,32 @@ class GraphView:
         """The distinct neighbours of each tagged frontier vertex, one parent each (a breadth-first hop)."""
         if not frontier:
             return []
+        walkable = self.walkable
+        tags = {vertex: tag for tag, vertex in frontier}
+        if len(tags) == len(frontier) and len(set(tags.values())) == len(tags):
+            # one vertex per tag: the distinct pairs are the rows, and the engine need not group them
+            return [Neighbour(tags[parent], vertex, parent) for parent, vertex in self.pairs(list(tags)) or ()]
         rows = self._select(
             "neighbours", frontier=" ".join(f"({tag} {vertex})" for tag, vertex in frontier), **self._terms
         ).rows
-        walkable = self.walkable
         return [
             Neighbour(int(_value(tag).value), vertex, _node(parent))
             for tag, vertex, parent in rows
             if parent is not None and walkable(vertex)
         ]
+
+    def pairs(self, vertices: Sequence[Node], limit: int | None = None) -> list[tuple[Node, Node]] | None:
+        """Every distinct (vertex, neighbour) pair of ``vertices`` (``hops.rq``); None when there are more than
+        ``limit`` (the engine stops once it has produced one more): whether a neighbourhood is small enough to
+        ship, found at the cost of the rows that were to be shipped anyway."""
+        if not vertices:
+            return []
+        frontier = " ".join(str(v) for v in dict.fromkeys(vertices))
+        rows = self._select_rows("hops", None if limit is None else limit + 1, {"frontier": frontier, **self._terms}).rows
+        if limit is not None and len(rows) > limit:
+            return None
+        walkable = self.walkable
+        return [(_node(parent), vertex) for parent, vertex in rows if parent is not None and walkable(vertex)]
 
     def around(self, vertex: Node, limit: int) -> list[Node]:
         """Up to ``limit`` neighbours of one vertex each way (its facts, facts about it, its posts or entities):
