@@ -126,6 +126,22 @@ def test_a_refused_dump_leaves_nothing_behind(
         assert state(again) == before
 
 
+def test_an_iri_only_the_loader_validates_is_refused_in_one_line(
+    memory: Memory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the head, the checks read the file leniently (no IRI validation, half the parse): the loader beside
+    them refuses the bad IRI, and its error is worded like theirs."""
+    monkeypatch.setattr(importing, "HEAD_QUADS", 5)
+    memory.ingest([conv("s1", ("user", "hello"))])
+    before = state(memory)
+    ns, conversation = memory.manifest.namespace, memory.naming.layout.conversation
+    path = own_dump(memory, tmp_path / "iri.nq", 30, extra=f"<{ns}x> <{RDFS}label> <{ns}100%zz> <{conversation}> .\n")
+    with pytest.raises(InputError, match=r"^iri\.nq: not valid nquads: .*percent encoding") as refused:
+        memory.import_rdf(path)
+    assert "\n" not in str(refused.value)
+    nothing_left(memory, before)
+
+
 def test_a_refused_dump_of_another_memory_leaves_nothing_behind(memory: Memory, tmp_path: Path) -> None:
     memory.ingest([conv("s1", ("user", "hello"))])
     before = state(memory)

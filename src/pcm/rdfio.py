@@ -124,13 +124,18 @@ def _bytes(source: Path | bytes | str, limits: RdfLimits) -> bytes:
     return source.encode("utf-8") if isinstance(source, str) else source
 
 
+def syntax_error(fmt: str, name: str, exc: SyntaxError) -> InputError:
+    """Oxigraph's parse error as one line naming the input."""
+    return InputError(f"{name}: not valid {fmt}: {_one_line(str(exc))}")
+
+
 @contextmanager
 def worded(fmt: str, name: str) -> Iterator[None]:
     """Oxigraph's parse errors as one :class:`InputError` line naming the input."""
     try:
         yield
     except SyntaxError as exc:
-        raise InputError(f"{name}: not valid {fmt}: {_one_line(str(exc))}") from exc
+        raise syntax_error(fmt, name, exc) from exc
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         raise InputError(f"{name}: cannot read {fmt}: {_one_line(str(exc))}") from exc
 
