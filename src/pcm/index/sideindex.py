@@ -544,7 +544,7 @@ class SideIndex:
         posts = self._posts
         key = (id(posts), posts.generation)
         if self._term_stats is None or self._term_stats[:2] != key:
-            at = posts.at
+            at = posts.at.complete()
 
             def slot_at(session: str, position: int) -> int | None:
                 iri = at.get((session, position))
@@ -654,13 +654,24 @@ class SideIndex:
         for record in records:
             old = self._posts.record(record.iri)
             if old is not None and embed_text(old) == embed_text(record):
-                out[record.iri] = self._posts.vectors[self._posts.slot_of[record.iri]].copy()
+                out[record.iri] = self._stored_vector(self._posts, POSTS_TABLE, record.iri)
             else:
                 todo.append(record)
         if progress is not None and len(out):
             progress(len(out))
         out.update(self._encoded(todo, embed_text, progress))
         return out
+
+    def _stored_vector(self, mirror: PostMirror | EntityMirror, name: str, iri: str) -> np.ndarray:
+        """The vector the mirror holds for ``iri`` (a copy); where its matrix is still unread and the row is not
+        in memory, read from the table alone, so rewriting one post's context does not read every vector."""
+        slot = mirror.slot_of[iri]
+        if not mirror.holds(slot):
+            tables = self._open_tables()
+            found = tables.vectors_of(tables.table(name), [iri])
+            if iri in found:
+                mirror.remember([slot], found[iri][None, :])
+        return mirror.rows([slot])[0].copy()
 
     def _encoded(self, records: Sequence[Any], text: Callable[[Any], str], progress: Progress | None) -> dict[str, np.ndarray]:
         """``records`` encoded ``_PROGRESS_STEP`` at a time, with a progress report after each step (in one batch
@@ -686,7 +697,7 @@ class SideIndex:
         slot = self._posts.slot_of[record.iri]
         if self._posts.search_hashes[slot] == search_hash(search):
             return None
-        return PostRow(record, search, self._posts.digests[slot], self._posts.vectors[slot].copy())
+        return PostRow(record, search, self._posts.digests[slot], self._stored_vector(self._posts, POSTS_TABLE, record.iri))
 
     def _repair_contexts(self) -> int:
         """Rewrite posts whose stored context no longer matches their previous turn (after an interrupted write)."""
@@ -730,7 +741,7 @@ class SideIndex:
         for record in records:
             old = self._entities.record(record.iri)
             if old is not None and entity_embed_text(old) == entity_embed_text(record):
-                out[record.iri] = self._entities.vectors[self._entities.slot_of[record.iri]].copy()
+                out[record.iri] = self._stored_vector(self._entities, ENTITIES_TABLE, record.iri)
             else:
                 todo.append(record)
         if progress is not None and len(out):

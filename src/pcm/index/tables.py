@@ -341,6 +341,20 @@ class Tables:
             return table.schema.empty_table().select(list(columns))
         return table.search().select(list(columns)).limit(rows).to_arrow()
 
+    def vectors_of(self, table: Any, iris: Sequence[str]) -> dict[str, np.ndarray]:
+        """The stored vectors of ``iris`` (those the table holds), read by a filtered scan: a few rows without
+        reading every vector (at 1M posts 1.5 GB)."""
+        out: dict[str, np.ndarray] = {}
+        chosen = list(dict.fromkeys(iris))
+        for start in range(0, len(chosen), _DELETE_CHUNK):
+            chunk = chosen[start : start + _DELETE_CHUNK]
+            data = (
+                table.search().where("iri IN (" + ", ".join(sql_string(i) for i in chunk) + ")")
+                .select(["iri", "vector"]).limit(len(chunk)).to_arrow()
+            )
+            out.update(zip(data.column("iri").to_pylist(), self.vectors(data), strict=True))
+        return out
+
     def vectors(self, data: pa.Table) -> np.ndarray:
         """The ``vector`` column of ``data`` as one float32 matrix, a fresh writable copy."""
         return ann.vector_matrix(data).reshape(-1, self.dim)
