@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -49,6 +51,7 @@ from bench_index import cpu_pressure, pct  # noqa: E402
 from pcm.evaluation.datasets import EvalItem, EvalQuestion, load_items  # noqa: E402
 from pcm.evaluation.metrics import hits_at, ranked_unique  # noqa: E402
 from pcm.index.tables import POSTS_TABLE  # noqa: E402
+from pcm.index.text import fts_query  # noqa: E402
 from pcm.models import RecallHit  # noqa: E402
 
 NEVER = 10**12
@@ -88,6 +91,9 @@ class Way:
     """One way of searching, over one dataset's questions: the hits and the time of each recall."""
 
     hits: list[list[RecallHit]] = field(default_factory=list)
+    legs: list[list[int]] = field(default_factory=list)
+    """Each recall's first vector leg (its ``depth`` slots, the prior applied), as :meth:`SideIndex._nearest`
+    returned it."""
     wall: list[float] = field(default_factory=list)
     cpu: list[float] = field(default_factory=list)
 
@@ -131,8 +137,15 @@ def index_state(index: Any) -> tuple[int, int]:
 def run_way(index: Any, dev: DevSet, threshold: int) -> Way:
     """Every scored question of ``dev`` recalled with ``index.ann_min_rows`` at ``threshold``."""
     way = Way()
-    kept = index.ann_min_rows
-    index.ann_min_rows = threshold
+    kept, nearest = index.ann_min_rows, index._nearest
+
+    def first_leg(*args: Any, **kwargs: Any) -> Any:
+        slots, scores = nearest(*args, **kwargs)
+        if len(way.legs) == len(way.hits):  # the first search of this recall
+            way.legs.append(slots.tolist())
+        return slots, scores
+
+    index.ann_min_rows, index._nearest = threshold, first_leg
     index._query_cache.clear()
     try:
         for q in dev.questions:
@@ -143,7 +156,24 @@ def run_way(index: Any, dev: DevSet, threshold: int) -> Way:
             way.hits.append(hits)
     finally:
         index.ann_min_rows = kept
+        del index._nearest
     return way
+
+
+def vector_legs(index: Any, dev_sessions: set[str], indexed: Way, exact: Way) -> tuple[float, float]:
+    """Of the exact first vector legs: the share of their rows that are lifetime posts, and the share of their dev
+    turns the indexed legs hold too (averaged over the questions)."""
+    posts = index._posts
+    lifetime, found = [], []
+    for a, b in zip(indexed.legs, exact.legs, strict=True):
+        dev = {s for s in b if posts.record_at(s).session in dev_sessions}
+        lifetime.append(1 - len(dev) / max(len(b), 1))
+        found.append(len(dev & set(a)) / len(dev) if dev else 1.0)
+    return sum(lifetime) / max(len(lifetime), 1), sum(found) / max(len(found), 1)
+
+
+def peak_rss() -> str:
+    return f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB"
 
 
 def evidence_recall(dev: DevSet, way: Way) -> tuple[float, list[bool]]:
@@ -169,9 +199,21 @@ def measure(index: Any, sets: Sequence[DevSet], label: str) -> dict[str, Any]:
     indexed_rows, flat_rows = index_state(index)
     print(f"\n[{label}] posts in the vector index {indexed_rows}, scanned flat beside it {flat_rows}; {cpu_pressure()}")
     out: dict[str, Any] = {"indexed_rows": indexed_rows, "flat_rows": flat_rows}
+    dev_sessions = {s for dev in sets for s in dev.sessions}
+    tables, texts = index._open_tables(), [fts_query(q.text) for dev in sets for q in dev.questions]
+    cpu = []
+    for text in texts:
+        start = time.process_time()
+        tables.fts_rows(tables.posts, text, index.recall_config.depth, None)
+        cpu.append(time.process_time() - start)
+    print(f"the full-text search alone (depth {index.recall_config.depth}), CPU p50 / p95: {ms(cpu)}")
+    out["fts_cpu_ms"] = [pct(cpu, 50) * 1e3, pct(cpu, 95) * 1e3]
+    pooled = {"index": 0, "exact": 0}
     for dev in sets:
         ways = {"index": run_way(index, dev, 0), "exact": run_way(index, dev, NEVER)}
         (r_index, ok_index), (r_exact, ok_exact) = (evidence_recall(dev, ways[w]) for w in ("index", "exact"))
+        pooled["index"] += sum(ok_index)
+        pooled["exact"] += sum(ok_exact)
         share = overlap(ways["index"], ways["exact"])
         lost = [q.id for q, a, b in zip(dev.questions, ok_index, ok_exact, strict=True) if b and not a]
         gained = [q.id for q, a, b in zip(dev.questions, ok_index, ok_exact, strict=True) if a and not b]
@@ -186,7 +228,12 @@ def measure(index: Any, sets: Sequence[DevSet], label: str) -> dict[str, Any]:
         dev_share = [
             sum(h.session in dev.sessions for h in hits) / max(len(hits), 1) for hits in ways["exact"].hits
         ]
-        print(f"  dev turns among the exact top 10 (the rest are lifetime posts): {sum(dev_share) / len(dev_share):.3f}")
+        lifetime, found = vector_legs(index, dev_sessions, ways["index"], ways["exact"])
+        print(
+            f"  dev turns among the exact top 10: {sum(dev_share) / len(dev_share):.3f}; the first vector leg "
+            f"(depth {index.recall_config.depth}, the prior applied): lifetime posts {lifetime:.3f} of the exact one, "
+            f"its dev turns found by the index {found:.4f}"
+        )
         out[dev.name] = {
             "n": len(dev.questions),
             "r10_index": r_index,
@@ -194,12 +241,19 @@ def measure(index: Any, sets: Sequence[DevSet], label: str) -> dict[str, Any]:
             "overlap": share,
             "lost": lost,
             "gained": gained,
+            "lifetime_in_exact_leg": lifetime,
+            "dev_turns_found_by_index_leg": found,
             **{
                 f"{w}_{kind}_ms": [pct(getattr(ways[w], kind), 50) * 1e3, pct(getattr(ways[w], kind), 95) * 1e3]
                 for w in ways
                 for kind in ("wall", "cpu")
             },
         }
+    n = sum(len(dev.questions) for dev in sets)
+    print(
+        f"all {n} questions: evidence R@10 index {pooled['index'] / n:.3f}, exact {pooled['exact'] / n:.3f}, "
+        f"difference {(pooled['index'] - pooled['exact']) / n:+.3f}"
+    )
     return out
 
 
@@ -221,6 +275,14 @@ def timed_step(label: str, fn: Callable[[], object]) -> None:
     print(f"{label}: {time.perf_counter() - start:.1f} s wall, {time.process_time() - start_cpu:.1f} s CPU")
 
 
+def open_memory(directory: Path) -> Any:
+    """The memory as ``pcm eval`` opens one: the side index on, no model (no extraction, extractive summaries)."""
+    from pcm.memory import Memory
+    from pcm.settings import LLMSpec, Settings
+
+    return Memory.open(Settings(memory=directory).with_(llm=LLMSpec(), index_enabled=True))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--memory", type=Path, required=True, help="a COPY of the 1M lifetime memory (written to)")
@@ -229,27 +291,40 @@ def main() -> None:
     parser.add_argument("--no-fold", action="store_true", help="measure without folding the new rows into the index")
     parser.add_argument("--small-run", action="append", default=[], metavar="DATASET=RUN",
                         help="also the R@10 over a `pcm eval DATASET FILE --llm none --out RUN` run's memories")
+    parser.add_argument("--ingest-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    from pcm.memory import Memory
-    from pcm.settings import LLMSpec, Settings
-
-    print(f"before: {cpu_pressure()}")
     files = {"locomo": args.locomo, "longmemeval": args.longmemeval}
     sets = [DevSet.load(name, path) for name, path in files.items()]
-    settings = Settings(memory=args.memory).with_(llm=LLMSpec(), index_enabled=True)
-    start = time.perf_counter()
-    memory = Memory.open(settings)
+    if args.ingest_only:
+        memory = open_memory(args.memory)
+        try:
+            timed_step("posts mirror loaded", lambda: len(memory.index._posts))
+            record = ingest(memory, sets)
+            print(f"{len(memory.index._posts)} posts in the memory; ingest process {peak_rss()}")
+        finally:
+            memory.close()
+        (args.memory / RECORD).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        return
+    print(f"before: {cpu_pressure()}")
+    # a write reads the whole vector matrix into the mirror: in a process of its own, so this one holds only
+    # what the measurement needs (at 1M posts the two together peaked at 7.5 GB)
+    subprocess.run(
+        [sys.executable, __file__, "--memory", str(args.memory), "--locomo", str(args.locomo),
+         "--longmemeval", str(args.longmemeval), "--ingest-only"],
+        check=True,
+    )
+    record = json.loads((args.memory / RECORD).read_text(encoding="utf-8"))
+    memory = open_memory(args.memory)
     index = memory.index
-    print(f"opened {args.memory} in {time.perf_counter() - start:.1f} s; vector index from {index.ann_min_rows} rows")
     try:
-        timed_step("posts mirror loaded", lambda: len(index._posts))
-        record = ingest(memory, sets)
-        print(f"{len(index._posts)} posts in the memory")
-        index.recall(sets[0].questions[0].text, k=K)  # the bfloat16 copy and the model, outside the timings
+        index.recall(sets[0].questions[0].text, k=K)  # the model and the mirror, outside the timings
+        print(f"vector index from {index.ann_min_rows} rows; {len(index._posts)} posts; {peak_rss()}")
         results = {"before": measure(index, sets, "as written")}
+        print(peak_rss())
         if not args.no_fold and results["before"]["flat_rows"] > 0:
             timed_step("\nSideIndex.optimize (folds the new rows into the vector index)", index.optimize)
             results["after"] = measure(index, sets, "after the fold")
+            print(peak_rss())
         record["results"] = results
         record["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         (args.memory / RECORD).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
