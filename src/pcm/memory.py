@@ -11,6 +11,7 @@ import os
 import shutil
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
@@ -799,7 +800,10 @@ class Memory:
                 self._index_posts(to_index)
                 to_index = []
 
-        with resource_errors(lambda: _ingest_stopped(report, last_stored, every_post_stored)):
+        bulk: AbstractContextManager[None] = (
+            self.index.writes_in_bulk() if self.settings.index_enabled and any(planned) else nullcontext()
+        )
+        with resource_errors(lambda: _ingest_stopped(report, last_stored, every_post_stored)), bulk:
             for conv, refs in zip(conversations, planned, strict=True):
                 report.conversations += 1
                 session_iri = self.naming.session(conv.id)

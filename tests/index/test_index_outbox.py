@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 
 import pyoxigraph as ox
 import pytest
@@ -120,3 +121,26 @@ def test_a_marker_left_by_an_earlier_process_waits_for_a_full_reconcile() -> Non
 def test_the_stamp_names_what_a_reconcile_depends_on() -> None:
     stamp = sync_stamp(namespace="https://x/", ontology_version="1.2", model="m", dim=384)
     assert stamp == {"namespace": "https://x/", "ontology_version": "1.2", "model": "m", "dim": 384}
+
+
+def test_an_ingest_folds_the_text_it_added_once_at_its_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ingest writes the side index a few hundred posts at a time; the full-text tail they leave is folded in
+    once, when the ingest is done, however many writes it took."""
+    from pcm.index.sideindex import SideIndex
+    from pcm.settings import Settings
+    from tests.index.test_index_ann import TopicEmbedder
+
+    embedder = TopicEmbedder()
+    monkeypatch.setattr("pcm.index.get_embedder", lambda *args, **kwargs: embedder)
+    settings = Settings(memory=tmp_path / "memory", index_enabled=False)
+    Memory.init(settings, owner="Dana Whitfield").close()
+    with Memory.open(settings.with_(index_enabled=True)) as memory:
+        memory.reindex()  # the memory's index made with the test's embedder
+        folds: list[int] = []
+        optimize = SideIndex._optimize
+        monkeypatch.setattr(SideIndex, "fold_text_bytes", 1)
+        monkeypatch.setattr(SideIndex, "_optimize", lambda self, retain: folds.append(self._unfolded) or optimize(self, retain))
+        turns = [Utterance("s2", i, "user", f"turn {i} about the garden", timestamp=datetime(2025, 1, 1), source_id=f"s2:{i}")
+                 for i in range(600)]  # three writes of the side index
+        memory.ingest([Conversation("s2", turns)])
+        assert len(folds) == 1 and folds[0] > 0

@@ -369,6 +369,48 @@ def test_optimize_runs_by_itself_every_so_many_writes(index: SideIndex) -> None:
     assert table.index_stats(table.list_indices()[0].name).num_unindexed_rows == 0
 
 
+def test_optimize_runs_by_itself_once_enough_text_is_written(index: SideIndex) -> None:
+    """Every search pays for the text outside the full-text index: past ``fold_text_bytes`` of it the next write
+    folds it in, however few writes it took."""
+    index.optimize_every = 1000
+    index.fold_text_bytes = 10**9
+    index.upsert_posts(CHAT[:2])
+    assert index._tables is not None
+    table = index._tables.posts
+    (full_text,) = [i.name for i in table.list_indices() if i.columns == ["search"]]
+
+    def outside() -> int:
+        return int(table.index_stats(full_text).num_unindexed_rows)
+
+    assert outside() == 2
+    index.fold_text_bytes = index._unfolded + 1  # the two posts' text (with their contexts) and one byte
+    index.upsert_posts([CHAT[2]])
+    assert outside() == 0
+    index.upsert_posts([CHAT[3]])  # counted afresh after the fold: one post's text is below the bound
+    assert outside() == 1
+
+
+def test_writes_in_bulk_fold_their_text_once_at_the_end(index: SideIndex, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ingest of many turns is not searched before it is done: its writes fold the text they add once, when
+    the block ends (not when it raised)."""
+    folds: list[int] = []
+    optimize = index._optimize
+    monkeypatch.setattr(index, "_optimize", lambda retain: folds.append(index._unfolded) or optimize(retain))
+    index.optimize_every = 1000
+    index.fold_text_bytes = 1  # every write alone would fold
+    with index.writes_in_bulk():
+        for record in CHAT[:3]:
+            index.upsert_posts([record])
+        assert not folds
+    assert len(folds) == 1 and folds[0] > 0 and index._unfolded == 0
+    with pytest.raises(RuntimeError), index.writes_in_bulk():
+        index.upsert_posts([CHAT[3]])
+        raise RuntimeError("stopped half way")
+    assert len(folds) == 1  # left for the next write outside a block
+    index.upsert_posts([CHAT[4]])
+    assert len(folds) == 2
+
+
 def test_clear_empties_both_tables_and_a_closed_index_refuses_work(tmp_path: Path) -> None:
     idx = SideIndex.open(tmp_path / "index", embedder=HashEmbedder())
     idx.upsert_posts(CHAT)
