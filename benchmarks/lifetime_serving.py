@@ -243,7 +243,9 @@ def _peak_rss_mb(pid: int) -> float:
 
 
 def serve_rss_row(memory_dir: Path, questions: Sequence[str]) -> float:
-    """Peak resident memory of ``pcm serve`` (side index on) after recalls and model-less asks on the memory."""
+    """Peak resident memory of ``pcm serve`` (side index on) after recalls, model-less asks and ten ingested
+    utterances (a lifetime memory is written to every day; each run adds its ten, a new session each time), and
+    the time of those writes."""
     proc, url = start_server(memory_dir, index=True)
     try:
         with httpx.Client(timeout=300) as http:
@@ -252,11 +254,21 @@ def serve_rss_row(memory_dir: Path, questions: Sequence[str]) -> float:
             headers = {"Authorization": "Bearer bench"}
             for q in questions[:10]:
                 http.post(url + "/api/ask", json={"question": q}, headers=headers)
+            session = f"lifetime-bench-{time.time_ns()}"
+            writes: list[float] = []
+            for q in questions[:10]:
+                started = time.perf_counter()
+                http.post(url + "/api/ingest", headers=headers, json={
+                    "text": f"Today I thought again about this: {q}", "session": session}).raise_for_status()
+                writes.append((time.perf_counter() - started) * 1000)
+            for q in questions[:10]:
+                http.get(url + "/api/recall", params={"q": q, "k": 10}).raise_for_status()
         peak = _peak_rss_mb(proc.pid)
     finally:
         proc.terminate()
         proc.wait(timeout=60)
-    print(f"pcm serve peak resident memory after {len(questions)} recalls and 10 asks: {peak:,.0f} MB (target <= 4 GB)")
+    print(f"pcm serve peak resident memory after {len(questions)} recalls, 10 asks and 10 ingested utterances: "
+          f"{peak:,.0f} MB (target <= 4 GB); each ingest p50 {pct(writes, 0.5):.0f} ms, the first {writes[0]:.0f} ms")
     return peak
 
 
