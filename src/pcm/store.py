@@ -207,6 +207,14 @@ class MemoryStore:
         rows = self.select(render_query("messages_page", filter=filt, page=page_clause(limit, offset))).dicts()
         return [_post_info(row) for row in rows], total
 
+    def subjects_in_graphs(self, graphs: Sequence[str]) -> set[str]:
+        """The IRIs the ``graphs`` describe (subjects of their triples)."""
+        found: set[str] = set()
+        for start in range(0, len(graphs), 500):
+            q = render_query("graph_subjects", graphs=values_clause("g", list(graphs[start : start + 500])))
+            found.update(row[0].value for row in self.select(q).rows if isinstance(row[0], ox.NamedNode))
+        return found
+
     def entities(self, iris: Iterable[str] | None = None) -> Iterator[tuple[str, str, tuple[str, ...], tuple[str, ...]]]:
         """(iri, label, types, alternative labels) for labelled individuals of this memory."""
         chosen = list(iris) if iris is not None else None

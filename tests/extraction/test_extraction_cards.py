@@ -3,8 +3,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
+from pcm.index.records import entity_record
 from pcm.memory import Memory
 from pcm.namespaces import PCM, RDF, RDFS
+from pcm.settings import Settings
 from tests.extraction.test_extraction import BISCUIT, graph_triples, ingest, rows, run
 
 #: A later mention of Biscuit that restates its card and says something new.
@@ -75,3 +81,32 @@ def test_a_re_extraction_that_still_mentions_the_entity_keeps_its_card(memory: M
                     force=True)
     assert report.extracted == 1
     assert card_in(memory, posts[0], biscuit) and len(card_rows(memory, biscuit)) == 2
+
+
+def test_a_forget_leaves_the_index_entities_a_full_reconcile_would(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A forget updates only the entities its graphs described (a full reconcile lists every post and entity: at
+    1M posts, minutes for one post): after each forget the index holds the entities, labels and types the store
+    holds, as a full reconcile would make them."""
+    from tests.index.test_index_ann import TopicEmbedder
+
+    embedder = TopicEmbedder()
+    monkeypatch.setattr("pcm.index.get_embedder", lambda *args, **kwargs: embedder)
+    settings = Settings(memory=tmp_path / "memory", index_enabled=False)
+    Memory.init(settings, owner="Dana Whitfield").close()
+    with Memory.open(settings.with_(index_enabled=True)) as memory:
+        memory.reindex()
+        biscuit, posts = three_mentions(memory)
+        reconciles: list[int] = []
+        monkeypatch.setattr(type(memory.index), "reconcile", lambda *args, **kwargs: reconciles.append(1) or (0, 0))
+
+        def index_entities() -> dict[str, tuple[str, tuple[str, ...]]]:
+            return {r.iri: (r.label, r.types) for r in memory.index._entities.live_records()}
+
+        def store_entities() -> dict[str, tuple[str, tuple[str, ...]]]:
+            return {r.iri: (r.label, r.types) for r in (entity_record(*e) for e in memory.store.entities())}
+
+        assert biscuit in index_entities()
+        for post in (posts[0], posts[2], posts[1]):
+            memory.forget(post=post)
+            assert index_entities() == store_entities()
+        assert biscuit not in index_entities() and not reconciles
