@@ -244,8 +244,9 @@ def _peak_rss_mb(pid: int) -> float:
 
 def serve_rss_row(memory_dir: Path, questions: Sequence[str]) -> float:
     """Peak resident memory of ``pcm serve`` (side index on) after recalls, model-less asks and ten ingested
-    utterances (a lifetime memory is written to every day; each run adds its ten, a new session each time), and
-    the time of those writes."""
+    utterances (a lifetime memory is written to every day), and the time of those writes. The utterances are
+    about none of the benchmark's questions, and their session is forgotten at the end, so the memory the other
+    rows measure stays what it was."""
     proc, url = start_server(memory_dir, index=True)
     try:
         with httpx.Client(timeout=300) as http:
@@ -256,13 +257,15 @@ def serve_rss_row(memory_dir: Path, questions: Sequence[str]) -> float:
                 http.post(url + "/api/ask", json={"question": q}, headers=headers)
             session = f"lifetime-bench-{time.time_ns()}"
             writes: list[float] = []
-            for q in questions[:10]:
+            for i in range(10):
                 started = time.perf_counter()
                 http.post(url + "/api/ingest", headers=headers, json={
-                    "text": f"Today I thought again about this: {q}", "session": session}).raise_for_status()
+                    "text": f"Note {i} for the benchmark's own session, kept only while it runs.",
+                    "session": session}).raise_for_status()
                 writes.append((time.perf_counter() - started) * 1000)
             for q in questions[:10]:
                 http.get(url + "/api/recall", params={"q": q, "k": 10}).raise_for_status()
+            http.post(url + "/api/forget", headers=headers, json={"session": session}).raise_for_status()
         peak = _peak_rss_mb(proc.pid)
     finally:
         proc.terminate()
