@@ -35,7 +35,8 @@ ENTITIES_TABLE = "entities"
 META_FILE = "meta.json"
 SYNC_FILE = "synced.json"
 """What the index was last fully reconciled against (see ``SideIndex.record_sync``)."""
-_DELETE_CHUNK = 500
+_IRIS_PER_FILTER = 500
+"""IRIs named in one ``iri IN (...)`` filter (a delete, or a read of some rows' vectors)."""
 SCALAR_INDEXES: dict[str, Any] = {"role": Bitmap, "speaker": Bitmap, "session": BTree, "ts": BTree}
 """The utterance columns recall filters on (``_post_filter`` in :mod:`pcm.index.sideindex`, and the rows a prior
 favours), each with LanceDB's scalar index: a prefiltered search otherwise evaluates its condition over every row.
@@ -316,8 +317,8 @@ class Tables:
 
     def delete(self, table: Any, iris: Iterable[str]) -> None:
         chosen = list(iris)
-        for start in range(0, len(chosen), _DELETE_CHUNK):
-            chunk = chosen[start : start + _DELETE_CHUNK]
+        for start in range(0, len(chosen), _IRIS_PER_FILTER):
+            chunk = chosen[start : start + _IRIS_PER_FILTER]
             table.delete("iri IN (" + ", ".join(sql_string(i) for i in chunk) + ")")
             faults.reached("index")
 
@@ -346,8 +347,8 @@ class Tables:
         reading every vector (at 1M posts 1.5 GB)."""
         out: dict[str, np.ndarray] = {}
         chosen = list(dict.fromkeys(iris))
-        for start in range(0, len(chosen), _DELETE_CHUNK):
-            chunk = chosen[start : start + _DELETE_CHUNK]
+        for start in range(0, len(chosen), _IRIS_PER_FILTER):
+            chunk = chosen[start : start + _IRIS_PER_FILTER]
             data = (
                 table.search().where("iri IN (" + ", ".join(sql_string(i) for i in chunk) + ")")
                 .select(["iri", "vector"]).limit(len(chunk)).to_arrow()
