@@ -5,6 +5,7 @@ The size from which a file takes the bulk path is made small here, so that small
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pyoxigraph as ox
@@ -15,6 +16,7 @@ from pcm import memory as memory_module
 from pcm.errors import InputError, InputTooLarge, ValidationError
 from pcm.memory import Memory
 from pcm.namespaces import PCM, PROV, RDFS, SCHEMA, SIOC
+from pcm.rdflimits import RdfLimits
 from pcm.settings import Settings
 from tests.test_store import _canonical, conv
 
@@ -24,6 +26,7 @@ RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
 @pytest.fixture(autouse=True)
 def bulk_from_any_size(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(importing, "BULK_BYTES", 0)
+    monkeypatch.setattr(importing, "CHECK_CHUNK_BYTES", 1024)  # the checks of a small file in many chunks
 
 
 def own_dump(memory: Memory, path: Path, posts: int, *, extra: str = "") -> Path:
@@ -184,3 +187,53 @@ def test_a_refused_large_staged_dump_leaves_nothing_behind(
     nothing_left(memory, before)
     report = memory.import_rdf(own_dump(memory, tmp_path / "good.nq", 30))
     assert report.quads == 151
+
+
+def test_the_chunks_survey_a_file_as_one_reading_does(memory: Memory, tmp_path: Path) -> None:
+    """Chunk edges fall after whole lines wherever the size points, and the merged survey is the file's."""
+    path = own_dump(memory, tmp_path / "own.nq", 40)
+    text = path.read_text()
+    path.write_text(text + f"<{memory.manifest.namespace}late> <{RDF_TYPE}> <{PCM}MemoryOwner> "
+                           f"<{memory.naming.layout.conversation}> .")  # the last line has no newline
+    layout, limits = memory.naming.layout, RdfLimits()
+    whole = importing.Survey(layout, limits, "own.nq")
+    for _ in whole.see(ox.parse(path=str(path), format=ox.RdfFormat.N_QUADS)):
+        pass
+    data = path.read_bytes()
+    for size in (1, 97, 1024, len(data) - 1, len(data), 10 * len(data)):
+        spans = importing.line_chunks(path, size)
+        assert b"".join(data[a:b] for a, b in spans) == data
+        assert all(data[b - 1 : b] == b"\n" for _, b in spans[:-1])
+        restore = importing.BulkRestore(memory.backend, layout, memory.manifest.namespace, memory.ontology,
+                                        tmp_path, limits, lambda: None)
+        merged = importing.Survey.merged(layout, limits, "own.nq",
+                                         [restore._check_chunk(path, span, threading.Event()) for span in spans])
+        assert (merged.quads, merged.predicates, merged.classes, merged.graphs, merged.owners) == (
+            whole.quads, whole.predicates, whole.classes, whole.graphs, whole.owners), size
+
+
+def test_a_triple_limit_passed_only_by_the_chunks_together_refuses_the_file(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(importing, "HEAD_QUADS", 5)
+    settings = Settings(memory=tmp_path / "memory", index_enabled=False, max_rdf_triples=200)
+    with Memory.init(settings, owner="Dana Whitfield") as memory:
+        before = state(memory)
+        path = own_dump(memory, tmp_path / "many.nq", 50)  # 251 quads, about 5 to a chunk
+        with pytest.raises(InputTooLarge, match="more than 200 triples"):
+            memory.import_rdf(path)
+        nothing_left(memory, before)
+
+
+def test_the_importing_thread_checks_every_chunk_when_the_worker_never_runs(
+    memory: Memory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a machine busy with other work a thread at idle priority may not run at all: the import does not wait."""
+    monkeypatch.setattr(importing.IdleShare, "start", lambda self: None)
+    report = memory.import_rdf(own_dump(memory, tmp_path / "own.nq", 50))
+    assert (report.mode, report.quads) == ("restore", 251)
+    before = state(memory)
+    bad = own_dump(memory, tmp_path / "bad.nq", 50, extra=f"<{memory.manifest.namespace}x> <https://example.org/nope> "
+                                                         f"\"1\" <{memory.naming.layout.conversation}> .\n")
+    with pytest.raises(ValidationError, match="unknown property https://example.org/nope"):
+        memory.import_rdf(bad)
+    nothing_left(memory, before)

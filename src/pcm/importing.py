@@ -4,8 +4,9 @@ A large dump is never staged whole in memory. Its checks (syntax, input limits, 
 the vocabulary) read the file as a stream and keep only the distinct terms they meet:
 
 - a dump that needs no rewriting (N-Quads of this memory's own layout and namespace) is bulk loaded byte for byte
-  while a second thread reads the same file for the checks; the loader releases the GIL, so the checks cost little
-  besides a second core;
+  while a worker thread on idle CPU (:mod:`pcm.idle_share`) reads the same file for the checks, in chunks of whole
+  lines; the loader releases the GIL and leaves gaps on both cores that the checks fill, and the chunks the worker
+  has not done when the load is over the importing thread does itself;
 - a dump that does (another memory's graph names or namespace, its ontology graph, ``http://schema.org/`` IRIs, TriG)
   is checked, then rewritten quad by quad into a spool file, checked again as rewritten, and the spool bulk loaded.
 
@@ -23,6 +24,7 @@ import shutil
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -31,6 +33,7 @@ import pyoxigraph as ox
 
 from pcm.backend import Backend, term_value
 from pcm.errors import InputError, InputTooLarge, ValidationError
+from pcm.idle_share import IdleShare
 from pcm.layout import DatasetLayout, layout_of_graph
 from pcm.namespaces import RDF, SCHEMA_HTTP
 from pcm.rdfio import normalise_quad, rdf_format, syntax_error, worded
@@ -42,6 +45,9 @@ if TYPE_CHECKING:  # the ontology module imports rdflib, which commands without 
 #: Files of at least this many bytes (about 100k quads of a dump) take the streaming bulk path; smaller ones are
 #: staged in memory and written in one transaction.
 BULK_BYTES = 16 << 20
+#: The checks of a dump loaded as it is read it in chunks of about this many bytes (about 100k quads), so that
+#: the importing thread can take over the ones a worker on idle CPU has not done when the load is over.
+CHECK_CHUNK_BYTES = 16 << 20
 #: Quads read from the head of a file to tell a pcm dump (one of its graphs named by a pcm layout) and whether it
 #: can be loaded as it is.
 HEAD_QUADS = 10_000
@@ -84,6 +90,8 @@ class Survey:
     owners: list[str] = field(default_factory=list)
     default_graph: bool = False
     ontology_graph: bool = False
+    schema_http: bool = False
+    """The bytes hold an ``http://schema.org/`` IRI, which this memory's names rewrite to ``https``."""
     _last: ox.NamedNode | ox.BlankNode | ox.DefaultGraph | None = None
 
     def see(self, quads: Iterable[ox.Quad], stop: threading.Event | None = None) -> Iterator[ox.Quad]:
@@ -146,6 +154,27 @@ class Survey:
             if value == layout.ontology:
                 self.ontology_graph = True
 
+    @classmethod
+    def merged(cls, layout: DatasetLayout, limits: RdfLimits, name: str, parts: Iterable[Survey]) -> Survey:
+        """One survey of a file from those of its chunks, in the file's order (the first owner stays first)."""
+        whole = cls(layout, limits, name)
+        for part in parts:
+            whole.quads += part.quads
+            whole.predicates |= part.predicates
+            whole.classes |= part.classes
+            whole.graphs |= part.graphs
+            whole.layouts |= part.layouts
+            whole.owners += part.owners
+            whole.default_graph |= part.default_graph
+            whole.ontology_graph |= part.ontology_graph
+            whole.schema_http |= part.schema_http
+        if whole.quads > limits.max_triples:
+            raise InputTooLarge(
+                f"{name}: more than {limits.max_triples:,} triples, the limit PCM_MAX_RDF_TRIPLES sets; "
+                "nothing was read into the memory"
+            )
+        return whole
+
     @property
     def namespace(self) -> str | None:
         """The namespace of the memory that wrote the dump: its owner's IRI less ``owner``."""
@@ -162,6 +191,22 @@ class Survey:
 
         return vocabulary_problems([p.value for p in self.predicates], [c.value for c in self.classes], ontology,
                                    BUILTIN_TERMS)
+
+
+def line_chunks(path: Path, size: int) -> list[tuple[int, int]]:
+    """The file's byte spans of about ``size`` bytes each, every one ending after a newline (or at the end)."""
+    total = path.stat().st_size
+    if total == 0:
+        return []
+    spans: list[tuple[int, int]] = []
+    with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        start = 0
+        while start < total:
+            newline = data.find(b"\n", min(start + size, total) - 1)
+            end = total if newline < 0 else newline + 1
+            spans.append((start, end))
+            start = end
+    return spans
 
 
 def vocabulary_problems(
@@ -229,53 +274,48 @@ class BulkRestore:
             yield from ox.parse(path=str(path), format=rdf_format(fmt), base_iri=base_iri, lenient=lenient)
 
     def _load_checked(self, path: Path) -> Restored | None:
-        """Bulk load the file as it is while another thread checks it; None (and the load undone) when the checks
-        find that it needs rewriting after all."""
-        survey = Survey(self.layout, self.limits, path.name)
-        found: list[BaseException] = []
-        stop = threading.Event()
-        schema_http: list[bool] = []
-
-        def check() -> None:
-            try:
-                with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                    schema_http.append(data.find(SCHEMA_HTTP.encode()) >= 0)
-                # lenient: the loader beside it validates every term and refuses what the checks let by
-                for _ in survey.see(self._parse(path, "nquads", None, lenient=True), stop):
-                    pass
-            except BaseException as exc:  # handed to the importing thread, which raises it
-                found.append(exc)
-
-        checker = threading.Thread(target=check, name="pcm-import-check", daemon=True)
+        """Bulk load the file as it is while a worker on idle CPU checks it in line-aligned chunks (the rest once the
+        load is done); None (and the load undone) when the checks find that it needs rewriting after all."""
+        checks = IdleShare([partial(self._check_chunk, path, span) for span in line_chunks(path, CHECK_CHUNK_BYTES)],
+                           name="pcm-import-check")
         with self._undoable() as undo:
-            checker.start()
+            checks.start()
             try:
                 self.backend.bulk_load(str(path), ox.RdfFormat.N_QUADS)
-            except BaseException as exc:
-                stop.set()
-                checker.join()
+            except SyntaxError as exc:  # the loader reads strictly: a term the lenient checks let by, or bad syntax
+                checks.cancel()
                 undo()
-                if found and not isinstance(found[0], KeyboardInterrupt):
-                    raise found[0] from None  # the same syntax error, worded with the file's name
-                if isinstance(exc, SyntaxError):  # a term the lenient checks let by (an IRI the loader refuses)
-                    raise syntax_error("nquads", path.name, exc) from exc
+                raise syntax_error("nquads", path.name, exc) from exc
+            except BaseException:
+                checks.cancel()
+                undo()
                 raise
-            finally:
-                checker.join()
-            if found:
+            try:
+                survey = Survey.merged(self.layout, self.limits, path.name, checks.finish())
+                if survey.default_graph:
+                    refuse_default_graph(path.name)
+                if survey.schema_http or survey.needs_rewriting(self.namespace):
+                    undo()
+                    return None
+                refuse_problems(path.name, survey.problems(self.ontology))
+            except BaseException:
                 undo()
-                raise found[0]
-            if survey.default_graph:
-                undo()
-                refuse_default_graph(path.name)
-            if schema_http[0] or survey.needs_rewriting(self.namespace):
-                undo()
-                return None
-            problems = survey.problems(self.ontology)
-            if problems:
-                undo()
-                refuse_problems(path.name, problems)
+                raise
         return Restored(survey.quads, sorted(survey.graphs))
+
+    def _check_chunk(self, path: Path, span: tuple[int, int], stop: threading.Event) -> Survey:
+        """The survey of the file's bytes in ``span`` (whole lines), read leniently: the loader beside the checks
+        validates every term and refuses what they let by."""
+        start, end = span
+        with path.open("rb") as f:
+            f.seek(start)
+            data = f.read(end - start)
+        survey = Survey(self.layout, self.limits, path.name)
+        survey.schema_http = SCHEMA_HTTP.encode() in data  # a line never holds a newline, so neither does the IRI
+        with worded("nquads", path.name):
+            for _ in survey.see(ox.parse(data, format=ox.RdfFormat.N_QUADS, lenient=True), stop):
+                pass
+        return survey
 
     def _rewrite_and_load(self, path: Path, fmt: str, base_iri: str | None) -> Restored:
         """Read the dump twice as a stream: once for its graph layouts and namespace, once to rewrite it into this
