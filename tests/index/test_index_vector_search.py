@@ -1,5 +1,6 @@
-"""The in-memory vector search: a near pass (float16) chooses the rows, exact products score
-them, and the result must be what exact products of every row give (same slots, same order, same scores).
+"""The in-memory vector search: a near pass (float16 or bfloat16, whichever is faster on the CPU) chooses the rows,
+exact products score them, and the result must be what exact products of every row give (same slots, same order,
+same scores), whichever half-precision type the near pass used.
 """
 
 from __future__ import annotations
@@ -17,6 +18,16 @@ from tests.index.test_index_side import HashEmbedder
 
 DIM = 48
 SIZE = 5000
+HALVES = ["float16", "bfloat16"]
+
+
+@pytest.fixture(params=HALVES)
+def half(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The near pass in each half-precision type, whichever this CPU would pick."""
+    import torch
+
+    monkeypatch.setattr(mirror_module, "near_dtype", lambda: getattr(torch, request.param))
+    return str(request.param)
 
 
 def _mirror(vectors: np.ndarray) -> PostMirror:
@@ -76,7 +87,7 @@ def test_the_vector_search_equals_exact_products_of_every_row(seed: int) -> None
 
 @pytest.mark.parametrize("share", [0.0, 0.9])
 def test_near_products_off_by_almost_their_error_still_give_the_exact_result(
-    share: float, monkeypatch: pytest.MonkeyPatch
+    share: float, half: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The near pass only chooses which rows are scored exactly: with every near product moved by up to 0.9 of
     its stated error, up or down at random, the search still returns the exact top rows with their exact scores."""
@@ -101,8 +112,8 @@ def test_near_products_off_by_almost_their_error_still_give_the_exact_result(
 
 
 @pytest.mark.parametrize("scale", [1.0, 1e-3, 1e3])
-def test_near_products_are_within_their_stated_error(scale: float) -> None:
-    """Rows of the lengths the embedder writes go through the float16 copy, far shorter or longer ones (which
+def test_near_products_are_within_their_stated_error(scale: float, half: str) -> None:
+    """Rows of the lengths the embedder writes go through the half-precision copy, far shorter or longer ones (which
     float16 would lose or overflow) through float32: either way each product is within the stated error, and a
     search over them is exact."""
     rng = np.random.default_rng(4)
@@ -117,7 +128,8 @@ def test_near_products_are_within_their_stated_error(scale: float) -> None:
         assert near.dtype == np.float32 and len(near) == SIZE
         assert float(np.max(np.abs(near - exact))) <= error
         _assert_exact(mirror, query, 20)
-    bound = mirror_module.NEAR_ERROR_F16 if scale == 1.0 else mirror_module.NEAR_ERROR_FLOAT32
+    stated = {"float16": mirror_module.NEAR_ERROR_F16, "bfloat16": mirror_module.NEAR_ERROR_BF16}[half]
+    bound = stated if scale == 1.0 else mirror_module.NEAR_ERROR_FLOAT32
     assert error <= bound * 3.0 * scale * 0.5 * 1.0001
 
 
@@ -214,3 +226,13 @@ def test_searches_sharing_one_near_pass_give_what_each_gives_alone() -> None:
         alone = mirror.top_by_vector(query, 3, mask)
         assert shared[0].tolist() == alone[0].tolist() and shared[1].tobytes() == alone[1].tobytes()
     assert near[0].tobytes() == kept.tobytes()  # the shared pass is not changed by a search
+
+
+def test_the_near_pass_uses_a_half_precision_type() -> None:
+    """The type measured fastest here is one of the two whose error the near pass states."""
+    import torch
+
+    assert mirror_module.near_dtype() in (torch.float16, torch.bfloat16)
+    mirror = _mirror(_unit_rows(np.random.default_rng(5), 100))
+    mirror.near_products(_unit_rows(np.random.default_rng(6), 1)[0])
+    assert mirror._near.dtype == mirror_module.near_dtype()

@@ -13,8 +13,10 @@ with the memory). Operations over every post (reconciling, the relevance terms) 
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from datetime import datetime
@@ -40,6 +42,10 @@ at most that share of ``|p| |q|``), rounding the result by 2^-11 more, 0.0015 in
 float32 summation and for components rounded below float16's normal range (at most 2^-25 each, which the length
 range :data:`NEAR_F16_LENGTHS` keeps under 4e-5 of ``|p| |q|``). 0.0003 the worst seen on 77k random and
 clustered 384-d vectors."""
+NEAR_ERROR_BF16 = 0.013
+"""The same for a bfloat16 product: 8 significant bits, so rounding both vectors is off by at most 2 * 2^-8 per term
+(torch sums in float32), rounding the result by 2^-8 more, 0.0117 in all, and the slack. bfloat16 has float32's
+exponent range, so the length range loses nothing; it is kept for one rule."""
 NEAR_F16_LENGTHS = (2.0**-6, 2.0**6)
 """Longest row length for which the float16 copy is used (unit vectors, as the embedder writes, are 1): no
 component or product near float16's limit (65504), none lost below its normal range; outside it, float32."""
@@ -148,8 +154,9 @@ class _Slots(Generic[R]):
         so a write to a lifetime memory does not read 1.5 GB first."""
         self.alive = np.zeros(0, dtype=bool)
         self._near: Any = None
-        """A float16 torch copy of ``vectors`` for the first pass of :meth:`top_by_vector`, made on first use and
-        kept row by row; ``None`` until then and after the matrix is replaced."""
+        """A half-precision torch copy of ``vectors`` (:func:`near_dtype`) for the first pass of
+        :meth:`top_by_vector`, made on first use and kept row by row; ``None`` until then and after the matrix is
+        replaced."""
         self._free: list[int] = []
         self.generation = 0
         """Counts changes (put, remove, load), so a structure derived from the records knows when it is stale."""
@@ -304,10 +311,12 @@ class _Slots(Generic[R]):
         """The product of every slot's vector with ``query`` (0 for a free slot), fast and approximate, and how far
         any of them may be from the exact product.
 
-        Computed by torch on the thread pool the embedder already uses, over a float16 copy of the matrix (half
-        its memory) with the query scaled to length 1: at 77k x 384 2.7 ms CPU on one thread, against 8.7 ms in
-        bfloat16 (natively supported here) and 7.8 ms in float32; torch converts float16 with the CPU's F16C
-        instructions and sums in float32. numpy's own ``@`` is as fast as torch's float32 but wakes OpenBLAS's
+        Computed by torch on the thread pool the embedder already uses, over a half-precision copy of the matrix
+        (half its memory) with the query scaled to length 1, float16 or bfloat16 as :func:`near_dtype` measured
+        faster on this CPU: at 77k x 384 2.7 ms CPU on one thread in float16 against 8.7 ms in bfloat16 and 7.8 ms
+        in float32 on one machine (float16 through the F16C instructions), 8.7 ms in float16 against 2.0 ms in
+        bfloat16 and 4.2 ms in float32 on another (native bfloat16: AVX512-BF16); torch sums in float32 either
+        way. numpy's own ``@`` is as fast as torch's float32 but wakes OpenBLAS's
         worker threads, whose spinning then slows the next query's embedding on the same cores (recall p50 25 ms
         against 15 ms measured). Rows longer or shorter than :data:`NEAR_F16_LENGTHS` allows are multiplied in
         float32.
@@ -320,19 +329,18 @@ class _Slots(Generic[R]):
         longest = rows * length
         query = np.array(query, dtype=np.float32)
         if NEAR_F16_LENGTHS[0] <= rows <= NEAR_F16_LENGTHS[1] and length > 0:
-            unit = torch.from_numpy(query / np.float32(length)).to(torch.float16)
-            near = torch.mv(self._near_matrix()[:size], unit).to(torch.float32).numpy()
+            matrix = self._near_matrix()
+            unit = torch.from_numpy(query / np.float32(length)).to(matrix.dtype)
+            near = torch.mv(matrix[:size], unit).to(torch.float32).numpy()
             near *= np.float32(length)
-            return near, NEAR_ERROR_F16 * longest
+            return near, (NEAR_ERROR_BF16 if matrix.dtype == torch.bfloat16 else NEAR_ERROR_F16) * longest
         near = torch.mv(torch.from_numpy(self.vectors[:size]), torch.from_numpy(query)).numpy()
         return near, NEAR_ERROR_FLOAT32 * max(longest, 1e-30)
 
     def _near_matrix(self) -> Any:
-        """The float16 copy of ``vectors``, made now if missing."""
+        """The half-precision copy of ``vectors``, made now if missing."""
         if self._near is None:
-            import torch
-
-            self._near = torch.from_numpy(self.vectors).to(torch.float16)
+            self._near = _tensor(self.vectors).to(near_dtype())
         return self._near
 
     def _scores_at(self, rows: np.ndarray, query: np.ndarray, weights: np.ndarray | None) -> np.ndarray:
@@ -896,6 +904,28 @@ def _post_record(
         source_id,
         int(position),
     )
+
+
+@functools.cache
+def near_dtype() -> Any:
+    """torch's float16 or bfloat16, whichever multiplies a 16k x 384 matrix by a vector faster here (the best of
+    five each, once a process: a few milliseconds). Which one is fastest depends on the CPU, by a factor of three or
+    four either way (:meth:`_Slots.near_products`); the results do not, since the near pass only picks the rows
+    scored exactly, within the error of the type it used."""
+    import torch
+
+    data = torch.from_numpy(np.random.default_rng(0).standard_normal((16_384, 384), dtype=np.float32))
+    timings = {}
+    for dtype in (torch.float16, torch.bfloat16):
+        matrix, query = data.to(dtype), data[0].to(dtype)
+        torch.mv(matrix, query)
+        best = float("inf")
+        for _ in range(5):
+            start = time.perf_counter()
+            torch.mv(matrix, query)
+            best = min(best, time.perf_counter() - start)
+        timings[dtype] = best
+    return min(timings, key=timings.__getitem__)
 
 
 def _tensor(row: np.ndarray) -> Any:
