@@ -569,6 +569,18 @@ class SideIndex:
             self._term_stats = (*key, TermStats.build(triples, slot_at, previous))
         return self._term_stats[2]
 
+    def post_records(self, iris: Iterable[str]) -> dict[str, PostRecord]:
+        """The records of those of ``iris`` the index holds, by IRI: what the store lists of each post, read from
+        memory instead of a query (an answer citing 200 posts of a 1M-post memory: 26-32 ms of SPARQL)."""
+        with self._lock:
+            self._open_tables()
+            found = {}
+            for iri in iris:
+                record = self._posts.record(iri)
+                if record is not None:
+                    found[iri] = record
+            return found
+
     def post_vector(self, iri: str) -> np.ndarray | None:
         """The stored vector of an indexed post (a copy), or ``None`` when the post is not indexed.
 

@@ -244,16 +244,32 @@ def _derived_posts(memory: MemoryContext, iris: Sequence[str]) -> list[str]:
 def posts_of(memory: MemoryContext, iris: Sequence[str]) -> list[Said]:
     """The stored posts, in conversation order (time, then session and position).
 
-    Our own query rather than ``MemoryStore.posts``: that one filters after scanning every post (see posts.rq).
+    The side index holds the record the store lists of every post it has indexed, so those come from memory; the
+    others (no index, or a post not yet in it) from our own query rather than ``MemoryStore.posts``, which filters
+    after scanning every post (see posts.rq).
     """
-    from pcm.resources import render_query
-    from pcm.sparql import values_clause
-
     chosen = list(dict.fromkeys(iris))[:200]
     if not chosen:
         return []
+    records = memory.index.post_records(chosen) if memory.settings.index_enabled else {}
+    found = [
+        (r.time, r.position, Said(post=r.iri, source_id=r.source_id, text=r.text, session=r.session, time=r.time,
+                                  speaker=r.speaker, role=r.role))
+        for r in records.values()
+    ]
+    found += _stored_posts(memory, [iri for iri in chosen if iri not in records])
+    found.sort(key=lambda item: (item[0].timestamp() if item[0] else 0.0, item[2].session, item[1], item[2].post))
+    return [post for _, _, post in found]
+
+
+def _stored_posts(memory: MemoryContext, iris: Sequence[str]) -> list[tuple[datetime | None, int, Said]]:
+    from pcm.resources import render_query
+    from pcm.sparql import values_clause
+
+    if not iris:
+        return []
     found = []
-    for row in memory.store.select(render_query("ask/posts", posts=values_clause("post", chosen))).dicts():
+    for row in memory.store.select(render_query("ask/posts", posts=values_clause("post", list(iris)))).dicts():
         when = datetime_or_none(row.get("time"))
         found.append((
             when,
@@ -264,10 +280,7 @@ def posts_of(memory: MemoryContext, iris: Sequence[str]) -> list[Said]:
                 speaker=row["speaker"].value if "speaker" in row else None, role=row["role"].value,
             ),
         ))
-    found.sort(key=lambda item: (item[0].timestamp() if item[0] else 0.0, item[2].session, item[1], item[2].post))
-    return [post for _, _, post in found]
-
-
+    return found
 
 
 def posts_from_hits(hits: Sequence[RecallHit]) -> list[Said]:
