@@ -24,7 +24,7 @@ Piece = Callable[[threading.Event], R]
 
 def idle_priority() -> None:
     """Run the calling thread only on CPU time no other thread wants (``SCHED_IDLE``); where the platform has no such
-    policy, or refuses it, the thread keeps its priority and the work is merely shared as before."""
+    policy, or refuses it, the thread keeps its priority and shares the cores with the caller's wait."""
     if hasattr(os, "sched_setscheduler") and hasattr(os, "SCHED_IDLE"):
         with contextlib.suppress(OSError):  # a sandbox that forbids the call: the worker runs at normal priority
             os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
