@@ -32,12 +32,12 @@ from typing import TYPE_CHECKING, TypeVar
 import pyoxigraph as ox
 
 from pcm.backend import Backend, term_value
-from pcm.errors import InputError, InputTooLarge, ValidationError
+from pcm.errors import InputError, ValidationError
 from pcm.idle_share import IdleShare
 from pcm.layout import DatasetLayout, layout_of_graph
 from pcm.namespaces import RDF, SCHEMA_HTTP
 from pcm.rdfio import normalise_quad, rdf_format, syntax_error, worded
-from pcm.rdflimits import RdfLimits, check_size
+from pcm.rdflimits import RdfLimits, check_size, literal_too_long, too_many_triples
 
 if TYPE_CHECKING:  # the ontology module imports rdflib, which commands without a model never load
     from pcm.ontology import Ontology
@@ -101,20 +101,14 @@ class Survey:
         for q in quads:
             self.quads += 1
             if self.quads > limit:
-                raise InputTooLarge(
-                    f"{self.name}: more than {limit:,} triples, the limit PCM_MAX_RDF_TRIPLES sets; "
-                    "nothing was read into the memory"
-                )
+                raise too_many_triples(self.name, limit)
             if stop is not None and not self.quads & 0xFFFF and stop.is_set():
                 return
             p, o = q.predicate, q.object
             predicates.add(p)
             if isinstance(o, ox.Literal):
                 if len(o.value) > longest:
-                    raise InputTooLarge(
-                        f"{self.name}: a literal of {len(o.value):,} characters is over the limit of {longest:,} "
-                        "(PCM_MAX_LITERAL_CHARS); nothing was read into the memory"
-                    )
+                    raise literal_too_long(self.name, len(o.value), longest)
             elif p == _TYPE and isinstance(o, ox.NamedNode):
                 classes.add(o)
                 if o == _OWNER and isinstance(q.subject, ox.NamedNode):
@@ -133,10 +127,7 @@ class Survey:
         while isinstance(inner, ox.Triple):
             inner = inner.object
         if isinstance(inner, ox.Literal) and len(inner.value) > self.limits.max_literal_chars:
-            raise InputTooLarge(
-                f"{self.name}: a literal of {len(inner.value):,} characters is over the limit of "
-                f"{self.limits.max_literal_chars:,} (PCM_MAX_LITERAL_CHARS); nothing was read into the memory"
-            )
+            raise literal_too_long(self.name, len(inner.value), self.limits.max_literal_chars)
 
     def _graph(self, g: ox.NamedNode | ox.BlankNode | ox.DefaultGraph) -> None:
         if isinstance(g, ox.DefaultGraph):
@@ -169,10 +160,7 @@ class Survey:
             whole.ontology_graph |= part.ontology_graph
             whole.schema_http |= part.schema_http
         if whole.quads > limits.max_triples:
-            raise InputTooLarge(
-                f"{name}: more than {limits.max_triples:,} triples, the limit PCM_MAX_RDF_TRIPLES sets; "
-                "nothing was read into the memory"
-            )
+            raise too_many_triples(name, limits.max_triples)
         return whole
 
     @property

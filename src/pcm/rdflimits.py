@@ -90,21 +90,28 @@ def checked_triples(
     return _within(ox.parse(data, format=fmt, base_iri=base_iri), limits, name)
 
 
+def too_many_triples(name: str, limit: int) -> InputTooLarge:
+    return InputTooLarge(
+        f"{name}: more than {limit:,} triples, the limit PCM_MAX_RDF_TRIPLES sets; nothing was read into the memory"
+    )
+
+
+def literal_too_long(name: str, chars: int, limit: int) -> InputTooLarge:
+    return InputTooLarge(
+        f"{name}: a literal of {chars:,} characters is over the limit of {limit:,} (PCM_MAX_LITERAL_CHARS); "
+        "nothing was read into the memory"
+    )
+
+
 def _within(parsed: Iterable[ox.Quad | ox.Triple], limits: RdfLimits, name: str) -> Iterator[ox.Quad | ox.Triple]:
     for count, t in enumerate(parsed, 1):
         if count > limits.max_triples:
-            raise InputTooLarge(
-                f"{name}: more than {limits.max_triples:,} triples, the limit PCM_MAX_RDF_TRIPLES sets; "
-                "nothing was read into the memory"
-            )
+            raise too_many_triples(name, limits.max_triples)
         term = t.object
         while isinstance(term, ox.Triple):  # an RDF 1.2 triple term holds its own object
             term = term.object
         if isinstance(term, ox.Literal) and len(term.value) > limits.max_literal_chars:
-            raise InputTooLarge(
-                f"{name}: a literal of {len(term.value):,} characters is over the limit of "
-                f"{limits.max_literal_chars:,} (PCM_MAX_LITERAL_CHARS); nothing was read into the memory"
-            )
+            raise literal_too_long(name, len(term.value), limits.max_literal_chars)
         yield t
 
 

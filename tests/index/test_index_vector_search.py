@@ -128,7 +128,7 @@ def test_near_products_are_within_their_stated_error(scale: float, half: str) ->
         assert near.dtype == np.float32 and len(near) == SIZE
         assert float(np.max(np.abs(near - exact))) <= error
         _assert_exact(mirror, query, 20)
-    stated = {"float16": mirror_module.NEAR_ERROR_F16, "bfloat16": mirror_module.NEAR_ERROR_BF16}[half]
+    stated = mirror_module.NEAR_ERROR_BF16 if half == "bfloat16" else mirror_module.NEAR_ERROR_F16
     bound = stated if scale == 1.0 else mirror_module.NEAR_ERROR_FLOAT32
     assert error <= bound * 3.0 * scale * 0.5 * 1.0001
 

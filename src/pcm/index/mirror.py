@@ -333,7 +333,7 @@ class _Slots(Generic[R]):
             unit = torch.from_numpy(query / np.float32(length)).to(matrix.dtype)
             near = torch.mv(matrix[:size], unit).to(torch.float32).numpy()
             near *= np.float32(length)
-            return near, (NEAR_ERROR_BF16 if matrix.dtype == torch.bfloat16 else NEAR_ERROR_F16) * longest
+            return near, near_error(matrix.dtype) * longest
         near = torch.mv(torch.from_numpy(self.vectors[:size]), torch.from_numpy(query)).numpy()
         return near, NEAR_ERROR_FLOAT32 * max(longest, 1e-30)
 
@@ -911,13 +911,14 @@ def near_dtype() -> Any:
     """torch's float16 or bfloat16, whichever multiplies a 16k x 384 matrix by a vector faster here (the best of
     five each, once a process: a few milliseconds). Which one is fastest depends on the CPU, by a factor of three or
     four either way (:meth:`_Slots.near_products`); the results do not, since the near pass only picks the rows
-    scored exactly, within the error of the type it used."""
+    scored exactly, within the error of the type it used (:func:`near_error`). The matrix is a constant: the time
+    of a product does not depend on its values, and random ones took 100 ms to make."""
     import torch
 
-    data = torch.from_numpy(np.random.default_rng(0).standard_normal((16_384, 384), dtype=np.float32))
     timings = {}
     for dtype in (torch.float16, torch.bfloat16):
-        matrix, query = data.to(dtype), data[0].to(dtype)
+        matrix = torch.full((16_384, 384), 0.05, dtype=dtype)
+        query = matrix[0].clone()
         torch.mv(matrix, query)
         best = float("inf")
         for _ in range(5):
@@ -926,6 +927,13 @@ def near_dtype() -> Any:
             best = min(best, time.perf_counter() - start)
         timings[dtype] = best
     return min(timings, key=timings.__getitem__)
+
+
+def near_error(dtype: Any) -> float:
+    """The stated error of a near product in ``dtype`` (float16 or bfloat16), as a share of the lengths' product."""
+    import torch
+
+    return NEAR_ERROR_BF16 if dtype == torch.bfloat16 else NEAR_ERROR_F16
 
 
 def _tensor(row: np.ndarray) -> Any:

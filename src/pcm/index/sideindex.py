@@ -672,31 +672,43 @@ class SideIndex:
             self._posts.put(row.record, row.digest, row.search_hash, row.vector)
 
     def _post_vectors(self, records: list[PostRecord], progress: Progress | None = None) -> dict[str, np.ndarray]:
+        return self._vectors(self._posts, POSTS_TABLE, records, embed_text, progress)
+
+    def _entity_vectors(self, records: list[EntityRecord], progress: Progress | None = None) -> dict[str, np.ndarray]:
+        return self._vectors(self._entities, ENTITIES_TABLE, records, entity_embed_text, progress)
+
+    def _vectors(
+        self, mirror: PostMirror | EntityMirror, name: str, records: Sequence[Any], text: Callable[[Any], str],
+        progress: Progress | None,
+    ) -> dict[str, np.ndarray]:
         """Vectors for ``records``: reused when the embedded text is unchanged, else encoded; ``progress`` hears of
         every record, a step of encoding at a time."""
-        out: dict[str, np.ndarray] = {}
-        todo: list[PostRecord] = []
+        kept: list[str] = []
+        todo: list[Any] = []
         for record in records:
-            old = self._posts.record(record.iri)
-            if old is not None and embed_text(old) == embed_text(record):
-                out[record.iri] = self._stored_vector(self._posts, POSTS_TABLE, record.iri)
+            old = mirror.record(record.iri)
+            if old is not None and text(old) == text(record):
+                kept.append(record.iri)
             else:
                 todo.append(record)
+        out = self._stored_vectors(mirror, name, kept)
         if progress is not None and len(out):
             progress(len(out))
-        out.update(self._encoded(todo, embed_text, progress))
+        out.update(self._encoded(todo, text, progress))
         return out
 
-    def _stored_vector(self, mirror: PostMirror | EntityMirror, name: str, iri: str) -> np.ndarray:
-        """The vector the mirror holds for ``iri`` (a copy); where its matrix is still unread and the row is not
-        in memory, read from the table alone, so rewriting one post's context does not read every vector."""
-        slot = mirror.slot_of[iri]
-        if not mirror.holds(slot):
+    def _stored_vectors(self, mirror: PostMirror | EntityMirror, name: str, iris: Sequence[str]) -> dict[str, np.ndarray]:
+        """The vectors the mirror holds for ``iris`` (copies); where its matrix is still unread, the rows not in
+        memory are read from the table alone (one filtered scan for them all), so rewriting a few posts does not
+        read every vector."""
+        slots = [mirror.slot_of[iri] for iri in iris]
+        missing = [iri for iri, slot in zip(iris, slots, strict=True) if not mirror.holds(slot)]
+        if missing:
             tables = self._open_tables()
-            found = tables.vectors_of(tables.table(name), [iri])
-            if iri in found:
-                mirror.remember([slot], found[iri][None, :])
-        return mirror.rows([slot])[0].copy()
+            found = tables.vectors_of(tables.table(name), missing)
+            if found:
+                mirror.remember([mirror.slot_of[iri] for iri in found], np.stack(list(found.values())))
+        return {iri: row.copy() for iri, row in zip(iris, mirror.rows(slots), strict=True)}
 
     def _encoded(self, records: Sequence[Any], text: Callable[[Any], str], progress: Progress | None) -> dict[str, np.ndarray]:
         """``records`` encoded ``_PROGRESS_STEP`` at a time, with a progress report after each step (in one batch
@@ -722,7 +734,8 @@ class SideIndex:
         slot = self._posts.slot_of[record.iri]
         if self._posts.search_hashes[slot] == search_hash(search):
             return None
-        return PostRow(record, search, self._posts.digests[slot], self._stored_vector(self._posts, POSTS_TABLE, record.iri))
+        vector = self._stored_vectors(self._posts, POSTS_TABLE, [record.iri])[record.iri]
+        return PostRow(record, search, self._posts.digests[slot], vector)
 
     def _repair_contexts(self) -> int:
         """Rewrite posts whose stored context no longer matches their previous turn (after an interrupted write)."""
@@ -760,20 +773,6 @@ class SideIndex:
                 self._entities.remove(iri)
         self._note_written(ENTITIES_TABLE, len(changed) + len(removed))
         self._after_write()
-
-    def _entity_vectors(self, records: list[EntityRecord], progress: Progress | None = None) -> dict[str, np.ndarray]:
-        out: dict[str, np.ndarray] = {}
-        todo: list[EntityRecord] = []
-        for record in records:
-            old = self._entities.record(record.iri)
-            if old is not None and entity_embed_text(old) == entity_embed_text(record):
-                out[record.iri] = self._stored_vector(self._entities, ENTITIES_TABLE, record.iri)
-            else:
-                todo.append(record)
-        if progress is not None and len(out):
-            progress(len(out))
-        out.update(self._encoded(todo, entity_embed_text, progress))
-        return out
 
     @contextmanager
     def _watched(self) -> Iterator[None]:
