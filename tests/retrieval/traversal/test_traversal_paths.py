@@ -184,6 +184,8 @@ def test_ending_when_a_layer_fills_the_budget_changes_no_path_and_no_passed_coun
         return pops
 
     budgets = (8, 14, 24, 40)
+    monkeypatch.setattr(astar, "_closed", lambda *args: False)  # the searches that end earlier than these
+    monkeypatch.setattr(astar, "_next_layer_ends", lambda *args: False)
     monkeypatch.setattr(astar, "_layer_fills_budget", lambda *args: False)
     monkeypatch.setattr(astar, "_last_pops", lambda *args: None)
     full, passed_full, queries_full = _walks(backend, pairs, budgets)
@@ -225,6 +227,8 @@ def test_reading_both_rings_changes_no_path_and_no_passed_count(tmp_path: Path, 
         return chain, passed
 
     budgets = (8, 14, 24, 40, 500)
+    monkeypatch.setattr(astar, "_closed", lambda *args: False)  # the searches that end earlier than these
+    monkeypatch.setattr(astar, "_next_layer_ends", lambda *args: False)
     monkeypatch.setattr(astar, "RING_ROWS", 0)  # every ring has more: the engine's joins
     joined, passed_joined, _ = _walks(backend, pairs, budgets)
     monkeypatch.setattr(astar, "RING_ROWS", 2_000)
@@ -235,6 +239,83 @@ def test_reading_both_rings_changes_no_path_and_no_passed_count(tmp_path: Path, 
     assert read == joined and passed_read == passed_joined
     assert sum(found) >= 5 and sum(not f for f in found) >= 5  # four hops found by lookup, and ruled out
     assert sum(looked_up) >= 3  # a last layer closed through the goal's ring by lookup
+
+
+def test_ending_a_layer_early_when_the_next_fills_the_budget_changes_no_path_and_no_passed_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no path of four hops and both rings read, A* ends a layer before it is expanded when the engine finds
+    that the next layer fills what is left of the budget and none of its vertices is next to the goal's ring: every
+    path, note and passed count is what expanding both layers gives, with fewer rows read. Where the next layer
+    does touch the ring (a path may close there) the layer is expanded as before."""
+    from pcm.retrieval.traversal import astar
+
+    facts = [q for seed in range(3) for q in random_facts(90 + seed, size=50, edges=80)]
+    backend = LocalBackend(tmp_path / "oxigraph")
+    backend.extend(facts)
+    vertices = sorted({q.subject for q in facts if q.subject != OWNER}, key=lambda v: v.value)
+    rng = random.Random(17)
+    pairs = [tuple(rng.sample(vertices, 2)) for _ in range(120)]
+    ends = astar._next_layer_ends
+    verdicts: list[bool] = []
+
+    def counted(*args: object) -> bool:
+        verdict = ends(*args)  # type: ignore[arg-type]
+        verdicts.append(verdict)
+        return verdict
+
+    monkeypatch.setattr(astar, "_closed", lambda *args: False)  # no search ends for a closed end here
+    monkeypatch.setattr(astar, "_next_layer_ends", lambda *args: False)
+    expanded, passed_expanded, _ = _walks(backend, pairs, (10, 16, 24))
+    rows_expanded = _rows(backend, pairs, (10, 16, 24))
+    monkeypatch.setattr(astar, "_next_layer_ends", counted)
+    early, passed_early, _ = _walks(backend, pairs, (10, 16, 24))
+    rows_early = _rows(backend, pairs, (10, 16, 24))
+    backend.close()
+    assert early == expanded and passed_early == passed_expanded
+    assert sum(verdicts) >= 5  # ended a layer early
+    assert any(paths for paths, _, _ in expanded) and rows_early < rows_expanded
+
+
+def test_a_closed_end_ends_the_search_with_the_same_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where one end and its ring are all a walk from it reaches (every vertex next to the ring is the end, in the
+    ring or the owner), no path joins the ends once none of four hops does: every path and note is what passing the
+    whole budget gives, and fewer vertices are passed to find it."""
+    from pcm.retrieval.traversal import astar
+
+    facts = [q for seed in range(3) for q in random_facts(110 + seed, size=60, edges=60)]
+    backend = LocalBackend(tmp_path / "oxigraph")
+    backend.extend(facts)
+    vertices = sorted({q.subject for q in facts if q.subject != OWNER}, key=lambda v: v.value)
+    rng = random.Random(19)
+    pairs = [tuple(rng.sample(vertices, 2)) for _ in range(150)]
+    closed = astar._closed
+    verdicts: list[bool] = []
+
+    def counted(*args: object) -> bool:
+        verdict = closed(*args)  # type: ignore[arg-type]
+        verdicts.append(verdict)
+        return verdict
+
+    monkeypatch.setattr(astar, "_closed", lambda *args: False)
+    searched, passed_searched, _ = _walks(backend, pairs, (40, 500))
+    monkeypatch.setattr(astar, "_closed", counted)
+    ended, passed_ended, _ = _walks(backend, pairs, (40, 500))
+    backend.close()
+    assert [(paths, notes) for paths, notes, _ in ended] == [(paths, notes) for paths, notes, _ in searched]
+    assert sum(verdicts) >= 5 and not all(verdicts)
+    assert any(paths for paths, _, _ in searched) and passed_ended < passed_searched
+
+
+def _rows(backend: LocalBackend, pairs: list[tuple[ox.NamedNode, ...]], budgets: tuple[int, ...]) -> int:
+    """Rows the engine shipped for A* between every pair at each budget (as :func:`_walks` runs it)."""
+    engine = TraversalEngine(backend, post_prefix=NAMING.post(""), hubs=(NAMING.owner,), embedder=WordEmbedder())
+    rows = 0
+    for budget in budgets:
+        config = TraversalConfig(top_n=None, astar=AStarConfig(max_depth=10, max_passed_nodes=budget, expand_batch=2))
+        for a, b in pairs:
+            rows += engine.retrieve("", [a, b], "astar", config=config, sources=False).stats.rows
+    return rows
 
 
 @pytest.mark.parametrize("heuristic", ["ip", "weighted_short_path"])

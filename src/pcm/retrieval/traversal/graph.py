@@ -200,12 +200,34 @@ class GraphView:
         ship, found at the cost of the rows that were to be shipped anyway."""
         if not vertices:
             return []
-        frontier = " ".join(str(v) for v in dict.fromkeys(vertices))
+        ordered = list(dict.fromkeys(vertices))
+        frontier = " ".join(f"({at} {v})" for at, v in enumerate(ordered))
         rows = self._select_rows("hops", None if limit is None else limit + 1, {"frontier": frontier, **self._terms}).rows
         if limit is not None and len(rows) > limit:
             return None
         walkable = self.walkable
-        return [(_node(parent), vertex) for parent, vertex in rows if parent is not None and walkable(vertex)]
+        return [(ordered[int(_value(at).value)], vertex) for at, vertex in rows if walkable(vertex)]
+
+    def beyond(self, vertices: Sequence[Node], limit: int) -> list[Node]:
+        """The distinct walkable neighbours of ``vertices`` among the first ``limit`` the engine finds
+        (``beyond.rq``): whether a layer has at least so many vertices, without shipping its pairs."""
+        if not vertices or limit <= 0:
+            return []
+        frontier = " ".join(str(v) for v in dict.fromkeys(vertices))
+        rows = self._select_rows("beyond", limit, {"frontier": frontier, **self._terms}).rows
+        walkable = self.walkable
+        return [x for (x,) in rows if walkable(x)]
+
+    def touches(self, vertices: Sequence[Node], targets: Sequence[Node]) -> bool:
+        """Whether any of ``vertices`` is next to any of ``targets`` (``touches.rq``, one row at most read)."""
+        if not vertices or not targets:
+            return False
+        terms = {
+            "frontier": " ".join(str(v) for v in dict.fromkeys(vertices)),
+            "targets": " ".join(str(v) for v in dict.fromkeys(targets)),
+            **self._terms,
+        }
+        return bool(self._select_rows("touches", 1, terms).rows)
 
     def around(self, vertex: Node, limit: int) -> list[Node]:
         """Up to ``limit`` neighbours of one vertex each way (its facts, facts about it, its posts or entities):
