@@ -69,3 +69,38 @@ def test_error_lines_escape_what_they_quote(tmp_path: Path) -> None:
     out = pcm(["ingest", str(tmp_path / "x\x1b[2J\u202e.json")], tmp_path / "nowhere", tmp_path)
     assert out.returncode != 0 and out.stderr.count("\n") == 1
     assert not raw_controls(out.stderr) and "\\x1b[2J\\u202e" in out.stderr
+
+
+def test_progress_off_a_terminal_is_a_plain_line_now_and_then(capsys: pytest.CaptureFixture[str]) -> None:
+    """Off a terminal, progress is whole lines (no carriage returns for a log), one per interval and one at the
+    end; work that ends within the interval prints nothing."""
+    from pcm.terminal import LineProgress
+
+    with LineProgress(1000, "reindex", every=3600) as quiet:
+        quiet.update(400)
+        quiet.update(600)
+    assert capsys.readouterr().err == ""
+
+    with LineProgress(1000, "reindex", every=0) as bar:
+        bar.update(250)
+        bar.refresh()
+        bar.update(750)
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(" after ")[0] for line in lines] == [
+        "reindex: 250/1000 utt (25%)", "reindex: 1000/1000 utt (100%)", "reindex: 1000/1000 utt (100%)"
+    ]
+    assert lines[-1].endswith(", done") and "\r" not in "".join(lines) and bar.n == 1000
+
+    with LineProgress(None, "import", every=0) as unknown:
+        unknown.update(7)
+    assert capsys.readouterr().err.splitlines()[0].startswith("import: 7 utt after ")
+
+
+def test_the_cli_shows_progress_as_lines_when_stderr_is_not_a_terminal() -> None:
+    from click.testing import CliRunner
+
+    from pcm.cli import progress_bar
+    from pcm.terminal import LineProgress
+
+    with CliRunner().isolation():  # stderr is captured, as in a pipe
+        assert isinstance(progress_bar(10, "ingest"), LineProgress)

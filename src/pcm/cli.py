@@ -25,7 +25,7 @@ import click
 
 from pcm.errors import MemoryLockedError, PcmError, UsageError
 from pcm.limits import RECALL_K
-from pcm.terminal import echo
+from pcm.terminal import LineProgress, echo
 
 if TYPE_CHECKING:
     from pcm.endpoint.client import ServeClient
@@ -147,11 +147,14 @@ def _json_default(value: object) -> object:
 
 
 def progress_bar(total: int | None, desc: str) -> Any:
-    """A tqdm bar on stderr; ``Any`` because its ``update`` (returning bool) is passed where progress callbacks
-    are typed to return None."""
+    """A tqdm bar on a terminal's stderr, otherwise a line every half minute (:class:`LineProgress`: a reindex of a
+    lifetime memory runs for half an hour with its output in a log); ``Any`` because tqdm's ``update`` (returning
+    bool) is passed where progress callbacks are typed to return None."""
+    if not sys.stderr.isatty():
+        return LineProgress(total, desc)
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=desc, unit="utt", file=sys.stderr, disable=None, dynamic_ncols=True)
+    return tqdm(total=total, desc=desc, unit="utt", file=sys.stderr, dynamic_ncols=True)
 
 
 def follow(bar: Any, offset: int | None = None) -> Callable[[dict[str, Any]], None]:

@@ -9,6 +9,9 @@ not, since JSON keeps the text exact and escapes C0 controls itself.
 from __future__ import annotations
 
 import re
+import sys
+import time
+from types import TracebackType
 
 import click
 
@@ -40,3 +43,43 @@ def echo(text: object = "", *, newlines: bool = False, err: bool = False, nl: bo
 
 
 __all__ = ["echo", "printable"]
+
+
+class LineProgress:
+    """Progress on a stderr that is not a terminal (a log file, a pipe, a job runner): one plain line every
+    ``every`` seconds, and one at the end if any was written, where a progress bar would write nothing at all (or
+    carriage returns into a log). Work that ends sooner prints nothing. The part of tqdm's interface the CLI uses:
+    ``update``, ``total``, ``n``, ``refresh`` and the context manager."""
+
+    def __init__(self, total: int | None, desc: str, *, every: float = 30.0, unit: str = "utt") -> None:
+        self.total, self.n, self.desc, self.unit = total, 0, desc, unit
+        self._every = every
+        self._started = self._shown = time.monotonic()
+        self._lines = 0
+
+    def __enter__(self) -> LineProgress:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        if self._lines and kind is None:
+            self._line("done")
+
+    def update(self, count: int = 1) -> None:
+        self.n += count
+        now = time.monotonic()
+        if now - self._shown >= self._every:
+            self._shown = now
+            self._line("")
+
+    def refresh(self) -> None:
+        """Nothing to redraw: lines are written as the work goes."""
+
+    def _line(self, state: str) -> None:
+        self._lines += 1
+        of = f"/{self.total}" if self.total else ""
+        share = f" ({100 * self.n / self.total:.0f}%)" if self.total else ""
+        elapsed = time.monotonic() - self._started
+        tail = f", {state}" if state else ""
+        print(f"{self.desc}: {self.n}{of} {self.unit}{share} after {elapsed:.0f} s{tail}", file=sys.stderr, flush=True)
