@@ -1,7 +1,7 @@
 """A lifetime memory for the scale benchmarks: N utterances in ~N/100 sessions over ten years, with vectors,
 extraction graphs and provenance, deterministic in its seed.
 
-    python benchmarks/make_lifetime.py [--posts 1000000] [--memory DIR] [--seed 37]
+    python benchmarks/make_lifetime.py [--posts 1000000] [--memory DIR] [--seed 37] [--texts made-up|english]
 
 The store is written with pcm's own quad builders (:func:`pcm.provenance.post_quads`, ``session_quads``,
 ``activity_quads``, ``entity_derivation_quads``), so every post, session, extraction graph and provenance record
@@ -16,6 +16,11 @@ as sentence embeddings are, and the index sees realistic neighbourhoods; embeddi
 would take about an hour on two cores and does not change what search costs. The memory records the real model's
 name and dimension, so it opens with the real model, which then embeds the questions.
 
+``--texts english`` writes English utterances instead (``lifetime_english.py``: everyday topics in templated
+sentences) and lets the real model embed them, as ``pcm reindex`` would (about 25 minutes for 1M posts on two
+cores): a corpus where a question's vector meets thousands of distractors on its own topic, which the made-up words
+cannot give. The facts, sessions and provenance are the same.
+
 An existing memory at DIR built with the same ``--posts`` and ``--seed`` is reused (``lifetime.json`` records them).
 """
 
@@ -27,7 +32,7 @@ import random
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -52,7 +57,10 @@ from pcm.provenance import (  # noqa: E402
 )
 from pcm.settings import Settings  # noqa: E402
 
+import lifetime_english  # noqa: E402
+
 RECORD = "lifetime.json"
+TEXTS = ("made-up", "english")
 PER_SESSION = 100
 YEARS = 10
 GRAPH_EVERY = 10
@@ -191,10 +199,11 @@ def _facts(rng: random.Random, ns: str, k: int, people: int) -> list[ox.Triple]:
     return out
 
 
-def generate(naming: Naming, posts: int, seed: int) -> Iterator[list[ox.Quad]]:
+def generate(naming: Naming, posts: int, seed: int, texts: str = "made-up") -> Iterator[list[ox.Quad]]:
     """The quads of the lifetime, one session at a time (what ingest and extraction write for it)."""
     rng = random.Random(seed)
     topics = _vocabulary(seed)
+    english = sorted(lifetime_english.TOPICS)
     sessions = max(1, -(-posts // PER_SESSION))
     start = datetime(2015, 1, 1, 8, 0, tzinfo=UTC)
     span = timedelta(days=365 * YEARS) / sessions
@@ -206,12 +215,16 @@ def generate(naming: Naming, posts: int, seed: int) -> Iterator[list[ox.Quad]]:
         began = start + span * s + timedelta(minutes=rng.randrange(max(1, int(span.total_seconds() // 120))))
         quads = session_quads(naming, session_id, None, began)
         topic = topics[rng.randrange(TOPICS)]
+        subject = english[rng.randrange(len(english))]
         previous: str | None = None
         count = min(PER_SESSION, posts - s * PER_SESSION)
         when = began
         for position in range(count):
             role = "user" if position % 2 == 0 else "assistant"
-            text = " ".join(_sentence(rng, topic, rng.randint(5, 16)) for _ in range(rng.randint(1, 3)))
+            if texts == "english":
+                text = lifetime_english.english_text(rng, subject)
+            else:
+                text = " ".join(_sentence(rng, topic, rng.randint(5, 16)) for _ in range(rng.randint(1, 3)))
             when += timedelta(seconds=rng.randint(20, 240))
             utterance = Utterance(session_id, position, role, text, None, when, f"m{s}-{position}")
             ref, post = post_quads(naming, utterance, previous)
@@ -233,43 +246,47 @@ def generate(naming: Naming, posts: int, seed: int) -> Iterator[list[ox.Quad]]:
         yield quads
 
 
-def built(directory: Path, posts: int, seed: int) -> dict[str, object] | None:
-    """The build record of a memory at ``directory`` made with these ``posts`` and ``seed``, else ``None``."""
+def built(directory: Path, posts: int, seed: int, texts: str = "made-up") -> dict[str, object] | None:
+    """The build record of a memory at ``directory`` made with these ``posts``, ``seed`` and ``texts``, else
+    ``None``."""
     try:
         record = json.loads((directory / RECORD).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return record if record.get("posts") == posts and record.get("seed") == seed else None
+    same = record.get("posts") == posts and record.get("seed") == seed and record.get("texts", "made-up") == texts
+    return record if same else None
 
 
-def build(directory: Path, posts: int, seed: int = 37) -> dict[str, object]:
+def build(directory: Path, posts: int, seed: int = 37, texts: str = "made-up") -> dict[str, object]:
     """Build the lifetime memory in ``directory`` (or reuse it); returns its build record."""
-    found = built(directory, posts, seed)
+    found = built(directory, posts, seed, texts)
     if found is not None:
         print(f"reusing {directory}: {found['posts']} posts, {found['quads']} quads")
         return found
     if directory.exists() and any(directory.iterdir()):
         raise SystemExit(f"{directory} holds something else; remove it or choose another --memory")
-    embedder_module._default = SyntheticEmbedder(seed)  # the memory's reconcile embeds with it
+    if texts == "made-up":
+        embedder_module._default = SyntheticEmbedder(seed)  # the memory's reconcile embeds with it
     started = time.perf_counter()
     memory = Memory.init(Settings(memory=directory, summaries_enabled=False), owner="Robin")
     spool = directory / "lifetime.nq"
     quads = 0
     with spool.open("wb") as out:
-        for chunk in generate(memory.naming, posts, seed):
+        for chunk in generate(memory.naming, posts, seed, texts):
             quads += len(chunk)
             out.write(ox.serialize(chunk, format=ox.RdfFormat.N_QUADS))
     generated = time.perf_counter()
     memory.backend.bulk_load(str(spool), ox.RdfFormat.N_QUADS)
     spool.unlink()
     loaded = time.perf_counter()
-    memory.sync_index()
+    memory.sync_index(progress=_progress("indexed", posts))
     memory.index.optimize()
     indexed = time.perf_counter()
     memory.close()
     record = {
         "posts": posts,
         "seed": seed,
+        "texts": texts,
         "sessions": -(-posts // PER_SESSION),
         "quads": quads,
         "seconds": {
@@ -277,7 +294,8 @@ def build(directory: Path, posts: int, seed: int = 37) -> dict[str, object]:
             "bulk_load": round(loaded - generated, 1),
             "index": round(indexed - loaded, 1),
         },
-        "vectors": "synthetic (bag of seeded random word vectors), not the embedding model's",
+        "vectors": "synthetic (bag of seeded random word vectors), not the embedding model's"
+        if texts == "made-up" else f"the embedding model's ({MODEL_NAME})",
     }
     (directory / RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     print(
@@ -285,6 +303,21 @@ def build(directory: Path, posts: int, seed: int = 37) -> dict[str, object]:
         f"{generated - started:.0f} s, bulk load {loaded - generated:.0f} s, index {indexed - loaded:.0f} s"
     )
     return record
+
+
+def _progress(what: str, total: int) -> Callable[[int], None]:
+    """A progress line on stderr every 5% of ``total`` (the build runs for many minutes); the callback is given
+    how many more records were embedded (posts, then entities)."""
+    step = max(1, total // 20)
+    done = [0, 0]  # embedded, last shown
+
+    def report(more: int) -> None:
+        done[0] += more
+        if done[0] - done[1] >= step:
+            done[1] = done[0]
+            print(f"{what} {done[0]} records ({time.strftime('%H:%M:%S')})", file=sys.stderr, flush=True)
+
+    return report
 
 
 def default_directory(posts: int) -> Path:
@@ -296,8 +329,10 @@ def main() -> None:
     parser.add_argument("--posts", type=int, default=1_000_000)
     parser.add_argument("--memory", type=Path, default=None, help="default: <tmp>/pcm-lifetime-<posts>")
     parser.add_argument("--seed", type=int, default=37)
+    parser.add_argument("--texts", choices=TEXTS, default="made-up",
+                        help="english: English utterances embedded by the real model (see above)")
     args = parser.parse_args()
-    build(args.memory or default_directory(args.posts), args.posts, args.seed)
+    build(args.memory or default_directory(args.posts), args.posts, args.seed, args.texts)
 
 
 if __name__ == "__main__":
