@@ -2,7 +2,7 @@
 each where one exists.
 
     python benchmarks/bench_lifetime.py [--posts 1000000] [--memory DIR] [--queries 200] [--asks 60]
-        [--seconds 20] [--import-quads 10000000] [--skip ask,walks,endpoint,serve,import]
+        [--seconds 20] [--import-quads 10000000] [--skip ask,walks,endpoint,serve,import] [--texts english]
 
 Builds the memory with ``make_lifetime.py`` (or reuses it), then prints:
 
@@ -21,7 +21,10 @@ Builds the memory with ``make_lifetime.py`` (or reuses it), then prints:
 
 The stored vectors are synthetic (see ``make_lifetime.py``); the questions are embedded by the real model, so the
 latency includes a real embedding while the neighbourhoods searched are the synthetic ones. R@10 against exact is
-therefore also measured with questions embedded like the stored texts (``in-distribution``).
+therefore also measured with questions embedded like the stored texts (``in-distribution``). With ``--texts
+english`` (a memory of English utterances the real model embedded, ``make_lifetime.py --texts english``) the real
+model's questions are the in-distribution ones: they ask about the memory's topics in English, and the synthetic
+rows are left out.
 """
 
 from __future__ import annotations
@@ -35,11 +38,13 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
+import lifetime_english  # noqa: E402
 import lifetime_serving as serving  # noqa: E402
 import make_lifetime  # noqa: E402
 from bench_index import cpu_pressure, pct  # noqa: E402
@@ -68,9 +73,11 @@ def cpu_figures(label: str) -> str:
     return f"{CPU[label][0]:.1f} / {CPU[label][1]:.1f} ms"
 
 
-def questions(seed: int, count: int) -> list[str]:
+def questions(seed: int, count: int, texts: str = "made-up") -> list[str]:
     """Questions in the memory's words: half in the first person (the owner prior), half not."""
     rng = random.Random(seed)
+    if texts == "english":
+        return [_english_question(rng, i) for i in range(count)]
     topics = make_lifetime._vocabulary(seed)
     out = []
     for i in range(count):
@@ -80,9 +87,22 @@ def questions(seed: int, count: int) -> list[str]:
     return out
 
 
-def mentions(seed: int, count: int) -> list[str]:
+def _english_question(rng: random.Random, i: int) -> str:
+    nouns, verbs, adjectives = lifetime_english.TOPICS[rng.choice(sorted(lifetime_english.TOPICS))]
+    base, _ = rng.choice(verbs).split("/")
+    noun, adjective = rng.choice(nouns), rng.choice(adjectives)
+    shapes = (f"What did I say about the {adjective} {noun}?", f"When did I {base} the {noun}?",
+              f"Was the {noun} {adjective}?", f"How did it go when we tried to {base} the {noun}?")
+    return shapes[i % len(shapes)]
+
+
+def mentions(seed: int, count: int, texts: str = "made-up") -> list[str]:
     """Mentions no label matches (the vector leg runs): descriptions in the memory's words."""
     rng = random.Random(seed + 1)
+    if texts == "english":
+        topics = [lifetime_english.TOPICS[t] for t in sorted(lifetime_english.TOPICS)]
+        return [f"the {rng.choice(make_lifetime.THINGS)} for the {rng.choice(topics[i % len(topics)][0])}"
+                for i in range(count)]
     topics = make_lifetime._vocabulary(seed)
     return [
         f"the {rng.choice(make_lifetime.THINGS)} {rng.choice(topics[i % len(topics)])} one" for i in range(count)
@@ -124,6 +144,51 @@ def cold_open(directory: Path, question: str) -> dict[str, float]:
     return line
 
 
+def in_distribution(
+    index: Any, asks: Sequence[str], seed: int, with_threshold: Callable[[int, Callable[[], object]], object]
+) -> None:
+    """R@10 against exact with the questions embedded as the synthetic texts were (made-up memories only)."""
+    synthetic = make_lifetime.SyntheticEmbedder(seed)
+    vector_shares = []
+    for q in asks[:100]:
+        vector = synthetic.encode([q])[0]
+        found = with_threshold(0, lambda v=vector: index._nearest(POSTS_TABLE, v, 10))[0]  # type: ignore[index]
+        exact = with_threshold(NEVER, lambda v=vector: index._nearest(POSTS_TABLE, v, 10))[0]  # type: ignore[index]
+        vector_shares.append(len(set(found.tolist()) & set(exact.tolist())) / max(len(exact), 1))
+    print(f"vector leg R@10 against exact, in-distribution questions: {sum(vector_shares) / len(vector_shares):.3f}")
+    index.embedder, real = synthetic, index.embedder  # questions embedded as the stored texts were
+    index._query_cache.clear()
+    shares = []
+    for q in asks:
+        found = {h.post for h in with_threshold(0, lambda q=q: index.recall(q, k=10))}  # type: ignore[attr-defined]
+        exact = [h.post for h in with_threshold(NEVER, lambda q=q: index.recall(q, k=10))]  # type: ignore[attr-defined]
+        shares.append(len(found & set(exact)) / max(len(exact), 1))
+    index.embedder = real
+    index._query_cache.clear()
+    print(f"hybrid recall R@10 against exact, in-distribution questions: {sum(shares) / len(shares):.3f}")
+
+
+def _match_row(
+    index: Any, said: Sequence[str], count: int, rows: dict[str, int],
+    with_threshold: Callable[[int, Callable[[], object]], object],
+) -> None:
+    """Entity matching through the index and the exact scan, and for known labels."""
+    results: dict[str, tuple[float, float]] = {}
+    labels = [r.label for r in list(index._entities.live_records())[: count]]
+    for label, value in (("index", 0), ("exact", NEVER)):
+        index._query_cache.clear()
+        results[label] = with_threshold(  # type: ignore[assignment]
+            value, lambda label=label: timed(lambda m: index.match_entities(m, k=10), said, f"match {label}")
+        )
+    known = timed(lambda m: index.match_entities(m, k=10), labels)
+    print(
+        f"entity matching @{rows[ENTITIES_TABLE]} entities, mentions needing vectors: index p50 "
+        f"{results['index'][0]:.1f} ms p95 {results['index'][1]:.1f} ms | exact scan p50 {results['exact'][0]:.1f} ms "
+        f"p95 {results['exact'][1]:.1f} ms; known labels p95 {known[1]:.1f} ms (mention embedding included); CPU p50 / p95 "
+        f"index {cpu_figures('match index')}, exact {cpu_figures('match exact')}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--posts", type=int, default=1_000_000)
@@ -134,14 +199,15 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0, help="each endpoint load")
     parser.add_argument("--import-quads", type=int, default=10_000_000)
     parser.add_argument("--skip", default="", help="rows to leave out, comma-separated: ask,walks,endpoint,serve,import")
+    parser.add_argument("--texts", choices=make_lifetime.TEXTS, default="made-up", help="the memory's utterances")
     args = parser.parse_args()
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     directory = args.memory or make_lifetime.default_directory(args.posts)
     print(f"before: {cpu_pressure()}")
-    record = make_lifetime.build(directory, args.posts, args.seed)
+    record = make_lifetime.build(directory, args.posts, args.seed, args.texts)
     posts = int(record["posts"])  # type: ignore[call-overload]
 
-    cold = cold_open(directory, questions(args.seed, 1)[0])
+    cold = cold_open(directory, questions(args.seed, 1, args.texts)[0])
     print(
         f"open + first recall, fresh process (no server): open {cold['open']:.2f} s, first hybrid recall "
         f"{cold['first_recall']:.2f} s, CPU {cold['first_recall_cpu']:.2f} s (model load {cold['model']:.1f} s and "
@@ -167,7 +233,7 @@ def main() -> None:
             start = time.perf_counter()
             tables.build_vector_index(name)  # below the threshold: built here so both ways can be timed
             print(f"built the {name} vector index ({rows[name]} rows) in {time.perf_counter() - start:.1f} s")
-    asks = questions(args.seed, args.queries)
+    asks = questions(args.seed, args.queries, args.texts)
     index.recall(asks[0], k=10)  # the term graph and bfloat16 copy, outside the timings
 
     def with_threshold(value: int, fn: Callable[[], object]) -> object:
@@ -194,39 +260,17 @@ def main() -> None:
         f"R@10 against exact {sum(shares) / len(shares):.3f} (real-model questions); CPU p50 / p95 index "
         f"{cpu_figures('recall index')}, exact {cpu_figures('recall exact')}"
     )
-    synthetic = make_lifetime.SyntheticEmbedder(args.seed)
-    vector_shares = []
-    for q in asks[:100]:
-        vector = synthetic.encode([q])[0]
-        found = with_threshold(0, lambda v=vector: index._nearest(POSTS_TABLE, v, 10))[0]  # type: ignore[index]
-        exact = with_threshold(NEVER, lambda v=vector: index._nearest(POSTS_TABLE, v, 10))[0]  # type: ignore[index]
-        vector_shares.append(len(set(found.tolist()) & set(exact.tolist())) / max(len(exact), 1))
-    print(f"vector leg R@10 against exact, in-distribution questions: {sum(vector_shares) / len(vector_shares):.3f}")
-    index.embedder, real = synthetic, index.embedder  # questions embedded as the stored texts were
-    index._query_cache.clear()
-    shares = []
-    for q in asks:
-        found = {h.post for h in with_threshold(0, lambda q=q: index.recall(q, k=10))}  # type: ignore[attr-defined]
-        exact = [h.post for h in with_threshold(NEVER, lambda q=q: index.recall(q, k=10))]  # type: ignore[attr-defined]
-        shares.append(len(found & set(exact)) / max(len(exact), 1))
-    index.embedder = real
-    index._query_cache.clear()
-    print(f"hybrid recall R@10 against exact, in-distribution questions: {sum(shares) / len(shares):.3f}")
-
-    said = mentions(args.seed, args.queries)
-    labels = [r.label for r in list(index._entities.live_records())[: args.queries]]
-    for label, value in (("index", 0), ("exact", NEVER)):
-        index._query_cache.clear()
-        results[label] = with_threshold(  # type: ignore[assignment]
-            value, lambda label=label: timed(lambda m: index.match_entities(m, k=10), said, f"match {label}")
-        )
-    known = timed(lambda m: index.match_entities(m, k=10), labels)
-    print(
-        f"entity matching @{rows[ENTITIES_TABLE]} entities, mentions needing vectors: index p50 "
-        f"{results['index'][0]:.1f} ms p95 {results['index'][1]:.1f} ms | exact scan p50 {results['exact'][0]:.1f} ms "
-        f"p95 {results['exact'][1]:.1f} ms; known labels p95 {known[1]:.1f} ms (mention embedding included); CPU p50 / p95 "
-        f"index {cpu_figures('match index')}, exact {cpu_figures('match exact')}"
-    )
+    if args.texts == "english":
+        vector_shares = []
+        for q in asks[:100]:
+            vector = index.embedder.encode([q])[0]
+            found = with_threshold(0, lambda v=vector: index._nearest(POSTS_TABLE, v, 10))[0]  # type: ignore[index]
+            exact = with_threshold(NEVER, lambda v=vector: index._nearest(POSTS_TABLE, v, 10))[0]  # type: ignore[index]
+            vector_shares.append(len(set(found.tolist()) & set(exact.tolist())) / max(len(exact), 1))
+        print(f"vector leg R@10 against exact, real-model questions: {sum(vector_shares) / len(vector_shares):.3f}")
+    else:
+        in_distribution(index, asks, args.seed, with_threshold)
+    _match_row(index, mentions(args.seed, args.queries, args.texts), args.queries, rows, with_threshold)
     if "ask" not in skip:
         serving.ask_row(memory, args.seed, args.asks)
     if "walks" not in skip:

@@ -42,6 +42,7 @@ import pyoxigraph as ox
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+import lifetime_english  # noqa: E402
 from pcm.conversations import Utterance  # noqa: E402
 from pcm.index import embedder as embedder_module  # noqa: E402
 from pcm.index.embedder import MODEL_DIM, MODEL_NAME, Embedder  # noqa: E402
@@ -56,8 +57,6 @@ from pcm.provenance import (  # noqa: E402
     session_quads,
 )
 from pcm.settings import Settings  # noqa: E402
-
-import lifetime_english  # noqa: E402
 
 RECORD = "lifetime.json"
 TEXTS = ("made-up", "english")
