@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pyoxigraph as ox
@@ -250,20 +250,8 @@ def test_ending_a_layer_early_when_the_next_fills_the_budget_changes_no_path_and
     does touch the ring (a path may close there) the layer is expanded as before."""
     from pcm.retrieval.traversal import astar
 
-    facts = [q for seed in range(3) for q in random_facts(90 + seed, size=50, edges=80)]
-    backend = LocalBackend(tmp_path / "oxigraph")
-    backend.extend(facts)
-    vertices = sorted({q.subject for q in facts if q.subject != OWNER}, key=lambda v: v.value)
-    rng = random.Random(17)
-    pairs = [tuple(rng.sample(vertices, 2)) for _ in range(120)]
-    ends = astar._next_layer_ends
-    verdicts: list[bool] = []
-
-    def counted(*args: object) -> bool:
-        verdict = ends(*args)  # type: ignore[arg-type]
-        verdicts.append(verdict)
-        return verdict
-
+    backend, pairs = _random_pairs(tmp_path, 90, size=50, edges=80, seed=17, count=120)
+    counted, verdicts = _counting(astar._next_layer_ends)
     monkeypatch.setattr(astar, "_closed", lambda *args: False)  # no search ends for a closed end here
     monkeypatch.setattr(astar, "_next_layer_ends", lambda *args: False)
     expanded, passed_expanded, _ = _walks(backend, pairs, (10, 16, 24))
@@ -283,20 +271,8 @@ def test_a_closed_end_ends_the_search_with_the_same_paths(tmp_path: Path, monkey
     whole budget gives, and fewer vertices are passed to find it."""
     from pcm.retrieval.traversal import astar
 
-    facts = [q for seed in range(3) for q in random_facts(110 + seed, size=60, edges=60)]
-    backend = LocalBackend(tmp_path / "oxigraph")
-    backend.extend(facts)
-    vertices = sorted({q.subject for q in facts if q.subject != OWNER}, key=lambda v: v.value)
-    rng = random.Random(19)
-    pairs = [tuple(rng.sample(vertices, 2)) for _ in range(150)]
-    closed = astar._closed
-    verdicts: list[bool] = []
-
-    def counted(*args: object) -> bool:
-        verdict = closed(*args)  # type: ignore[arg-type]
-        verdicts.append(verdict)
-        return verdict
-
+    backend, pairs = _random_pairs(tmp_path, 110, size=60, edges=60, seed=19, count=150)
+    counted, verdicts = _counting(astar._closed)
     monkeypatch.setattr(astar, "_closed", lambda *args: False)
     searched, passed_searched, _ = _walks(backend, pairs, (40, 500))
     monkeypatch.setattr(astar, "_closed", counted)
@@ -305,6 +281,30 @@ def test_a_closed_end_ends_the_search_with_the_same_paths(tmp_path: Path, monkey
     assert [(paths, notes) for paths, notes, _ in ended] == [(paths, notes) for paths, notes, _ in searched]
     assert sum(verdicts) >= 5 and not all(verdicts)
     assert any(paths for paths, _, _ in searched) and passed_ended < passed_searched
+
+
+def _random_pairs(
+    tmp_path: Path, first: int, *, size: int, edges: int, seed: int, count: int
+) -> tuple[LocalBackend, list[tuple[ox.NamedNode, ...]]]:
+    """Three random graphs (seeds ``first`` on) in one store, and ``count`` pairs of their vertices but the owner."""
+    facts = [q for n in range(3) for q in random_facts(first + n, size=size, edges=edges)]
+    backend = LocalBackend(tmp_path / "oxigraph")
+    backend.extend(facts)
+    vertices = sorted({q.subject for q in facts if q.subject != OWNER}, key=lambda v: v.value)
+    rng = random.Random(seed)
+    return backend, [tuple(rng.sample(vertices, 2)) for _ in range(count)]
+
+
+def _counting(check: Callable[..., bool]) -> tuple[Callable[..., bool], list[bool]]:
+    """``check`` as it is, with every verdict it gives kept in the list returned beside it."""
+    verdicts: list[bool] = []
+
+    def counted(*args: object) -> bool:
+        verdict = check(*args)
+        verdicts.append(verdict)
+        return verdict
+
+    return counted, verdicts
 
 
 def _rows(backend: LocalBackend, pairs: list[tuple[ox.NamedNode, ...]], budgets: tuple[int, ...]) -> int:
