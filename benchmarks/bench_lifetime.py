@@ -144,18 +144,27 @@ def cold_open(directory: Path, question: str) -> dict[str, float]:
     return line
 
 
+def vector_leg_share(
+    index: Any, embedder: Any, asks: Sequence[str], with_threshold: Callable[[int, Callable[[], object]], object]
+) -> float:
+    """The vector leg alone: the mean share of the exact scan's top 10 the vector index returns, the questions
+    embedded by ``embedder``."""
+    shares = []
+    for q in asks:
+        vector = embedder.encode([q])[0]
+        found = with_threshold(0, lambda v=vector: index._nearest(POSTS_TABLE, v, 10))[0]  # type: ignore[index]
+        exact = with_threshold(NEVER, lambda v=vector: index._nearest(POSTS_TABLE, v, 10))[0]  # type: ignore[index]
+        shares.append(len(set(found.tolist()) & set(exact.tolist())) / max(len(exact), 1))
+    return sum(shares) / len(shares)
+
+
 def in_distribution(
     index: Any, asks: Sequence[str], seed: int, with_threshold: Callable[[int, Callable[[], object]], object]
 ) -> None:
     """R@10 against exact with the questions embedded as the synthetic texts were (made-up memories only)."""
     synthetic = make_lifetime.SyntheticEmbedder(seed)
-    vector_shares = []
-    for q in asks[:100]:
-        vector = synthetic.encode([q])[0]
-        found = with_threshold(0, lambda v=vector: index._nearest(POSTS_TABLE, v, 10))[0]  # type: ignore[index]
-        exact = with_threshold(NEVER, lambda v=vector: index._nearest(POSTS_TABLE, v, 10))[0]  # type: ignore[index]
-        vector_shares.append(len(set(found.tolist()) & set(exact.tolist())) / max(len(exact), 1))
-    print(f"vector leg R@10 against exact, in-distribution questions: {sum(vector_shares) / len(vector_shares):.3f}")
+    share = vector_leg_share(index, synthetic, asks[:100], with_threshold)
+    print(f"vector leg R@10 against exact, in-distribution questions: {share:.3f}")
     index.embedder, real = synthetic, index.embedder  # questions embedded as the stored texts were
     index._query_cache.clear()
     shares = []
@@ -261,13 +270,8 @@ def main() -> None:
         f"{cpu_figures('recall index')}, exact {cpu_figures('recall exact')}"
     )
     if args.texts == "english":
-        vector_shares = []
-        for q in asks[:100]:
-            vector = index.embedder.encode([q])[0]
-            found = with_threshold(0, lambda v=vector: index._nearest(POSTS_TABLE, v, 10))[0]  # type: ignore[index]
-            exact = with_threshold(NEVER, lambda v=vector: index._nearest(POSTS_TABLE, v, 10))[0]  # type: ignore[index]
-            vector_shares.append(len(set(found.tolist()) & set(exact.tolist())) / max(len(exact), 1))
-        print(f"vector leg R@10 against exact, real-model questions: {sum(vector_shares) / len(vector_shares):.3f}")
+        share = vector_leg_share(index, index.embedder, asks[:100], with_threshold)
+        print(f"vector leg R@10 against exact, real-model questions: {share:.3f}")
     else:
         in_distribution(index, asks, args.seed, with_threshold)
     _match_row(index, mentions(args.seed, args.queries, args.texts), args.queries, rows, with_threshold)

@@ -32,7 +32,7 @@ import random
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -57,6 +57,7 @@ from pcm.provenance import (  # noqa: E402
     session_quads,
 )
 from pcm.settings import Settings  # noqa: E402
+from pcm.terminal import LineProgress  # noqa: E402
 
 RECORD = "lifetime.json"
 TEXTS = ("made-up", "english")
@@ -278,7 +279,8 @@ def build(directory: Path, posts: int, seed: int = 37, texts: str = "made-up") -
     memory.backend.bulk_load(str(spool), ox.RdfFormat.N_QUADS)
     spool.unlink()
     loaded = time.perf_counter()
-    memory.sync_index(progress=_progress("indexed", posts))
+    with LineProgress(None, "indexed", every=120, unit="records") as progress:  # posts, then entities
+        memory.sync_index(progress=progress.update)
     memory.index.optimize()
     indexed = time.perf_counter()
     memory.close()
@@ -302,21 +304,6 @@ def build(directory: Path, posts: int, seed: int = 37, texts: str = "made-up") -
         f"{generated - started:.0f} s, bulk load {loaded - generated:.0f} s, index {indexed - loaded:.0f} s"
     )
     return record
-
-
-def _progress(what: str, total: int) -> Callable[[int], None]:
-    """A progress line on stderr every 5% of ``total`` (the build runs for many minutes); the callback is given
-    how many more records were embedded (posts, then entities)."""
-    step = max(1, total // 20)
-    done = [0, 0]  # embedded, last shown
-
-    def report(more: int) -> None:
-        done[0] += more
-        if done[0] - done[1] >= step:
-            done[1] = done[0]
-            print(f"{what} {done[0]} records ({time.strftime('%H:%M:%S')})", file=sys.stderr, flush=True)
-
-    return report
 
 
 def default_directory(posts: int) -> Path:

@@ -213,7 +213,7 @@ class GraphView:
         (``beyond.rq``): whether a layer has at least so many vertices, without shipping its pairs."""
         if not vertices or limit <= 0:
             return []
-        frontier = " ".join(str(v) for v in dict.fromkeys(vertices))
+        frontier = _iris(vertices)
         rows = self._select_rows("beyond", limit, {"frontier": frontier, **self._terms}).rows
         walkable = self.walkable
         return [x for (x,) in rows if walkable(x)]
@@ -223,8 +223,8 @@ class GraphView:
         if not vertices or not targets:
             return False
         terms = {
-            "frontier": " ".join(str(v) for v in dict.fromkeys(vertices)),
-            "targets": " ".join(str(v) for v in dict.fromkeys(targets)),
+            "frontier": _iris(vertices),
+            "targets": _iris(targets),
             **self._terms,
         }
         return bool(self._select_rows("touches", 1, terms).rows)
@@ -269,7 +269,7 @@ class GraphView:
         return [step for v in wanted for step in self._memo[v]]
 
     def _read_edges(self, vertices: list[Node]) -> dict[Node, list[Step]]:
-        rows = self._select("edges", frontier=" ".join(str(v) for v in vertices), **self._terms).rows
+        rows = self._select("edges", frontier=_iris(vertices), **self._terms).rows
         fetched: dict[Node, list[Step]] = {v: [] for v in vertices}
         for subject, p, x, fwd in rows:
             y = _node(subject)
@@ -282,7 +282,7 @@ class GraphView:
         """Count the triples of vertices never read before (counted in the engine, nothing shipped)."""
         for start in range(0, len(vertices), 1000):
             chunk = vertices[start : start + 1000]
-            for v, n in self._select("degrees", iris=" ".join(str(x) for x in chunk)).rows:
+            for v, n in self._select("degrees", iris=_iris(chunk)).rows:
                 self._degree[_node(v)] = int(value_or_none(n) or 0)
 
     def degrees(self, vertices: Sequence[Node]) -> dict[Node, int]:
@@ -296,7 +296,7 @@ class GraphView:
         if not firsts:
             return []
         rows = self._select(
-            "bridges", firsts=" ".join(str(v) for v in dict.fromkeys(firsts)), goal=str(goal), **self._terms
+            "bridges", firsts=_iris(firsts), goal=str(goal), **self._terms
         ).rows
         return [(_node(a), y) for a, y in rows if self.walkable(y)]
 
@@ -352,7 +352,7 @@ class GraphView:
             thesis = {
                 row[0]
                 for row in self._select(
-                    "types", iris=" ".join(str(v) for v in chunk), thesis=self._thesis_terms()
+                    "types", iris=_iris(chunk), thesis=self._thesis_terms()
                 ).rows
             }
             for v in chunk:
@@ -365,7 +365,7 @@ class GraphView:
         missing = [v for v in wanted if v not in self._labels]
         for start in range(0, len(missing), 1000):
             chunk = missing[start : start + 1000]
-            for x, label, content in self._select("labels", iris=" ".join(str(v) for v in chunk)).rows:
+            for x, label, content in self._select("labels", iris=_iris(chunk)).rows:
                 text = label.value if label is not None else _snippet(content.value) if content is not None else None
                 if text:
                     self._labels[_node(x)] = text
@@ -442,6 +442,11 @@ def _node(term: object) -> Node:
     if not isinstance(term, ox.NamedNode):
         raise TypeError(f"an IRI expected from a traversal query, got {term!r}")
     return term
+
+
+def _iris(vertices: Iterable[Node]) -> str:
+    """``vertices`` as a ``VALUES`` list, each once, in the order given."""
+    return " ".join(str(v) for v in dict.fromkeys(vertices))
 
 
 def _value(term: object) -> ox.NamedNode | ox.Literal:
