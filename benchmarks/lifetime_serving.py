@@ -39,17 +39,22 @@ SCHEMA = "https://schema.org/"
 PCM = "https://w3id.org/pcm/ontology#"
 AS_OF = datetime(2025, 10, 1, tzinfo=UTC)
 
-#: Facts to ask about: a friend of the owner with one of their purchases, trips, parties or pets.
+#: Facts to ask about: a friend of the owner with one of their purchases, trips, parties or pets. The friend's label
+#: is in the graph of the post that first named them (a card is written once), not necessarily the act's; joined
+#: after the acts are cut (the engine otherwise starts from the labels: minutes against 1.6 s at 1M posts).
 FACTS = """
 SELECT ?kind ?node ?agent ?name WHERE {
-  GRAPH ?g {
-    { ?node a ?kind ; <https://schema.org/agent> ?agent .
-      VALUES ?kind { <https://schema.org/BuyAction> <https://schema.org/TravelAction> <https://schema.org/SocialEvent> } }
-    UNION { ?agent <https://w3id.org/pcm/ontology#hasPet> ?node . BIND(<https://w3id.org/pcm/ontology#Pet> AS ?kind) }
-    ?agent <http://www.w3.org/2000/01/rdf-schema#label> ?name .
-  }
-} LIMIT 20000
+  { SELECT ?kind ?node ?agent WHERE { GRAPH ?g {
+      { ?node a ?kind ; <https://schema.org/agent> ?agent .
+        VALUES ?kind { <https://schema.org/BuyAction> <https://schema.org/TravelAction> <https://schema.org/SocialEvent> } }
+      UNION { ?agent <https://w3id.org/pcm/ontology#hasPet> ?node . BIND(<https://w3id.org/pcm/ontology#Pet> AS ?kind) }
+  } } LIMIT 20000 }
+  ?agent <http://www.w3.org/2000/01/rdf-schema#label> ?name .
+}
 """
+
+WARMUP_SEED = 1000
+"""Added to the seed for the inputs asked before the timed ones (none of which they repeat)."""
 
 #: A question and its gold query for each kind of fact (``{agent}`` is the friend's IRI, ``{name}`` their name).
 ASKED = {
@@ -90,26 +95,46 @@ def facts(memory: Memory, count: int, seed: int) -> list[dict[str, str]]:
     return list(picked.values())[:count]
 
 
-def ask_row(memory: Memory, seed: int, count: int) -> dict[str, float]:
+def ask_row(memory: Memory, seed: int, count: int, warmup: int = 0) -> dict[str, float]:
     """Ask with the gold query replayed by a scripted client: everything but the model (entity matching, grounding,
-    safety checks, execution, evidence, the answer), as ``bench_ask.py`` measures it on the sample memory."""
+    safety checks, execution, evidence, the answer), as ``bench_ask.py`` measures it on the sample memory.
+
+    ``warmup`` questions about other facts (another seed) are asked first and reported apart as the process's
+    first questions: the store's and LanceDB's caches fill as a memory answers, and the timed questions are then
+    what a memory that has been answering meets (``bench_lifetime.py --warmup``)."""
     from bench_ask import gold_client
     from pcm.retrieval.ask import ask
 
-    asked = []
-    for fact in facts(memory, count, seed):
-        question, query = ASKED[fact["kind"]]
-        asked.append((question.format(name=fact["name"]), query.format(agent=fact["agent"])))
-    client = gold_client(dict(asked))
-    ask(memory.context, asked[0][0], client=client, as_of=AS_OF)  # the query worker and imports, untimed
-    totals, answered = [], 0
-    for question, _ in asked:
-        result = ask(memory.context, question, client=client, as_of=AS_OF)
-        totals.append(result.stats["non_llm_ms"])
-        answered += result.path == "sparql"
-    figures = {"p50": pct(totals, 0.5), "p95": pct(totals, 0.95), "answered": answered, "questions": len(asked)}
-    print(f"ask without the model (gold query replayed), {len(asked)} questions: p50 {figures['p50']:.1f} ms, "
-          f"p95 {figures['p95']:.1f} ms; answered from the graph {answered}/{len(asked)} (target p95 <= 100 ms)")
+    def asked(facts_of: list[dict[str, str]]) -> list[tuple[str, str]]:
+        out = []
+        for fact in facts_of:
+            question, query = ASKED[fact["kind"]]
+            out.append((question.format(name=fact["name"]), query.format(agent=fact["agent"])))
+        return out
+
+    timed_set = asked(facts(memory, count, seed))
+    taken = {q for q, _ in timed_set}
+    first = [pair for pair in asked(facts(memory, 4 * warmup, seed + WARMUP_SEED)) if pair[0] not in taken][:warmup]
+    client = gold_client(dict(timed_set + first))
+
+    def run(pairs: list[tuple[str, str]]) -> tuple[list[float], int]:
+        totals, answered = [], 0
+        for question, _ in pairs:
+            result = ask(memory.context, question, client=client, as_of=AS_OF)
+            totals.append(result.stats["non_llm_ms"])
+            answered += result.path == "sparql"
+        return totals, answered
+
+    ask(memory.context, (first or timed_set)[0][0], client=client, as_of=AS_OF)  # the query worker and imports
+    if first:
+        early, _ = run(first)
+        print(f"ask without the model, the process's first {len(first)} questions (other facts): "
+              f"p50 {pct(early, 0.5):.1f} ms, p95 {pct(early, 0.95):.1f} ms")
+    totals, answered = run(timed_set)
+    figures = {"p50": pct(totals, 0.5), "p95": pct(totals, 0.95), "answered": answered, "questions": len(timed_set)}
+    print(f"ask without the model (gold query replayed), {len(timed_set)} questions"
+          f"{f' after {len(first)} others' if first else ''}: p50 {figures['p50']:.1f} ms, "
+          f"p95 {figures['p95']:.1f} ms; answered from the graph {answered}/{len(timed_set)} (target p95 <= 100 ms)")
     return figures
 
 

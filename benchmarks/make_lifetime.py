@@ -7,8 +7,10 @@ The store is written with pcm's own quad builders (:func:`pcm.provenance.post_qu
 ``activity_quads``, ``entity_derivation_quads``), so every post, session, extraction graph and provenance record
 has the shape ``pcm ingest`` and extraction give it, spooled to N-Quads and bulk loaded. One post in ten has an
 extraction graph (a friend of the owner and a purchase, a trip, a pet or a party, as in ``bench_ask.py``) and the
-status ``extracted``; the others are ``pending``. The side index is then filled by the memory's own reconcile
-(``Memory.sync_index``), so its rows, search text and sync record are what ``pcm reindex`` writes.
+status ``extracted``; the others are ``pending``. An individual's card (its type and label) is written once, in the
+first graph that states it, as extraction stores it (``pcm.extraction.cards``): a friend's later acts, and the
+thousands of purchases at one shop, name the entity without restating its card. The side index is then filled by
+the memory's own reconcile (``Memory.sync_index``), so its rows, search text and sync record are what ``pcm reindex`` writes.
 
 The vectors are synthetic, not the embedding model's: a text's vector is the normalised sum of fixed random
 vectors of its words (seeded), plus a little noise. Texts of one topic share words, so the vectors are clustered
@@ -21,7 +23,8 @@ sentences) and lets the real model embed them, as ``pcm reindex`` would (about 2
 cores): a corpus where a question's vector meets thousands of distractors on its own topic, which the made-up words
 cannot give. The facts, sessions and provenance are the same.
 
-An existing memory at DIR built with the same ``--posts`` and ``--seed`` is reused (``lifetime.json`` records them).
+An existing memory at DIR built with the same ``--posts``, ``--seed`` and ``--texts`` (and cards written once) is
+reused (``lifetime.json`` records them).
 """
 
 from __future__ import annotations
@@ -70,6 +73,10 @@ PCM = "https://w3id.org/pcm/ontology#"
 REL = "http://purl.org/vocab/relationship/"
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
 LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
+CARD = frozenset({RDF_TYPE, LABEL})
+CARDS = "once"
+"""How the memory's cards are written (``lifetime.json``): memories made before cards were written once restate
+them in every graph and are rebuilt."""
 XSD = "http://www.w3.org/2001/XMLSchema#"
 FIRST = ("Alex", "Sam", "Jordan", "Taylor", "Morgan", "Casey", "Riley", "Jamie", "Avery", "Quinn", "Rowan", "Elliot")
 LAST = ("Nguyen", "Garcia", "Smith", "Kowalski", "Okafor", "Haddad", "Lindqvist", "Moreau", "Tanaka", "Rossi")
@@ -209,6 +216,7 @@ def generate(naming: Naming, posts: int, seed: int, texts: str = "made-up") -> I
     span = timedelta(days=365 * YEARS) / sessions
     people = max(50, posts // 400)
     ns = naming.namespace
+    carded: set[ox.Triple] = set()  # cards already written (see the module docstring)
     k = 0
     for s in range(sessions):
         session_id = f"life-{s:06d}"
@@ -234,10 +242,13 @@ def generate(naming: Naming, posts: int, seed: int, texts: str = "made-up") -> I
                 post = [q for q in post if q.predicate != STATUS]
                 post.append(ox.Quad(ox.NamedNode(ref.iri), STATUS, ox.Literal("extracted"), post[0].graph_name))
                 graph = ref.graph
-                facts = _facts(rng, ns, k, people)
+                said = _facts(rng, ns, k, people)
+                facts = [t for t in said if t not in carded]
+                carded.update(t for t in facts if t.predicate.value in CARD)
                 g = ox.NamedNode(graph)
                 post += [ox.Quad(t.subject, t.predicate, t.object, g) for t in facts]
-                subjects = {t.subject.value for t in facts if t.subject.value != ns + "owner"}
+                # the post still derives every entity it names, its card written here or not
+                subjects = {t.subject.value for t in said if t.subject.value != ns + "owner"}
                 post += entity_derivation_quads(subjects, ref.iri, graph)
                 activity = Activity("extraction", when + timedelta(seconds=5), model="lifetime-synthetic")
                 post += activity_quads(naming, activity, graph, ref.iri)
@@ -253,7 +264,8 @@ def built(directory: Path, posts: int, seed: int, texts: str = "made-up") -> dic
         record = json.loads((directory / RECORD).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    same = record.get("posts") == posts and record.get("seed") == seed and record.get("texts", "made-up") == texts
+    same = (record.get("posts") == posts and record.get("seed") == seed and record.get("texts", "made-up") == texts
+            and record.get("cards") == CARDS)
     return record if same else None
 
 
@@ -288,6 +300,7 @@ def build(directory: Path, posts: int, seed: int = 37, texts: str = "made-up") -
         "posts": posts,
         "seed": seed,
         "texts": texts,
+        "cards": CARDS,
         "sessions": -(-posts // PER_SESSION),
         "quads": quads,
         "seconds": {
