@@ -688,6 +688,7 @@ class Memory:
                 embedder=embedder,
                 ann_min_rows=self.settings.index_ann_min_rows,
                 recall_config=self.settings.recall,
+                resident_after=self.settings.index_resident_after,
             )
         return self._index
 

@@ -5,6 +5,7 @@ written since, and go on as before."""
 
 from __future__ import annotations
 
+import threading
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -124,3 +125,59 @@ def test_the_first_recall_has_the_vector_index_loaded_beside_the_mirror(
             idx.recall(QUERIES[1], k=10)
             assert first and idx._warming is None  # the vector search waited for the load
         assert asked == expected
+
+
+def _resident_now(idx: SideIndex) -> None:
+    """Wait for the matrix being read beside the recalls, then recall once so that it is adopted."""
+    if idx._residing is not None:
+        idx._residing.result()
+    idx.recall(QUERIES[0], k=10)
+
+
+def test_a_process_that_keeps_recalling_reads_the_matrix_beside_and_answers_the_same(built: Path) -> None:
+    with SideIndex.open(built, embedder=TopicEmbedder(), ann_min_rows=THRESHOLD) as idx:
+        deferred = _answers(idx)
+        assert idx._posts.deferred() and idx._residing is None, "fewer recalls than the default started the read"
+    with SideIndex.open(built, embedder=TopicEmbedder(), ann_min_rows=THRESHOLD, resident_after=3) as idx:
+        assert _answers(idx) == deferred  # the read starts at the third recall; some of these may use it
+        _resident_now(idx)
+        assert not idx._posts.deferred()
+        assert _answers(idx) == deferred
+    with SideIndex.open(built, embedder=TopicEmbedder(), ann_min_rows=THRESHOLD, resident_after=0) as idx:
+        _answers(idx)
+        _answers(idx)
+        assert idx._posts.deferred() and idx._residing is None
+
+
+def test_rows_written_while_the_matrix_is_read_are_laid_over_it(built: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The side read takes its snapshot of the table, then new, changed and deleted posts (enough new ones to
+    widen the mirror) are written before it is adopted: the adopted matrix is the one a fresh open reads."""
+    snapshot, release = threading.Event(), threading.Event()
+    added = [post(POSTS + i) for i in range(POSTS // 2 + 65)]
+    with SideIndex.open(built, embedder=TopicEmbedder(), ann_min_rows=THRESHOLD, resident_after=1) as idx:
+        read = idx._read_post_vectors
+
+        def held(*args: Any) -> np.ndarray:
+            matrix = read(*args)
+            snapshot.set()
+            assert release.wait(60), "the test never released the read"
+            return matrix
+
+        monkeypatch.setattr(idx, "_read_post_vectors", held)
+        idx.recall(QUERIES[0], k=10)  # loads the mirror deferred and starts the read
+        assert snapshot.wait(60), "the side read never started"
+        idx.upsert_posts([*added, post(3, topic=7)])
+        idx.delete_posts([post(5).iri])
+        assert idx._posts.deferred()
+        release.set()
+        _resident_now(idx)
+        mirror = idx._posts
+        assert not mirror.deferred()
+        adopted = {iri: mirror.vectors[slot].copy() for iri, slot in mirror.slot_of.items()}
+        norms = mirror.norms[: len(mirror.vectors)].copy()
+        np.testing.assert_allclose(norms, np.linalg.norm(mirror.vectors, axis=1), rtol=1e-6)
+    with SideIndex.open(built, embedder=TopicEmbedder(), ann_min_rows=THRESHOLD) as idx:
+        fresh = {iri: idx._posts.vectors[slot] for iri, slot in idx._posts.slot_of.items()}
+    assert adopted.keys() == fresh.keys() and post(5).iri not in adopted
+    for iri, vector in fresh.items():
+        np.testing.assert_array_equal(adopted[iri], vector)

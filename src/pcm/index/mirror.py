@@ -452,8 +452,26 @@ class _Slots(Generic[R]):
         rows written since laid over it."""
         reader, self._deferred = self._deferred, None
         assert reader is not None
+        self._install(reader())
+
+    def deferred_reader(self) -> Callable[[], np.ndarray] | None:
+        """What reads the deferred matrix (``None`` once it is in memory), for a caller that reads it on another
+        thread and hands the result to :meth:`adopt_matrix`."""
+        return self._deferred
+
+    def adopt_matrix(self, reader: Callable[[], np.ndarray], matrix: np.ndarray) -> bool:
+        """Take ``matrix``, what ``reader`` (:meth:`deferred_reader`) returned, as the matrix, with the rows
+        written while it was read laid over it; False, and nothing changed, if the mirror no longer defers to that
+        reader (it was read, or the mirror loaded again, meanwhile). Called under the same lock as the writes."""
+        if self._deferred is not reader:
+            return False
+        self._deferred = None
+        self._install(matrix)
+        return True
+
+    def _install(self, read: np.ndarray) -> None:
         size = len(self.alive)
-        matrix = np.asarray(reader(), dtype=np.float32)
+        matrix = np.asarray(read, dtype=np.float32)
         if len(matrix) < size:
             matrix = np.concatenate([matrix, np.zeros((size - len(matrix), self.dim), dtype=np.float32)])
         elif not (matrix.flags.writeable and matrix.flags.c_contiguous):
