@@ -270,8 +270,8 @@ def _peak_rss_mb(pid: int) -> float:
 def serve_rss_row(memory_dir: Path, questions: Sequence[str]) -> float:
     """Peak resident memory of ``pcm serve`` (side index on) after recalls, model-less asks and ten ingested
     utterances (a lifetime memory is written to every day), and the time of those writes. A hundred recalls or more
-    make the server read the posts' vector matrix into memory (``Settings.index_resident_after``), as a server that
-    keeps answering does. The utterances are
+    make the server read the posts' vector matrix into memory where it fits ``Settings.index_resident_mb``, as a
+    server that keeps answering does. The utterances are
     about none of the benchmark's questions, and their session is forgotten at the end, so the memory the other
     rows measure stays what it was."""
     proc, url = start_server(memory_dir, index=True)

@@ -688,7 +688,7 @@ class Memory:
                 embedder=embedder,
                 ann_min_rows=self.settings.index_ann_min_rows,
                 recall_config=self.settings.recall,
-                resident_after=self.settings.index_resident_after,
+                resident_mb=self.settings.index_resident_mb,
             )
         return self._index
 

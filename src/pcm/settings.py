@@ -488,10 +488,12 @@ class Settings:
     #: rows, about 11.4 ms more per 100k rows, and a hybrid recall runs two, while the graph search grows with the
     #: log of the rows. They cross at about 150-200k rows (docs/benchmarks.md).
     index_ann_min_rows: int = 200_000
-    #: Recalls a process makes with the utterances' vectors left on disk (a memory past ``index_ann_min_rows``)
-    #: before it reads them into memory on a side thread and keeps them: about 1.5 GB at 1M utterances, for
-    #: recalls about 10 ms faster (``PCM_INDEX_RESIDENT_AFTER``; 0: never, for servers short of memory).
-    index_resident_after: int = 64
+    #: Most megabytes of utterance vectors a process reads into memory and keeps once it has made 64 recalls with
+    #: them left on disk (a memory past ``index_ann_min_rows``): recall then scores the index's candidates from
+    #: memory, about 10 ms faster a recall (``PCM_INDEX_RESIDENT_MB``; 0: never). 1.5 KB an utterance: the
+    #: default keeps up to about 700k utterances' vectors; at 1M (1.5 GB) ``pcm serve`` peaked at 5.3 GB with them
+    #: and 2.2 GB without, against a 4 GB target (docs/benchmarks.md).
+    index_resident_mb: int = 1024
     #: How episodic recall ranks: a recipe of :data:`RECALL_RECIPES` (``PCM_RECALL_RECIPE``, default ``tuned``).
     recall: RecallConfig = field(default_factory=RecallConfig)
     #: OpenMP wait policy of the embedding model's threads, applied before torch is first imported. PASSIVE lets
@@ -549,7 +551,7 @@ class Settings:
             ("serve_max_head_bytes", int),
             ("serve_bodies_in_flight_mb", int),
             ("index_ann_min_rows", int),
-            ("index_resident_after", int),
+            ("index_resident_mb", int),
         ):
             raw = env.get(f"PCM_{name.upper()}")
             if raw:

@@ -14,6 +14,7 @@ import math
 from typing import Any, Literal
 
 import numpy as np
+import pyarrow as pa
 from lancedb.index import IvfHnswSq, IvfPq
 
 INDEX_NAME = "vector_idx"
@@ -115,11 +116,12 @@ def search_rows(
 
 
 def vector_matrix(data: Any) -> np.ndarray:
-    """The ``vector`` column of an Arrow table as one float32 matrix, a fresh writable copy (offsets of sliced
-    chunks respected)."""
+    """The ``vector`` column of an Arrow table or record batch as one float32 matrix, a fresh writable copy
+    (offsets of sliced chunks respected)."""
     column = data.column("vector")
     dim = column.type.list_size
-    chunks = [c.flatten().to_numpy(zero_copy_only=False) for c in column.chunks]
+    arrays = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    chunks = [c.flatten().to_numpy(zero_copy_only=False) for c in arrays]
     if not chunks:
         return np.zeros((0, dim), np.float32)
     return np.concatenate(chunks).astype(np.float32, copy=False).reshape(-1, dim)

@@ -21,6 +21,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 import numpy as np
+import pyarrow as pa
 
 from pcm.errors import MemoryVersionError, PcmError, UsageError
 from pcm.index import ann, quantity
@@ -99,7 +100,9 @@ _PROGRESS_STEP = 64
 (reported per chunk, a reindex through the server sat at 0% and then jumped to 100%)."""
 _QUERY_CACHE = 256
 RESIDENT_AFTER = 64
-"""The default of ``Settings.index_resident_after`` (:meth:`SideIndex._keep_resident`)."""
+"""Recalls with the posts' vector matrix deferred after which it is read and kept (:meth:`SideIndex._keep_resident`)."""
+RESIDENT_MB = 1024
+"""The default of ``Settings.index_resident_mb``."""
 FAVOURED_DEPTH = 3
 """A vector search under a prior (:meth:`SideIndex._nearest` with ``weights``) first asks the index for this many
 times the rows wanted, unfiltered; when they hold as many favoured rows as are wanted, the weighted best are among
@@ -135,6 +138,7 @@ class SideIndex:
         *,
         ann_min_rows: int = ann.MIN_ROWS,
         recall_config: RecallConfig | None = None,
+        resident_mb: int = RESIDENT_MB,
         resident_after: int = RESIDENT_AFTER,
     ) -> None:
         """Use :meth:`open`."""
@@ -159,9 +163,11 @@ class SideIndex:
         self._entity_mirror: EntityMirror | None = None
         self._warming: Future[None] | None = None
         """The posts' vector index being loaded on a LanceDB thread while the first recall fills the mirror."""
+        self.resident_mb = resident_mb
+        """Most megabytes of the posts' vector matrix :meth:`_keep_resident` reads and keeps
+        (``Settings.index_resident_mb``; 0: never)."""
         self.resident_after = resident_after
-        """Recalls with the posts' vector matrix deferred after which it is read on a side thread and kept
-        (``Settings.index_resident_after``; 0: never)."""
+        """Recalls with the posts' vector matrix deferred after which it is read on a side thread and kept."""
         self._deferred_recalls = 0
         self._residing: Future[tuple[Callable[[], np.ndarray], np.ndarray]] | None = None
         """The deferred matrix being read beside the recalls (:meth:`_keep_resident`): its reader and the matrix."""
@@ -190,6 +196,7 @@ class SideIndex:
         rebuild: bool = False,
         ann_min_rows: int | None = None,
         recall_config: RecallConfig | None = None,
+        resident_mb: int = RESIDENT_MB,
         resident_after: int = RESIDENT_AFTER,
     ) -> SideIndex:
         """Open (creating if missing) the index in ``directory``.
@@ -198,7 +205,7 @@ class SideIndex:
         layout. ``rebuild=True`` first deletes everything in the directory (``pcm reindex`` after a model change);
         follow it with :meth:`reconcile`. ``ann_min_rows`` is :attr:`ann_min_rows` (default
         :data:`pcm.index.ann.MIN_ROWS`); ``recall_config`` is :attr:`recall_config` (default: the tuned recipe);
-        ``resident_after`` is :attr:`resident_after`.
+        ``resident_mb`` and ``resident_after`` are :attr:`resident_mb` and :attr:`resident_after`.
         """
         directory = Path(directory)
         embedder = embedder if embedder is not None else get_embedder()
@@ -215,7 +222,7 @@ class SideIndex:
         threshold = ann.MIN_ROWS if ann_min_rows is None else ann_min_rows
         return cls(
             directory, Tables(directory, embedder.dim), embedder, ann_min_rows=threshold, recall_config=recall_config,
-            resident_after=resident_after,
+            resident_mb=resident_mb, resident_after=resident_after,
         )
 
     def close(self) -> None:
@@ -992,13 +999,13 @@ class SideIndex:
 
     def _keep_resident(self) -> None:
         """Once :attr:`resident_after` recalls have searched vectors with the posts' matrix deferred, read it on a
-        side thread and keep it: a process that goes on answering (a server, an assistant's session) then scores
-        the index's candidates from memory instead of reading their vectors back from the table with every search
-        (hybrid recall wall p95 45.7-47.7 ms deferred against 36.3-37.4 ms with the matrix read, 1M English posts,
-        warm; the read takes about 6 s at 1M and holds 1.5 GB). A one-off recall (the CLI) never gets there. The
-        recalls meanwhile go on deferred; the first after the read adopts the matrix, with the rows written
-        meanwhile laid over it (:meth:`~pcm.index.mirror.PostMirror.adopt_matrix`). A read that fails is dropped
-        (the matrix stays deferred) and tried again after as many recalls."""
+        side thread and keep it, if it fits :attr:`resident_mb`: a process that goes on answering (a server, an
+        assistant's session) then scores the index's candidates from memory instead of reading their vectors back
+        from the table with every search (hybrid recall wall p95 45.7-47.7 ms deferred against 36.3-37.4 ms with
+        the matrix read, 1M English posts, warm; the read takes about 6 s at 1M). A one-off recall (the CLI) never
+        gets there. The recalls meanwhile go on deferred; the first after the read adopts the matrix, with the
+        rows written meanwhile laid over it (:meth:`~pcm.index.mirror.PostMirror.adopt_matrix`). A read that
+        fails is dropped (the matrix stays deferred) and tried again after as many recalls."""
         mirror = self._posts
         if self._residing is not None:
             if not self._residing.done():
@@ -1013,7 +1020,7 @@ class SideIndex:
             mirror.adopt_matrix(reader, matrix)
             return
         deferred = mirror.deferred_reader()
-        if deferred is None or self.resident_after <= 0:
+        if deferred is None or len(mirror.alive) * self.embedder.dim * 4 > self.resident_mb * 2**20:
             return
         self._deferred_recalls += 1
         if self._deferred_recalls < self.resident_after:
@@ -1050,19 +1057,25 @@ class SideIndex:
     def _read_post_vectors(self, mirror: PostMirror, iris: Any) -> np.ndarray:
         """The matrix the posts mirror deferred: the ``iris`` it loaded (an Arrow array), slot for slot, read from
         the table now. Rows the table has since replaced come with their new vectors (the write that replaced
-        them puts the same ones), rows it no longer holds stay zero (the write that deleted them clears them)."""
+        them puts the same ones), rows it no longer holds stay zero (the write that deleted them clears them).
+
+        The table is read a batch at a time into the matrix: read whole and then copied, the two held 3 GB at 1M
+        posts, and the process kept most of it after (resident 5.0 GB, peak 5.3 GB, against 1.9 GB before)."""
         tables = self._open_tables()
-        data = tables.read_arrow(tables.posts, ("iri", "vector"))
-        vectors = tables.vectors(data)
-        now = data.column("iri")
-        if now.equals(iris):  # the same values, however the two reads were chunked
-            return vectors
-        matrix = np.zeros((len(iris), self.embedder.dim), dtype=np.float32)
-        slot_of, size = mirror.slot_of, len(iris)
-        for row, iri in enumerate(now.to_pylist()):
-            slot = slot_of.get(iri)
-            if slot is not None and slot < size:
-                matrix[slot] = vectors[row]
+        size = len(iris)
+        matrix = np.zeros((size, self.embedder.dim), dtype=np.float32)
+        slot_of, offset = mirror.slot_of, 0
+        for batch in tables.batches(tables.posts, ("iri", "vector")):
+            rows, now = batch.num_rows, batch.column("iri")
+            vectors = tables.vectors(batch)
+            if offset + rows <= size and iris.slice(offset, rows).equals(pa.chunked_array([now])):
+                matrix[offset : offset + rows] = vectors  # in load order, as the table usually is
+            else:
+                for row, iri in enumerate(now.to_pylist()):
+                    slot = slot_of.get(iri)
+                    if slot is not None and slot < size:
+                        matrix[slot] = vectors[row]
+            offset += rows
         return matrix
 
     @property

@@ -11,7 +11,7 @@ import json
 import os
 import shutil
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -36,6 +36,8 @@ META_FILE = "meta.json"
 SYNC_FILE = "synced.json"
 """What the index was last fully reconciled against (see ``SideIndex.record_sync``)."""
 _IRIS_PER_FILTER = 500
+_READ_BATCH = 8192
+"""Rows per batch of :meth:`Tables.batches` (12 MB of 384-d float32 vectors)."""
 """IRIs named in one ``iri IN (...)`` filter (a delete, or a read of some rows' vectors)."""
 SCALAR_INDEXES: dict[str, Any] = {"role": Bitmap, "speaker": Bitmap, "session": BTree, "ts": BTree}
 """The utterance columns recall filters on (``_post_filter`` in :mod:`pcm.index.sideindex`, and the rows a prior
@@ -342,6 +344,16 @@ class Tables:
             return table.schema.empty_table().select(list(columns))
         return table.search().select(list(columns)).limit(rows).to_arrow()
 
+    def batches(self, table: Any, columns: Sequence[str], size: int = _READ_BATCH) -> Iterator[pa.RecordBatch]:
+        """Whole columns of ``table`` as Arrow record batches of at most ``size`` rows, in the order
+        :meth:`read_arrow` gives them: a caller that keeps what it needs of each holds one batch at a time, not
+        the columns whole beside its copy (at 1M posts the vectors are 1.5 GB)."""
+        rows = table.count_rows()
+        if not rows:
+            return iter(())
+        reader: Iterator[pa.RecordBatch] = table.search().select(list(columns)).limit(rows).to_batches(size)
+        return reader
+
     def vectors_of(self, table: Any, iris: Sequence[str]) -> dict[str, np.ndarray]:
         """The stored vectors of ``iris`` (those the table holds), read by a filtered scan: a few rows without
         reading every vector (at 1M posts 1.5 GB)."""
@@ -356,7 +368,7 @@ class Tables:
             out.update(zip(data.column("iri").to_pylist(), self.vectors(data), strict=True))
         return out
 
-    def vectors(self, data: pa.Table) -> np.ndarray:
+    def vectors(self, data: pa.Table | pa.RecordBatch) -> np.ndarray:
         """The ``vector`` column of ``data`` as one float32 matrix, a fresh writable copy."""
         return ann.vector_matrix(data).reshape(-1, self.dim)
 
