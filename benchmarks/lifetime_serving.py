@@ -168,10 +168,11 @@ def traversal_row(memory: Memory, seed: int, count: int) -> dict[str, float]:
 
 
 def start_server(memory_dir: Path, *, index: bool) -> tuple[subprocess.Popen[str], str]:
-    """``pcm serve`` on the memory in its own process, as ``bench_endpoint.py`` starts it."""
+    """``pcm serve`` on the memory in its own process, as ``bench_endpoint.py`` starts it, from this checkout's
+    ``src`` (not whichever pcm the interpreter would import)."""
     from bench_endpoint import start_server as start
 
-    return start(Settings(memory=memory_dir), index=index)
+    return start(Settings(memory=memory_dir), str(REPO / "src"), index=index)
 
 
 def _client(endpoint: str, agents: list[str], seconds: float, seed: int) -> list[float]:
