@@ -169,12 +169,6 @@ def in_distribution(
     print(f"vector leg R@10 against exact, in-distribution questions: {share:.3f}")
     index.embedder, real = synthetic, index.embedder  # questions embedded as the stored texts were
     index._query_cache.clear()
-    index._posts.vectors  # noqa: B018 - read by the exact scan already; the index pass again with it in memory
-    index._query_cache.clear()
-    resident = with_threshold(0, lambda: timed(lambda q: index.recall(q, k=10), asks, "recall resident"))
-    print(f"hybrid recall through the index with the vector matrix in memory (PCM_INDEX_RESIDENT_MB above its "
-          f"size): p50 {resident[0]:.1f} ms p95 {resident[1]:.1f} ms; CPU p50 / p95 "  # type: ignore[index]
-          f"{cpu_figures('recall resident')}")
     shares = []
     for q in asks:
         found = {h.post for h in with_threshold(0, lambda q=q: index.recall(q, k=10))}  # type: ignore[attr-defined]
