@@ -10,7 +10,7 @@ Builds the memory with ``make_lifetime.py`` (or reuses it), then prints:
 - hybrid recall p50/p95 (query embedded by the real model, every leg), through LanceDB's vector index and, as the
   baseline, through the exact scan of every vector, in the same process; and the share of the exact top 10 the
   indexed recall returns (R@10 against exact, the same questions); the ``--warmup`` other questions asked before
-  them are the process's first, reported apart (:func:`others`);
+  them are the process's first, reported apart (``lifetime_serving.others``);
 - entity matching p95 for mentions that need the vector leg (no label matches), index against exact scan, and for
   known labels (no vector search at all);
 - opening the memory and its first recall in a fresh process (no server; the model load timed apart, the OS file
@@ -179,27 +179,12 @@ def in_distribution(
     print(f"hybrid recall R@10 against exact, in-distribution questions: {sum(shares) / len(shares):.3f}")
 
 
-def others(make: Callable[[int, int], list[str]], seed: int, taken: Sequence[str], count: int) -> list[str]:
-    """``count`` distinct inputs ``make(seed, n)`` draws with another seed, none of them in ``taken``: asked before
-    the timed ones and reported apart as the process's first. LanceDB loads the full-text index's posting lists,
-    and the data file's pages a search reads back, as searches first need them; a process's first hundred
-    questions' recall p95 was 68-96 ms against 49-73 ms for the same questions asked again (five fresh processes), and
-    other questions asked first take that from them just as well (one-off drivers on the 1M English memory,
-    2026-11-29: p95 56.6 ms after 193 other questions, 56.5 ms asked a second time). The timed rows are then what a memory
-    that has been answering meets, and the first ones what a fresh process meets."""
-    taken_set, out = set(taken), []
-    for text in make(seed + serving.WARMUP_SEED, 4 * count):
-        if text not in taken_set and text not in out:
-            out.append(text)
-    return out[:count]
-
-
 def _match_row(
     index: Any, said: Sequence[str], first: Sequence[str], rows: dict[str, int],
     with_threshold: Callable[[int, Callable[[], object]], object],
 ) -> None:
     """Entity matching through the index and the exact scan, and for known labels; ``first`` matched before
-    them (:func:`others`)."""
+    them (``lifetime_serving.others``)."""
     for mention in first:
         index.match_entities(mention, k=10)
     results: dict[str, tuple[float, float]] = {}
@@ -264,7 +249,7 @@ def main() -> None:
             tables.build_vector_index(name)  # below the threshold: built here so both ways can be timed
             print(f"built the {name} vector index ({rows[name]} rows) in {time.perf_counter() - start:.1f} s")
     asks = questions(args.seed, args.queries, args.texts)
-    first = others(lambda seed, n: questions(seed, n, args.texts), args.seed, asks, args.warmup)
+    first = serving.others(lambda seed, n: questions(seed, n, args.texts), args.seed, asks, args.warmup)
     index.recall((first or asks)[0], k=10)  # the term graph and bfloat16 copy, outside the timings
 
     def with_threshold(value: int, fn: Callable[[], object]) -> object:
@@ -315,7 +300,7 @@ def main() -> None:
     else:
         in_distribution(index, asks, args.seed, with_threshold)
     said = mentions(args.seed, args.queries, args.texts)
-    said_first = others(lambda seed, n: mentions(seed, n, args.texts), args.seed, said, args.warmup)
+    said_first = serving.others(lambda seed, n: mentions(seed, n, args.texts), args.seed, said, args.warmup)
     _match_row(index, said, said_first, rows, with_threshold)
     if "ask" not in skip:
         serving.ask_row(memory, args.seed, args.asks, args.warmup)

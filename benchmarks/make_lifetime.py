@@ -10,7 +10,8 @@ extraction graph (a friend of the owner and a purchase, a trip, a pet or a party
 status ``extracted``; the others are ``pending``. An individual's card (its type and label) is written once, in the
 first graph that states it, as extraction stores it (``pcm.extraction.cards``): a friend's later acts, and the
 thousands of purchases at one shop, name the entity without restating its card. The side index is then filled by
-the memory's own reconcile (``Memory.sync_index``), so its rows, search text and sync record are what ``pcm reindex`` writes.
+the memory's own reconcile (``Memory.sync_index``), so its rows, search text and sync record are what ``pcm
+reindex`` writes.
 
 The vectors are synthetic, not the embedding model's: a text's vector is the normalised sum of fixed random
 vectors of its words (seeded), plus a little noise. Texts of one topic share words, so the vectors are clustered
@@ -47,6 +48,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 import lifetime_english  # noqa: E402
 from pcm.conversations import Utterance  # noqa: E402
+from pcm.extraction.cards import CARD_PREDICATES  # noqa: E402
 from pcm.index import embedder as embedder_module  # noqa: E402
 from pcm.index.embedder import MODEL_DIM, MODEL_NAME, Embedder  # noqa: E402
 from pcm.memory import Memory  # noqa: E402
@@ -73,7 +75,6 @@ PCM = "https://w3id.org/pcm/ontology#"
 REL = "http://purl.org/vocab/relationship/"
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
 LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
-CARD = frozenset({RDF_TYPE, LABEL})
 CARDS = "once"
 """How the memory's cards are written (``lifetime.json``): memories made before cards were written once restate
 them in every graph and are rebuilt."""
@@ -244,7 +245,7 @@ def generate(naming: Naming, posts: int, seed: int, texts: str = "made-up") -> I
                 graph = ref.graph
                 said = _facts(rng, ns, k, people)
                 facts = [t for t in said if t not in carded]
-                carded.update(t for t in facts if t.predicate.value in CARD)
+                carded.update(t for t in facts if t.predicate.value in CARD_PREDICATES)
                 g = ox.NamedNode(graph)
                 post += [ox.Quad(t.subject, t.predicate, t.object, g) for t in facts]
                 # the post still derives every entity it names, its card written here or not

@@ -14,7 +14,8 @@ from types import ModuleType
 import pyoxigraph as ox
 import pytest
 
-from pcm.namespaces import PROV, RDF, RDFS
+from pcm.extraction.cards import CARD_PREDICATES
+from pcm.namespaces import PROV
 from pcm.naming import Naming
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -34,7 +35,7 @@ def test_each_card_is_written_once(quads: list[ox.Quad]) -> None:
     cards = Counter(
         (q.subject, q.predicate, q.object)
         for q in quads
-        if INDIVIDUAL.fullmatch(q.subject.value) and q.predicate.value in (RDF + "type", RDFS + "label")
+        if INDIVIDUAL.fullmatch(q.subject.value) and q.predicate.value in CARD_PREDICATES
     )
     assert cards, "the generator wrote no cards"
     assert max(cards.values()) == 1

@@ -36,9 +36,9 @@ META_FILE = "meta.json"
 SYNC_FILE = "synced.json"
 """What the index was last fully reconciled against (see ``SideIndex.record_sync``)."""
 _IRIS_PER_FILTER = 500
+"""IRIs named in one ``iri IN (...)`` filter (a delete, or a read of some rows' vectors)."""
 _READ_BATCH = 8192
 """Rows per batch of :meth:`Tables.batches` (12 MB of 384-d float32 vectors)."""
-"""IRIs named in one ``iri IN (...)`` filter (a delete, or a read of some rows' vectors)."""
 SCALAR_INDEXES: dict[str, Any] = {"role": Bitmap, "speaker": Bitmap, "session": BTree, "ts": BTree}
 """The utterance columns recall filters on (``_post_filter`` in :mod:`pcm.index.sideindex`, and the rows a prior
 favours), each with LanceDB's scalar index: a prefiltered search otherwise evaluates its condition over every row.
@@ -339,19 +339,15 @@ class Tables:
 
     def read_arrow(self, table: Any, columns: Sequence[str]) -> pa.Table:
         """Whole columns of ``table`` as Arrow (empty, with the table's types, for an empty table)."""
-        rows = table.count_rows()
-        if not rows:
-            return table.schema.empty_table().select(list(columns))
-        return table.search().select(list(columns)).limit(rows).to_arrow()
+        scan = _whole(table, columns)
+        return table.schema.empty_table().select(list(columns)) if scan is None else scan.to_arrow()
 
     def batches(self, table: Any, columns: Sequence[str], size: int = _READ_BATCH) -> Iterator[pa.RecordBatch]:
         """Whole columns of ``table`` as Arrow record batches of at most ``size`` rows, in the order
         :meth:`read_arrow` gives them: a caller that keeps what it needs of each holds one batch at a time, not
         the columns whole beside its copy (at 1M posts the vectors are 1.5 GB)."""
-        rows = table.count_rows()
-        if not rows:
-            return iter(())
-        reader: Iterator[pa.RecordBatch] = table.search().select(list(columns)).limit(rows).to_batches(size)
+        scan = _whole(table, columns)
+        reader: Iterator[pa.RecordBatch] = iter(()) if scan is None else scan.to_batches(size)
         return reader
 
     def vectors_of(self, table: Any, iris: Sequence[str]) -> dict[str, np.ndarray]:
@@ -406,6 +402,13 @@ class Tables:
             if name in set(_table_names(self.db)):
                 self.db.drop_table(name)
             self.vector_indexed[name] = False
+
+
+def _whole(table: Any, columns: Sequence[str]) -> Any:
+    """A scan of every row of ``table`` (LanceDB's plain search stops at 10 rows unless told the count), or
+    ``None`` for an empty table."""
+    rows = table.count_rows()
+    return table.search().select(list(columns)).limit(rows) if rows else None
 
 
 def _table_names(db: Any) -> list[str]:
